@@ -1,0 +1,631 @@
+//! Configuration: `$ACP_HOME/config.toml` (default `~/.acp/config.toml`), environment variables and
+//! flags → [`Config`]. Model references are `provider/model`, split at the first '/'.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum WireApi {
+    /// Anthropic Messages (`POST {base}/v1/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    /// OpenAI Chat Completions (`POST {base}/chat/completions`); also Ollama, vLLM, llama.cpp, LM Studio,
+    /// OpenRouter and other compatible servers.
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// OpenAI Responses (`POST {base}/responses`).
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+}
+
+impl WireApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAiChat => "openai-chat",
+            Self::OpenAiResponses => "openai-responses",
+        }
+    }
+}
+
+/// One model a provider offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    pub id: String,
+    pub name: Option<String>,
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// Output token limit sent with each request (required by Anthropic; optional elsewhere).
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A resolved provider: built-in defaults, the config file and the environment merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub id: String,
+    pub api: WireApi,
+    /// Base URL without a trailing '/'. OpenAI-style bases include `/v1`; Anthropic-style ones do not.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    /// The environment variable the key is read from, if any.
+    pub api_key_env: Option<String>,
+    /// Whether the provider needs a key at all (local servers usually do not).
+    pub key_required: bool,
+    pub headers: Vec<(String, String)>,
+    pub models: Vec<ModelInfo>,
+}
+
+impl ProviderConfig {
+    pub fn is_usable(&self) -> bool {
+        !self.key_required || self.api_key.is_some()
+    }
+
+    /// Why the provider cannot be used, in words that say how to fix it.
+    pub fn unusable_reason(&self) -> Option<String> {
+        if self.is_usable() {
+            return None;
+        }
+        Some(match &self.api_key_env {
+            Some(var) => format!("provider `{}` needs an API key: set {var}", self.id),
+            None => format!(
+                "provider `{}` needs an API key: set `api_key_env` or `api_key` in config.toml",
+                self.id
+            ),
+        })
+    }
+
+    pub fn model(&self, id: &str) -> ModelInfo {
+        self.models
+            .iter()
+            .find(|m| m.id == id)
+            .cloned()
+            .unwrap_or_else(|| ModelInfo {
+                id: id.to_owned(),
+                name: None,
+                context_window: default_context_window(id),
+                max_output_tokens: default_max_output(self.api),
+            })
+    }
+}
+
+/// A `provider/model` reference.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelRef {
+    pub provider: String,
+    pub model: String,
+}
+
+impl ModelRef {
+    /// Splits at the first '/', so `openrouter/anthropic/claude-sonnet-4.5` is provider `openrouter`,
+    /// model `anthropic/claude-sonnet-4.5`.
+    pub fn parse(reference: &str) -> Option<Self> {
+        let (provider, model) = reference.trim().split_once('/')?;
+        if provider.is_empty() || model.is_empty() {
+            return None;
+        }
+        Some(Self {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// Network timeouts for model requests. There is deliberately no total deadline: long generations
+/// are fine as long as bytes keep arriving.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// From sending the request to the first byte of the event stream.
+    pub first_event: Duration,
+    /// Longest silence between two reads of the stream.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_event: Duration::from_secs(300),
+            idle: Duration::from_secs(300),
+        }
+    }
+}
+
+/// How failed model requests are retried (see `providers::retry`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryConfig {
+    pub max_retries: u32,
+    pub initial_delay: Duration,
+    pub max_backoff: Duration,
+    /// A server-requested delay longer than this is not waited for; the turn fails instead.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            initial_delay: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything the server needs to know, resolved once at start (and again on `authenticate`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub home: PathBuf,
+    /// `ACP_MODEL`, else `model` from the file.
+    pub default_model: Option<String>,
+    pub providers: Vec<ProviderConfig>,
+    pub timeouts: Timeouts,
+    pub retry: RetryConfig,
+    pub max_line_bytes: usize,
+    /// Set when the config file exists but could not be read or parsed.
+    pub load_error: Option<String>,
+}
+
+/// Why no model can be used; the message says how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoModel(pub String);
+
+impl std::fmt::Display for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Config {
+    /// Loads from the real environment and `$ACP_HOME/config.toml`.
+    pub fn load() -> Self {
+        Self::load_with(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Loads with a custom environment lookup (for tests).
+    pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let home = match env("ACP_HOME") {
+            Some(dir) => PathBuf::from(dir),
+            None => env("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join(".acp"),
+        };
+        let path = home.join("config.toml");
+        let (file, load_error) = match std::fs::read_to_string(&path) {
+            Ok(text) => match toml::from_str::<FileConfig>(&text) {
+                Ok(file) => (file, None),
+                Err(e) => (
+                    FileConfig::default(),
+                    Some(format!("{}: {}", path.display(), e.to_string().trim())),
+                ),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
+            Err(e) => (
+                FileConfig::default(),
+                Some(format!("{}: {e}", path.display())),
+            ),
+        };
+        Self::resolve(home, file, load_error, env)
+    }
+
+    fn resolve(
+        home: PathBuf,
+        file: FileConfig,
+        mut load_error: Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let mut providers = builtin_providers(env);
+        for (id, section) in file.providers {
+            let result = match providers.iter_mut().find(|p| p.id == id) {
+                Some(existing) => apply_section(section, existing, env),
+                None => new_provider(id.clone(), section, env).map(|p| providers.push(p)),
+            };
+            if let Err(e) = result {
+                load_error.get_or_insert(format!(
+                    "{}: [providers.{id}]: {e}",
+                    home.join("config.toml").display()
+                ));
+            }
+        }
+        let t = file.timeouts.unwrap_or_default();
+        let defaults = Timeouts::default();
+        let timeouts = Timeouts {
+            connect: secs(t.connect).unwrap_or(defaults.connect),
+            first_event: secs(t.first_event).unwrap_or(defaults.first_event),
+            idle: secs(t.idle).unwrap_or(defaults.idle),
+        };
+        let r = file.retry.unwrap_or_default();
+        let rd = RetryConfig::default();
+        let retry = RetryConfig {
+            max_retries: r.max_retries.unwrap_or(rd.max_retries),
+            initial_delay: secs(r.initial_delay).unwrap_or(rd.initial_delay),
+            max_backoff: secs(r.max_backoff).unwrap_or(rd.max_backoff),
+            max_retry_after: secs(r.max_retry_after).unwrap_or(rd.max_retry_after),
+        };
+        Self {
+            home,
+            default_model: env("ACP_MODEL").or(file.model),
+            providers,
+            timeouts,
+            retry,
+            max_line_bytes: file
+                .max_line_bytes
+                .unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
+            load_error,
+        }
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.toml")
+    }
+
+    pub fn provider(&self, id: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.id == id)
+    }
+
+    pub fn any_usable(&self) -> bool {
+        self.providers.iter().any(ProviderConfig::is_usable)
+    }
+
+    /// Resolves a model reference to a usable provider and model. A bare model name (no '/') is
+    /// looked up in the model lists of the usable providers.
+    pub fn resolve_model(&self, reference: &str) -> Result<(ModelRef, &ProviderConfig), NoModel> {
+        let parsed = match ModelRef::parse(reference) {
+            Some(r) => r,
+            None => {
+                let name = reference.trim();
+                let found = self
+                    .providers
+                    .iter()
+                    .filter(|p| p.is_usable())
+                    .find(|p| p.models.iter().any(|m| m.id == name));
+                match found {
+                    Some(p) => ModelRef {
+                        provider: p.id.clone(),
+                        model: name.to_owned(),
+                    },
+                    None => {
+                        return Err(NoModel(format!(
+                            "`{name}` is not a model reference: write it as provider/model, e.g. anthropic/claude-sonnet-4-5"
+                        )));
+                    }
+                }
+            }
+        };
+        let Some(provider) = self.provider(&parsed.provider) else {
+            let known: Vec<&str> = self.providers.iter().map(|p| p.id.as_str()).collect();
+            return Err(NoModel(format!(
+                "unknown provider `{}` in `{parsed}`; known providers: {}",
+                parsed.provider,
+                known.join(", ")
+            )));
+        };
+        if let Some(reason) = provider.unusable_reason() {
+            return Err(NoModel(reason));
+        }
+        Ok((parsed, provider))
+    }
+
+    /// The model new sessions start with.
+    pub fn default_model_ref(&self) -> Result<ModelRef, NoModel> {
+        if let Some(err) = &self.load_error {
+            return Err(NoModel(format!("could not read the configuration: {err}")));
+        }
+        if let Some(reference) = &self.default_model {
+            return self.resolve_model(reference).map(|(r, _)| r);
+        }
+        self.providers
+            .iter()
+            .find(|p| p.is_usable())
+            .and_then(|p| {
+                p.models.first().map(|m| ModelRef {
+                    provider: p.id.clone(),
+                    model: m.id.clone(),
+                })
+            })
+            .ok_or_else(|| NoModel(self.setup_help()))
+    }
+
+    /// Every model of every usable provider, as (reference, display name).
+    pub fn model_choices(&self) -> Vec<(ModelRef, String)> {
+        self.providers
+            .iter()
+            .filter(|p| p.is_usable())
+            .flat_map(|p| {
+                p.models.iter().map(|m| {
+                    let r = ModelRef {
+                        provider: p.id.clone(),
+                        model: m.id.clone(),
+                    };
+                    let name = m.name.clone().unwrap_or_else(|| r.to_string());
+                    (r, name)
+                })
+            })
+            .collect()
+    }
+
+    /// What to do when no provider is usable.
+    pub fn setup_help(&self) -> String {
+        format!(
+            "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment \
+             the editor starts acp with, or add a provider to {} — for example\n\n\
+             [providers.ollama]\napi = \"openai-chat\"\nbase_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\n\
+             then choose it with ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
+            self.config_path().display()
+        )
+    }
+}
+
+fn secs(value: Option<f64>) -> Option<Duration> {
+    value
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+fn trim_base(url: &str) -> String {
+    url.trim().trim_end_matches('/').to_owned()
+}
+
+fn default_context_window(model: &str) -> u64 {
+    let m = model.to_ascii_lowercase();
+    if m.contains("claude") {
+        200_000
+    } else if m.starts_with("gpt-5") {
+        400_000
+    } else if m.starts_with("gpt-4.1") {
+        1_047_576
+    } else {
+        128_000
+    }
+}
+
+fn default_max_output(api: WireApi) -> Option<u32> {
+    match api {
+        WireApi::Anthropic => Some(16_384),
+        WireApi::OpenAiChat | WireApi::OpenAiResponses => None,
+    }
+}
+
+fn model_list(api: WireApi, ids: &[&str]) -> Vec<ModelInfo> {
+    ids.iter()
+        .map(|id| ModelInfo {
+            id: (*id).to_owned(),
+            name: None,
+            context_window: default_context_window(id),
+            max_output_tokens: default_max_output(api),
+        })
+        .collect()
+}
+
+fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig> {
+    let openai_base = env("OPENAI_BASE_URL")
+        .map(|u| trim_base(&u))
+        .unwrap_or_else(|| "https://api.openai.com/v1".into());
+    vec![
+        ProviderConfig {
+            id: "anthropic".into(),
+            api: WireApi::Anthropic,
+            base_url: env("ANTHROPIC_BASE_URL")
+                .map(|u| trim_base(&u))
+                .unwrap_or_else(|| "https://api.anthropic.com".into()),
+            api_key: env("ANTHROPIC_API_KEY"),
+            api_key_env: Some("ANTHROPIC_API_KEY".into()),
+            key_required: true,
+            headers: Vec::new(),
+            models: model_list(
+                WireApi::Anthropic,
+                &["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"],
+            ),
+        },
+        ProviderConfig {
+            id: "openai".into(),
+            api: WireApi::OpenAiChat,
+            base_url: openai_base.clone(),
+            api_key: env("OPENAI_API_KEY"),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+            key_required: true,
+            headers: Vec::new(),
+            models: model_list(WireApi::OpenAiChat, &["gpt-5", "gpt-5-mini", "gpt-4.1"]),
+        },
+        ProviderConfig {
+            id: "openai-responses".into(),
+            api: WireApi::OpenAiResponses,
+            base_url: openai_base,
+            api_key: env("OPENAI_API_KEY"),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+            key_required: true,
+            headers: Vec::new(),
+            models: model_list(
+                WireApi::OpenAiResponses,
+                &["gpt-5-codex", "gpt-5", "gpt-5-mini"],
+            ),
+        },
+    ]
+}
+
+// ---- the file format ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    model: Option<String>,
+    max_line_bytes: Option<usize>,
+    timeouts: Option<FileTimeouts>,
+    retry: Option<FileRetry>,
+    #[serde(default)]
+    providers: toml::map::Map<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTimeouts {
+    connect: Option<f64>,
+    first_event: Option<f64>,
+    idle: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRetry {
+    max_retries: Option<u32>,
+    initial_delay: Option<f64>,
+    max_backoff: Option<f64>,
+    max_retry_after: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProvider {
+    api: Option<WireApi>,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    api_key_env: Option<String>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    models: Option<Vec<FileModel>>,
+    max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FileModel {
+    Id(String),
+    Detailed {
+        id: String,
+        name: Option<String>,
+        context_window: Option<u64>,
+        max_tokens: Option<u32>,
+    },
+}
+
+impl FileProvider {
+    fn parse(value: toml::Value) -> Result<Self, String> {
+        value
+            .try_into::<FileProvider>()
+            .map_err(|e| e.to_string().trim().to_owned())
+    }
+
+    fn models(&self, api: WireApi) -> Option<Vec<ModelInfo>> {
+        self.models.as_ref().map(|models| {
+            models
+                .iter()
+                .map(|m| match m {
+                    FileModel::Id(id) => ModelInfo {
+                        id: id.clone(),
+                        name: None,
+                        context_window: default_context_window(id),
+                        max_output_tokens: self.max_tokens.or(default_max_output(api)),
+                    },
+                    FileModel::Detailed {
+                        id,
+                        name,
+                        context_window,
+                        max_tokens,
+                    } => ModelInfo {
+                        id: id.clone(),
+                        name: name.clone(),
+                        context_window: context_window
+                            .unwrap_or_else(|| default_context_window(id)),
+                        max_output_tokens: max_tokens
+                            .or(self.max_tokens)
+                            .or(default_max_output(api)),
+                    },
+                })
+                .collect()
+        })
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        self.headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// A section named like a built-in provider overrides its fields.
+fn apply_section(
+    value: toml::Value,
+    provider: &mut ProviderConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let section = FileProvider::parse(value)?;
+    if let Some(api) = section.api {
+        provider.api = api;
+    }
+    // The environment variable (e.g. ANTHROPIC_BASE_URL) wins over the file for built-ins.
+    if let Some(url) = &section.base_url {
+        let env_name = match provider.id.as_str() {
+            "anthropic" => "ANTHROPIC_BASE_URL",
+            _ => "OPENAI_BASE_URL",
+        };
+        if env(env_name).is_none() {
+            provider.base_url = trim_base(url);
+        }
+    }
+    if let Some(var) = &section.api_key_env {
+        provider.api_key_env = Some(var.clone());
+        provider.api_key = env(var);
+    }
+    if let Some(key) = &section.api_key {
+        provider.api_key = Some(key.clone());
+    }
+    provider.headers.extend(section.headers());
+    if let Some(models) = section.models(provider.api) {
+        provider.models = models;
+    } else if let Some(max) = section.max_tokens {
+        for m in &mut provider.models {
+            m.max_output_tokens = Some(max);
+        }
+    }
+    Ok(())
+}
+
+/// A section with a new name defines a provider.
+fn new_provider(
+    id: String,
+    value: toml::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProviderConfig, String> {
+    let section = FileProvider::parse(value)?;
+    let api = section
+        .api
+        .ok_or("missing `api` (\"anthropic\", \"openai-chat\" or \"openai-responses\")")?;
+    let base_url = section
+        .base_url
+        .as_deref()
+        .map(trim_base)
+        .ok_or("missing `base_url`")?;
+    let api_key = section
+        .api_key
+        .clone()
+        .or_else(|| section.api_key_env.as_deref().and_then(env));
+    let key_required = section.api_key.is_some() || section.api_key_env.is_some();
+    let models = section.models(api).unwrap_or_default();
+    if models.is_empty() {
+        return Err("missing `models` (a list of model ids)".into());
+    }
+    Ok(ProviderConfig {
+        id,
+        api,
+        base_url,
+        api_key,
+        api_key_env: section.api_key_env.clone(),
+        key_required,
+        headers: section.headers(),
+        models,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,26 @@
+//! acp — an Agent Client Protocol agent server. The code map:
+//!
+//! - `main.rs` — the CLI (`acp serve`, the default): tracing to stderr, signals, exit codes.
+//! - [`config`] — `$ACP_HOME/config.toml` + environment → [`config::Config`]; `provider/model` refs.
+//! - [`rpc`] — JSON-RPC over NDJSON: reader thread → dispatcher channel → writer thread (the only
+//!   writer of stdout); our own requests to the client with a pending map and `$/cancel_request`.
+//! - [`acp`] — the only module that knows ACP: the dispatch table (`acp/agent.rs`), runtime events
+//!   → `session/update` (`acp/updates.rs`), modes/config options, prompt content, `_meta` readers.
+//! - [`runtime`] — the in-process agent: one actor per session (`runtime/session.rs`), `Op` in,
+//!   `Event` out, one turn of the loop on one screen (`runtime/turn.rs`), the system prompt.
+//! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
+//!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
+//!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.
+//!
+//! Wire types (JSON-RPC envelope, NDJSON codec, ACP schema) live in the `acp-protocol` crate.
+//! Invariants: only `acp` knows ACP; only `rpc` and `acp-protocol` know JSON-RPC; stdout carries
+//! protocol frames only; every request gets exactly one response; every prompt ends with exactly one
+//! stop reason (or error).
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod acp;
+pub mod config;
+pub mod providers;
+pub mod rpc;
+pub mod runtime;

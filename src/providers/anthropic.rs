@@ -1,0 +1,251 @@
+//! Anthropic Messages API: request body and stream decoding (`message_start` … `message_stop`).
+//! Base URLs follow the official SDK: `ANTHROPIC_BASE_URL` has no `/v1`; we append `/v1/messages`.
+
+use serde_json::{Value, json};
+
+use super::sse::SseEvent;
+use super::{
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent,
+    Usage, UserPart,
+};
+
+pub const API_VERSION: &str = "2023-06-01";
+
+pub fn url(base_url: &str) -> String {
+    format!("{base_url}/v1/messages")
+}
+
+pub fn body(req: &ModelRequest) -> Value {
+    let messages: Vec<Message> = req.messages.iter().filter_map(keep_replayable).collect();
+    let messages: Vec<Value> = super::alternating(&messages)
+        .iter()
+        .map(message_json)
+        .collect();
+    let mut max_tokens = req.max_output_tokens.unwrap_or(16_384);
+    let mut body = json!({
+        "model": req.model,
+        "max_tokens": max_tokens,
+        "stream": true,
+        "messages": messages,
+    });
+    if !req.system.is_empty() {
+        body["system"] = json!([{ "type": "text", "text": req.system, "cache_control": { "type": "ephemeral" } }]);
+    }
+    if let Some(effort) = req.reasoning {
+        let budget = effort.budget_tokens();
+        if max_tokens <= budget {
+            max_tokens = budget + 4_096;
+            body["max_tokens"] = json!(max_tokens);
+        }
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
+    }
+    body
+}
+
+/// Drops what Anthropic cannot take back: thinking without a signature, other APIs' reasoning
+/// items, empty text; and messages left empty by that.
+fn keep_replayable(m: &Message) -> Option<Message> {
+    match m {
+        Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
+        Message::Assistant(parts) => {
+            let kept: Vec<AssistantPart> = parts
+                .iter()
+                .filter(|p| match p {
+                    AssistantPart::Text(t) => !t.is_empty(),
+                    AssistantPart::Thinking { signature, .. } => signature.is_some(),
+                    AssistantPart::RedactedThinking { .. } => true,
+                    AssistantPart::Reasoning { .. } => false,
+                })
+                .cloned()
+                .collect();
+            (!kept.is_empty()).then_some(Message::Assistant(kept))
+        }
+    }
+}
+
+fn message_json(m: &Message) -> Value {
+    match m {
+        Message::User(parts) => {
+            let content: Vec<Value> = parts
+                .iter()
+                .map(|p| match p {
+                    UserPart::Text(text) => json!({ "type": "text", "text": text }),
+                    UserPart::Image { mime_type, data } => json!({
+                        "type": "image",
+                        "source": { "type": "base64", "media_type": mime_type, "data": data }
+                    }),
+                })
+                .collect();
+            json!({ "role": "user", "content": content })
+        }
+        Message::Assistant(parts) => {
+            let content: Vec<Value> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    AssistantPart::Text(text) => Some(json!({ "type": "text", "text": text })),
+                    AssistantPart::Thinking { text, signature } => Some(
+                        json!({ "type": "thinking", "thinking": text, "signature": signature }),
+                    ),
+                    AssistantPart::RedactedThinking { data } => {
+                        Some(json!({ "type": "redacted_thinking", "data": data }))
+                    }
+                    AssistantPart::Reasoning { .. } => None,
+                })
+                .collect();
+            json!({ "role": "assistant", "content": content })
+        }
+    }
+}
+
+/// Error responses: `{"type":"error","error":{"type":…,"message":…},"request_id":…}`.
+pub fn error_from_body(status: u16, body: &str) -> ProviderError {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) => {
+            let message = v["error"]["message"].as_str().unwrap_or(body).to_owned();
+            let kind = v["error"]["type"].as_str().unwrap_or("");
+            let mut e = ProviderError::from_status(status, message).refine(kind);
+            e.request_id = v["request_id"].as_str().map(str::to_owned);
+            e
+        }
+        Err(_) => ProviderError::from_status(status, super::client::snippet(body)),
+    }
+}
+
+/// Decodes one Messages stream.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    usage: Usage,
+    stop: Option<FinishReason>,
+    finished: bool,
+}
+
+impl Decoder {
+    pub fn event(
+        &mut self,
+        ev: &SseEvent,
+        out: &mut Vec<ResponseEvent>,
+    ) -> Result<(), ProviderError> {
+        if !ev.has_data {
+            return Ok(());
+        }
+        let v = super::parse_json(&ev.data)?;
+        let kind = v["type"].as_str().unwrap_or(ev.event_type());
+        match kind {
+            "message_start" => {
+                self.read_usage(&v["message"]["usage"]);
+                out.push(ResponseEvent::Usage(self.usage));
+            }
+            "content_block_start" => {
+                let block = &v["content_block"];
+                match block["type"].as_str() {
+                    Some("text") => {
+                        push_text(out, block["text"].as_str(), ResponseEvent::TextDelta)
+                    }
+                    Some("thinking") => {
+                        push_text(out, block["thinking"].as_str(), ResponseEvent::ThoughtDelta)
+                    }
+                    Some("redacted_thinking") => {
+                        out.push(ResponseEvent::RedactedThinking(
+                            block["data"].as_str().unwrap_or("").to_owned(),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta = &v["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        push_text(out, delta["text"].as_str(), ResponseEvent::TextDelta)
+                    }
+                    Some("thinking_delta") => {
+                        push_text(out, delta["thinking"].as_str(), ResponseEvent::ThoughtDelta)
+                    }
+                    Some("signature_delta") => {
+                        if let Some(sig) = delta["signature"].as_str() {
+                            out.push(ResponseEvent::ThinkingSignature(sig.to_owned()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = v["delta"]["stop_reason"].as_str() {
+                    self.stop = Some(finish_reason(reason));
+                }
+                self.read_usage(&v["usage"]);
+                out.push(ResponseEvent::Usage(self.usage));
+            }
+            "message_stop" => {
+                self.finished = true;
+                out.push(ResponseEvent::Completed(
+                    self.stop.unwrap_or(FinishReason::EndTurn),
+                ));
+            }
+            "error" => {
+                let message = v["error"]["message"]
+                    .as_str()
+                    .unwrap_or("error event without a message");
+                let code = v["error"]["type"].as_str().unwrap_or("");
+                return Err(ProviderError::new(ErrorKind::Server, message).refine(code));
+            }
+            _ => {} // ping, content_block_stop, and event types added later
+        }
+        Ok(())
+    }
+
+    pub fn finish(&mut self, _out: &mut Vec<ResponseEvent>) -> Result<(), ProviderError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(ProviderError::new(
+                ErrorKind::Truncated,
+                "the stream ended before `message_stop`",
+            ))
+        }
+    }
+
+    /// Usage counts are cumulative: later values overwrite earlier ones; absent fields keep theirs.
+    fn read_usage(&mut self, u: &Value) {
+        let get = |k: &str| u[k].as_u64();
+        let uncached = get("input_tokens");
+        let write = get("cache_creation_input_tokens");
+        let read = get("cache_read_input_tokens");
+        if uncached.is_some() || write.is_some() || read.is_some() {
+            if let Some(w) = write {
+                self.usage.cache_write = w;
+            }
+            if let Some(r) = read {
+                self.usage.cache_read = r;
+            }
+            let uncached = uncached.unwrap_or(
+                self.usage
+                    .input
+                    .saturating_sub(self.usage.cache_read + self.usage.cache_write),
+            );
+            self.usage.input = uncached + self.usage.cache_write + self.usage.cache_read;
+        }
+        if let Some(o) = get("output_tokens") {
+            self.usage.output = o;
+        }
+        if let Some(t) = u["output_tokens_details"]["thinking_tokens"].as_u64() {
+            self.usage.reasoning = Some(t);
+        }
+    }
+}
+
+fn push_text(out: &mut Vec<ResponseEvent>, text: Option<&str>, make: fn(String) -> ResponseEvent) {
+    if let Some(t) = text.filter(|t| !t.is_empty()) {
+        out.push(make(t.to_owned()));
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "max_tokens" => FinishReason::MaxTokens,
+        "refusal" => FinishReason::Refusal,
+        "tool_use" => FinishReason::ToolUse,
+        "model_context_window_exceeded" => FinishReason::ContextWindow,
+        _ => FinishReason::EndTurn, // end_turn, stop_sequence, pause_turn
+    }
+}

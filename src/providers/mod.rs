@@ -1,0 +1,173 @@
+//! Model providers: one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
+//! Responses), all producing one provider-neutral stream of [`ResponseEvent`]s. `client` does the
+//! HTTP and timeouts, `sse` the framing, `retry` the retry policy; each wire file only builds the
+//! request body and decodes its events.
+
+pub mod anthropic;
+pub mod client;
+pub mod error;
+pub mod openai_chat;
+pub mod openai_responses;
+pub mod retry;
+pub mod sse;
+
+pub use client::{ProviderClient, ResponseStream};
+pub use error::{ErrorKind, ProviderError};
+
+/// One message of the conversation, as sent to a model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    User(Vec<UserPart>),
+    Assistant(Vec<AssistantPart>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserPart {
+    Text(String),
+    /// Base64 image data.
+    Image {
+        mime_type: String,
+        data: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AssistantPart {
+    Text(String),
+    /// Anthropic extended thinking (replayable only with its signature) or reasoning text from
+    /// OpenAI-compatible servers (never replayed).
+    Thinking {
+        text: String,
+        signature: Option<String>,
+    },
+    /// Anthropic redacted thinking, replayed as is.
+    RedactedThinking {
+        data: String,
+    },
+    /// An OpenAI Responses reasoning item, replayed as is when it carries encrypted content.
+    Reasoning {
+        id: String,
+        encrypted_content: Option<String>,
+        summary: Vec<String>,
+    },
+}
+
+/// How much the model should reason, where the model supports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+
+    /// Anthropic thinking budget for this effort.
+    pub fn budget_tokens(self) -> u32 {
+        match self {
+            Self::Low => 2_048,
+            Self::Medium => 8_192,
+            Self::High => 24_576,
+        }
+    }
+}
+
+/// One request to a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub max_output_tokens: Option<u32>,
+    pub reasoning: Option<ReasoningEffort>,
+}
+
+/// Token usage of one model request, normalised across providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// All input tokens, cached ones included.
+    pub input: u64,
+    /// All output tokens, reasoning included.
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: Option<u64>,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input + self.output
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    EndTurn,
+    MaxTokens,
+    Refusal,
+    ToolUse,
+    /// The model filled its context window.
+    ContextWindow,
+}
+
+/// The provider-neutral stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseEvent {
+    TextDelta(String),
+    ThoughtDelta(String),
+    /// Closes the current thinking block with its signature (Anthropic).
+    ThinkingSignature(String),
+    RedactedThinking(String),
+    /// A complete reasoning item (OpenAI Responses).
+    ReasoningItem {
+        id: String,
+        encrypted_content: Option<String>,
+        summary: Vec<String>,
+    },
+    /// Usage so far (cumulative for this request; the latest value wins).
+    Usage(Usage),
+    /// The terminal event: the stream ended properly.
+    Completed(FinishReason),
+}
+
+impl ResponseEvent {
+    /// Whether this event shows something to the user (after which a request must not be retried).
+    pub fn is_output(&self) -> bool {
+        matches!(self, Self::TextDelta(_) | Self::ThoughtDelta(_))
+    }
+}
+
+/// Merges consecutive messages of the same role, which every wire API requires to alternate
+/// (a cancelled or failed turn can leave two user messages in a row).
+pub(crate) fn alternating(messages: &[Message]) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    for m in messages {
+        match (out.last_mut(), m) {
+            (Some(Message::User(prev)), Message::User(parts)) => prev.extend(parts.iter().cloned()),
+            (Some(Message::Assistant(prev)), Message::Assistant(parts)) => {
+                prev.extend(parts.iter().cloned())
+            }
+            _ => out.push(m.clone()),
+        }
+    }
+    out
+}
+
+/// Parses a JSON body from a provider, naming the provider in the error.
+pub(crate) fn parse_json(data: &str) -> Result<serde_json::Value, ProviderError> {
+    serde_json::from_str(data).map_err(|e| {
+        let snippet: String = data.chars().take(200).collect();
+        ProviderError::new(
+            ErrorKind::Protocol,
+            format!("the provider sent invalid JSON ({e}): {snippet}"),
+        )
+    })
+}

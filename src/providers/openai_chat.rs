@@ -1,0 +1,249 @@
+//! OpenAI Chat Completions: request body and chunk decoding. Also serves the compatible servers
+//! (Ollama, llama.cpp, vLLM, LM Studio, OpenRouter): reasoning in `reasoning_content` or
+//! `reasoning`, `choices: null`, in-stream `error` objects (also bare `{"object":"error"}`), numeric
+//! error codes, and llama.cpp's non-standard `error:` SSE field.
+
+use serde_json::{Value, json};
+
+use super::sse::SseEvent;
+use super::{
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent,
+    Usage, UserPart,
+};
+
+pub fn url(base_url: &str) -> String {
+    format!("{base_url}/chat/completions")
+}
+
+/// `official` selects `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the
+/// compatible servers understand).
+pub fn body(req: &ModelRequest, official: bool) -> Value {
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if !req.system.is_empty() {
+        messages.push(json!({ "role": "system", "content": req.system }));
+    }
+    let kept: Vec<Message> = req.messages.iter().filter_map(keep).collect();
+    messages.extend(super::alternating(&kept).iter().map(message_json));
+    let mut body = json!({
+        "model": req.model,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+        "messages": messages,
+    });
+    if let Some(max) = req.max_output_tokens {
+        body[if official {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        }] = json!(max);
+    }
+    if let Some(effort) = req.reasoning {
+        body["reasoning_effort"] = json!(effort.as_str());
+    }
+    body
+}
+
+/// Chat Completions takes back only text: reasoning is never replayed.
+fn keep(m: &Message) -> Option<Message> {
+    match m {
+        Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
+        Message::Assistant(parts) => {
+            let kept: Vec<AssistantPart> = parts
+                .iter()
+                .filter(|p| matches!(p, AssistantPart::Text(t) if !t.is_empty()))
+                .cloned()
+                .collect();
+            (!kept.is_empty()).then_some(Message::Assistant(kept))
+        }
+    }
+}
+
+fn message_json(m: &Message) -> Value {
+    match m {
+        Message::User(parts) => {
+            if parts.iter().all(|p| matches!(p, UserPart::Text(_))) {
+                let text: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        UserPart::Text(t) => Some(t.as_str()),
+                        UserPart::Image { .. } => None,
+                    })
+                    .collect();
+                return json!({ "role": "user", "content": text.join("\n\n") });
+            }
+            let content: Vec<Value> = parts
+                .iter()
+                .map(|p| match p {
+                    UserPart::Text(text) => json!({ "type": "text", "text": text }),
+                    UserPart::Image { mime_type, data } => json!({
+                        "type": "image_url",
+                        "image_url": { "url": format!("data:{mime_type};base64,{data}") }
+                    }),
+                })
+                .collect();
+            json!({ "role": "user", "content": content })
+        }
+        Message::Assistant(parts) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|p| match p {
+                    AssistantPart::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect();
+            json!({ "role": "assistant", "content": text })
+        }
+    }
+}
+
+/// Error bodies: `{"error":{"message","type","param","code"}}`; OpenRouter uses a numeric `code`.
+pub fn error_from_body(status: u16, body: &str) -> ProviderError {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) if v.get("error").is_some() || v.get("message").is_some() => {
+            let err = if v.get("error").is_some() {
+                &v["error"]
+            } else {
+                &v
+            };
+            let mut e = ProviderError::from_status(status, error_message(err, body));
+            for key in ["code", "type"] {
+                if let Some(code) = err[key].as_str() {
+                    e = e.refine(code);
+                }
+            }
+            e
+        }
+        _ => ProviderError::from_status(status, super::client::snippet(body)),
+    }
+}
+
+fn error_message(err: &Value, fallback: &str) -> String {
+    match err {
+        Value::String(s) => s.clone(),
+        _ => err["message"]
+            .as_str()
+            .map_or_else(|| super::client::snippet(fallback), str::to_owned),
+    }
+}
+
+/// An error object inside the stream (HTTP status was 200).
+fn in_stream_error(err: &Value, raw: &str) -> ProviderError {
+    let message = error_message(err, raw);
+    let mut e = match err["code"].as_u64() {
+        Some(code @ 400..=599) => {
+            let mut e = ProviderError::from_status(code as u16, message);
+            e.status = None; // the HTTP status was 200; the code only classifies
+            e
+        }
+        _ => ProviderError::new(ErrorKind::Server, message),
+    };
+    for key in ["code", "type"] {
+        if let Some(code) = err[key].as_str() {
+            e = e.refine(code);
+        }
+    }
+    e
+}
+
+/// Decodes one Chat Completions stream.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    finish: Option<FinishReason>,
+    refused: bool,
+    done: bool,
+}
+
+impl Decoder {
+    pub fn event(
+        &mut self,
+        ev: &SseEvent,
+        out: &mut Vec<ResponseEvent>,
+    ) -> Result<(), ProviderError> {
+        // llama.cpp reports mid-stream failures in a non-standard `error:` field.
+        if let Some((_, raw)) = ev.other.iter().find(|(k, _)| k == "error") {
+            let v: Value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+            return Err(in_stream_error(&v, raw));
+        }
+        if !ev.has_data {
+            return Ok(());
+        }
+        if ev.data.trim() == "[DONE]" {
+            self.done = true;
+            return match self.finish {
+                Some(reason) => {
+                    out.push(ResponseEvent::Completed(reason));
+                    Ok(())
+                }
+                None => Err(ProviderError::new(
+                    ErrorKind::Truncated,
+                    "the stream ended without a finish reason",
+                )),
+            };
+        }
+        let v = super::parse_json(&ev.data)?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            return Err(in_stream_error(err, &ev.data));
+        }
+        if v["object"] == "error" {
+            return Err(in_stream_error(&v, &ev.data));
+        }
+        if let Some(choices) = v["choices"].as_array() {
+            for choice in choices
+                .iter()
+                .filter(|c| c["index"].as_u64().unwrap_or(0) == 0)
+            {
+                let delta = &choice["delta"];
+                for key in ["reasoning_content", "reasoning"] {
+                    if let Some(t) = delta[key].as_str().filter(|t| !t.is_empty()) {
+                        out.push(ResponseEvent::ThoughtDelta(t.to_owned()));
+                    }
+                }
+                if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(ResponseEvent::TextDelta(t.to_owned()));
+                }
+                if let Some(t) = delta["refusal"].as_str().filter(|t| !t.is_empty()) {
+                    self.refused = true;
+                    out.push(ResponseEvent::TextDelta(t.to_owned()));
+                }
+                if let Some(reason) = choice["finish_reason"].as_str() {
+                    self.finish = Some(match reason {
+                        "length" => FinishReason::MaxTokens,
+                        "content_filter" => FinishReason::Refusal,
+                        "tool_calls" | "function_call" => FinishReason::ToolUse,
+                        _ if self.refused => FinishReason::Refusal,
+                        _ => FinishReason::EndTurn,
+                    });
+                }
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            out.push(ResponseEvent::Usage(Usage {
+                input: u["prompt_tokens"].as_u64().unwrap_or(0),
+                output: u["completion_tokens"].as_u64().unwrap_or(0),
+                cache_read: u["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                cache_write: 0,
+                reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// End of body without `[DONE]`: accepted only if a finish reason was seen.
+    pub fn finish(&mut self, out: &mut Vec<ResponseEvent>) -> Result<(), ProviderError> {
+        if self.done {
+            return Ok(());
+        }
+        match self.finish {
+            Some(reason) => {
+                out.push(ResponseEvent::Completed(reason));
+                Ok(())
+            }
+            None => Err(ProviderError::new(
+                ErrorKind::Truncated,
+                "the stream ended before `[DONE]`",
+            )),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Retrying model requests the way the official SDKs do: transient failures (connection errors,
+//! timeouts, 408/409/429/5xx/529, in-stream overload, truncated streams) are retried with the
+//! server's `retry-after` or a jittered exponential backoff — but never once output has reached the
+//! user, and never for 400/401/403/404 or billing errors.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{ModelRequest, ProviderClient, ProviderError, ResponseEvent};
+use crate::config::RetryConfig;
+
+/// How a streamed request ended, when it did not complete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    Cancelled,
+    Provider(ProviderError),
+}
+
+/// `min(initial · 2^n, cap) · (1 − 0.25 · random)`, n = retries already made.
+pub fn backoff(policy: &RetryConfig, retries_made: u32) -> Duration {
+    let base = policy.initial_delay.as_secs_f64() * 2f64.powi(retries_made.min(30) as i32);
+    let capped = base.min(policy.max_backoff.as_secs_f64());
+    Duration::from_secs_f64(capped * (1.0 - 0.25 * fastrand::f64()))
+}
+
+/// The delay before the next attempt, or `None` when the error must not be retried.
+pub fn delay_for(
+    policy: &RetryConfig,
+    error: &ProviderError,
+    retries_made: u32,
+) -> Option<Duration> {
+    if !error.is_retryable() || retries_made >= policy.max_retries {
+        return None;
+    }
+    match error.retry_after {
+        Some(d) if d > policy.max_retry_after => None,
+        Some(d) if !d.is_zero() => Some(d),
+        _ => Some(backoff(policy, retries_made)),
+    }
+}
+
+/// Runs `request`, handing every event to `sink`, retrying per `policy` while nothing has been
+/// shown to the user yet. Returns when the stream completed, failed for good, or `cancel` fired
+/// (dropping the connection, which stops the generation).
+pub async fn stream_with_retry(
+    client: &ProviderClient,
+    request: &ModelRequest,
+    policy: &RetryConfig,
+    cancel: &CancellationToken,
+    mut sink: impl FnMut(ResponseEvent),
+) -> Result<(), Failure> {
+    let mut retries = 0;
+    loop {
+        let started = tokio::select! {
+            () = cancel.cancelled() => return Err(Failure::Cancelled),
+            r = client.start(request) => r,
+        };
+        let error = match started {
+            Err(e) => e,
+            Ok(mut stream) => {
+                let mut delivered = false;
+                loop {
+                    let next = tokio::select! {
+                        () = cancel.cancelled() => return Err(Failure::Cancelled),
+                        n = stream.next() => n,
+                    };
+                    match next {
+                        None => return Ok(()),
+                        Some(Ok(event)) => {
+                            delivered |= event.is_output();
+                            sink(event);
+                        }
+                        Some(Err(e)) if delivered => {
+                            tracing::warn!(error = %e, "model stream failed after output was shown; not retrying");
+                            return Err(Failure::Provider(e));
+                        }
+                        Some(Err(e)) => break e,
+                    }
+                }
+            }
+        };
+        let Some(delay) = delay_for(policy, &error, retries) else {
+            return Err(Failure::Provider(error));
+        };
+        retries += 1;
+        tracing::warn!(
+            provider = %error.provider,
+            error = %error,
+            attempt = retries,
+            delay_ms = delay.as_millis() as u64,
+            "model request failed; retrying"
+        );
+        tokio::select! {
+            () = cancel.cancelled() => return Err(Failure::Cancelled),
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ErrorKind;
+
+    fn policy() -> RetryConfig {
+        RetryConfig::default()
+    }
+
+    #[test]
+    fn backoff_grows_to_the_cap_with_jitter() {
+        for n in 0..10 {
+            let d = backoff(&policy(), n).as_secs_f64();
+            let nominal = (0.5 * 2f64.powi(n as i32)).min(8.0);
+            assert!(d <= nominal && d >= nominal * 0.75, "retry {n}: {d}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_honoured_within_bounds() {
+        let mut e = ProviderError::from_status(429, "slow down");
+        e.retry_after = Some(Duration::from_secs(3));
+        assert_eq!(delay_for(&policy(), &e, 0), Some(Duration::from_secs(3)));
+        e.retry_after = Some(Duration::from_secs(600));
+        assert_eq!(
+            delay_for(&policy(), &e, 0),
+            None,
+            "a delay over the limit fails the turn instead"
+        );
+    }
+
+    #[test]
+    fn budget_and_non_retryable_errors() {
+        let e = ProviderError::from_status(529, "overloaded");
+        assert!(delay_for(&policy(), &e, 3).is_some());
+        assert!(delay_for(&policy(), &e, 4).is_none());
+        for status in [400, 401, 403, 404] {
+            assert!(
+                delay_for(&policy(), &ProviderError::from_status(status, "x"), 0).is_none(),
+                "{status}"
+            );
+        }
+        assert!(
+            delay_for(
+                &policy(),
+                &ProviderError::new(ErrorKind::Truncated, "eof"),
+                0
+            )
+            .is_some()
+        );
+    }
+}

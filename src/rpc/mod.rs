@@ -1,0 +1,316 @@
+//! Async JSON-RPC 2.0 core over NDJSON: a reader thread → the dispatcher (an `Incoming` channel) →
+//! a writer thread. Only the writer touches the output. Bidirectional: the agent's own requests to
+//! the client wait in a pending map, are failed all at once when input closes, and can be cancelled
+//! with `$/cancel_request` (which works in both directions).
+//!
+//! The reader and writer are plain threads doing blocking I/O: tokio's stdio goes through the
+//! blocking pool anyway, a thread costs less per message, and a client that stops reading can only
+//! stall the writer thread, never a runtime worker.
+
+mod reader;
+mod writer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use acp_protocol::acp::CANCEL_REQUEST;
+use acp_protocol::jsonrpc::{self, ErrorObject, RequestId};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+pub use writer::WriterHandle;
+
+/// A message from the peer that the dispatcher must handle.
+#[derive(Debug)]
+pub enum Incoming {
+    Request(IncomingRequest),
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+}
+
+/// A request from the peer; answer it through its [`Responder`] exactly once.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    pub method: String,
+    pub params: Option<Value>,
+    pub responder: Responder,
+}
+
+/// Why one of our own requests to the peer did not get a result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestError {
+    /// The peer answered with an error.
+    Remote(ErrorObject),
+    /// We cancelled it, or the peer's input ended (so no answer can come).
+    Cancelled,
+    /// The request could not be serialized.
+    Internal(String),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Remote(e) => write!(f, "the client answered with an error: {e}"),
+            Self::Cancelled => f.write_str("the request was cancelled"),
+            Self::Internal(e) => write!(f, "could not send the request: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// The running connection: reader + writer threads and the receiving end for the dispatcher.
+pub struct Rpc {
+    pub conn: Connection,
+    pub incoming: IncomingRx,
+    pub writer: WriterHandle,
+}
+
+/// What the reader hands over, in input order.
+#[derive(Debug)]
+enum FromReader {
+    Message(Incoming),
+    /// A line that could not be accepted: answer it in turn, so answers keep the input's order.
+    Reject {
+        line: String,
+    },
+}
+
+/// The dispatcher's end: yields messages in input order, answering rejected lines on the way.
+#[derive(Debug)]
+pub struct IncomingRx {
+    rx: mpsc::UnboundedReceiver<FromReader>,
+    conn: Connection,
+}
+
+impl IncomingRx {
+    /// The next message; `None` once input has ended and everything before it was delivered.
+    pub async fn recv(&mut self) -> Option<Incoming> {
+        loop {
+            match self.rx.recv().await? {
+                FromReader::Message(m) => return Some(m),
+                FromReader::Reject { line } => self.conn.send_line(line),
+            }
+        }
+    }
+}
+
+/// Starts the reader and writer threads over a blocking byte source and sink.
+pub fn start(
+    input: impl std::io::Read + Send + 'static,
+    output: impl std::io::Write + Send + 'static,
+    max_line_bytes: usize,
+) -> std::io::Result<Rpc> {
+    let (writer, out) = writer::spawn(output)?;
+    let (incoming_tx, rx) = mpsc::unbounded_channel();
+    let conn = Connection {
+        inner: Arc::new(Inner {
+            out,
+            pending: Mutex::default(),
+            inflight: Mutex::default(),
+            next_id: AtomicI64::new(0),
+            input_closed: CancellationToken::new(),
+        }),
+    };
+    reader::spawn(input, max_line_bytes, conn.clone(), incoming_tx)?;
+    Ok(Rpc {
+        incoming: IncomingRx {
+            rx,
+            conn: conn.clone(),
+        },
+        conn,
+        writer,
+    })
+}
+
+type PendingAnswer = oneshot::Sender<Result<Value, ErrorObject>>;
+
+struct Inner {
+    out: mpsc::UnboundedSender<writer::Outgoing>,
+    /// Our requests to the peer that await an answer.
+    pending: Mutex<HashMap<RequestId, PendingAnswer>>,
+    /// The peer's requests to us that are not answered yet (for `$/cancel_request`).
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    next_id: AtomicI64,
+    input_closed: CancellationToken,
+}
+
+/// A cheap, cloneable handle for sending to the peer.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Connection {
+    /// Sends a notification.
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
+        match jsonrpc::notification_line(method, params) {
+            Ok(line) => self.send_line(line),
+            Err(e) => tracing::error!(method, error = %e, "could not serialize a notification"),
+        }
+    }
+
+    /// Sends a request to the peer and waits for its answer. Resolves to `Cancelled` when `cancel`
+    /// fires (the peer is told with `$/cancel_request`) or when the peer's input has ended.
+    pub async fn request<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        cancel: &CancellationToken,
+    ) -> Result<Value, RequestError> {
+        if self.input_closed() {
+            return Err(RequestError::Cancelled);
+        }
+        let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let line = jsonrpc::request_line(&id, method, params)
+            .map_err(|e| RequestError::Internal(e.to_string()))?;
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.pending).insert(id.clone(), tx);
+        self.send_line(line);
+        tokio::select! {
+            answer = rx => match answer {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(RequestError::Remote(error)),
+                Err(_) => Err(RequestError::Cancelled),
+            },
+            () = cancel.cancelled() => {
+                lock(&self.inner.pending).remove(&id);
+                self.notify(CANCEL_REQUEST, &serde_json::json!({ "requestId": id }));
+                Err(RequestError::Cancelled)
+            }
+            () = self.inner.input_closed.cancelled() => {
+                lock(&self.inner.pending).remove(&id);
+                Err(RequestError::Cancelled)
+            }
+        }
+    }
+
+    /// True once the peer's input has ended (EOF or a read error).
+    pub fn input_closed(&self) -> bool {
+        self.inner.input_closed.is_cancelled()
+    }
+
+    /// A token that fires when the peer's input ends.
+    pub fn input_closed_token(&self) -> CancellationToken {
+        self.inner.input_closed.clone()
+    }
+
+    fn send_line(&self, line: String) {
+        // Fails only after the writer stopped (the peer went away); nothing more can be done.
+        let _ = self.inner.out.send(writer::Outgoing::Line(line));
+    }
+
+    /// Registers an incoming request id; `None` if that id is already in flight.
+    fn begin_inflight(&self, id: &RequestId) -> Option<CancellationToken> {
+        let mut inflight = lock(&self.inner.inflight);
+        if inflight.contains_key(id) {
+            return None;
+        }
+        let token = CancellationToken::new();
+        inflight.insert(id.clone(), token.clone());
+        Some(token)
+    }
+
+    fn end_inflight(&self, id: &RequestId) {
+        lock(&self.inner.inflight).remove(id);
+    }
+
+    fn cancel_inflight(&self, id: &RequestId) -> bool {
+        match lock(&self.inner.inflight).get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn resolve_pending(&self, id: &RequestId, result: Result<Value, ErrorObject>) -> bool {
+        match lock(&self.inner.pending).remove(id) {
+            Some(tx) => {
+                let _ = tx.send(result);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Marks input as ended and fails every pending outgoing request as cancelled.
+    fn close_input(&self) {
+        self.inner.input_closed.cancel();
+        lock(&self.inner.pending).clear();
+    }
+}
+
+/// Answers one incoming request. Dropping it unanswered sends an internal error, so every request
+/// gets exactly one response.
+pub struct Responder {
+    id: RequestId,
+    conn: Connection,
+    cancel: CancellationToken,
+    answered: bool,
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Responder {
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// Fires when the peer sends `$/cancel_request` for this request.
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    pub fn respond<T: Serialize>(mut self, result: Result<T, ErrorObject>) {
+        self.answered = true;
+        let line = match result {
+            Ok(value) => jsonrpc::result_line(&self.id, &value)
+                .unwrap_or_else(|e| jsonrpc::error_line(&self.id, &ErrorObject::internal(e))),
+            Err(error) => jsonrpc::error_line(&self.id, &error),
+        };
+        // Free the id before the answer leaves, so the peer may reuse it at once.
+        self.conn.end_inflight(&self.id);
+        self.conn.send_line(line);
+    }
+
+    pub fn respond_error(self, error: ErrorObject) {
+        self.respond::<()>(Err(error));
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if !self.answered {
+            tracing::error!(id = %self.id, "request dropped without an answer");
+            self.conn.end_inflight(&self.id);
+            let error = ErrorObject::internal("the request was dropped without an answer");
+            self.conn.send_line(jsonrpc::error_line(&self.id, &error));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
