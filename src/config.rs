@@ -70,24 +70,17 @@ impl ProviderConfig {
         }
         Some(match &self.api_key_env {
             Some(var) => format!("provider `{}` needs an API key: set {var}", self.id),
-            None => format!(
-                "provider `{}` needs an API key: set `api_key_env` or `api_key` in config.toml",
-                self.id
-            ),
+            None => format!("provider `{}` needs an API key: set `api_key_env` or `api_key` in config.toml", self.id),
         })
     }
 
     pub fn model(&self, id: &str) -> ModelInfo {
-        self.models
-            .iter()
-            .find(|m| m.id == id)
-            .cloned()
-            .unwrap_or_else(|| ModelInfo {
-                id: id.to_owned(),
-                name: None,
-                context_window: default_context_window(id),
-                max_output_tokens: default_max_output(self.api),
-            })
+        self.models.iter().find(|m| m.id == id).cloned().unwrap_or_else(|| ModelInfo {
+            id: id.to_owned(),
+            name: None,
+            context_window: default_context_window(id),
+            max_output_tokens: default_max_output(self.api),
+        })
     }
 }
 
@@ -106,10 +99,7 @@ impl ModelRef {
         if provider.is_empty() || model.is_empty() {
             return None;
         }
-        Some(Self {
-            provider: provider.to_owned(),
-            model: model.to_owned(),
-        })
+        Some(Self { provider: provider.to_owned(), model: model.to_owned() })
     }
 }
 
@@ -132,11 +122,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(10),
-            first_event: Duration::from_secs(300),
-            idle: Duration::from_secs(300),
-        }
+        Self { connect: Duration::from_secs(10), first_event: Duration::from_secs(300), idle: Duration::from_secs(300) }
     }
 }
 
@@ -195,25 +181,16 @@ impl Config {
     pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
         let home = match env("ACP_HOME") {
             Some(dir) => PathBuf::from(dir),
-            None => env("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."))
-                .join(".acp"),
+            None => env("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".acp"),
         };
         let path = home.join("config.toml");
         let (file, load_error) = match std::fs::read_to_string(&path) {
             Ok(text) => match toml::from_str::<FileConfig>(&text) {
                 Ok(file) => (file, None),
-                Err(e) => (
-                    FileConfig::default(),
-                    Some(format!("{}: {}", path.display(), e.to_string().trim())),
-                ),
+                Err(e) => (FileConfig::default(), Some(format!("{}: {}", path.display(), e.to_string().trim()))),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
-            Err(e) => (
-                FileConfig::default(),
-                Some(format!("{}: {e}", path.display())),
-            ),
+            Err(e) => (FileConfig::default(), Some(format!("{}: {e}", path.display()))),
         };
         Self::resolve(home, file, load_error, env)
     }
@@ -231,10 +208,7 @@ impl Config {
                 None => new_provider(id.clone(), section, env).map(|p| providers.push(p)),
             };
             if let Err(e) = result {
-                load_error.get_or_insert(format!(
-                    "{}: [providers.{id}]: {e}",
-                    home.join("config.toml").display()
-                ));
+                load_error.get_or_insert(format!("{}: [providers.{id}]: {e}", home.join("config.toml").display()));
             }
         }
         let t = file.timeouts.unwrap_or_default();
@@ -258,9 +232,7 @@ impl Config {
             providers,
             timeouts,
             retry,
-            max_line_bytes: file
-                .max_line_bytes
-                .unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
+            max_line_bytes: file.max_line_bytes.unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
             load_error,
         }
     }
@@ -284,16 +256,10 @@ impl Config {
             Some(r) => r,
             None => {
                 let name = reference.trim();
-                let found = self
-                    .providers
-                    .iter()
-                    .filter(|p| p.is_usable())
-                    .find(|p| p.models.iter().any(|m| m.id == name));
+                let found =
+                    self.providers.iter().filter(|p| p.is_usable()).find(|p| p.models.iter().any(|m| m.id == name));
                 match found {
-                    Some(p) => ModelRef {
-                        provider: p.id.clone(),
-                        model: name.to_owned(),
-                    },
+                    Some(p) => ModelRef { provider: p.id.clone(), model: name.to_owned() },
                     None => {
                         return Err(NoModel(format!(
                             "`{name}` is not a model reference: write it as provider/model, e.g. anthropic/claude-sonnet-4-5"
@@ -327,12 +293,7 @@ impl Config {
         self.providers
             .iter()
             .find(|p| p.is_usable())
-            .and_then(|p| {
-                p.models.first().map(|m| ModelRef {
-                    provider: p.id.clone(),
-                    model: m.id.clone(),
-                })
-            })
+            .and_then(|p| p.models.first().map(|m| ModelRef { provider: p.id.clone(), model: m.id.clone() }))
             .ok_or_else(|| NoModel(self.setup_help()))
     }
 
@@ -343,10 +304,7 @@ impl Config {
             .filter(|p| p.is_usable())
             .flat_map(|p| {
                 p.models.iter().map(|m| {
-                    let r = ModelRef {
-                        provider: p.id.clone(),
-                        model: m.id.clone(),
-                    };
+                    let r = ModelRef { provider: p.id.clone(), model: m.id.clone() };
                     let name = m.name.clone().unwrap_or_else(|| r.to_string());
                     (r, name)
                 })
@@ -367,9 +325,7 @@ impl Config {
 }
 
 fn secs(value: Option<f64>) -> Option<Duration> {
-    value
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .map(Duration::from_secs_f64)
+    value.filter(|v| v.is_finite() && *v > 0.0).map(Duration::from_secs_f64)
 }
 
 fn trim_base(url: &str) -> String {
@@ -408,9 +364,8 @@ fn model_list(api: WireApi, ids: &[&str]) -> Vec<ModelInfo> {
 }
 
 fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig> {
-    let openai_base = env("OPENAI_BASE_URL")
-        .map(|u| trim_base(&u))
-        .unwrap_or_else(|| "https://api.openai.com/v1".into());
+    let openai_base =
+        env("OPENAI_BASE_URL").map(|u| trim_base(&u)).unwrap_or_else(|| "https://api.openai.com/v1".into());
     vec![
         ProviderConfig {
             id: "anthropic".into(),
@@ -422,10 +377,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             api_key_env: Some("ANTHROPIC_API_KEY".into()),
             key_required: true,
             headers: Vec::new(),
-            models: model_list(
-                WireApi::Anthropic,
-                &["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"],
-            ),
+            models: model_list(WireApi::Anthropic, &["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"]),
         },
         ProviderConfig {
             id: "openai".into(),
@@ -445,10 +397,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             api_key_env: Some("OPENAI_API_KEY".into()),
             key_required: true,
             headers: Vec::new(),
-            models: model_list(
-                WireApi::OpenAiResponses,
-                &["gpt-5-codex", "gpt-5", "gpt-5-mini"],
-            ),
+            models: model_list(WireApi::OpenAiResponses, &["gpt-5-codex", "gpt-5", "gpt-5-mini"]),
         },
     ]
 }
@@ -500,19 +449,12 @@ struct FileProvider {
 #[serde(untagged)]
 enum FileModel {
     Id(String),
-    Detailed {
-        id: String,
-        name: Option<String>,
-        context_window: Option<u64>,
-        max_tokens: Option<u32>,
-    },
+    Detailed { id: String, name: Option<String>, context_window: Option<u64>, max_tokens: Option<u32> },
 }
 
 impl FileProvider {
     fn parse(value: toml::Value) -> Result<Self, String> {
-        value
-            .try_into::<FileProvider>()
-            .map_err(|e| e.to_string().trim().to_owned())
+        value.try_into::<FileProvider>().map_err(|e| e.to_string().trim().to_owned())
     }
 
     fn models(&self, api: WireApi) -> Option<Vec<ModelInfo>> {
@@ -526,19 +468,11 @@ impl FileProvider {
                         context_window: default_context_window(id),
                         max_output_tokens: self.max_tokens.or(default_max_output(api)),
                     },
-                    FileModel::Detailed {
-                        id,
-                        name,
-                        context_window,
-                        max_tokens,
-                    } => ModelInfo {
+                    FileModel::Detailed { id, name, context_window, max_tokens } => ModelInfo {
                         id: id.clone(),
                         name: name.clone(),
-                        context_window: context_window
-                            .unwrap_or_else(|| default_context_window(id)),
-                        max_output_tokens: max_tokens
-                            .or(self.max_tokens)
-                            .or(default_max_output(api)),
+                        context_window: context_window.unwrap_or_else(|| default_context_window(id)),
+                        max_output_tokens: max_tokens.or(self.max_tokens).or(default_max_output(api)),
                     },
                 })
                 .collect()
@@ -546,10 +480,7 @@ impl FileProvider {
     }
 
     fn headers(&self) -> Vec<(String, String)> {
-        self.headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 
@@ -598,18 +529,9 @@ fn new_provider(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProviderConfig, String> {
     let section = FileProvider::parse(value)?;
-    let api = section
-        .api
-        .ok_or("missing `api` (\"anthropic\", \"openai-chat\" or \"openai-responses\")")?;
-    let base_url = section
-        .base_url
-        .as_deref()
-        .map(trim_base)
-        .ok_or("missing `base_url`")?;
-    let api_key = section
-        .api_key
-        .clone()
-        .or_else(|| section.api_key_env.as_deref().and_then(env));
+    let api = section.api.ok_or("missing `api` (\"anthropic\", \"openai-chat\" or \"openai-responses\")")?;
+    let base_url = section.base_url.as_deref().map(trim_base).ok_or("missing `base_url`")?;
+    let api_key = section.api_key.clone().or_else(|| section.api_key_env.as_deref().and_then(env));
     let key_required = section.api_key.is_some() || section.api_key_env.is_some();
     let models = section.models(api).unwrap_or_default();
     if models.is_empty() {

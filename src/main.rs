@@ -9,11 +9,7 @@ use tracing_subscriber::EnvFilter;
 use acp::config::Config;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "acp",
-    version,
-    about = "An Agent Client Protocol agent server for editors"
-)]
+#[command(name = "acp", version, about = "An Agent Client Protocol agent server for editors")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -42,10 +38,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         None => ServeArgs::default(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "could not start the async runtime");
@@ -84,10 +77,7 @@ async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
             (Ok(mut int), Ok(mut term)) => {
                 tokio::select! {
                     _ = int.recv() => tracing::info!("SIGINT: cancelling and exiting"),

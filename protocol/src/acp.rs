@@ -52,14 +52,8 @@ mod tests {
     #[test]
     fn method_names_match_the_spec() {
         assert_eq!(agent_methods::SESSION_PROMPT, "session/prompt");
-        assert_eq!(
-            agent_methods::SESSION_SET_CONFIG_OPTION,
-            "session/set_config_option"
-        );
+        assert_eq!(agent_methods::SESSION_SET_CONFIG_OPTION, "session/set_config_option");
         assert_eq!(client_methods::SESSION_UPDATE, "session/update");
-        assert_eq!(
-            client_methods::TERMINAL_WAIT_FOR_EXIT,
-            "terminal/wait_for_exit"
-        );
+        assert_eq!(client_methods::TERMINAL_WAIT_FOR_EXIT, "terminal/wait_for_exit");
     }
 }

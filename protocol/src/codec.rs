@@ -31,11 +31,7 @@ impl Default for LineDecoder {
 
 impl LineDecoder {
     pub fn new(max_line_bytes: usize) -> Self {
-        Self {
-            max_line_bytes: max_line_bytes.max(1),
-            buf: Vec::new(),
-            discarding: false,
-        }
+        Self { max_line_bytes: max_line_bytes.max(1), buf: Vec::new(), discarding: false }
     }
 
     pub fn max_line_bytes(&self) -> usize {
@@ -75,15 +71,9 @@ impl LineDecoder {
             return;
         }
         // A '\r' before the '\n' does not count against the limit.
-        let effective = if complete && piece.last() == Some(&b'\r') {
-            piece.len() - 1
-        } else {
-            piece.len()
-        };
+        let effective = if complete && piece.last() == Some(&b'\r') { piece.len() - 1 } else { piece.len() };
         if self.buf.len() + effective > self.max_line_bytes {
-            out.push(Frame::TooLong {
-                limit: self.max_line_bytes,
-            });
+            out.push(Frame::TooLong { limit: self.max_line_bytes });
             self.buf = Vec::new();
             self.discarding = !complete;
             return;
@@ -121,18 +111,12 @@ mod tests {
 
     #[test]
     fn splits_lines_across_chunks() {
-        assert_eq!(
-            frames(100, &[b"ab", b"c\nde", b"f\n"]),
-            vec![line("abc"), line("def")]
-        );
+        assert_eq!(frames(100, &[b"ab", b"c\nde", b"f\n"]), vec![line("abc"), line("def")]);
     }
 
     #[test]
     fn crlf_and_blank_lines() {
-        assert_eq!(
-            frames(100, &[b"a\r\n\r\n\n  \nb\r", b"\n"]),
-            vec![line("a"), line("b")]
-        );
+        assert_eq!(frames(100, &[b"a\r\n\r\n\n  \nb\r", b"\n"]), vec![line("a"), line("b")]);
     }
 
     #[test]
@@ -143,27 +127,18 @@ mod tests {
     #[test]
     fn oversized_line_is_reported_once_and_skipped() {
         let out = frames(4, &[b"ok\n12", b"345", b"6789\nnext\n"]);
-        assert_eq!(
-            out,
-            vec![line("ok"), Frame::TooLong { limit: 4 }, line("next")]
-        );
+        assert_eq!(out, vec![line("ok"), Frame::TooLong { limit: 4 }, line("next")]);
     }
 
     #[test]
     fn line_of_exactly_the_limit_passes() {
-        assert_eq!(
-            frames(4, &[b"1234\r\n1234\n"]),
-            vec![line("1234"), line("1234")]
-        );
+        assert_eq!(frames(4, &[b"1234\r\n1234\n"]), vec![line("1234"), line("1234")]);
         assert_eq!(frames(4, &[b"12345\n"]), vec![Frame::TooLong { limit: 4 }]);
     }
 
     #[test]
     fn invalid_utf8_passes_through_as_bytes() {
-        assert_eq!(
-            frames(100, &[b"\xff\xfe\n"]),
-            vec![Frame::Line(vec![0xff, 0xfe])]
-        );
+        assert_eq!(frames(100, &[b"\xff\xfe\n"]), vec![Frame::Line(vec![0xff, 0xfe])]);
     }
 
     #[test]

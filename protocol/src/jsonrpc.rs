@@ -33,11 +33,7 @@ pub struct ErrorObject {
 
 impl ErrorObject {
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        Self { code, message: message.into(), data: None }
     }
 
     #[must_use]
@@ -55,11 +51,8 @@ impl ErrorObject {
     }
 
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(
-            code::METHOD_NOT_FOUND,
-            format!("method not found: {method}"),
-        )
-        .with_data(serde_json::json!({ "method": method }))
+        Self::new(code::METHOD_NOT_FOUND, format!("method not found: {method}"))
+            .with_data(serde_json::json!({ "method": method }))
     }
 
     pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
@@ -86,19 +79,9 @@ impl std::error::Error for ErrorObject {}
 /// One valid JSON-RPC message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    Request {
-        id: RequestId,
-        method: String,
-        params: Option<Value>,
-    },
-    Notification {
-        method: String,
-        params: Option<Value>,
-    },
-    Response {
-        id: RequestId,
-        result: Result<Value, ErrorObject>,
-    },
+    Request { id: RequestId, method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Value> },
+    Response { id: RequestId, result: Result<Value, ErrorObject> },
 }
 
 /// A line that is not a valid message: the error to answer with, and the id to answer to
@@ -113,28 +96,18 @@ pub struct Invalid {
 
 impl Invalid {
     fn new(id: RequestId, error: ErrorObject) -> Self {
-        Self {
-            id,
-            error,
-            respond: true,
-        }
+        Self { id, error, respond: true }
     }
 }
 
 /// Parses one NDJSON line (without its newline) into a message.
 pub fn parse_line(line: &[u8]) -> Result<Message, Invalid> {
     if let Err(e) = std::str::from_utf8(line) {
-        let detail = format!(
-            "line is not valid UTF-8 (invalid byte at offset {})",
-            e.valid_up_to()
-        );
-        return Err(Invalid::new(
-            RequestId::Null,
-            ErrorObject::parse_error(detail),
-        ));
+        let detail = format!("line is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to());
+        return Err(Invalid::new(RequestId::Null, ErrorObject::parse_error(detail)));
     }
-    let value: Value = serde_json::from_slice(line)
-        .map_err(|e| Invalid::new(RequestId::Null, ErrorObject::parse_error(e)))?;
+    let value: Value =
+        serde_json::from_slice(line).map_err(|e| Invalid::new(RequestId::Null, ErrorObject::parse_error(e)))?;
     classify(value)
 }
 
@@ -145,18 +118,13 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
         Value::Array(_) => {
             return Err(Invalid::new(
                 RequestId::Null,
-                ErrorObject::invalid_request(
-                    "batches are not supported; send one message per line",
-                ),
+                ErrorObject::invalid_request("batches are not supported; send one message per line"),
             ));
         }
         other => {
             return Err(Invalid::new(
                 RequestId::Null,
-                ErrorObject::invalid_request(format!(
-                    "expected a JSON object, got {}",
-                    kind_of(&other)
-                )),
+                ErrorObject::invalid_request(format!("expected a JSON object, got {}", kind_of(&other))),
             ));
         }
     };
@@ -166,10 +134,7 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
         Some(raw) => match read_id(raw) {
             Ok(id) => Some(id),
             Err(detail) => {
-                return Err(Invalid::new(
-                    RequestId::Null,
-                    ErrorObject::invalid_request(detail),
-                ));
+                return Err(Invalid::new(RequestId::Null, ErrorObject::invalid_request(detail)));
             }
         },
     };
@@ -178,25 +143,16 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
     match obj.get("jsonrpc") {
         Some(Value::String(v)) if v == "2.0" => {}
         Some(_) => {
-            return Err(Invalid::new(
-                answer_id,
-                ErrorObject::invalid_request("`jsonrpc` must be \"2.0\""),
-            ));
+            return Err(Invalid::new(answer_id, ErrorObject::invalid_request("`jsonrpc` must be \"2.0\"")));
         }
         None => {
-            return Err(Invalid::new(
-                answer_id,
-                ErrorObject::invalid_request("missing `jsonrpc: \"2.0\"`"),
-            ));
+            return Err(Invalid::new(answer_id, ErrorObject::invalid_request("missing `jsonrpc: \"2.0\"`")));
         }
     }
 
     if let Some(method) = obj.remove("method") {
         let Value::String(method) = method else {
-            return Err(Invalid::new(
-                answer_id,
-                ErrorObject::invalid_request("`method` must be a string"),
-            ));
+            return Err(Invalid::new(answer_id, ErrorObject::invalid_request("`method` must be a string")));
         };
         let params = match obj.remove("params") {
             None | Some(Value::Null) => None,
@@ -222,18 +178,12 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
     match (id, has_result, has_error) {
         (Some(id), true, false) => {
             let result = obj.remove("result").unwrap_or(Value::Null);
-            Ok(Message::Response {
-                id,
-                result: Ok(result),
-            })
+            Ok(Message::Response { id, result: Ok(result) })
         }
         (Some(id), false, true) => {
             let raw = obj.remove("error").unwrap_or(Value::Null);
             match serde_json::from_value::<ErrorObject>(raw) {
-                Ok(error) => Ok(Message::Response {
-                    id,
-                    result: Err(error),
-                }),
+                Ok(error) => Ok(Message::Response { id, result: Err(error) }),
                 Err(e) => Err(Invalid {
                     id,
                     error: ErrorObject::invalid_request(format!("malformed `error` object: {e}")),
@@ -243,9 +193,7 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
         }
         (id, true, true) => Err(Invalid {
             id: id.unwrap_or(RequestId::Null),
-            error: ErrorObject::invalid_request(
-                "a response cannot carry both `result` and `error`",
-            ),
+            error: ErrorObject::invalid_request("a response cannot carry both `result` and `error`"),
             respond: false,
         }),
         (None, true, false) | (None, false, true) => Err(Invalid {
@@ -255,9 +203,7 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
         }),
         (id, false, false) => Err(Invalid::new(
             id.unwrap_or(RequestId::Null),
-            ErrorObject::invalid_request(
-                "expected `method` (request or notification) or `result`/`error` (response)",
-            ),
+            ErrorObject::invalid_request("expected `method` (request or notification) or `result`/`error` (response)"),
         )),
     }
 }
@@ -270,10 +216,7 @@ fn read_id(raw: Value) -> Result<RequestId, String> {
             Some(i) => Ok(RequestId::Number(i)),
             None => Err(format!("`id` must be an integer or a string, got {n}")),
         },
-        other => Err(format!(
-            "`id` must be an integer or a string, got {}",
-            kind_of(&other)
-        )),
+        other => Err(format!("`id` must be an integer or a string, got {}", kind_of(&other))),
     }
 }
 
@@ -318,35 +261,18 @@ struct ErrorOut<'a> {
 }
 
 /// Serializes a request as one compact line (no trailing newline).
-pub fn request_line<P: Serialize>(
-    id: &RequestId,
-    method: &str,
-    params: &P,
-) -> serde_json::Result<String> {
-    serde_json::to_string(&RequestOut {
-        jsonrpc: "2.0",
-        id,
-        method,
-        params,
-    })
+pub fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &P) -> serde_json::Result<String> {
+    serde_json::to_string(&RequestOut { jsonrpc: "2.0", id, method, params })
 }
 
 /// Serializes a notification as one compact line (no trailing newline).
 pub fn notification_line<P: Serialize>(method: &str, params: &P) -> serde_json::Result<String> {
-    serde_json::to_string(&NotificationOut {
-        jsonrpc: "2.0",
-        method,
-        params,
-    })
+    serde_json::to_string(&NotificationOut { jsonrpc: "2.0", method, params })
 }
 
 /// Serializes a successful response as one compact line (no trailing newline).
 pub fn result_line<R: Serialize>(id: &RequestId, result: &R) -> serde_json::Result<String> {
-    serde_json::to_string(&ResultOut {
-        jsonrpc: "2.0",
-        id,
-        result,
-    })
+    serde_json::to_string(&ResultOut { jsonrpc: "2.0", id, result })
 }
 
 /// Serializes an error response as one compact line (no trailing newline).
@@ -371,128 +297,55 @@ mod tests {
         let err = parse_line(line.as_bytes()).expect_err(line);
         assert_eq!(err.error.code, code, "{line}: {err:?}");
         assert_eq!(err.id, id, "{line}");
-        assert!(
-            err.error.message.contains(message_part),
-            "{line}: {}",
-            err.error.message
-        );
+        assert!(err.error.message.contains(message_part), "{line}: {}", err.error.message);
     }
 
     #[test]
     fn requests_accept_number_and_string_ids() {
-        let m = parse_line(br#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"a":1}}"#)
-            .unwrap();
+        let m = parse_line(br#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"a":1}}"#).unwrap();
         assert_eq!(
             m,
-            Message::Request {
-                id: RequestId::Number(7),
-                method: "initialize".into(),
-                params: Some(json!({"a":1}))
-            }
+            Message::Request { id: RequestId::Number(7), method: "initialize".into(), params: Some(json!({"a":1})) }
         );
         let m = parse_line(br#"{"jsonrpc":"2.0","id":"abc","method":"x"}"#).unwrap();
-        assert_eq!(
-            m,
-            Message::Request {
-                id: RequestId::Str("abc".into()),
-                method: "x".into(),
-                params: None
-            }
-        );
+        assert_eq!(m, Message::Request { id: RequestId::Str("abc".into()), method: "x".into(), params: None });
     }
 
     #[test]
     fn notifications_have_no_id() {
-        let m = parse_line(
-            br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#,
-        )
-        .unwrap();
-        assert!(
-            matches!(m, Message::Notification { ref method, .. } if method == "session/cancel")
-        );
+        let m = parse_line(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#).unwrap();
+        assert!(matches!(m, Message::Notification { ref method, .. } if method == "session/cancel"));
     }
 
     #[test]
     fn responses_carry_result_or_error() {
         let m = parse_line(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap();
+        assert_eq!(m, Message::Response { id: RequestId::Number(3), result: Ok(json!({})) });
+        let m = parse_line(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"cancelled"}}"#).unwrap();
         assert_eq!(
             m,
-            Message::Response {
-                id: RequestId::Number(3),
-                result: Ok(json!({}))
-            }
-        );
-        let m = parse_line(
-            br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"cancelled"}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            m,
-            Message::Response {
-                id: RequestId::Number(3),
-                result: Err(ErrorObject::new(-32800, "cancelled"))
-            }
+            Message::Response { id: RequestId::Number(3), result: Err(ErrorObject::new(-32800, "cancelled")) }
         );
     }
 
     #[test]
     fn bad_lines_get_the_right_codes() {
-        check_invalid(
-            "{not json",
-            code::PARSE_ERROR,
-            RequestId::Null,
-            "parse error",
-        );
+        check_invalid("{not json", code::PARSE_ERROR, RequestId::Null, "parse error");
         check_invalid("[]", code::INVALID_REQUEST, RequestId::Null, "batches");
-        check_invalid(
-            r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#,
-            code::INVALID_REQUEST,
-            RequestId::Null,
-            "batches",
-        );
+        check_invalid(r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#, code::INVALID_REQUEST, RequestId::Null, "batches");
         check_invalid("42", code::INVALID_REQUEST, RequestId::Null, "a number");
-        check_invalid(
-            r#"{"id":1,"method":"x"}"#,
-            code::INVALID_REQUEST,
-            RequestId::Number(1),
-            "jsonrpc",
-        );
-        check_invalid(
-            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
-            code::INVALID_REQUEST,
-            RequestId::Number(1),
-            "2.0",
-        );
-        check_invalid(
-            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
-            code::INVALID_REQUEST,
-            RequestId::Number(1),
-            "method",
-        );
-        check_invalid(
-            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
-            code::INVALID_REQUEST,
-            RequestId::Null,
-            "id",
-        );
-        check_invalid(
-            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
-            code::INVALID_REQUEST,
-            RequestId::Null,
-            "id",
-        );
+        check_invalid(r#"{"id":1,"method":"x"}"#, code::INVALID_REQUEST, RequestId::Number(1), "jsonrpc");
+        check_invalid(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, code::INVALID_REQUEST, RequestId::Number(1), "2.0");
+        check_invalid(r#"{"jsonrpc":"2.0","id":1,"method":5}"#, code::INVALID_REQUEST, RequestId::Number(1), "method");
+        check_invalid(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#, code::INVALID_REQUEST, RequestId::Null, "id");
+        check_invalid(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#, code::INVALID_REQUEST, RequestId::Null, "id");
         check_invalid(
             r#"{"jsonrpc":"2.0","id":2,"method":"x","params":3}"#,
             code::INVALID_REQUEST,
             RequestId::Number(2),
             "params",
         );
-        check_invalid(
-            r#"{"jsonrpc":"2.0","id":2}"#,
-            code::INVALID_REQUEST,
-            RequestId::Number(2),
-            "expected `method`",
-        );
+        check_invalid(r#"{"jsonrpc":"2.0","id":2}"#, code::INVALID_REQUEST, RequestId::Number(2), "expected `method`");
     }
 
     #[test]
@@ -504,9 +357,7 @@ mod tests {
 
     #[test]
     fn broken_responses_are_not_answered() {
-        let err =
-            parse_line(br#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}"#)
-                .unwrap_err();
+        let err = parse_line(br#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}"#).unwrap_err();
         assert!(!err.respond);
         let err = parse_line(br#"{"jsonrpc":"2.0","id":1,"error":"boom"}"#).unwrap_err();
         assert!(!err.respond);
@@ -514,31 +365,14 @@ mod tests {
 
     #[test]
     fn lines_round_trip() {
-        let line = request_line(
-            &RequestId::Number(1),
-            "fs/read_text_file",
-            &json!({"path":"/a"}),
-        )
-        .unwrap();
-        assert_eq!(
-            line,
-            r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"}}"#
-        );
-        let line = error_line(
-            &RequestId::Null,
-            &ErrorObject::new(-32700, "parse error: x"),
-        );
-        assert_eq!(
-            line,
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: x"}}"#
-        );
+        let line = request_line(&RequestId::Number(1), "fs/read_text_file", &json!({"path":"/a"})).unwrap();
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"}}"#);
+        let line = error_line(&RequestId::Null, &ErrorObject::new(-32700, "parse error: x"));
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: x"}}"#);
         let line = result_line(&RequestId::Str("a".into()), &json!({"ok":true})).unwrap();
         assert_eq!(
             parse_line(line.as_bytes()).unwrap(),
-            Message::Response {
-                id: RequestId::Str("a".into()),
-                result: Ok(json!({"ok":true}))
-            }
+            Message::Response { id: RequestId::Str("a".into()), result: Ok(json!({"ok":true})) }
         );
     }
 }

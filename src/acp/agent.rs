@@ -10,12 +10,11 @@ use acp_protocol::acp::ProtocolVersion;
 use acp_protocol::acp::agent_methods as m;
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
-    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
-    ConfigOptionUpdate, CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionCloseCapabilities, SessionConfigOptionValue, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse, CancelNotification,
+    ClientCapabilities, CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate,
+    Implementation, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
     SetSessionModeResponse, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
@@ -68,23 +67,13 @@ type Reply<T> = Result<T, ErrorObject>;
 
 impl Agent {
     pub fn new(conn: Connection, runtime: Runtime) -> Self {
-        Self {
-            conn,
-            runtime,
-            state: Mutex::default(),
-            prompts: Mutex::default(),
-            tracker: TaskTracker::new(),
-        }
+        Self { conn, runtime, state: Mutex::default(), prompts: Mutex::default(), tracker: TaskTracker::new() }
     }
 
     /// The dispatch table.
     pub fn dispatch(&self, incoming: Incoming) {
         match incoming {
-            Incoming::Request(IncomingRequest {
-                method,
-                params,
-                responder,
-            }) => match method.as_str() {
+            Incoming::Request(IncomingRequest { method, params, responder }) => match method.as_str() {
                 m::INITIALIZE => responder.respond(self.handle_initialize(params)),
                 m::AUTHENTICATE => responder.respond(self.handle_authenticate(params)),
                 m::SESSION_NEW => self.handle_new_session(params, responder),
@@ -106,15 +95,11 @@ impl Agent {
         // Whatever version is asked, we answer the one we speak (the spec's negotiation rule).
         match params.get("protocolVersion") {
             None => {
-                return Err(ErrorObject::invalid_params(
-                    "missing field `protocolVersion`",
-                ));
+                return Err(ErrorObject::invalid_params("missing field `protocolVersion`"));
             }
             Some(Value::Number(_) | Value::String(_)) => params["protocolVersion"] = json!(1),
             Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "`protocolVersion`: expected an integer",
-                ));
+                return Err(ErrorObject::invalid_params("`protocolVersion`: expected an integer"));
             }
         }
         let req: InitializeRequest = parse(Some(params))?;
@@ -125,9 +110,7 @@ impl Agent {
 
         let capabilities = AgentCapabilities::new()
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
-            .session_capabilities(
-                SessionCapabilities::new().close(SessionCloseCapabilities::new()),
-            );
+            .session_capabilities(SessionCapabilities::new().close(SessionCloseCapabilities::new()));
         Ok(InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .auth_methods(auth_methods(&self.runtime.config()))
@@ -146,25 +129,17 @@ impl Agent {
             AUTH_OPENAI => Some("openai"),
             AUTH_CONFIG => None,
             other => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "`methodId`: unknown auth method `{other}`"
-                )));
+                return Err(ErrorObject::invalid_params(format!("`methodId`: unknown auth method `{other}`")));
             }
         };
         let problem = match provider {
             Some(id) => config.provider(id).and_then(|p| p.unusable_reason()),
-            None => config
-                .load_error
-                .clone()
-                .or_else(|| (!config.any_usable()).then(|| config.setup_help())),
+            None => config.load_error.clone().or_else(|| (!config.any_usable()).then(|| config.setup_help())),
         };
         self.runtime.set_config(config);
         match problem {
             None => Ok(AuthenticateResponse::new()),
-            Some(reason) => Err(ErrorObject::new(
-                code::AUTH_REQUIRED,
-                format!("{reason} (then restart the agent)"),
-            )),
+            Some(reason) => Err(ErrorObject::new(code::AUTH_REQUIRED, format!("{reason} (then restart the agent)"))),
         }
     }
 
@@ -174,10 +149,7 @@ impl Agent {
             Err(e) => return responder.respond_error(e),
         };
         if !req.cwd.is_absolute() {
-            let msg = format!(
-                "`cwd` must be an absolute path, got `{}`",
-                req.cwd.display()
-            );
+            let msg = format!("`cwd` must be an absolute path, got `{}`", req.cwd.display());
             return responder.respond_error(ErrorObject::invalid_params(msg));
         }
         let config = self.runtime.config();
@@ -198,51 +170,33 @@ impl Agent {
             Some(id) => match Mode::parse(id) {
                 Some(mode) => mode,
                 None => {
-                    return responder.respond_error(ErrorObject::invalid_params(format!(
-                        "`_meta.mode`: unknown mode `{id}`"
-                    )));
+                    return responder
+                        .respond_error(ErrorObject::invalid_params(format!("`_meta.mode`: unknown mode `{id}`")));
                 }
             },
             None => Mode::default(),
         };
         if !req.mcp_servers.is_empty() {
-            tracing::warn!(
-                count = req.mcp_servers.len(),
-                "MCP servers are not supported yet; ignoring them"
-            );
+            tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
         }
 
         let mut state = lock(&self.state);
         let id = match meta::read_string(meta, meta::SESSION_KEY) {
             Some(key) if state.sessions.contains_key(key) => {
                 drop(state);
-                let msg =
-                    format!("`_meta.sessionKey`: session `{key}` already exists in this process");
+                let msg = format!("`_meta.sessionKey`: session `{key}` already exists in this process");
                 return responder.respond_error(ErrorObject::invalid_params(msg));
             }
             Some(key) => key.to_owned(),
             None => format!("sess_{}", uuid::Uuid::new_v4().simple()),
         };
-        let settings = SessionSettings {
-            cwd: req.cwd.clone(),
-            model: model.clone(),
-            mode,
-        };
+        let settings = SessionSettings { cwd: req.cwd.clone(), model: model.clone(), mode };
         let handle = self.runtime.open_session(Arc::from(id.as_str()), settings);
-        state.sessions.insert(
-            id.clone(),
-            AcpSession {
-                handle,
-                model: model.clone(),
-                mode,
-            },
-        );
+        state.sessions.insert(id.clone(), AcpSession { handle, model: model.clone(), mode });
         drop(state);
         tracing::info!(session = %id, cwd = %req.cwd.display(), %model, "session/new");
 
-        let context_window = config
-            .provider(&model.provider)
-            .map(|p| p.model(&model.model).context_window);
+        let context_window = config.provider(&model.provider).map(|p| p.model(&model.model).context_window);
         responder.respond(Ok(NewSessionResponse::new(id.clone())
             .modes(options::modes(mode))
             .config_options(options::config_options(&config, &model, mode))));
@@ -265,8 +219,7 @@ impl Agent {
         };
         let input = match prompt::to_user_parts(&req.prompt) {
             Ok(input) if input.is_empty() => {
-                return responder
-                    .respond_error(ErrorObject::invalid_params("`prompt`: the prompt is empty"));
+                return responder.respond_error(ErrorObject::invalid_params("`prompt`: the prompt is empty"));
             }
             Ok(input) => input,
             Err(e) => return responder.respond_error(ErrorObject::invalid_params(e)),
@@ -283,16 +236,11 @@ impl Agent {
                 () = watch.cancelled() => {}
             }
         });
-        let pending = PendingPrompt {
-            responder,
-            _work: self.tracker.token(),
-            _watch: answered.drop_guard(),
-        };
+        let pending = PendingPrompt { responder, _work: self.tracker.token(), _watch: answered.drop_guard() };
         lock(&self.prompts).insert(turn, pending);
         if !handle.send(Op::Prompt { turn, input }) {
             if let Some(p) = lock(&self.prompts).remove(&turn) {
-                p.responder
-                    .respond_error(ErrorObject::internal("the session has stopped"));
+                p.responder.respond_error(ErrorObject::internal("the session has stopped"));
             }
         }
     }
@@ -313,10 +261,7 @@ impl Agent {
                 responder.respond(Ok(SetSessionModeResponse::new()));
                 // Keep the config-option view of the mode in sync.
                 if let Ok(list) = self.config_options_of(&id) {
-                    self.send_update(
-                        &id,
-                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)),
-                    );
+                    self.send_update(&id, SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)));
                 }
             }
             Err(e) => responder.respond_error(e),
@@ -328,9 +273,7 @@ impl Agent {
             let req: SetSessionConfigOptionRequest = parse(params)?;
             let id = req.session_id.0.to_string();
             let SessionConfigOptionValue::ValueId { value } = &req.value else {
-                return Err(ErrorObject::invalid_params(
-                    "`value`: expected a value id (string)",
-                ));
+                return Err(ErrorObject::invalid_params("`value`: expected a value id (string)"));
             };
             let value = value.0.as_ref();
             let mode_changed = match req.config_id.0.as_ref() {
@@ -366,10 +309,7 @@ impl Agent {
                 responder.respond(Ok(SetSessionConfigOptionResponse::new(list)));
                 if let Some(mode) = mode {
                     // Keep the legacy `modes` view in sync.
-                    self.send_update(
-                        &id,
-                        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
-                    );
+                    self.send_update(&id, SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())));
                 }
             }
             Err(e) => responder.respond_error(e),
@@ -379,10 +319,7 @@ impl Agent {
     fn handle_close_session(&self, params: Option<Value>) -> Reply<CloseSessionResponse> {
         let req: CloseSessionRequest = parse(params)?;
         let id = req.session_id.0.to_string();
-        let session = lock(&self.state)
-            .sessions
-            .remove(&id)
-            .ok_or_else(|| session_not_found(&id))?;
+        let session = lock(&self.state).sessions.remove(&id).ok_or_else(|| session_not_found(&id))?;
         // Cancels like `session/cancel` (pending prompts end `cancelled`), then frees the session.
         session.handle.send(Op::Shutdown);
         Ok(CloseSessionResponse::new())
@@ -401,32 +338,18 @@ impl Agent {
     }
 
     pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
-        self.conn.notify(
-            SESSION_UPDATE,
-            &SessionNotification::new(session_id.to_owned(), update),
-        );
+        self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
 
     fn session<T>(&self, id: &str, f: impl FnOnce(&AcpSession) -> T) -> Reply<T> {
-        lock(&self.state)
-            .sessions
-            .get(id)
-            .map(f)
-            .ok_or_else(|| session_not_found(id))
+        lock(&self.state).sessions.get(id).map(f).ok_or_else(|| session_not_found(id))
     }
 
     fn session_mut<T>(&self, id: &str, f: impl FnOnce(&mut AcpSession) -> T) -> Reply<T> {
-        lock(&self.state)
-            .sessions
-            .get_mut(id)
-            .map(f)
-            .ok_or_else(|| session_not_found(id))
+        lock(&self.state).sessions.get_mut(id).map(f).ok_or_else(|| session_not_found(id))
     }
 
-    fn config_options_of(
-        &self,
-        id: &str,
-    ) -> Reply<Vec<acp_protocol::acp::schema::SessionConfigOption>> {
+    fn config_options_of(&self, id: &str) -> Reply<Vec<acp_protocol::acp::schema::SessionConfigOption>> {
         let config = self.runtime.config();
         self.session(id, |s| options::config_options(&config, &s.model, s.mode))
     }
@@ -480,16 +403,12 @@ fn auth_methods(config: &Config) -> Vec<AuthMethod> {
 fn parse_mode(id: &str, field: &str) -> Reply<Mode> {
     Mode::parse(id).ok_or_else(|| {
         let known: Vec<&str> = Mode::ALL.iter().map(|m| m.id()).collect();
-        ErrorObject::invalid_params(format!(
-            "`{field}`: unknown mode `{id}` (known: {})",
-            known.join(", ")
-        ))
+        ErrorObject::invalid_params(format!("`{field}`: unknown mode `{id}` (known: {})", known.join(", ")))
     })
 }
 
 fn session_not_found(id: &str) -> ErrorObject {
-    ErrorObject::new(code::RESOURCE_NOT_FOUND, format!("session not found: {id}"))
-        .with_data(json!({ "sessionId": id }))
+    ErrorObject::new(code::RESOURCE_NOT_FOUND, format!("session not found: {id}")).with_data(json!({ "sessionId": id }))
 }
 
 /// Deserializes params; the error names the offending field (`prompt[0].text: invalid type …`).

@@ -15,12 +15,7 @@ pub const MODE: &[&str] = &["mode", "modeId"];
 /// The first key holding a string that is not blank; returned trimmed.
 pub fn read_string<'a>(meta: Option<&'a Meta>, keys: &[&str]) -> Option<&'a str> {
     let meta = meta?;
-    keys.iter().find_map(|k| {
-        meta.get(*k)?
-            .as_str()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    })
+    keys.iter().find_map(|k| meta.get(*k)?.as_str().map(str::trim).filter(|s| !s.is_empty()))
 }
 
 /// The first key holding a boolean.
@@ -32,8 +27,7 @@ pub fn read_bool(meta: Option<&Meta>, keys: &[&str]) -> Option<bool> {
 /// The first key holding a finite number.
 pub fn read_number(meta: Option<&Meta>, keys: &[&str]) -> Option<f64> {
     let meta = meta?;
-    keys.iter()
-        .find_map(|k| meta.get(*k)?.as_f64().filter(|n| n.is_finite()))
+    keys.iter().find_map(|k| meta.get(*k)?.as_f64().filter(|n| n.is_finite()))
 }
 
 #[cfg(test)]
@@ -50,11 +44,7 @@ mod tests {
         let m = meta(json!({"session": "b", "sessionKey": "  a  ", "key": "c"}));
         assert_eq!(read_string(Some(&m), SESSION_KEY), Some("a"));
         let m = meta(json!({"sessionKey": "   ", "session": 5, "key": "c"}));
-        assert_eq!(
-            read_string(Some(&m), SESSION_KEY),
-            Some("c"),
-            "blank and non-string values are skipped"
-        );
+        assert_eq!(read_string(Some(&m), SESSION_KEY), Some("c"), "blank and non-string values are skipped");
         assert_eq!(read_string(None, SESSION_KEY), None);
     }
 

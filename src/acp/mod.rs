@@ -36,11 +36,7 @@ pub async fn serve(
     events: mpsc::UnboundedReceiver<Event>,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
-    let Rpc {
-        conn,
-        mut incoming,
-        writer,
-    } = rpc;
+    let Rpc { conn, mut incoming, writer } = rpc;
     let agent = Arc::new(Agent::new(conn, runtime));
     let forwarder = tokio::spawn(updates::forward(agent.clone(), events));
     tokio::pin!(shutdown);

@@ -2,8 +2,7 @@
 //! `model` select options (category-tagged) for current ones, kept in sync.
 
 use acp_protocol::acp::schema::{
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode,
-    SessionModeState,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode, SessionModeState,
 };
 
 use crate::config::{Config, ModelRef};
@@ -13,10 +12,7 @@ pub const MODEL_OPTION: &str = "model";
 pub const MODE_OPTION: &str = "mode";
 
 pub fn modes(current: Mode) -> SessionModeState {
-    let available = Mode::ALL
-        .iter()
-        .map(|m| SessionMode::new(m.id(), m.name()).description(m.description()))
-        .collect();
+    let available = Mode::ALL.iter().map(|m| SessionMode::new(m.id(), m.name()).description(m.description())).collect();
     SessionModeState::new(current.id(), available)
 }
 
@@ -29,10 +25,7 @@ pub fn config_options(config: &Config, model: &ModelRef, mode: Mode) -> Vec<Sess
         .collect();
     let current = model.to_string();
     if !choices.iter().any(|c| c.value.0.as_ref() == current) {
-        choices.insert(
-            0,
-            SessionConfigSelectOption::new(current.clone(), current.clone()),
-        );
+        choices.insert(0, SessionConfigSelectOption::new(current.clone(), current.clone()));
     }
     let modes: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()

@@ -17,27 +17,15 @@ pub fn to_user_parts(blocks: &[ContentBlock]) -> Result<Vec<UserPart>, String> {
             }
             ContentBlock::Image(img) => {
                 if !img.mime_type.starts_with("image/") {
-                    return Err(format!(
-                        "`prompt[{i}]`: `{}` is not an image type",
-                        img.mime_type
-                    ));
+                    return Err(format!("`prompt[{i}]`: `{}` is not an image type", img.mime_type));
                 }
-                parts.push(UserPart::Image {
-                    mime_type: img.mime_type.clone(),
-                    data: img.data.clone(),
-                });
+                parts.push(UserPart::Image { mime_type: img.mime_type.clone(), data: img.data.clone() });
             }
             ContentBlock::Audio(_) => {
-                return Err(format!(
-                    "`prompt[{i}]`: audio input is not supported (promptCapabilities.audio is false)"
-                ));
+                return Err(format!("`prompt[{i}]`: audio input is not supported (promptCapabilities.audio is false)"));
             }
             ContentBlock::ResourceLink(link) => {
-                let mut text = format!(
-                    "[Resource: {}]({})",
-                    link.title.as_deref().unwrap_or(&link.name),
-                    link.uri
-                );
+                let mut text = format!("[Resource: {}]({})", link.title.as_deref().unwrap_or(&link.name), link.uri);
                 if let Some(d) = &link.description {
                     text.push_str(" — ");
                     text.push_str(d);
@@ -46,17 +34,11 @@ pub fn to_user_parts(blocks: &[ContentBlock]) -> Result<Vec<UserPart>, String> {
             }
             ContentBlock::Resource(res) => match &res.resource {
                 EmbeddedResourceResource::TextResourceContents(t) => {
-                    parts.push(UserPart::Text(format!(
-                        "<resource uri=\"{}\">\n{}\n</resource>",
-                        t.uri, t.text
-                    )));
+                    parts.push(UserPart::Text(format!("<resource uri=\"{}\">\n{}\n</resource>", t.uri, t.text)));
                 }
                 EmbeddedResourceResource::BlobResourceContents(b) => match b.mime_type.as_deref() {
                     Some(mime) if mime.starts_with("image/") => {
-                        parts.push(UserPart::Image {
-                            mime_type: mime.to_owned(),
-                            data: b.blob.clone(),
-                        });
+                        parts.push(UserPart::Image { mime_type: mime.to_owned(), data: b.blob.clone() });
                     }
                     mime => parts.push(UserPart::Text(format!(
                         "[binary resource {} ({}) not included]",
@@ -96,10 +78,7 @@ mod tests {
                 UserPart::Text("fix it".into()),
                 UserPart::Text("[Resource: main.rs](file:///p/main.rs)".into()),
                 UserPart::Text("<resource uri=\"file:///p/a.rs\">\nfn a() {}\n</resource>".into()),
-                UserPart::Image {
-                    mime_type: "image/png".into(),
-                    data: "iVBORw0KGgo=".into()
-                },
+                UserPart::Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() },
             ]
         );
     }

@@ -2,8 +2,7 @@
 //! answers its `session/prompt` (after every update of that turn, since both leave in order).
 
 use acp_protocol::acp::schema::{
-    ContentBlock, ContentChunk, MessageId, PromptResponse, SessionUpdate, StopReason, Usage,
-    UsageUpdate,
+    ContentBlock, ContentChunk, MessageId, PromptResponse, SessionUpdate, StopReason, Usage, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde_json::json;
@@ -22,36 +21,20 @@ pub async fn forward(agent: std::sync::Arc<Agent>, mut events: mpsc::UnboundedRe
 
 impl Agent {
     fn on_event(&self, event: Event) {
-        let Event {
-            session,
-            turn,
-            kind,
-        } = event;
+        let Event { session, turn, kind } = event;
         match kind {
             EventKind::TextDelta { message_id, text } => {
-                self.send_update(
-                    &session,
-                    SessionUpdate::AgentMessageChunk(chunk(text, &message_id)),
-                );
+                self.send_update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
             }
             EventKind::ThoughtDelta { message_id, text } => {
-                self.send_update(
-                    &session,
-                    SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)),
-                );
+                self.send_update(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
             }
             EventKind::Usage { used, size } => {
-                self.send_update(
-                    &session,
-                    SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
-                );
+                self.send_update(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
             }
             EventKind::TurnEnded(outcome) => {
-                let Some(pending) = self
-                    .prompts
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&turn)
+                let Some(pending) =
+                    self.prompts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&turn)
                 else {
                     tracing::warn!(%session, turn, "a turn ended that no prompt is waiting for");
                     return;
@@ -68,15 +51,8 @@ impl Agent {
                         // Tell the user in the conversation itself, then fail the request.
                         let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
                         let text = format!("\n\n**Error:** {}", error.message);
-                        self.send_update(
-                            &session,
-                            SessionUpdate::AgentMessageChunk(chunk(text, &id)),
-                        );
-                        let code = if error.needs_setup {
-                            code::AUTH_REQUIRED
-                        } else {
-                            code::INTERNAL_ERROR
-                        };
+                        self.send_update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &id)));
+                        let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
                         let provider = error.provider.as_ref();
                         let data = json!({
                             "kind": error.kind,
@@ -85,9 +61,7 @@ impl Agent {
                             "retryable": provider.is_some_and(providers::ProviderError::is_retryable),
                             "requestId": provider.and_then(|p| p.request_id.clone()),
                         });
-                        pending
-                            .responder
-                            .respond_error(ErrorObject::new(code, error.message).with_data(data));
+                        pending.responder.respond_error(ErrorObject::new(code, error.message).with_data(data));
                     }
                 }
             }

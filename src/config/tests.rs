@@ -10,10 +10,7 @@ fn load(file: Option<&str>, vars: &[(&str, &str)]) -> Config {
     if let Some(text) = file {
         std::fs::write(dir.path().join("config.toml"), text).unwrap();
     }
-    let mut env: HashMap<String, String> = vars
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let mut env: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     env.insert("ACP_HOME".into(), dir.path().display().to_string());
     let config = Config::load_with(&|name| env.get(name).cloned());
     drop(dir);
@@ -23,10 +20,7 @@ fn load(file: Option<&str>, vars: &[(&str, &str)]) -> Config {
 #[test]
 fn model_refs_split_at_the_first_slash() {
     let r = ModelRef::parse("openrouter/anthropic/claude-sonnet-4.5").unwrap();
-    assert_eq!(
-        (r.provider.as_str(), r.model.as_str()),
-        ("openrouter", "anthropic/claude-sonnet-4.5")
-    );
+    assert_eq!((r.provider.as_str(), r.model.as_str()), ("openrouter", "anthropic/claude-sonnet-4.5"));
     assert_eq!(ModelRef::parse("gpt-5"), None);
     assert_eq!(ModelRef::parse("/x"), None);
     assert_eq!(ModelRef::parse("x/"), None);
@@ -37,45 +31,21 @@ fn no_keys_means_no_model_and_a_helpful_message() {
     let c = load(None, &[]);
     assert!(!c.any_usable());
     let err = c.default_model_ref().unwrap_err().to_string();
-    assert!(
-        err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_API_KEY"),
-        "{err}"
-    );
-    assert!(
-        err.contains("config.toml") && err.contains("[providers."),
-        "{err}"
-    );
+    assert!(err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_API_KEY"), "{err}");
+    assert!(err.contains("config.toml") && err.contains("[providers."), "{err}");
 }
 
 #[test]
 fn env_keys_and_base_urls() {
-    let c = load(
-        None,
-        &[
-            ("ANTHROPIC_API_KEY", "k"),
-            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
-        ],
-    );
+    let c = load(None, &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
     let p = c.provider("anthropic").unwrap();
-    assert_eq!(
-        p.base_url, "http://127.0.0.1:9",
-        "trailing slash trimmed; no /v1 added"
-    );
+    assert_eq!(p.base_url, "http://127.0.0.1:9", "trailing slash trimmed; no /v1 added");
     assert_eq!(p.api_key.as_deref(), Some("k"));
-    assert_eq!(
-        c.default_model_ref().unwrap().to_string(),
-        "anthropic/claude-sonnet-4-5"
-    );
+    assert_eq!(c.default_model_ref().unwrap().to_string(), "anthropic/claude-sonnet-4-5");
 
-    let c = load(
-        None,
-        &[("OPENAI_API_KEY", "k"), ("OPENAI_BASE_URL", "http://h/v1")],
-    );
+    let c = load(None, &[("OPENAI_API_KEY", "k"), ("OPENAI_BASE_URL", "http://h/v1")]);
     assert_eq!(c.provider("openai").unwrap().base_url, "http://h/v1");
-    assert_eq!(
-        c.provider("openai-responses").unwrap().base_url,
-        "http://h/v1"
-    );
+    assert_eq!(c.provider("openai-responses").unwrap().base_url, "http://h/v1");
     assert_eq!(c.default_model_ref().unwrap().provider, "openai");
 }
 
@@ -84,30 +54,13 @@ fn acp_model_beats_the_file_and_must_be_usable() {
     let file = "model = \"openai/gpt-4.1\"\n";
     let c = load(Some(file), &[("OPENAI_API_KEY", "k")]);
     assert_eq!(c.default_model_ref().unwrap().to_string(), "openai/gpt-4.1");
-    let c = load(
-        Some(file),
-        &[
-            ("OPENAI_API_KEY", "k"),
-            ("ACP_MODEL", "openai-responses/gpt-5-codex"),
-        ],
-    );
-    assert_eq!(
-        c.default_model_ref().unwrap().to_string(),
-        "openai-responses/gpt-5-codex"
-    );
-    let c = load(
-        Some(file),
-        &[("OPENAI_API_KEY", "k"), ("ACP_MODEL", "anthropic/claude-x")],
-    );
+    let c = load(Some(file), &[("OPENAI_API_KEY", "k"), ("ACP_MODEL", "openai-responses/gpt-5-codex")]);
+    assert_eq!(c.default_model_ref().unwrap().to_string(), "openai-responses/gpt-5-codex");
+    let c = load(Some(file), &[("OPENAI_API_KEY", "k"), ("ACP_MODEL", "anthropic/claude-x")]);
     let err = c.default_model_ref().unwrap_err().to_string();
     assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
     let c = load(None, &[("OPENAI_API_KEY", "k"), ("ACP_MODEL", "nope/x")]);
-    assert!(
-        c.default_model_ref()
-            .unwrap_err()
-            .to_string()
-            .contains("unknown provider `nope`")
-    );
+    assert!(c.default_model_ref().unwrap_err().to_string().contains("unknown provider `nope`"));
 }
 
 #[test]
@@ -133,53 +86,34 @@ models = ["anthropic/claude-sonnet-4.5"]
     assert_eq!(ollama.base_url, "http://localhost:11434/v1");
     assert_eq!(ollama.model("llama3.3").context_window, 131_072);
     assert_eq!(ollama.model("llama3.3").max_output_tokens, Some(4096));
-    assert_eq!(
-        c.default_model_ref().unwrap().to_string(),
-        "ollama/qwen3:8b"
-    );
+    assert_eq!(c.default_model_ref().unwrap().to_string(), "ollama/qwen3:8b");
     let or = c.provider("openrouter").unwrap();
     assert!(!or.is_usable());
     assert_eq!(or.headers, vec![("X-Title".to_owned(), "acp".to_owned())]);
     assert!(or.unusable_reason().unwrap().contains("OPENROUTER_API_KEY"));
     let (r, _) = c.resolve_model("llama3.3").unwrap();
-    assert_eq!(
-        r.to_string(),
-        "ollama/llama3.3",
-        "bare names are looked up in model lists"
-    );
-    let choices: Vec<String> = c
-        .model_choices()
-        .into_iter()
-        .map(|(r, _)| r.to_string())
-        .collect();
+    assert_eq!(r.to_string(), "ollama/llama3.3", "bare names are looked up in model lists");
+    let choices: Vec<String> = c.model_choices().into_iter().map(|(r, _)| r.to_string()).collect();
     assert_eq!(choices, vec!["ollama/qwen3:8b", "ollama/llama3.3"]);
 }
 
 #[test]
 fn sections_override_builtins() {
-    let file = "[providers.anthropic]\nbase_url = \"http://proxy\"\napi_key_env = \"MY_KEY\"\nmodels = [\"claude-z\"]\n";
+    let file =
+        "[providers.anthropic]\nbase_url = \"http://proxy\"\napi_key_env = \"MY_KEY\"\nmodels = [\"claude-z\"]\n";
     let c = load(Some(file), &[("MY_KEY", "secret")]);
     let p = c.provider("anthropic").unwrap();
     assert_eq!(p.base_url, "http://proxy");
     assert_eq!(p.api_key.as_deref(), Some("secret"));
-    assert_eq!(
-        p.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
-        vec!["claude-z"]
-    );
+    assert_eq!(p.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), vec!["claude-z"]);
     // The environment wins over the file for built-in base URLs.
-    let c = load(
-        Some(file),
-        &[("MY_KEY", "s"), ("ANTHROPIC_BASE_URL", "http://env")],
-    );
+    let c = load(Some(file), &[("MY_KEY", "s"), ("ANTHROPIC_BASE_URL", "http://env")]);
     assert_eq!(c.provider("anthropic").unwrap().base_url, "http://env");
 }
 
 #[test]
 fn timeouts_and_retry_settings() {
-    let c = load(
-        Some("[timeouts]\nidle = 0.25\nfirst_event = 2\n[retry]\nmax_retries = 1\n"),
-        &[],
-    );
+    let c = load(Some("[timeouts]\nidle = 0.25\nfirst_event = 2\n[retry]\nmax_retries = 1\n"), &[]);
     assert_eq!(c.timeouts.idle, Duration::from_millis(250));
     assert_eq!(c.timeouts.first_event, Duration::from_secs(2));
     assert_eq!(c.timeouts.connect, Duration::from_secs(10));
@@ -191,29 +125,14 @@ fn bad_files_are_reported_not_ignored() {
     let c = load(Some("model = 5\n"), &[("ANTHROPIC_API_KEY", "k")]);
     let err = c.load_error.clone().unwrap();
     assert!(err.contains("config.toml"), "{err}");
-    assert!(
-        c.default_model_ref()
-            .unwrap_err()
-            .to_string()
-            .contains("could not read the configuration")
-    );
+    assert!(c.default_model_ref().unwrap_err().to_string().contains("could not read the configuration"));
 
     let c = load(Some("modle = \"x\"\n"), &[]);
-    assert!(
-        c.load_error.unwrap().contains("modle"),
-        "unknown keys are typos, not silence"
-    );
+    assert!(c.load_error.unwrap().contains("modle"), "unknown keys are typos, not silence");
 
     let c = load(Some("[providers.x]\napi = \"openai-chat\"\n"), &[]);
-    assert!(
-        c.load_error
-            .unwrap()
-            .contains("[providers.x]: missing `base_url`")
-    );
+    assert!(c.load_error.unwrap().contains("[providers.x]: missing `base_url`"));
 
-    let c = load(
-        Some("[providers.x]\napi = \"grpc\"\nbase_url = \"http://h\"\nmodels = [\"m\"]\n"),
-        &[],
-    );
+    let c = load(Some("[providers.x]\napi = \"grpc\"\nbase_url = \"http://h\"\nmodels = [\"m\"]\n"), &[]);
     assert!(c.load_error.unwrap().contains("grpc"));
 }

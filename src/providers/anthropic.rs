@@ -5,8 +5,7 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent,
-    Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -17,10 +16,7 @@ pub fn url(base_url: &str) -> String {
 
 pub fn body(req: &ModelRequest) -> Value {
     let messages: Vec<Message> = req.messages.iter().filter_map(keep_replayable).collect();
-    let messages: Vec<Value> = super::alternating(&messages)
-        .iter()
-        .map(message_json)
-        .collect();
+    let messages: Vec<Value> = super::alternating(&messages).iter().map(message_json).collect();
     let mut max_tokens = req.max_output_tokens.unwrap_or(16_384);
     let mut body = json!({
         "model": req.model,
@@ -83,9 +79,9 @@ fn message_json(m: &Message) -> Value {
                 .iter()
                 .filter_map(|p| match p {
                     AssistantPart::Text(text) => Some(json!({ "type": "text", "text": text })),
-                    AssistantPart::Thinking { text, signature } => Some(
-                        json!({ "type": "thinking", "thinking": text, "signature": signature }),
-                    ),
+                    AssistantPart::Thinking { text, signature } => {
+                        Some(json!({ "type": "thinking", "thinking": text, "signature": signature }))
+                    }
                     AssistantPart::RedactedThinking { data } => {
                         Some(json!({ "type": "redacted_thinking", "data": data }))
                     }
@@ -120,11 +116,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    pub fn event(
-        &mut self,
-        ev: &SseEvent,
-        out: &mut Vec<ResponseEvent>,
-    ) -> Result<(), ProviderError> {
+    pub fn event(&mut self, ev: &SseEvent, out: &mut Vec<ResponseEvent>) -> Result<(), ProviderError> {
         if !ev.has_data {
             return Ok(());
         }
@@ -138,16 +130,10 @@ impl Decoder {
             "content_block_start" => {
                 let block = &v["content_block"];
                 match block["type"].as_str() {
-                    Some("text") => {
-                        push_text(out, block["text"].as_str(), ResponseEvent::TextDelta)
-                    }
-                    Some("thinking") => {
-                        push_text(out, block["thinking"].as_str(), ResponseEvent::ThoughtDelta)
-                    }
+                    Some("text") => push_text(out, block["text"].as_str(), ResponseEvent::TextDelta),
+                    Some("thinking") => push_text(out, block["thinking"].as_str(), ResponseEvent::ThoughtDelta),
                     Some("redacted_thinking") => {
-                        out.push(ResponseEvent::RedactedThinking(
-                            block["data"].as_str().unwrap_or("").to_owned(),
-                        ));
+                        out.push(ResponseEvent::RedactedThinking(block["data"].as_str().unwrap_or("").to_owned()));
                     }
                     _ => {}
                 }
@@ -155,12 +141,8 @@ impl Decoder {
             "content_block_delta" => {
                 let delta = &v["delta"];
                 match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        push_text(out, delta["text"].as_str(), ResponseEvent::TextDelta)
-                    }
-                    Some("thinking_delta") => {
-                        push_text(out, delta["thinking"].as_str(), ResponseEvent::ThoughtDelta)
-                    }
+                    Some("text_delta") => push_text(out, delta["text"].as_str(), ResponseEvent::TextDelta),
+                    Some("thinking_delta") => push_text(out, delta["thinking"].as_str(), ResponseEvent::ThoughtDelta),
                     Some("signature_delta") => {
                         if let Some(sig) = delta["signature"].as_str() {
                             out.push(ResponseEvent::ThinkingSignature(sig.to_owned()));
@@ -178,14 +160,10 @@ impl Decoder {
             }
             "message_stop" => {
                 self.finished = true;
-                out.push(ResponseEvent::Completed(
-                    self.stop.unwrap_or(FinishReason::EndTurn),
-                ));
+                out.push(ResponseEvent::Completed(self.stop.unwrap_or(FinishReason::EndTurn)));
             }
             "error" => {
-                let message = v["error"]["message"]
-                    .as_str()
-                    .unwrap_or("error event without a message");
+                let message = v["error"]["message"].as_str().unwrap_or("error event without a message");
                 let code = v["error"]["type"].as_str().unwrap_or("");
                 return Err(ProviderError::new(ErrorKind::Server, message).refine(code));
             }
@@ -198,10 +176,7 @@ impl Decoder {
         if self.finished {
             Ok(())
         } else {
-            Err(ProviderError::new(
-                ErrorKind::Truncated,
-                "the stream ended before `message_stop`",
-            ))
+            Err(ProviderError::new(ErrorKind::Truncated, "the stream ended before `message_stop`"))
         }
     }
 
@@ -218,11 +193,8 @@ impl Decoder {
             if let Some(r) = read {
                 self.usage.cache_read = r;
             }
-            let uncached = uncached.unwrap_or(
-                self.usage
-                    .input
-                    .saturating_sub(self.usage.cache_read + self.usage.cache_write),
-            );
+            let uncached =
+                uncached.unwrap_or(self.usage.input.saturating_sub(self.usage.cache_read + self.usage.cache_write));
             self.usage.input = uncached + self.usage.cache_write + self.usage.cache_read;
         }
         if let Some(o) = get("output_tokens") {

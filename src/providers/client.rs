@@ -12,9 +12,7 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::sse::{SseEvent, SseParser};
-use super::{
-    ErrorKind, ModelRequest, ProviderError, ResponseEvent, anthropic, openai_chat, openai_responses,
-};
+use super::{ErrorKind, ModelRequest, ProviderError, ResponseEvent, anthropic, openai_chat, openai_responses};
 use crate::config::{ProviderConfig, Timeouts, WireApi};
 
 /// Error bodies are read up to this size.
@@ -44,11 +42,7 @@ pub struct ProviderClient {
 
 impl ProviderClient {
     pub fn new(http: reqwest::Client, provider: ProviderConfig, timeouts: Timeouts) -> Self {
-        Self {
-            http,
-            provider,
-            timeouts,
-        }
+        Self { http, provider, timeouts }
     }
 
     pub fn provider(&self) -> &ProviderConfig {
@@ -72,52 +66,30 @@ impl ProviderClient {
             WireApi::Anthropic => (anthropic::url(&p.base_url), anthropic::body(req)),
             WireApi::OpenAiChat => {
                 let official = p.base_url.contains("api.openai.com");
-                (
-                    openai_chat::url(&p.base_url),
-                    openai_chat::body(req, official),
-                )
+                (openai_chat::url(&p.base_url), openai_chat::body(req, official))
             }
-            WireApi::OpenAiResponses => (
-                openai_responses::url(&p.base_url),
-                openai_responses::body(req),
-            ),
+            WireApi::OpenAiResponses => (openai_responses::url(&p.base_url), openai_responses::body(req)),
         };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
+        let body = serde_json::to_vec(&body).map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
         let mut headers = HeaderMap::new();
-        headers.insert(
-            reqwest::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            reqwest::header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        headers.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
         match p.api {
             WireApi::Anthropic => {
-                headers.insert(
-                    "anthropic-version",
-                    HeaderValue::from_static(anthropic::API_VERSION),
-                );
+                headers.insert("anthropic-version", HeaderValue::from_static(anthropic::API_VERSION));
                 if let Some(key) = &p.api_key {
                     headers.insert("x-api-key", header_value(key)?);
                 }
             }
             WireApi::OpenAiChat | WireApi::OpenAiResponses => {
                 if let Some(key) = &p.api_key {
-                    headers.insert(
-                        reqwest::header::AUTHORIZATION,
-                        header_value(&format!("Bearer {key}"))?,
-                    );
+                    headers.insert(reqwest::header::AUTHORIZATION, header_value(&format!("Bearer {key}"))?);
                 }
             }
         }
         for (name, value) in &p.headers {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                ProviderError::new(
-                    ErrorKind::InvalidRequest,
-                    format!("invalid header name `{name}` in config"),
-                )
+                ProviderError::new(ErrorKind::InvalidRequest, format!("invalid header name `{name}` in config"))
             })?;
             headers.insert(name, header_value(value)?);
         }
@@ -173,10 +145,7 @@ impl ProviderClient {
             } else {
                 ProviderError::new(
                     ErrorKind::Protocol,
-                    format!(
-                        "expected an event stream but got `{content_type}`: {}",
-                        snippet(&text)
-                    ),
+                    format!("expected an event stream but got `{content_type}`: {}", snippet(&text)),
                 )
             };
             e.status = None;
@@ -192,9 +161,7 @@ impl ProviderClient {
             decoder: match p.api {
                 WireApi::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
                 WireApi::OpenAiChat => Decoder::Chat(openai_chat::Decoder::default()),
-                WireApi::OpenAiResponses => {
-                    Decoder::Responses(openai_responses::Decoder::default())
-                }
+                WireApi::OpenAiResponses => Decoder::Responses(openai_responses::Decoder::default()),
             },
             queue: VecDeque::new(),
             error: None,
@@ -252,9 +219,7 @@ pub struct ResponseStream {
 
 impl std::fmt::Debug for ResponseStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseStream")
-            .field("provider", &self.provider)
-            .finish_non_exhaustive()
+        f.debug_struct("ResponseStream").field("provider", &self.provider).finish_non_exhaustive()
     }
 }
 
@@ -279,20 +244,12 @@ impl ResponseStream {
 
     /// Reads one chunk and decodes what it completes into the queue (or records the error).
     async fn pump(&mut self) {
-        let wait = if self.got_bytes {
-            self.idle
-        } else {
-            self.first_deadline
-                .saturating_duration_since(Instant::now())
-        };
+        let wait =
+            if self.got_bytes { self.idle } else { self.first_deadline.saturating_duration_since(Instant::now()) };
         let mut out = Vec::new();
         let chunk = match tokio::time::timeout(wait, self.body.next()).await {
             Err(_) => {
-                let what = if self.got_bytes {
-                    "the stream went silent"
-                } else {
-                    "no data arrived"
-                };
+                let what = if self.got_bytes { "the stream went silent" } else { "no data arrived" };
                 return self.fail(timeout_error(what, wait));
             }
             Ok(Some(Err(e))) => {
@@ -346,26 +303,16 @@ impl ResponseStream {
 
 fn header_value(value: &str) -> Result<HeaderValue, ProviderError> {
     HeaderValue::from_str(value).map_err(|_| {
-        ProviderError::new(
-            ErrorKind::InvalidRequest,
-            "a configured header or API key contains invalid characters",
-        )
+        ProviderError::new(ErrorKind::InvalidRequest, "a configured header or API key contains invalid characters")
     })
 }
 
 fn timeout_error(what: &str, after: Duration) -> ProviderError {
-    ProviderError::new(
-        ErrorKind::Timeout,
-        format!("{what} within {:.1} s", after.as_secs_f64()),
-    )
+    ProviderError::new(ErrorKind::Timeout, format!("{what} within {:.1} s", after.as_secs_f64()))
 }
 
 fn transport_error(e: &reqwest::Error) -> ProviderError {
-    let kind = if e.is_timeout() {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::Connect
-    };
+    let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Connect };
     ProviderError::new(kind, error_chain(e))
 }
 
@@ -391,11 +338,7 @@ pub fn snippet(body: &str) -> String {
     if one_line.chars().count() > 300 {
         s.push('…');
     }
-    if s.is_empty() {
-        "(empty body)".to_owned()
-    } else {
-        s
-    }
+    if s.is_empty() { "(empty body)".to_owned() } else { s }
 }
 
 async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
@@ -413,12 +356,7 @@ async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
 
 /// `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));

@@ -55,12 +55,7 @@ impl ErrorKind {
     fn retryable(self) -> bool {
         matches!(
             self,
-            Self::RateLimited
-                | Self::Overloaded
-                | Self::Server
-                | Self::Connect
-                | Self::Timeout
-                | Self::Truncated
+            Self::RateLimited | Self::Overloaded | Self::Server | Self::Connect | Self::Timeout | Self::Truncated
         )
     }
 }
@@ -128,9 +123,7 @@ impl ProviderError {
             self.kind = ErrorKind::RateLimited;
         } else if code.contains("authentication") || code == "invalid_api_key" {
             self.kind = ErrorKind::Auth;
-        } else if self.status.is_none()
-            && (code.contains("api_error") || code.contains("server_error"))
-        {
+        } else if self.status.is_none() && (code.contains("api_error") || code.contains("server_error")) {
             self.kind = ErrorKind::Server;
         }
         if self.kind == ErrorKind::InvalidRequest
@@ -151,20 +144,9 @@ impl ProviderError {
 
     /// One paragraph for the user: what failed, then what to do.
     pub fn user_message(&self) -> String {
-        let who = if self.provider.is_empty() {
-            "the model provider"
-        } else {
-            self.provider.as_str()
-        };
-        let status = self
-            .status
-            .map(|s| format!(" (HTTP {s})"))
-            .unwrap_or_default();
-        let detail = if self.message.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", self.message)
-        };
+        let who = if self.provider.is_empty() { "the model provider" } else { self.provider.as_str() };
+        let status = self.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+        let detail = if self.message.is_empty() { String::new() } else { format!(": {}", self.message) };
         let what = format!("{who} request failed{status}{detail}");
         let todo = match self.kind {
             ErrorKind::Auth => match &self.key_env {
@@ -225,9 +207,7 @@ pub fn delay_from_message(message: &str) -> Option<Duration> {
     let lower = message.to_ascii_lowercase();
     let at = lower.find("try again in ")? + "try again in ".len();
     let rest = &lower[at..];
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
     let value: f64 = rest[..end].parse().ok()?;
     let unit = rest[end..].trim_start();
     let secs = if unit.starts_with("ms") {
@@ -257,18 +237,13 @@ mod tests {
             (500, true),
             (529, true),
         ] {
-            assert_eq!(
-                ProviderError::from_status(status, "x").is_retryable(),
-                retry,
-                "{status}"
-            );
+            assert_eq!(ProviderError::from_status(status, "x").is_retryable(), retry, "{status}");
         }
     }
 
     #[test]
     fn codes_refine_the_kind() {
-        let e = ProviderError::from_status(429, "You exceeded your current quota")
-            .refine("insufficient_quota");
+        let e = ProviderError::from_status(429, "You exceeded your current quota").refine("insufficient_quota");
         assert_eq!(e.kind, ErrorKind::Billing);
         assert!(!e.is_retryable());
         let e = ProviderError::new(ErrorKind::Protocol, "Overloaded").refine("overloaded_error");
@@ -290,14 +265,8 @@ mod tests {
 
     #[test]
     fn delays_in_messages() {
-        assert_eq!(
-            delay_from_message("Please try again in 1.4s."),
-            Some(Duration::from_millis(1400))
-        );
-        assert_eq!(
-            delay_from_message("try again in 20ms"),
-            Some(Duration::from_millis(20))
-        );
+        assert_eq!(delay_from_message("Please try again in 1.4s."), Some(Duration::from_millis(1400)));
+        assert_eq!(delay_from_message("try again in 20ms"), Some(Duration::from_millis(20)));
         assert_eq!(delay_from_message("try again later"), None);
     }
 
@@ -307,10 +276,7 @@ mod tests {
         e.provider = "anthropic".into();
         e.key_env = Some("ANTHROPIC_API_KEY".into());
         let m = e.user_message();
-        assert!(
-            m.starts_with("anthropic request failed (HTTP 401): invalid x-api-key."),
-            "{m}"
-        );
+        assert!(m.starts_with("anthropic request failed (HTTP 401): invalid x-api-key."), "{m}");
         assert!(m.contains("ANTHROPIC_API_KEY"), "{m}");
     }
 }

@@ -152,9 +152,7 @@ pub(crate) fn alternating(messages: &[Message]) -> Vec<Message> {
     for m in messages {
         match (out.last_mut(), m) {
             (Some(Message::User(prev)), Message::User(parts)) => prev.extend(parts.iter().cloned()),
-            (Some(Message::Assistant(prev)), Message::Assistant(parts)) => {
-                prev.extend(parts.iter().cloned())
-            }
+            (Some(Message::Assistant(prev)), Message::Assistant(parts)) => prev.extend(parts.iter().cloned()),
             _ => out.push(m.clone()),
         }
     }
@@ -165,9 +163,6 @@ pub(crate) fn alternating(messages: &[Message]) -> Vec<Message> {
 pub(crate) fn parse_json(data: &str) -> Result<serde_json::Value, ProviderError> {
     serde_json::from_str(data).map_err(|e| {
         let snippet: String = data.chars().take(200).collect();
-        ProviderError::new(
-            ErrorKind::Protocol,
-            format!("the provider sent invalid JSON ({e}): {snippet}"),
-        )
+        ProviderError::new(ErrorKind::Protocol, format!("the provider sent invalid JSON ({e}): {snippet}"))
     })
 }

@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent,
-    Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
 };
 
 pub fn url(base_url: &str) -> String {
@@ -31,11 +30,7 @@ pub fn body(req: &ModelRequest, official: bool) -> Value {
         "messages": messages,
     });
     if let Some(max) = req.max_output_tokens {
-        body[if official {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        }] = json!(max);
+        body[if official { "max_completion_tokens" } else { "max_tokens" }] = json!(max);
     }
     if let Some(effort) = req.reasoning {
         body["reasoning_effort"] = json!(effort.as_str());
@@ -48,11 +43,8 @@ fn keep(m: &Message) -> Option<Message> {
     match m {
         Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
         Message::Assistant(parts) => {
-            let kept: Vec<AssistantPart> = parts
-                .iter()
-                .filter(|p| matches!(p, AssistantPart::Text(t) if !t.is_empty()))
-                .cloned()
-                .collect();
+            let kept: Vec<AssistantPart> =
+                parts.iter().filter(|p| matches!(p, AssistantPart::Text(t) if !t.is_empty())).cloned().collect();
             (!kept.is_empty()).then_some(Message::Assistant(kept))
         }
     }
@@ -100,11 +92,7 @@ fn message_json(m: &Message) -> Value {
 pub fn error_from_body(status: u16, body: &str) -> ProviderError {
     match serde_json::from_str::<Value>(body) {
         Ok(v) if v.get("error").is_some() || v.get("message").is_some() => {
-            let err = if v.get("error").is_some() {
-                &v["error"]
-            } else {
-                &v
-            };
+            let err = if v.get("error").is_some() { &v["error"] } else { &v };
             let mut e = ProviderError::from_status(status, error_message(err, body));
             for key in ["code", "type"] {
                 if let Some(code) = err[key].as_str() {
@@ -120,9 +108,7 @@ pub fn error_from_body(status: u16, body: &str) -> ProviderError {
 fn error_message(err: &Value, fallback: &str) -> String {
     match err {
         Value::String(s) => s.clone(),
-        _ => err["message"]
-            .as_str()
-            .map_or_else(|| super::client::snippet(fallback), str::to_owned),
+        _ => err["message"].as_str().map_or_else(|| super::client::snippet(fallback), str::to_owned),
     }
 }
 
@@ -154,11 +140,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    pub fn event(
-        &mut self,
-        ev: &SseEvent,
-        out: &mut Vec<ResponseEvent>,
-    ) -> Result<(), ProviderError> {
+    pub fn event(&mut self, ev: &SseEvent, out: &mut Vec<ResponseEvent>) -> Result<(), ProviderError> {
         // llama.cpp reports mid-stream failures in a non-standard `error:` field.
         if let Some((_, raw)) = ev.other.iter().find(|(k, _)| k == "error") {
             let v: Value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
@@ -174,10 +156,7 @@ impl Decoder {
                     out.push(ResponseEvent::Completed(reason));
                     Ok(())
                 }
-                None => Err(ProviderError::new(
-                    ErrorKind::Truncated,
-                    "the stream ended without a finish reason",
-                )),
+                None => Err(ProviderError::new(ErrorKind::Truncated, "the stream ended without a finish reason")),
             };
         }
         let v = super::parse_json(&ev.data)?;
@@ -188,10 +167,7 @@ impl Decoder {
             return Err(in_stream_error(&v, &ev.data));
         }
         if let Some(choices) = v["choices"].as_array() {
-            for choice in choices
-                .iter()
-                .filter(|c| c["index"].as_u64().unwrap_or(0) == 0)
-            {
+            for choice in choices.iter().filter(|c| c["index"].as_u64().unwrap_or(0) == 0) {
                 let delta = &choice["delta"];
                 for key in ["reasoning_content", "reasoning"] {
                     if let Some(t) = delta[key].as_str().filter(|t| !t.is_empty()) {
@@ -220,9 +196,7 @@ impl Decoder {
             out.push(ResponseEvent::Usage(Usage {
                 input: u["prompt_tokens"].as_u64().unwrap_or(0),
                 output: u["completion_tokens"].as_u64().unwrap_or(0),
-                cache_read: u["prompt_tokens_details"]["cached_tokens"]
-                    .as_u64()
-                    .unwrap_or(0),
+                cache_read: u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
                 cache_write: 0,
                 reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
             }));
@@ -240,10 +214,7 @@ impl Decoder {
                 out.push(ResponseEvent::Completed(reason));
                 Ok(())
             }
-            None => Err(ProviderError::new(
-                ErrorKind::Truncated,
-                "the stream ended before `[DONE]`",
-            )),
+            None => Err(ProviderError::new(ErrorKind::Truncated, "the stream ended before `[DONE]`")),
         }
     }
 }

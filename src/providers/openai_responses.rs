@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent,
-    Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
 };
 
 pub fn url(base_url: &str) -> String {
@@ -48,9 +47,7 @@ fn keep(m: &Message) -> Option<Message> {
                 .iter()
                 .filter(|p| match p {
                     AssistantPart::Text(t) => !t.is_empty(),
-                    AssistantPart::Reasoning {
-                        encrypted_content, ..
-                    } => encrypted_content.is_some(),
+                    AssistantPart::Reasoning { encrypted_content, .. } => encrypted_content.is_some(),
                     _ => false,
                 })
                 .cloned()
@@ -112,11 +109,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    pub fn event(
-        &mut self,
-        ev: &SseEvent,
-        out: &mut Vec<ResponseEvent>,
-    ) -> Result<(), ProviderError> {
+    pub fn event(&mut self, ev: &SseEvent, out: &mut Vec<ResponseEvent>) -> Result<(), ProviderError> {
         if !ev.has_data {
             return Ok(());
         }
@@ -142,12 +135,7 @@ impl Decoder {
                 if item["type"] == "reasoning" {
                     let summary = item["summary"]
                         .as_array()
-                        .map(|parts| {
-                            parts
-                                .iter()
-                                .filter_map(|p| p["text"].as_str().map(str::to_owned))
-                                .collect()
-                        })
+                        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str().map(str::to_owned)).collect())
                         .unwrap_or_default();
                     out.push(ResponseEvent::ReasoningItem {
                         id: item["id"].as_str().unwrap_or_default().to_owned(),
@@ -162,9 +150,7 @@ impl Decoder {
                     out.push(ResponseEvent::Usage(Usage {
                         input: u["input_tokens"].as_u64().unwrap_or(0),
                         output: u["output_tokens"].as_u64().unwrap_or(0),
-                        cache_read: u["input_tokens_details"]["cached_tokens"]
-                            .as_u64()
-                            .unwrap_or(0),
+                        cache_read: u["input_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
                         cache_write: 0,
                         reasoning: u["output_tokens_details"]["reasoning_tokens"].as_u64(),
                     }));
@@ -187,11 +173,7 @@ impl Decoder {
                 return Err(failure(err, "the response failed"));
             }
             "error" => {
-                let err = if v["error"].is_object() {
-                    &v["error"]
-                } else {
-                    &v
-                };
+                let err = if v["error"].is_object() { &v["error"] } else { &v };
                 return Err(failure(err, "error event without a message"));
             }
             _ => {}
@@ -203,10 +185,7 @@ impl Decoder {
         if self.finished {
             Ok(())
         } else {
-            Err(ProviderError::new(
-                ErrorKind::Truncated,
-                "the stream closed before `response.completed`",
-            ))
+            Err(ProviderError::new(ErrorKind::Truncated, "the stream closed before `response.completed`"))
         }
     }
 }

@@ -25,11 +25,7 @@ pub fn backoff(policy: &RetryConfig, retries_made: u32) -> Duration {
 }
 
 /// The delay before the next attempt, or `None` when the error must not be retried.
-pub fn delay_for(
-    policy: &RetryConfig,
-    error: &ProviderError,
-    retries_made: u32,
-) -> Option<Duration> {
+pub fn delay_for(policy: &RetryConfig, error: &ProviderError, retries_made: u32) -> Option<Duration> {
     if !error.is_retryable() || retries_made >= policy.max_retries {
         return None;
     }
@@ -122,11 +118,7 @@ mod tests {
         e.retry_after = Some(Duration::from_secs(3));
         assert_eq!(delay_for(&policy(), &e, 0), Some(Duration::from_secs(3)));
         e.retry_after = Some(Duration::from_secs(600));
-        assert_eq!(
-            delay_for(&policy(), &e, 0),
-            None,
-            "a delay over the limit fails the turn instead"
-        );
+        assert_eq!(delay_for(&policy(), &e, 0), None, "a delay over the limit fails the turn instead");
     }
 
     #[test]
@@ -135,18 +127,8 @@ mod tests {
         assert!(delay_for(&policy(), &e, 3).is_some());
         assert!(delay_for(&policy(), &e, 4).is_none());
         for status in [400, 401, 403, 404] {
-            assert!(
-                delay_for(&policy(), &ProviderError::from_status(status, "x"), 0).is_none(),
-                "{status}"
-            );
+            assert!(delay_for(&policy(), &ProviderError::from_status(status, "x"), 0).is_none(), "{status}");
         }
-        assert!(
-            delay_for(
-                &policy(),
-                &ProviderError::new(ErrorKind::Truncated, "eof"),
-                0
-            )
-            .is_some()
-        );
+        assert!(delay_for(&policy(), &ProviderError::new(ErrorKind::Truncated, "eof"), 0).is_some());
     }
 }

@@ -123,9 +123,7 @@ impl SseParser {
 
     fn check_line_size(&self) -> Result<(), SseError> {
         if self.event_bytes + self.line.len() > self.max_event_bytes {
-            return Err(SseError::EventTooLarge {
-                limit: self.max_event_bytes,
-            });
+            return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
         }
         Ok(())
     }
@@ -164,15 +162,10 @@ impl SseParser {
                 self.current.has_data = true;
             }
             "id" | "retry" => {} // reconnection machinery: never used for model APIs
-            other => self
-                .current
-                .other
-                .push((other.to_owned(), value.to_owned())),
+            other => self.current.other.push((other.to_owned(), value.to_owned())),
         }
         if self.event_bytes > self.max_event_bytes {
-            return Err(SseError::EventTooLarge {
-                limit: self.max_event_bytes,
-            });
+            return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
         }
         Ok(())
     }
@@ -194,11 +187,7 @@ mod tests {
 
     /// The data of the events a spec-compliant consumer would see.
     fn data(events: &[SseEvent]) -> Vec<&str> {
-        events
-            .iter()
-            .filter(|e| e.has_data)
-            .map(|e| e.data.as_str())
-            .collect()
+        events.iter().filter(|e| e.has_data).map(|e| e.data.as_str()).collect()
     }
 
     #[test]
@@ -212,32 +201,16 @@ mod tests {
     #[test]
     fn multi_line_data_and_comments() {
         assert_eq!(data(&parse(&[b"data: a\ndata: b\n\n"])), vec!["a\nb"]);
-        assert_eq!(
-            data(&parse(&[b": OPENROUTER PROCESSING\n\ndata: x\n\n"])),
-            vec!["x"]
-        );
+        assert_eq!(data(&parse(&[b": OPENROUTER PROCESSING\n\ndata: x\n\n"])), vec!["x"]);
     }
 
     #[test]
     fn line_endings() {
-        assert_eq!(
-            data(&parse(&[b"data: x\r\n\r\ndata: y\r\n\r\n"])),
-            vec!["x", "y"]
-        );
-        assert_eq!(
-            data(&parse(&[
-                b"data: A\r\ndata: B\r",
-                b"\ndata: C\r\n",
-                b"\r\n"
-            ])),
-            vec!["A\nB\nC"]
-        );
+        assert_eq!(data(&parse(&[b"data: x\r\n\r\ndata: y\r\n\r\n"])), vec!["x", "y"]);
+        assert_eq!(data(&parse(&[b"data: A\r\ndata: B\r", b"\ndata: C\r\n", b"\r\n"])), vec!["A\nB\nC"]);
         assert_eq!(data(&parse(&[b"data: x\r\rdata: y\r\r"])), vec!["x", "y"]);
         // A lone CR at a chunk end followed by a non-LF byte.
-        assert_eq!(
-            data(&parse(&[b"data: x\r", b"\rdata: y\n\n"])),
-            vec!["x", "y"]
-        );
+        assert_eq!(data(&parse(&[b"data: x\r", b"\rdata: y\n\n"])), vec!["x", "y"]);
     }
 
     #[test]
@@ -260,15 +233,9 @@ mod tests {
     #[test]
     fn bom_is_stripped_even_when_split() {
         assert_eq!(data(&parse(&[b"\xEF\xBB\xBFdata: bom\n\n"])), vec!["bom"]);
-        assert_eq!(
-            data(&parse(&[b"\xEF", b"\xBB", b"\xBFdata: bom\n\n"])),
-            vec!["bom"]
-        );
+        assert_eq!(data(&parse(&[b"\xEF", b"\xBB", b"\xBFdata: bom\n\n"])), vec!["bom"]);
         // Only one BOM, and only at the start.
-        assert_eq!(
-            data(&parse(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"])),
-            vec!["a"]
-        );
+        assert_eq!(data(&parse(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"])), vec!["a"]);
     }
 
     #[test]
@@ -285,10 +252,7 @@ mod tests {
         let ev = parse(&[b"error: {\"code\":400}\n\n"]);
         assert_eq!(ev.len(), 1);
         assert!(!ev[0].has_data);
-        assert_eq!(
-            ev[0].other,
-            vec![("error".to_owned(), "{\"code\":400}".to_owned())]
-        );
+        assert_eq!(ev[0].other, vec![("error".to_owned(), "{\"code\":400}".to_owned())]);
         assert!(parse(&[b"event: response.created\n\n"]).is_empty());
         assert_eq!(parse(&[b"data\n\n"])[0].data, "");
     }
@@ -303,10 +267,7 @@ mod tests {
         let mut p = SseParser::new(16);
         let mut out = Vec::new();
         assert!(p.feed(b"data: 0123456789\n", &mut out).is_ok());
-        assert_eq!(
-            p.feed(b"data: 0123456789\n", &mut out),
-            Err(SseError::EventTooLarge { limit: 16 })
-        );
+        assert_eq!(p.feed(b"data: 0123456789\n", &mut out), Err(SseError::EventTooLarge { limit: 16 }));
         let mut p = SseParser::new(16);
         assert!(p.feed(&[b'x'; 40], &mut out).is_err());
     }

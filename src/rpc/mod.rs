@@ -27,10 +27,7 @@ pub use writer::WriterHandle;
 #[derive(Debug)]
 pub enum Incoming {
     Request(IncomingRequest),
-    Notification {
-        method: String,
-        params: Option<Value>,
-    },
+    Notification { method: String, params: Option<Value> },
 }
 
 /// A request from the peer; answer it through its [`Responder`] exactly once.
@@ -118,14 +115,7 @@ pub fn start(
         }),
     };
     reader::spawn(input, max_line_bytes, conn.clone(), incoming_tx)?;
-    Ok(Rpc {
-        incoming: IncomingRx {
-            rx,
-            conn: conn.clone(),
-        },
-        conn,
-        writer,
-    })
+    Ok(Rpc { incoming: IncomingRx { rx, conn: conn.clone() }, conn, writer })
 }
 
 type PendingAnswer = oneshot::Sender<Result<Value, ErrorObject>>;
@@ -177,8 +167,7 @@ impl Connection {
             return Err(RequestError::Cancelled);
         }
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let line = jsonrpc::request_line(&id, method, params)
-            .map_err(|e| RequestError::Internal(e.to_string()))?;
+        let line = jsonrpc::request_line(&id, method, params).map_err(|e| RequestError::Internal(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(id.clone(), tx);
         self.send_line(line);
@@ -268,9 +257,7 @@ pub struct Responder {
 
 impl std::fmt::Debug for Responder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Responder")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
+        f.debug_struct("Responder").field("id", &self.id).finish_non_exhaustive()
     }
 }
 

@@ -18,12 +18,10 @@ pub(super) fn spawn(
     conn: Connection,
     incoming: mpsc::UnboundedSender<FromReader>,
 ) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("rpc-reader".into())
-        .spawn(move || {
-            let mut reader = Reader { conn, incoming };
-            reader.run(input, max_line_bytes);
-        })?;
+    std::thread::Builder::new().name("rpc-reader".into()).spawn(move || {
+        let mut reader = Reader { conn, incoming };
+        reader.run(input, max_line_bytes);
+    })?;
     Ok(())
 }
 
@@ -86,12 +84,7 @@ impl Reader {
                 if method == CANCEL_REQUEST {
                     self.cancel_request(params);
                 } else {
-                    let _ = self
-                        .incoming
-                        .send(FromReader::Message(Incoming::Notification {
-                            method,
-                            params,
-                        }));
+                    let _ = self.incoming.send(FromReader::Message(Incoming::Notification { method, params }));
                 }
             }
             Ok(Message::Response { id, result }) => {
@@ -104,32 +97,18 @@ impl Reader {
 
     fn request(&mut self, id: RequestId, method: String, params: Option<Value>) {
         let Some(cancel) = self.conn.begin_inflight(&id) else {
-            let error = ErrorObject::invalid_request(format!(
-                "request id {id} is already in use by a pending request"
-            ));
+            let error = ErrorObject::invalid_request(format!("request id {id} is already in use by a pending request"));
             self.reject(&id, &error);
             return;
         };
-        let responder = Responder {
-            id,
-            conn: self.conn.clone(),
-            cancel,
-            answered: false,
-        };
+        let responder = Responder { id, conn: self.conn.clone(), cancel, answered: false };
         // If the dispatcher is gone the responder is dropped here and answers with an error.
-        let _ = self
-            .incoming
-            .send(FromReader::Message(Incoming::Request(IncomingRequest {
-                method,
-                params,
-                responder,
-            })));
+        let _ =
+            self.incoming.send(FromReader::Message(Incoming::Request(IncomingRequest { method, params, responder })));
     }
 
     fn reject(&self, id: &RequestId, error: &ErrorObject) {
-        let _ = self.incoming.send(FromReader::Reject {
-            line: jsonrpc::error_line(id, error),
-        });
+        let _ = self.incoming.send(FromReader::Reject { line: jsonrpc::error_line(id, error) });
     }
 
     fn cancel_request(&mut self, params: Option<Value>) {

@@ -31,20 +31,11 @@ fn setup(max_line: usize) -> (Rpc, Peer) {
     let (server_in, to_server) = std::io::pipe().unwrap();
     let (from_server, server_out) = std::io::pipe().unwrap();
     let rpc = start(server_in, server_out, max_line).unwrap();
-    (
-        rpc,
-        Peer {
-            to_server,
-            from_server: BufReader::new(from_server),
-        },
-    )
+    (rpc, Peer { to_server, from_server: BufReader::new(from_server) })
 }
 
 async fn next_request(rpc: &mut Rpc) -> IncomingRequest {
-    match tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv())
-        .await
-        .unwrap()
-    {
+    match tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv()).await.unwrap() {
         Some(Incoming::Request(r)) => r,
         other => panic!("expected a request, got {other:?}"),
     }
@@ -60,10 +51,7 @@ async fn protocol_errors_are_answered_in_order_and_the_connection_lives_on() {
     let req = next_request(&mut rpc).await;
     assert_eq!(req.method, "ping");
     let parse = peer.recv();
-    assert_eq!(
-        (parse["id"].clone(), parse["error"]["code"].clone()),
-        (Value::Null, json!(-32700))
-    );
+    assert_eq!((parse["id"].clone(), parse["error"]["code"].clone()), (Value::Null, json!(-32700)));
     let too_long = peer.recv();
     assert_eq!(too_long["error"]["code"], -32600);
     assert_eq!(too_long["error"]["data"]["maxLineBytes"], 64);
@@ -71,10 +59,7 @@ async fn protocol_errors_are_answered_in_order_and_the_connection_lives_on() {
     assert_eq!(batch["error"]["code"], -32600);
     assert_eq!(batch["id"], Value::Null);
     req.responder.respond(Ok(json!({"pong": true})));
-    assert_eq!(
-        peer.recv(),
-        json!({"jsonrpc":"2.0","id":9,"result":{"pong":true}})
-    );
+    assert_eq!(peer.recv(), json!({"jsonrpc":"2.0","id":9,"result":{"pong":true}}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,17 +82,8 @@ async fn duplicate_in_flight_ids_are_refused() {
     assert_eq!(next_request(&mut rpc).await.method, "other");
     let dup = peer.recv();
     assert_eq!(dup["error"]["code"], -32600);
-    assert!(
-        dup["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("already in use")
-    );
-    assert_eq!(
-        peer.recv()["id"],
-        2,
-        "the dropped `other` request is answered"
-    );
+    assert!(dup["error"]["message"].as_str().unwrap().contains("already in use"));
+    assert_eq!(peer.recv()["id"], 2, "the dropped `other` request is answered");
     first.responder.respond(Ok(json!({})));
     assert_eq!(peer.recv()["result"], json!({}));
     // Once answered, the id may be used again.
@@ -120,12 +96,7 @@ async fn agent_requests_get_their_answers() {
     let (rpc, mut peer) = setup(1024);
     let conn = rpc.conn.clone();
     let call = tokio::spawn(async move {
-        conn.request(
-            "fs/read_text_file",
-            &json!({"path": "/a"}),
-            &CancellationToken::new(),
-        )
-        .await
+        conn.request("fs/read_text_file", &json!({"path": "/a"}), &CancellationToken::new()).await
     });
     let req = peer.recv();
     assert_eq!(req["method"], "fs/read_text_file");
@@ -134,14 +105,9 @@ async fn agent_requests_get_their_answers() {
     assert_eq!(call.await.unwrap().unwrap(), json!({"content":"hi"}));
 
     let conn = rpc.conn.clone();
-    let call = tokio::spawn(async move {
-        conn.request("x", &json!({}), &CancellationToken::new())
-            .await
-    });
+    let call = tokio::spawn(async move { conn.request("x", &json!({}), &CancellationToken::new()).await });
     let id = peer.recv()["id"].clone();
-    peer.send(
-        &json!({"jsonrpc":"2.0","id":id,"error":{"code":-32002,"message":"not found"}}).to_string(),
-    );
+    peer.send(&json!({"jsonrpc":"2.0","id":id,"error":{"code":-32002,"message":"not found"}}).to_string());
     match call.await.unwrap() {
         Err(RequestError::Remote(e)) => assert_eq!(e.code, -32002),
         other => panic!("{other:?}"),
@@ -154,17 +120,11 @@ async fn cancelling_our_request_tells_the_peer() {
     let cancel = CancellationToken::new();
     let conn = rpc.conn.clone();
     let token = cancel.clone();
-    let call = tokio::spawn(async move {
-        conn.request("session/request_permission", &json!({}), &token)
-            .await
-    });
+    let call = tokio::spawn(async move { conn.request("session/request_permission", &json!({}), &token).await });
     let id = peer.recv()["id"].clone();
     cancel.cancel();
     assert_eq!(call.await.unwrap(), Err(RequestError::Cancelled));
-    assert_eq!(
-        peer.recv(),
-        json!({"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":id}})
-    );
+    assert_eq!(peer.recv(), json!({"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":id}}));
     // A late answer is ignored without harm.
     peer.send(&json!({"jsonrpc":"2.0","id":id,"result":{}}).to_string());
 }
@@ -176,12 +136,7 @@ async fn peer_cancel_request_fires_the_responder_token() {
     let req = next_request(&mut rpc).await;
     assert!(!req.responder.cancel_token().is_cancelled());
     peer.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p1"}}"#);
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        req.responder.cancel_token().cancelled(),
-    )
-    .await
-    .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), req.responder.cancel_token().cancelled()).await.unwrap();
     req.responder.respond_error(ErrorObject::cancelled());
     assert_eq!(peer.recv()["error"]["code"], -32800);
 }
@@ -190,24 +145,14 @@ async fn peer_cancel_request_fires_the_responder_token() {
 async fn end_of_input_cancels_pending_and_new_requests() {
     let (mut rpc, peer) = setup(1024);
     let conn = rpc.conn.clone();
-    let call = tokio::spawn(async move {
-        conn.request("terminal/create", &json!({}), &CancellationToken::new())
-            .await
-    });
+    let call =
+        tokio::spawn(async move { conn.request("terminal/create", &json!({}), &CancellationToken::new()).await });
     tokio::time::sleep(Duration::from_millis(20)).await;
     drop(peer.to_server);
     assert_eq!(call.await.unwrap(), Err(RequestError::Cancelled));
-    assert!(
-        tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv()).await.unwrap().is_none());
     assert!(rpc.conn.input_closed());
-    let late = rpc
-        .conn
-        .request("terminal/create", &json!({}), &CancellationToken::new())
-        .await;
+    let late = rpc.conn.request("terminal/create", &json!({}), &CancellationToken::new()).await;
     assert_eq!(late, Err(RequestError::Cancelled));
 }
 

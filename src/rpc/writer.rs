@@ -36,19 +36,11 @@ pub(super) fn spawn(
 ) -> std::io::Result<(WriterHandle, mpsc::UnboundedSender<Outgoing>)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let (done_tx, done) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("rpc-writer".into())
-        .spawn(move || {
-            run(output, rx);
-            let _ = done_tx.send(());
-        })?;
-    Ok((
-        WriterHandle {
-            tx: tx.clone(),
-            done,
-        },
-        tx,
-    ))
+    std::thread::Builder::new().name("rpc-writer".into()).spawn(move || {
+        run(output, rx);
+        let _ = done_tx.send(());
+    })?;
+    Ok((WriterHandle { tx: tx.clone(), done }, tx))
 }
 
 fn run(output: impl Write, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
@@ -59,10 +51,7 @@ fn run(output: impl Write, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
         while let Some(message) = next.take() {
             match message {
                 Outgoing::Line(line) => {
-                    if let Err(e) = out
-                        .write_all(line.as_bytes())
-                        .and_then(|()| out.write_all(b"\n"))
-                    {
+                    if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.write_all(b"\n")) {
                         tracing::warn!(error = %e, "writing output failed; the peer is gone");
                         return;
                     }

@@ -21,10 +21,7 @@ pub fn system_prompt(cwd: &Path, model: &ModelRef) -> String {
 
 /// `YYYY-MM-DD` in UTC (civil-from-days, Howard Hinnant's algorithm).
 fn utc_date(now: SystemTime) -> String {
-    let days = now
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() / 86_400)
-        .unwrap_or(0) as i64;
+    let days = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0) as i64;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -45,22 +42,13 @@ mod tests {
     #[test]
     fn dates() {
         assert_eq!(utc_date(UNIX_EPOCH), "1970-01-01");
-        assert_eq!(
-            utc_date(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29"
-        );
-        assert_eq!(
-            utc_date(UNIX_EPOCH + Duration::from_secs(1_795_305_600)),
-            "2026-11-22"
-        );
+        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29");
+        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(1_795_305_600)), "2026-11-22");
     }
 
     #[test]
     fn prompt_names_the_workspace_and_model() {
-        let model = ModelRef {
-            provider: "anthropic".into(),
-            model: "claude-x".into(),
-        };
+        let model = ModelRef { provider: "anthropic".into(), model: "claude-x".into() };
         let p = system_prompt(Path::new("/work/proj"), &model);
         assert!(p.contains("Workspace: /work/proj"));
         assert!(p.contains("model=anthropic/claude-x"));

@@ -58,21 +58,11 @@ pub struct TurnError {
 
 impl TurnError {
     pub fn config(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            kind: "config",
-            needs_setup: true,
-            provider: None,
-        }
+        Self { message: message.into(), kind: "config", needs_setup: true, provider: None }
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            kind: "internal",
-            needs_setup: false,
-            provider: None,
-        }
+        Self { message: message.into(), kind: "internal", needs_setup: false, provider: None }
     }
 
     pub fn from_provider(e: ProviderError) -> Self {
@@ -97,10 +87,6 @@ pub struct EventSink {
 impl EventSink {
     pub fn emit(&self, kind: EventKind) {
         // The receiver lives as long as the surface; if it is gone nobody is listening anyway.
-        let _ = self.tx.send(Event {
-            session: self.session.clone(),
-            turn: self.turn,
-            kind,
-        });
+        let _ = self.tx.send(Event { session: self.session.clone(), turn: self.turn, kind });
     }
 }

@@ -40,10 +40,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The shared HTTP client, built on first use (off the async workers: it reads the system's
@@ -63,20 +60,13 @@ impl Shared {
     }
 
     /// A client for the provider of `model`, with the model's limits.
-    pub(crate) async fn client_for(
-        &self,
-        model: &ModelRef,
-    ) -> Result<(ProviderClient, ModelInfo), TurnError> {
+    pub(crate) async fn client_for(&self, model: &ModelRef) -> Result<(ProviderClient, ModelInfo), TurnError> {
         let config = self.config();
-        let (model, provider) = config
-            .resolve_model(&model.to_string())
-            .map_err(|e| TurnError::config(e.to_string()))?;
+        let (model, provider) =
+            config.resolve_model(&model.to_string()).map_err(|e| TurnError::config(e.to_string()))?;
         let info = provider.model(&model.model);
         let http = self.http().await?;
-        Ok((
-            ProviderClient::new(http, provider.clone(), config.timeouts),
-            info,
-        ))
+        Ok((ProviderClient::new(http, provider.clone(), config.timeouts), info))
     }
 }
 
@@ -111,11 +101,7 @@ impl Runtime {
 
     /// Replaces the configuration (used after `authenticate` re-reads it). Running turns keep theirs.
     pub fn set_config(&self, config: Config) {
-        *self
-            .shared
-            .config
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        *self.shared.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
     }
 
     pub fn next_turn_id(&self) -> TurnId {

@@ -34,20 +34,10 @@ impl SessionHandle {
     }
 }
 
-pub(crate) fn spawn(
-    id: SessionId,
-    settings: SessionSettings,
-    shared: Arc<Shared>,
-) -> SessionHandle {
+pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let actor = Actor {
-        id: id.clone(),
-        settings,
-        shared,
-        history: Vec::new(),
-        queue: VecDeque::new(),
-        cancelled: Vec::new(),
-    };
+    let actor =
+        Actor { id: id.clone(), settings, shared, history: Vec::new(), queue: VecDeque::new(), cancelled: Vec::new() };
     tokio::spawn(actor.run(rx));
     SessionHandle { id, ops: tx }
 }
@@ -157,9 +147,7 @@ impl Actor {
             Err(e) => {
                 tracing::error!(session = %self.id, turn, error = %e, "turn task failed");
                 TurnOutcome::Failed {
-                    error: TurnError::internal(
-                        "the turn stopped unexpectedly (an internal error); please try again",
-                    ),
+                    error: TurnError::internal("the turn stopped unexpectedly (an internal error); please try again"),
                     usage: Usage::default(),
                 }
             }
@@ -171,18 +159,11 @@ impl Actor {
     }
 
     fn end_cancelled(&self, turn: TurnId) {
-        let outcome = TurnOutcome::Stopped {
-            reason: StopReason::Cancelled,
-            usage: Usage::default(),
-        };
+        let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
         self.sink(turn).emit(EventKind::TurnEnded(outcome));
     }
 
     fn sink(&self, turn: TurnId) -> EventSink {
-        EventSink {
-            tx: self.shared.events.clone(),
-            session: self.id.clone(),
-            turn,
-        }
+        EventSink { tx: self.shared.events.clone(), session: self.id.clone(), turn }
     }
 }

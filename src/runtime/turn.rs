@@ -10,9 +10,7 @@ use super::context::system_prompt;
 use super::event::{EventKind, EventSink, StopReason, TurnError, TurnOutcome};
 use super::{SessionSettings, Shared};
 use crate::providers::retry::{self, Failure};
-use crate::providers::{
-    AssistantPart, FinishReason, Message, ModelRequest, ResponseEvent, Usage, UserPart,
-};
+use crate::providers::{AssistantPart, FinishReason, Message, ModelRequest, ResponseEvent, Usage, UserPart};
 
 pub(crate) struct TurnContext {
     pub shared: Arc<Shared>,
@@ -29,21 +27,12 @@ pub(crate) struct TurnResult {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext {
-        shared,
-        events,
-        settings,
-        mut history,
-        input,
-    } = ctx;
+    let TurnContext { shared, events, settings, mut history, input } = ctx;
     let user = Message::User(input);
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
         Err(error) => {
-            return TurnResult {
-                append: Vec::new(),
-                outcome: failed(error, Usage::default()),
-            };
+            return TurnResult { append: Vec::new(), outcome: failed(error, Usage::default()) };
         }
     };
     history.push(user.clone());
@@ -57,13 +46,9 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
 
     let mut reply = Reply::new(events.clone());
     let policy = shared.config().retry;
-    let result =
-        retry::stream_with_retry(&client, &request, &policy, &cancel, |ev| reply.apply(ev)).await;
+    let result = retry::stream_with_retry(&client, &request, &policy, &cancel, |ev| reply.apply(ev)).await;
     if reply.usage != Usage::default() {
-        events.emit(EventKind::Usage {
-            used: reply.usage.total(),
-            size: model.context_window,
-        });
+        events.emit(EventKind::Usage { used: reply.usage.total(), size: model.context_window });
     }
 
     let usage = reply.usage;
@@ -84,35 +69,18 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
                 FinishReason::Refusal => StopReason::Refusal,
             };
             // After a refusal the prompt and the reply leave the context (ACP `refusal`).
-            let append = if reason == StopReason::Refusal {
-                Vec::new()
-            } else {
-                with_reply(reply.parts)
-            };
-            TurnResult {
-                append,
-                outcome: TurnOutcome::Stopped { reason, usage },
-            }
+            let append = if reason == StopReason::Refusal { Vec::new() } else { with_reply(reply.parts) };
+            TurnResult { append, outcome: TurnOutcome::Stopped { reason, usage } }
         }
         Err(Failure::Cancelled) => TurnResult {
             append: with_reply(reply.parts),
-            outcome: TurnOutcome::Stopped {
-                reason: StopReason::Cancelled,
-                usage,
-            },
+            outcome: TurnOutcome::Stopped { reason: StopReason::Cancelled, usage },
         },
         Err(Failure::Provider(e)) => {
             tracing::warn!(error = %e, "turn failed");
             // Keep what the user already saw; otherwise leave no trace, so the prompt can be resent.
-            let append = if has_output {
-                with_reply(reply.parts)
-            } else {
-                Vec::new()
-            };
-            TurnResult {
-                append,
-                outcome: failed(TurnError::from_provider(e), usage),
-            }
+            let append = if has_output { with_reply(reply.parts) } else { Vec::new() };
+            TurnResult { append, outcome: failed(TurnError::from_provider(e), usage) }
         }
     }
 }
@@ -150,51 +118,23 @@ impl Reply {
                     Some(AssistantPart::Text(t)) => t.push_str(&text),
                     _ => self.parts.push(AssistantPart::Text(text.clone())),
                 }
-                self.events.emit(EventKind::TextDelta {
-                    message_id: self.text_id.clone(),
-                    text,
-                });
+                self.events.emit(EventKind::TextDelta { message_id: self.text_id.clone(), text });
             }
             ResponseEvent::ThoughtDelta(text) => {
                 match self.parts.last_mut() {
-                    Some(AssistantPart::Thinking {
-                        text: t,
-                        signature: None,
-                    }) => t.push_str(&text),
-                    _ => self.parts.push(AssistantPart::Thinking {
-                        text: text.clone(),
-                        signature: None,
-                    }),
+                    Some(AssistantPart::Thinking { text: t, signature: None }) => t.push_str(&text),
+                    _ => self.parts.push(AssistantPart::Thinking { text: text.clone(), signature: None }),
                 }
-                self.events.emit(EventKind::ThoughtDelta {
-                    message_id: self.thought_id.clone(),
-                    text,
-                });
+                self.events.emit(EventKind::ThoughtDelta { message_id: self.thought_id.clone(), text });
             }
             ResponseEvent::ThinkingSignature(sig) => match self.parts.last_mut() {
-                Some(AssistantPart::Thinking {
-                    signature: s @ None,
-                    ..
-                }) => *s = Some(sig),
+                Some(AssistantPart::Thinking { signature: s @ None, .. }) => *s = Some(sig),
                 // A signature for an empty thinking block.
-                _ => self.parts.push(AssistantPart::Thinking {
-                    text: String::new(),
-                    signature: Some(sig),
-                }),
+                _ => self.parts.push(AssistantPart::Thinking { text: String::new(), signature: Some(sig) }),
             },
-            ResponseEvent::RedactedThinking(data) => {
-                self.parts.push(AssistantPart::RedactedThinking { data })
-            }
-            ResponseEvent::ReasoningItem {
-                id,
-                encrypted_content,
-                summary,
-            } => {
-                self.parts.push(AssistantPart::Reasoning {
-                    id,
-                    encrypted_content,
-                    summary,
-                });
+            ResponseEvent::RedactedThinking(data) => self.parts.push(AssistantPart::RedactedThinking { data }),
+            ResponseEvent::ReasoningItem { id, encrypted_content, summary } => {
+                self.parts.push(AssistantPart::Reasoning { id, encrypted_content, summary });
             }
             ResponseEvent::Usage(usage) => self.usage = usage,
             ResponseEvent::Completed(reason) => self.finish = Some(reason),

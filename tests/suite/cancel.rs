@@ -1,0 +1,147 @@
+//! Cancellation: `session/cancel` mid-stream drops the model connection and ends the prompt with
+//! `cancelled` exactly once; queued prompts, `$/cancel_request` and `session/close` behave too.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::agent::{Agent, text_of};
+use crate::support::mock_model::{MockModel, Reply};
+use crate::support::{APIS, FAST_RETRY, options_for};
+
+fn setup(api: &str, mock: &MockModel) -> (Agent, String) {
+    let mut agent = Agent::spawn(options_for(api, mock).config(FAST_RETRY));
+    agent.initialize();
+    let session = agent.new_session();
+    (agent, session)
+}
+
+fn prompt_request(agent: &mut Agent, session: &str, text: &str) -> i64 {
+    agent.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}))
+}
+
+/// Reads until the first agent_message_chunk of `session`.
+fn wait_first_chunk(agent: &mut Agent) {
+    loop {
+        let m = agent.recv();
+        if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            return;
+        }
+    }
+}
+
+#[test]
+fn cancel_mid_stream_ends_the_turn_and_drops_the_connection() {
+    for api in APIS {
+        let mock = MockModel::start();
+        let (mut agent, session) = setup(api, &mock);
+        mock.push(Reply::fixture(api, "text").stall_after(5));
+        let id = prompt_request(&mut agent, &session, "long answer please");
+        wait_first_chunk(&mut agent);
+        let sent = Instant::now();
+        agent.notify("session/cancel", json!({"sessionId": session}));
+        let (_, response) = agent.until_response(id);
+        let took = sent.elapsed();
+        assert_eq!(response["result"]["stopReason"], "cancelled", "{api}: {response}");
+        assert!(took < Duration::from_secs(2), "{api}: cancel took {took:?}");
+        assert!(mock.wait_done(0).client_left, "{api}: the model connection was dropped");
+        // Exactly one answer: nothing else arrives for that id.
+        while let Some(m) = agent.recv_within(Duration::from_millis(200)) {
+            assert_ne!(m.get("id"), Some(&json!(id)), "{api}: a second answer: {m}");
+        }
+        // The session goes on, with the partial reply in its history.
+        mock.push(Reply::fixture(api, "text"));
+        let (_, response) = agent.prompt(&session, "next");
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{api}");
+        let body = mock.requests()[1].body.to_string();
+        assert!(body.contains("long answer please") && body.contains("Hello"), "{api}: {body}");
+    }
+}
+
+#[test]
+fn a_second_prompt_waits_for_the_first() {
+    let mock = MockModel::start();
+    let (mut agent, session) = setup("anthropic", &mock);
+    mock.push(Reply::fixture("anthropic", "text").delay(Duration::from_millis(30)));
+    mock.push(Reply::fixture("anthropic", "thinking"));
+    let first = prompt_request(&mut agent, &session, "one");
+    let second = prompt_request(&mut agent, &session, "two");
+    let (before_first, r1) = agent.until_response(first);
+    let (before_second, r2) = agent.until_response(second);
+    assert_eq!(r1["result"]["stopReason"], "end_turn");
+    assert_eq!(r2["result"]["stopReason"], "end_turn");
+    let updates = |msgs: &[Value]| msgs.iter().map(|m| m["params"]["update"].clone()).collect::<Vec<_>>();
+    assert_eq!(text_of(&updates(&before_first), "agent_message_chunk"), "Hello, wörld! 👋");
+    assert_eq!(text_of(&updates(&before_second), "agent_message_chunk"), "The answer is 42.");
+    let reqs = mock.requests();
+    assert!(reqs[1].at >= reqs[0].finished_at.unwrap(), "the second turn started after the first ended");
+    assert!(reqs[1].body.to_string().contains("Hello, wörld!"), "and saw its reply");
+}
+
+#[test]
+fn cancel_also_ends_queued_prompts_in_order() {
+    let mock = MockModel::start();
+    let (mut agent, session) = setup("openai-chat", &mock);
+    mock.push(Reply::fixture("openai-chat", "text").stall_after(3));
+    let first = prompt_request(&mut agent, &session, "one");
+    let second = prompt_request(&mut agent, &session, "two");
+    wait_first_chunk(&mut agent);
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (_, r1) = agent.until_response(first);
+    let (_, r2) = agent.until_response(second);
+    assert_eq!(r1["result"]["stopReason"], "cancelled");
+    assert_eq!(r2["result"]["stopReason"], "cancelled");
+    assert_eq!(mock.requests().len(), 1, "the queued prompt never reached the model");
+}
+
+#[test]
+fn cancel_request_cancels_one_prompt() {
+    let mock = MockModel::start();
+    let (mut agent, session) = setup("openai-responses", &mock);
+    mock.push(Reply::fixture("openai-responses", "text").stall_after(5));
+    let id = prompt_request(&mut agent, &session, "one");
+    wait_first_chunk(&mut agent);
+    agent.notify("$/cancel_request", json!({"requestId": id}));
+    let (_, r) = agent.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert!(mock.wait_done(0).client_left);
+}
+
+#[test]
+fn closing_a_session_cancels_its_turn() {
+    let mock = MockModel::start();
+    let (mut agent, session) = setup("anthropic", &mock);
+    mock.push(Reply::fixture("anthropic", "text").stall_after(5));
+    let id = prompt_request(&mut agent, &session, "one");
+    wait_first_chunk(&mut agent);
+    let close = agent.send_request("session/close", json!({"sessionId": session}));
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let m = agent.recv();
+        if m.get("id").is_some() && m.get("method").is_none() {
+            answers.push(m);
+        }
+    }
+    let by_id = |i: i64| answers.iter().find(|m| m["id"] == i).unwrap().clone();
+    assert_eq!(by_id(close)["result"], json!({}));
+    assert_eq!(by_id(id)["result"]["stopReason"], "cancelled");
+    let r = agent.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+}
+
+#[test]
+fn cancel_while_waiting_to_retry() {
+    let mock = MockModel::start();
+    let (mut agent, session) = setup("anthropic", &mock);
+    mock.push(Reply::fixture("anthropic", "429")); // retry-after: 1
+    let id = prompt_request(&mut agent, &session, "one");
+    mock.wait_requests(1);
+    std::thread::sleep(Duration::from_millis(100));
+    let sent = Instant::now();
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (_, r) = agent.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    assert!(sent.elapsed() < Duration::from_millis(800), "the retry wait was cut short");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(mock.requests().len(), 1, "no retry after the cancel");
+}
