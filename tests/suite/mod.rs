@@ -1,7 +1,9 @@
 //! One module per feature.
 
 mod cancel;
+mod conformance;
 mod errors;
+mod golden;
 mod lifecycle;
 mod protocol;
 mod session;
