@@ -2,8 +2,10 @@
 //! `acp` with no subcommand is `acp serve`.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use acp::config::Config;
@@ -38,20 +40,27 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         None => ServeArgs::default(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let shutdown = CancellationToken::new();
+    if let Err(e) = watch_signals(shutdown.clone()) {
+        tracing::warn!(error = %e, "could not install signal handlers");
+    }
+    // One thread runs everything async: the work is I/O-bound, a single thread starts faster,
+    // uses less memory and hands events along without cross-thread wake-ups. Blocking work goes to
+    // the blocking pool.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "could not start the async runtime");
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(args));
-    // Do not wait for blocked stdin reads or idle connections.
+    let code = runtime.block_on(serve(args, shutdown));
+    // Do not wait for the blocked stdin read or idle connections.
     runtime.shutdown_background();
     code
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
+async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
     let mut config = Config::load();
     if let Some(max) = args.max_line_bytes {
         config.max_line_bytes = max;
@@ -62,35 +71,40 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let rpc = match acp::rpc::start(std::io::stdin(), std::io::stdout(), config.max_line_bytes) {
         Ok(rpc) => rpc,
         Err(e) => {
-            tracing::error!(error = %e, "could not start the stdio threads");
+            tracing::error!(error = %e, "could not start the stdin reader");
             return ExitCode::FAILURE;
         }
     };
     let (runtime, events) = acp::runtime::Runtime::new(config);
-    let ended = acp::acp::serve(rpc, runtime, events, shutdown_signal()).await;
+    let ended = acp::acp::serve(rpc, runtime, events, shutdown.cancelled_owned()).await;
     tracing::debug!(?ended, "exiting");
     ExitCode::SUCCESS
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-            (Ok(mut int), Ok(mut term)) => {
-                tokio::select! {
-                    _ = int.recv() => tracing::info!("SIGINT: cancelling and exiting"),
-                    _ = term.recv() => tracing::info!("SIGTERM: cancelling and exiting"),
-                }
+/// SIGINT/SIGTERM cancel `shutdown` (running turns end `cancelled` and the server exits). The
+/// signals are caught on their own thread, with a deadline: if the server has not exited 450 ms
+/// after the first signal (say, a peer that stopped reading has blocked a write), or a second
+/// signal arrives, the process exits anyway.
+fn watch_signals(shutdown: CancellationToken) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        let mut seen = 0;
+        for signal in signals.forever() {
+            seen += 1;
+            tracing::info!(signal, "signal: cancelling running turns and exiting");
+            if seen > 1 {
+                std::process::exit(0);
             }
-            _ => std::future::pending::<()>().await,
+            shutdown.cancel();
+            std::thread::spawn(|| {
+                std::thread::sleep(Duration::from_millis(450));
+                tracing::warn!("did not exit within 450 ms of the signal; exiting now");
+                std::process::exit(0);
+            });
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    })?;
+    Ok(())
 }
 
 fn init_tracing(verbose: bool) {

@@ -95,13 +95,17 @@ pub struct Invalid {
 }
 
 impl Invalid {
-    fn new(id: RequestId, error: ErrorObject) -> Self {
-        Self { id, error, respond: true }
+    fn new(id: RequestId, error: ErrorObject) -> Box<Self> {
+        Box::new(Self { id, error, respond: true })
+    }
+
+    fn unanswerable(id: RequestId, error: ErrorObject) -> Box<Self> {
+        Box::new(Self { id, error, respond: false })
     }
 }
 
 /// Parses one NDJSON line (without its newline) into a message.
-pub fn parse_line(line: &[u8]) -> Result<Message, Invalid> {
+pub fn parse_line(line: &[u8]) -> Result<Message, Box<Invalid>> {
     if let Err(e) = std::str::from_utf8(line) {
         let detail = format!("line is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to());
         return Err(Invalid::new(RequestId::Null, ErrorObject::parse_error(detail)));
@@ -112,7 +116,7 @@ pub fn parse_line(line: &[u8]) -> Result<Message, Invalid> {
 }
 
 /// Classifies an already-parsed JSON value.
-pub fn classify(value: Value) -> Result<Message, Invalid> {
+pub fn classify(value: Value) -> Result<Message, Box<Invalid>> {
     let mut obj = match value {
         Value::Object(obj) => obj,
         Value::Array(_) => {
@@ -184,23 +188,19 @@ pub fn classify(value: Value) -> Result<Message, Invalid> {
             let raw = obj.remove("error").unwrap_or(Value::Null);
             match serde_json::from_value::<ErrorObject>(raw) {
                 Ok(error) => Ok(Message::Response { id, result: Err(error) }),
-                Err(e) => Err(Invalid {
+                Err(e) => Err(Invalid::unanswerable(
                     id,
-                    error: ErrorObject::invalid_request(format!("malformed `error` object: {e}")),
-                    respond: false,
-                }),
+                    ErrorObject::invalid_request(format!("malformed `error` object: {e}")),
+                )),
             }
         }
-        (id, true, true) => Err(Invalid {
-            id: id.unwrap_or(RequestId::Null),
-            error: ErrorObject::invalid_request("a response cannot carry both `result` and `error`"),
-            respond: false,
-        }),
-        (None, true, false) | (None, false, true) => Err(Invalid {
-            id: RequestId::Null,
-            error: ErrorObject::invalid_request("a response needs an `id`"),
-            respond: false,
-        }),
+        (id, true, true) => Err(Invalid::unanswerable(
+            id.unwrap_or(RequestId::Null),
+            ErrorObject::invalid_request("a response cannot carry both `result` and `error`"),
+        )),
+        (None, true, false) | (None, false, true) => {
+            Err(Invalid::unanswerable(RequestId::Null, ErrorObject::invalid_request("a response needs an `id`")))
+        }
         (id, false, false) => Err(Invalid::new(
             id.unwrap_or(RequestId::Null),
             ErrorObject::invalid_request("expected `method` (request or notification) or `result`/`error` (response)"),

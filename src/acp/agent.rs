@@ -238,10 +238,10 @@ impl Agent {
         });
         let pending = PendingPrompt { responder, _work: self.tracker.token(), _watch: answered.drop_guard() };
         lock(&self.prompts).insert(turn, pending);
-        if !handle.send(Op::Prompt { turn, input }) {
-            if let Some(p) = lock(&self.prompts).remove(&turn) {
-                p.responder.respond_error(ErrorObject::internal("the session has stopped"));
-            }
+        if !handle.send(Op::Prompt { turn, input })
+            && let Some(p) = lock(&self.prompts).remove(&turn)
+        {
+            p.responder.respond_error(ErrorObject::internal("the session has stopped"));
         }
     }
 
@@ -339,6 +339,11 @@ impl Agent {
 
     pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
         self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
+    }
+
+    /// Part of a batch of streamed updates; see `updates::forward`.
+    pub(super) fn send_update_batched(&self, session_id: &str, update: SessionUpdate) {
+        self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
 
     fn session<T>(&self, id: &str, f: impl FnOnce(&AcpSession) -> T) -> Reply<T> {

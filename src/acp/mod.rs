@@ -36,7 +36,7 @@ pub async fn serve(
     events: mpsc::UnboundedReceiver<Event>,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
-    let Rpc { conn, mut incoming, writer } = rpc;
+    let Rpc { conn, mut incoming } = rpc;
     let agent = Arc::new(Agent::new(conn, runtime));
     let forwarder = tokio::spawn(updates::forward(agent.clone(), events));
     tokio::pin!(shutdown);
@@ -64,12 +64,5 @@ pub async fn serve(
     }
     agent.close_all_sessions();
     forwarder.abort();
-    match ended {
-        Ended::EndOfInput => writer.finish().await,
-        // On a signal, a peer that stopped reading must not keep us alive.
-        Ended::Signal => {
-            let _ = tokio::time::timeout(Duration::from_millis(200), writer.finish()).await;
-        }
-    }
     ended
 }

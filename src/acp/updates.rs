@@ -12,10 +12,15 @@ use super::agent::Agent;
 use crate::providers;
 use crate::runtime::{self, Event, EventKind, TurnOutcome};
 
-/// Forwards events until the runtime goes away.
+/// Forwards events until the runtime goes away. Events that are already waiting are written as one
+/// batch with a single flush, so a burst of deltas costs one write, not one per delta.
 pub async fn forward(agent: std::sync::Arc<Agent>, mut events: mpsc::UnboundedReceiver<Event>) {
     while let Some(event) = events.recv().await {
         agent.on_event(event);
+        while let Ok(event) = events.try_recv() {
+            agent.on_event(event);
+        }
+        agent.conn.flush();
     }
 }
 
@@ -24,13 +29,13 @@ impl Agent {
         let Event { session, turn, kind } = event;
         match kind {
             EventKind::TextDelta { message_id, text } => {
-                self.send_update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
+                self.send_update_batched(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
             }
             EventKind::ThoughtDelta { message_id, text } => {
-                self.send_update(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
+                self.send_update_batched(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
             }
             EventKind::Usage { used, size } => {
-                self.send_update(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+                self.send_update_batched(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
             }
             EventKind::TurnEnded(outcome) => {
                 let Some(pending) =

@@ -169,6 +169,7 @@ impl ProviderClient {
             got_bytes: false,
             first_deadline,
             idle: self.timeouts.idle,
+            timer: Box::pin(tokio::time::sleep_until(first_deadline.into())),
             provider: p.id.clone(),
             key_env: p.api_key_env.clone(),
         })
@@ -213,6 +214,8 @@ pub struct ResponseStream {
     got_bytes: bool,
     first_deadline: Instant,
     idle: Duration,
+    /// One timer, re-armed before each read (cheaper than a new timeout per chunk).
+    timer: Pin<Box<tokio::time::Sleep>>,
     provider: String,
     key_env: Option<String>,
 }
@@ -244,11 +247,18 @@ impl ResponseStream {
 
     /// Reads one chunk and decodes what it completes into the queue (or records the error).
     async fn pump(&mut self) {
-        let wait =
-            if self.got_bytes { self.idle } else { self.first_deadline.saturating_duration_since(Instant::now()) };
+        let now = Instant::now();
+        let deadline = if self.got_bytes { now + self.idle } else { self.first_deadline };
+        let wait = deadline.saturating_duration_since(now);
+        self.timer.as_mut().reset(deadline.into());
         let mut out = Vec::new();
-        let chunk = match tokio::time::timeout(wait, self.body.next()).await {
-            Err(_) => {
+        let next = tokio::select! {
+            biased;
+            next = self.body.next() => Ok(next),
+            () = self.timer.as_mut() => Err(()),
+        };
+        let chunk = match next {
+            Err(()) => {
                 let what = if self.got_bytes { "the stream went silent" } else { "no data arrived" };
                 return self.fail(timeout_error(what, wait));
             }
@@ -288,10 +298,10 @@ impl ResponseStream {
             }
         }
         self.queue.extend(out);
-        if let Err(e) = parsed {
-            if !self.done {
-                self.fail(ProviderError::new(ErrorKind::Protocol, e.to_string()));
-            }
+        if let Err(e) = parsed
+            && !self.done
+        {
+            self.fail(ProviderError::new(ErrorKind::Protocol, e.to_string()));
         }
     }
 
@@ -357,10 +367,11 @@ async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
 /// `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
     }
     let value = get("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {

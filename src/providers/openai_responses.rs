@@ -124,12 +124,11 @@ impl Decoder {
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 push_text(out, &v["delta"], ResponseEvent::ThoughtDelta);
             }
-            "response.reasoning_summary_part.added" => {
+            "response.reasoning_summary_part.added"
                 // Separate the parts of a multi-part summary.
-                if v["summary_index"].as_u64().unwrap_or(0) > 0 {
+                if v["summary_index"].as_u64().unwrap_or(0) > 0 => {
                     out.push(ResponseEvent::ThoughtDelta("\n\n".into()));
                 }
-            }
             "response.output_item.done" => {
                 let item = &v["item"];
                 if item["type"] == "reasoning" {

@@ -1,11 +1,10 @@
 //! Async JSON-RPC 2.0 core over NDJSON: a reader thread → the dispatcher (an `Incoming` channel) →
-//! a writer thread. Only the writer touches the output. Bidirectional: the agent's own requests to
-//! the client wait in a pending map, are failed all at once when input closes, and can be cancelled
+//! the writer. Only the writer touches the output. Bidirectional: the agent's own requests to the
+//! client wait in a pending map, are failed all at once when input closes, and can be cancelled
 //! with `$/cancel_request` (which works in both directions).
 //!
-//! The reader and writer are plain threads doing blocking I/O: tokio's stdio goes through the
-//! blocking pool anyway, a thread costs less per message, and a client that stops reading can only
-//! stall the writer thread, never a runtime worker.
+//! The reader is a plain thread doing blocking reads (tokio's stdin goes through the blocking pool
+//! anyway); the writer writes inline under a lock (see `writer.rs` for why).
 
 mod reader;
 mod writer;
@@ -20,8 +19,6 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-
-pub use writer::WriterHandle;
 
 /// A message from the peer that the dispatcher must handle.
 #[derive(Debug)]
@@ -61,11 +58,11 @@ impl std::fmt::Display for RequestError {
 
 impl std::error::Error for RequestError {}
 
-/// The running connection: reader + writer threads and the receiving end for the dispatcher.
+/// The running connection: the reader thread's receiving end for the dispatcher, and the handle
+/// for sending.
 pub struct Rpc {
     pub conn: Connection,
     pub incoming: IncomingRx,
-    pub writer: WriterHandle,
 }
 
 /// What the reader hands over, in input order.
@@ -97,17 +94,16 @@ impl IncomingRx {
     }
 }
 
-/// Starts the reader and writer threads over a blocking byte source and sink.
+/// Starts the reader thread over a blocking byte source, writing answers to `output`.
 pub fn start(
     input: impl std::io::Read + Send + 'static,
     output: impl std::io::Write + Send + 'static,
     max_line_bytes: usize,
 ) -> std::io::Result<Rpc> {
-    let (writer, out) = writer::spawn(output)?;
     let (incoming_tx, rx) = mpsc::unbounded_channel();
     let conn = Connection {
         inner: Arc::new(Inner {
-            out,
+            out: writer::Writer::new(output),
             pending: Mutex::default(),
             inflight: Mutex::default(),
             next_id: AtomicI64::new(0),
@@ -115,13 +111,13 @@ pub fn start(
         }),
     };
     reader::spawn(input, max_line_bytes, conn.clone(), incoming_tx)?;
-    Ok(Rpc { incoming: IncomingRx { rx, conn: conn.clone() }, conn, writer })
+    Ok(Rpc { incoming: IncomingRx { rx, conn: conn.clone() }, conn })
 }
 
 type PendingAnswer = oneshot::Sender<Result<Value, ErrorObject>>;
 
 struct Inner {
-    out: mpsc::UnboundedSender<writer::Outgoing>,
+    out: writer::Writer,
     /// Our requests to the peer that await an answer.
     pending: Mutex<HashMap<RequestId, PendingAnswer>>,
     /// The peer's requests to us that are not answered yet (for `$/cancel_request`).
@@ -149,8 +145,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Connection {
     /// Sends a notification.
     pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
+        self.notify_inner(method, params, true);
+    }
+
+    /// Sends a notification without flushing it: part of a batch that ends with [`Self::flush`]
+    /// (or with any flushed send).
+    pub fn notify_batched<P: Serialize>(&self, method: &str, params: &P) {
+        self.notify_inner(method, params, false);
+    }
+
+    /// Flushes batched notifications.
+    pub fn flush(&self) {
+        self.inner.out.flush();
+    }
+
+    fn notify_inner<P: Serialize>(&self, method: &str, params: &P, flush: bool) {
         match jsonrpc::notification_line(method, params) {
-            Ok(line) => self.send_line(line),
+            Ok(line) => self.inner.out.line(&line, flush),
             Err(e) => tracing::error!(method, error = %e, "could not serialize a notification"),
         }
     }
@@ -200,8 +211,7 @@ impl Connection {
     }
 
     fn send_line(&self, line: String) {
-        // Fails only after the writer stopped (the peer went away); nothing more can be done.
-        let _ = self.inner.out.send(writer::Outgoing::Line(line));
+        self.inner.out.line(&line, true);
     }
 
     /// Registers an incoming request id; `None` if that id is already in flight.

@@ -157,7 +157,7 @@ async fn end_of_input_cancels_pending_and_new_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn notifications_reach_the_dispatcher_and_finish_flushes() {
+async fn notifications_reach_the_dispatcher_and_sends_arrive() {
     let (mut rpc, mut peer) = setup(1024);
     peer.send(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#);
     match rpc.incoming.recv().await {
@@ -168,6 +168,7 @@ async fn notifications_reach_the_dispatcher_and_finish_flushes() {
         other => panic!("{other:?}"),
     }
     rpc.conn.notify("session/update", &json!({"n": 1}));
-    rpc.writer.finish().await;
+    rpc.conn.notify("session/update", &json!({"n": 2}));
     assert_eq!(peer.recv()["params"]["n"], 1);
+    assert_eq!(peer.recv()["params"]["n"], 2);
 }

@@ -67,10 +67,10 @@ impl Actor {
     async fn run(mut self, mut ops: mpsc::UnboundedReceiver<Op>) {
         let mut running: Option<Running> = None;
         loop {
-            if running.is_none() {
-                if let Some((turn, input)) = self.queue.pop_front() {
-                    running = Some(self.start(turn, input));
-                }
+            if running.is_none()
+                && let Some((turn, input)) = self.queue.pop_front()
+            {
+                running = Some(self.start(turn, input));
             }
             let wake = match running.as_mut() {
                 Some(r) => tokio::select! {

@@ -117,3 +117,36 @@ fn stdout_is_protocol_only_even_with_debug_logs() {
     agent.prompt(&session, "hi"); // every stdout line is parsed as JSON by the harness
     assert!(agent.stderr().contains("DEBUG") || agent.stderr().contains("TRACE"), "logs went to stderr");
 }
+
+#[test]
+fn a_peer_that_stops_reading_cannot_block_shutdown() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .env_clear()
+        .env("ACP_HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped()) // never read: the pipe fills and the agent's writes block
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // ~2,000 error answers of ~100 bytes each: far more than a pipe buffer holds.
+    let garbage = "x\n".repeat(2_000);
+    stdin.write_all(garbage.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "still running, blocked on its output");
+    let sent = Instant::now();
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(sent.elapsed() < Duration::from_millis(1500), "took {:?}", sent.elapsed());
+    drop(stdin);
+}

@@ -147,6 +147,8 @@ pub struct Recorded {
     pub finished_at: Option<Instant>,
     /// The client closed the connection before the reply was complete.
     pub client_left: bool,
+    /// When each piece of the body was written (after the flush).
+    pub piece_times: Vec<Instant>,
 }
 
 impl Recorded {
@@ -224,10 +226,10 @@ impl MockModel {
     pub fn wait_done(&self, index: usize) -> Recorded {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(r) = self.requests().get(index) {
-                if r.finished_at.is_some() || r.client_left {
-                    return r.clone();
-                }
+            if let Some(r) = self.requests().get(index)
+                && (r.finished_at.is_some() || r.client_left)
+            {
+                return r.clone();
             }
             assert!(Instant::now() < deadline, "mock model: request {index} never finished");
             std::thread::sleep(Duration::from_millis(5));
@@ -254,6 +256,7 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
             at: Instant::now(),
             finished_at: None,
             client_left: false,
+            piece_times: Vec::new(),
         });
         s.script.pop_front()
     };
@@ -264,9 +267,11 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
         r.headers = vec![("content-type".into(), "text/plain".into())];
         r
     });
-    let completed = write_reply(&mut socket, &reply).await;
+    let mut piece_times = Vec::new();
+    let completed = write_reply(&mut socket, &reply, &mut piece_times).await;
     let mut s = state.lock().unwrap();
     let rec = &mut s.requests[index];
+    rec.piece_times = piece_times;
     if completed {
         rec.finished_at = Some(Instant::now());
     } else {
@@ -308,7 +313,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, String, Vec<(St
 }
 
 /// Writes the reply with chunked transfer encoding; false if the client went away first.
-async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> bool {
+async fn write_reply(socket: &mut TcpStream, reply: &Reply, piece_times: &mut Vec<Instant>) -> bool {
     let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reply.reason);
     for (k, v) in &reply.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -335,6 +340,7 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> bool {
         if socket.write_all(&framed).await.is_err() || socket.flush().await.is_err() {
             return false;
         }
+        piece_times.push(Instant::now());
     }
     if reply.stall_after.is_some_and(|n| n >= reply.pieces().len()) {
         return wait_for_client_to_leave(socket).await;
