@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::providers::ReasoningEffort;
+
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum WireApi {
@@ -153,6 +155,9 @@ pub struct Config {
     pub home: PathBuf,
     /// `ACP_MODEL`, else `model` from the file.
     pub default_model: Option<String>,
+    /// How much new sessions ask the model to reason (`None`: the provider's default, which for
+    /// Anthropic means no extended thinking).
+    pub reasoning: Option<ReasoningEffort>,
     pub providers: Vec<ProviderConfig>,
     pub timeouts: Timeouts,
     pub retry: RetryConfig,
@@ -226,9 +231,23 @@ impl Config {
             max_backoff: secs(r.max_backoff).unwrap_or(rd.max_backoff),
             max_retry_after: secs(r.max_retry_after).unwrap_or(rd.max_retry_after),
         };
+        let reasoning = match file.reasoning.as_deref() {
+            None | Some("default") => None,
+            Some(level) => {
+                let parsed = ReasoningEffort::parse(level);
+                if parsed.is_none() {
+                    load_error.get_or_insert(format!(
+                        "{}: `reasoning` must be \"default\", \"low\", \"medium\" or \"high\", not \"{level}\"",
+                        home.join("config.toml").display()
+                    ));
+                }
+                parsed
+            }
+        };
         Self {
             home,
             default_model: env("ACP_MODEL").or(file.model),
+            reasoning,
             providers,
             timeouts,
             retry,
@@ -408,6 +427,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     model: Option<String>,
+    reasoning: Option<String>,
     max_line_bytes: Option<usize>,
     timeouts: Option<FileTimeouts>,
     retry: Option<FileRetry>,

@@ -26,6 +26,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::{meta, options, prompt};
 use crate::config::{Config, ModelRef};
+use crate::providers::ReasoningEffort;
 use crate::rpc::{Connection, Incoming, IncomingRequest, Responder};
 use crate::runtime::{Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId};
 
@@ -48,6 +49,7 @@ struct AcpSession {
     handle: SessionHandle,
     model: ModelRef,
     mode: Mode,
+    reasoning: Option<ReasoningEffort>,
 }
 
 /// A `session/prompt` waiting for its turn to end.
@@ -176,6 +178,16 @@ impl Agent {
             },
             None => Mode::default(),
         };
+        let reasoning = match meta::read_string(meta, meta::THINKING) {
+            Some(level) => match options::parse_thought_level(level) {
+                Some(reasoning) => reasoning,
+                None => {
+                    let msg = format!("`_meta.thinking`: unknown level `{level}` (known: default, low, medium, high)");
+                    return responder.respond_error(ErrorObject::invalid_params(msg));
+                }
+            },
+            None => config.reasoning,
+        };
         if !req.mcp_servers.is_empty() {
             tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
         }
@@ -190,16 +202,16 @@ impl Agent {
             Some(key) => key.to_owned(),
             None => format!("sess_{}", uuid::Uuid::new_v4().simple()),
         };
-        let settings = SessionSettings { cwd: req.cwd.clone(), model: model.clone(), mode };
+        let settings = SessionSettings { cwd: req.cwd.clone(), model: model.clone(), mode, reasoning };
         let handle = self.runtime.open_session(Arc::from(id.as_str()), settings);
-        state.sessions.insert(id.clone(), AcpSession { handle, model: model.clone(), mode });
+        state.sessions.insert(id.clone(), AcpSession { handle, model: model.clone(), mode, reasoning });
         drop(state);
         tracing::info!(session = %id, cwd = %req.cwd.display(), %model, "session/new");
 
         let context_window = config.provider(&model.provider).map(|p| p.model(&model.model).context_window);
         responder.respond(Ok(NewSessionResponse::new(id.clone())
             .modes(options::modes(mode))
-            .config_options(options::config_options(&config, &model, mode))));
+            .config_options(options::config_options(&config, &model, mode, reasoning))));
         // Setup updates go out after the response: clients drop updates for sessions they do not know yet.
         if let Some(size) = context_window {
             self.send_update(&id, SessionUpdate::UsageUpdate(UsageUpdate::new(0, size)));
@@ -296,9 +308,21 @@ impl Agent {
                     })?;
                     Some(mode)
                 }
+                options::THOUGHT_OPTION => {
+                    let reasoning = options::parse_thought_level(value).ok_or_else(|| {
+                        ErrorObject::invalid_params(format!(
+                            "`value`: unknown thought level `{value}` (known: default, low, medium, high)"
+                        ))
+                    })?;
+                    self.session_mut(&id, |s| {
+                        s.reasoning = reasoning;
+                        s.handle.send(Op::SetReasoning(reasoning));
+                    })?;
+                    None
+                }
                 other => {
                     return Err(ErrorObject::invalid_params(format!(
-                        "`configId`: unknown config option `{other}` (known: model, mode)"
+                        "`configId`: unknown config option `{other}` (known: model, mode, thought_level)"
                     )));
                 }
             };
@@ -356,7 +380,7 @@ impl Agent {
 
     fn config_options_of(&self, id: &str) -> Reply<Vec<acp_protocol::acp::schema::SessionConfigOption>> {
         let config = self.runtime.config();
-        self.session(id, |s| options::config_options(&config, &s.model, s.mode))
+        self.session(id, |s| options::config_options(&config, &s.model, s.mode, s.reasoning))
     }
 
     /// Cancels every running and queued turn (SIGINT/SIGTERM).

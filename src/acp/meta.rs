@@ -11,6 +11,8 @@ pub const SESSION_KEY: &[&str] = &["sessionKey", "session", "key"];
 pub const MODEL: &[&str] = &["model", "modelId"];
 /// `session/new`: the mode to start with.
 pub const MODE: &[&str] = &["mode", "modeId"];
+/// `session/new`: the thought level to start with (`default`, `low`, `medium`, `high`).
+pub const THINKING: &[&str] = &["thinking", "thinkingLevel", "thoughtLevel"];
 
 /// The first key holding a string that is not blank; returned trimmed.
 pub fn read_string<'a>(meta: Option<&'a Meta>, keys: &[&str]) -> Option<&'a str> {

@@ -6,10 +6,20 @@ use acp_protocol::acp::schema::{
 };
 
 use crate::config::{Config, ModelRef};
+use crate::providers::ReasoningEffort;
 use crate::runtime::Mode;
 
 pub const MODEL_OPTION: &str = "model";
 pub const MODE_OPTION: &str = "mode";
+pub const THOUGHT_OPTION: &str = "thought_level";
+
+/// The value of the thought-level option that sends no reasoning settings.
+pub const DEFAULT_THOUGHT: &str = "default";
+
+/// Parses a thought-level value: `default` is `None`.
+pub fn parse_thought_level(value: &str) -> Option<Option<ReasoningEffort>> {
+    if value == DEFAULT_THOUGHT { Some(None) } else { ReasoningEffort::parse(value).map(Some) }
+}
 
 pub fn modes(current: Mode) -> SessionModeState {
     let available = Mode::ALL.iter().map(|m| SessionMode::new(m.id(), m.name()).description(m.description())).collect();
@@ -17,7 +27,12 @@ pub fn modes(current: Mode) -> SessionModeState {
 }
 
 /// The complete list of config options (ACP replaces its whole state with each list).
-pub fn config_options(config: &Config, model: &ModelRef, mode: Mode) -> Vec<SessionConfigOption> {
+pub fn config_options(
+    config: &Config,
+    model: &ModelRef,
+    mode: Mode,
+    reasoning: Option<ReasoningEffort>,
+) -> Vec<SessionConfigOption> {
     let mut choices: Vec<SessionConfigSelectOption> = config
         .model_choices()
         .into_iter()
@@ -38,5 +53,29 @@ pub fn config_options(config: &Config, model: &ModelRef, mode: Mode) -> Vec<Sess
         SessionConfigOption::select(MODE_OPTION, "Mode", mode.id(), modes)
             .description("How much the agent may do without asking")
             .category(SessionConfigOptionCategory::Mode),
+        SessionConfigOption::select(
+            THOUGHT_OPTION,
+            "Thinking",
+            reasoning.map_or(DEFAULT_THOUGHT, ReasoningEffort::as_str),
+            thought_levels(),
+        )
+        .description("How much the model reasons before it answers (extended thinking, reasoning effort)")
+        .category(SessionConfigOptionCategory::ThoughtLevel),
     ]
+}
+
+fn thought_levels() -> Vec<SessionConfigSelectOption> {
+    let mut levels = vec![
+        SessionConfigSelectOption::new(DEFAULT_THOUGHT, "Default")
+            .description("The provider's default (no extended thinking on Anthropic)"),
+    ];
+    levels.extend(ReasoningEffort::ALL.iter().map(|e| {
+        let name = match e {
+            ReasoningEffort::Low => "Low",
+            ReasoningEffort::Medium => "Medium",
+            ReasoningEffort::High => "High",
+        };
+        SessionConfigSelectOption::new(e.as_str(), name)
+    }));
+    levels
 }

@@ -136,3 +136,12 @@ fn bad_files_are_reported_not_ignored() {
     let c = load(Some("[providers.x]\napi = \"grpc\"\nbase_url = \"http://h\"\nmodels = [\"m\"]\n"), &[]);
     assert!(c.load_error.unwrap().contains("grpc"));
 }
+
+#[test]
+fn reasoning_default_level() {
+    assert_eq!(load(None, &[]).reasoning, None);
+    assert_eq!(load(Some("reasoning = \"high\"\n"), &[]).reasoning, Some(ReasoningEffort::High));
+    assert_eq!(load(Some("reasoning = \"default\"\n"), &[]).reasoning, None);
+    let c = load(Some("reasoning = \"extreme\"\n"), &[]);
+    assert!(c.load_error.unwrap().contains("extreme"));
+}

@@ -61,6 +61,12 @@ pub enum ReasoningEffort {
 }
 
 impl ReasoningEffort {
+    pub const ALL: [ReasoningEffort; 3] = [ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Low => "low",

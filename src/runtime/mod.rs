@@ -19,8 +19,8 @@ pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 
 use crate::config::{Config, ModelInfo, ModelRef};
-use crate::providers::ProviderClient;
 use crate::providers::client::build_http;
+use crate::providers::{ProviderClient, ReasoningEffort};
 
 /// Settings a session starts with; ops change them later.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +28,8 @@ pub struct SessionSettings {
     pub cwd: PathBuf,
     pub model: ModelRef,
     pub mode: Mode,
+    /// `None`: the provider's default.
+    pub reasoning: Option<ReasoningEffort>,
 }
 
 /// State shared by every session of the process.

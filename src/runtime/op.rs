@@ -1,7 +1,7 @@
 //! What surfaces ask of a session actor (`Op`), and the session settings those ops change.
 
 use crate::config::ModelRef;
-use crate::providers::UserPart;
+use crate::providers::{ReasoningEffort, UserPart};
 
 /// Identifies one prompt turn within the process.
 pub type TurnId = u64;
@@ -20,6 +20,8 @@ pub enum Op {
     SetMode(Mode),
     /// Takes effect from the next turn.
     SetModel(ModelRef),
+    /// Takes effect from the next turn; `None` is the provider's default.
+    SetReasoning(Option<ReasoningEffort>),
     /// Cancel everything and stop the actor.
     Shutdown,
 }

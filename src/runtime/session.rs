@@ -98,6 +98,7 @@ impl Actor {
                 Wake::Op(Some(Op::Cancel)) => self.cancel_all(running.as_ref()),
                 Wake::Op(Some(Op::SetMode(mode))) => self.settings.mode = mode,
                 Wake::Op(Some(Op::SetModel(model))) => self.settings.model = model,
+                Wake::Op(Some(Op::SetReasoning(level))) => self.settings.reasoning = level,
                 Wake::Op(Some(Op::Shutdown) | None) => {
                     self.cancel_all(running.as_ref());
                     if let Some(mut r) = running.take() {

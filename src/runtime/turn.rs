@@ -41,7 +41,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         system: system_prompt(&settings.cwd, &settings.model),
         messages: history,
         max_output_tokens: model.max_output_tokens,
-        reasoning: None,
+        reasoning: settings.reasoning,
     };
 
     let mut reply = Reply::new(events.clone());

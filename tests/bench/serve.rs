@@ -187,4 +187,19 @@ fn main() {
     }
 
     report("exit after stdin EOF (idle)", ms(median(exit)), "≤ 50 ms");
+
+    // SIGTERM while a turn streams: the prompt is answered `cancelled` and the process exits.
+    let mut term = Vec::new();
+    for _ in 0..RUNS {
+        let (mut a, _) = started(&mock);
+        let (session, _) = new_session(&mut a);
+        mock.push(Reply::sse(deltas(50)).stall_after(10));
+        a.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}));
+        while a.recv()["params"]["update"]["sessionUpdate"] != "agent_message_chunk" {}
+        let sent = Instant::now();
+        a.signal("TERM");
+        a.wait_exit(Duration::from_secs(5)).expect("exit after SIGTERM");
+        term.push(sent.elapsed());
+    }
+    report("exit after SIGTERM during a turn", ms(median(term)), "≤ 500 ms");
 }

@@ -144,7 +144,12 @@ try {
       const sessionId = session.sessionId;
       check("session/new returns modes", session.modes?.currentModeId === "code", session.modes);
       const categories = (session.configOptions ?? []).map((o) => o.category);
-      check("config options for model and mode", categories.includes("model") && categories.includes("mode"), categories);
+      check(
+        "config options for model, mode and thought level",
+        ["model", "mode", "thought_level"].every((c) => categories.includes(c)),
+        categories,
+      );
+      await ctx.request(acp.methods.agent.session.setConfigOption, { sessionId, configId: "thought_level", value: "low" });
 
       await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "ask" });
       const afterSet = await ctx.request(acp.methods.agent.session.setConfigOption, {
@@ -154,7 +159,7 @@ try {
       });
       check(
         "set_config_option returns the complete list",
-        afterSet.configOptions.length === 2 && afterSet.configOptions[1].currentValue === "auto",
+        afterSet.configOptions.length === 3 && afterSet.configOptions[1].currentValue === "auto",
         afterSet,
       );
 

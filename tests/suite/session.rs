@@ -89,6 +89,9 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     assert_eq!(options[0]["currentValue"], "anthropic/claude-sonnet-4-5");
     assert_eq!(options[1]["id"], "mode");
     assert_eq!(options[1]["category"], "mode");
+    assert_eq!(options[2]["id"], "thought_level");
+    assert_eq!(options[2]["category"], "thought_level");
+    assert_eq!(options[2]["currentValue"], "default");
     let setup = agent.recv();
     assert_eq!(setup["method"], "session/update");
     assert_eq!(setup["params"]["sessionId"], session);
@@ -125,7 +128,7 @@ fn modes_and_config_options_stay_in_sync() {
         json!({"sessionId": session, "configId": "model", "value": "openai/gpt-4.1"}),
     );
     let list = r["result"]["configOptions"].as_array().unwrap();
-    assert_eq!(list.len(), 2, "the complete list comes back");
+    assert_eq!(list.len(), 3, "the complete list comes back");
     assert_eq!(list[0]["currentValue"], "openai/gpt-4.1");
     let values: Vec<&str> =
         list[0]["options"].as_array().unwrap().iter().map(|o| o["value"].as_str().unwrap()).collect();
@@ -212,4 +215,50 @@ fn close_frees_the_session() {
     assert_eq!(r["error"]["code"], -32002);
     let r: Value = agent.request("session/set_mode", json!({"sessionId": other, "modeId": "ask"}));
     assert_eq!(r["result"], json!({}), "other sessions are untouched");
+}
+
+#[test]
+fn thought_level_reaches_every_wire_api() {
+    for api in crate::support::APIS {
+        let mock = MockModel::start();
+        let mut agent = Agent::spawn(options_for(api, &mock));
+        agent.initialize();
+        let session = agent.new_session();
+        mock.push(Reply::fixture(api, "text"));
+        mock.push(Reply::fixture(api, "text"));
+        agent.prompt(&session, "default level");
+        let r = agent.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "thought_level", "value": "high"}),
+        );
+        assert_eq!(r["result"]["configOptions"][2]["currentValue"], "high", "{api}: {r}");
+        agent.prompt(&session, "think hard");
+        let reqs = mock.requests();
+        let (plain, thinking) = (&reqs[0].body, &reqs[1].body);
+        match api {
+            "anthropic" => {
+                assert!(plain.get("thinking").is_none(), "no thinking by default");
+                assert_eq!(thinking["thinking"], json!({"type": "enabled", "budget_tokens": 24576}));
+                assert!(thinking["max_tokens"].as_u64().unwrap() > 24576, "max_tokens above the budget");
+            }
+            "openai-chat" => {
+                assert!(plain.get("reasoning_effort").is_none());
+                assert_eq!(thinking["reasoning_effort"], "high");
+            }
+            _ => {
+                assert!(plain.get("reasoning").is_none());
+                assert_eq!(thinking["reasoning"], json!({"effort": "high", "summary": "auto"}));
+                assert_eq!(thinking["include"], json!(["reasoning.encrypted_content"]));
+            }
+        }
+    }
+    // The starting level comes from config.toml or `_meta.thinking`.
+    let mock = MockModel::start();
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).config("reasoning = \"low\"\n"));
+    agent.initialize();
+    let cwd = agent.home.path().display().to_string();
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    assert_eq!(r["result"]["configOptions"][2]["currentValue"], "low");
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"thinkingLevel": "medium"}}));
+    assert_eq!(r["result"]["configOptions"][2]["currentValue"], "medium");
 }
