@@ -123,8 +123,18 @@ impl ProviderError {
             self.kind = ErrorKind::RateLimited;
         } else if code.contains("authentication") || code == "invalid_api_key" {
             self.kind = ErrorKind::Auth;
-        } else if self.status.is_none() && (code.contains("api_error") || code.contains("server_error")) {
-            self.kind = ErrorKind::Server;
+        } else if self.status.is_none() {
+            // In-stream errors carry no HTTP status: the type alone says what happened.
+            if code.contains("api_error") || code.contains("server_error") {
+                self.kind = ErrorKind::Server;
+            } else if code.contains("permission") {
+                self.kind = ErrorKind::PermissionDenied;
+            } else if code.contains("not_found") {
+                self.kind = ErrorKind::NotFound;
+            } else if code.contains("invalid_request") || code.contains("too_large") || code.contains("invalid_prompt")
+            {
+                self.kind = ErrorKind::InvalidRequest;
+            }
         }
         if self.kind == ErrorKind::InvalidRequest
             && (self.message.contains("context length") || self.message.contains("maximum context"))
@@ -148,7 +158,7 @@ impl ProviderError {
         let status = self.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
         let detail = if self.message.is_empty() { String::new() } else { format!(": {}", self.message) };
         let what = format!("{who} request failed{status}{detail}");
-        let todo = match self.kind {
+        let advice = match self.kind {
             ErrorKind::Auth => match &self.key_env {
                 Some(var) => format!(
                     "Check the API key in {var} (it must be set in the environment the editor starts acp with), then try again."
@@ -185,7 +195,7 @@ impl ProviderError {
                     .to_owned()
             }
         };
-        format!("{what}. {todo}")
+        format!("{what}. {advice}")
     }
 }
 
@@ -251,6 +261,14 @@ mod tests {
         assert!(e.is_retryable());
         let e = ProviderError::from_status(400, "x").refine("context_length_exceeded");
         assert_eq!(e.kind, ErrorKind::ContextLength);
+        // In-stream errors have no status: their type decides, and a bad request is not retried.
+        let e = ProviderError::new(ErrorKind::Server, "bad").refine("invalid_request_error");
+        assert_eq!(e.kind, ErrorKind::InvalidRequest);
+        assert!(!e.is_retryable());
+        // With a status, a generic type does not override a specific code: OpenAI's 401 body says
+        // `type: invalid_request_error`, `code: invalid_api_key`.
+        let e = ProviderError::from_status(401, "x").refine("invalid_api_key").refine("invalid_request_error");
+        assert_eq!(e.kind, ErrorKind::Auth);
     }
 
     #[test]
