@@ -1,12 +1,13 @@
 //! Configuration: `$ACP_HOME/config.toml` (default `~/.acp/config.toml`), environment variables and
 //! flags → [`Config`]. Model references are `provider/model`, split at the first '/'.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::providers::ReasoningEffort;
+use crate::tools::approval::Rule;
 
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -149,6 +150,37 @@ impl Default for RetryConfig {
     }
 }
 
+/// The `[tools]` section: which tools the model is offered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// A remembered "always" answer, for one workspace (`[[permissions]]` in config.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionEntry {
+    pub workspace: PathBuf,
+    pub tool: String,
+    #[serde(default)]
+    pub command: Option<String>,
+    pub decision: Decision,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Reject,
+}
+
+/// Model requests one prompt may make before the turn stops with `max_turn_requests`.
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 100;
+
 /// Everything the server needs to know, resolved once at start (and again on `authenticate`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -162,6 +194,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub retry: RetryConfig,
     pub max_line_bytes: usize,
+    pub tools: ToolsConfig,
+    pub max_turn_requests: u32,
+    pub permissions: Vec<PermissionEntry>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -252,6 +287,9 @@ impl Config {
             timeouts,
             retry,
             max_line_bytes: file.max_line_bytes.unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
+            tools: file.tools.unwrap_or_default(),
+            max_turn_requests: file.max_turn_requests.unwrap_or(DEFAULT_MAX_TURN_REQUESTS).max(1),
+            permissions: file.permissions,
             load_error,
         }
     }
@@ -331,6 +369,19 @@ impl Config {
             .collect()
     }
 
+    /// The remembered answers for a workspace, oldest first.
+    pub fn rules_for(&self, workspace: &Path) -> Vec<Rule> {
+        self.permissions
+            .iter()
+            .filter(|p| p.workspace == workspace)
+            .map(|p| Rule {
+                tool: p.tool.clone(),
+                command_prefix: p.command.clone(),
+                allow: p.decision == Decision::Allow,
+            })
+            .collect()
+    }
+
     /// What to do when no provider is usable.
     pub fn setup_help(&self) -> String {
         format!(
@@ -341,6 +392,35 @@ impl Config {
             self.config_path().display()
         )
     }
+}
+
+/// Appends a remembered answer to `$ACP_HOME/config.toml` as a `[[permissions]]` entry, keeping
+/// the rest of the file (comments included) as it was.
+pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), String> {
+    let path = home.join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    let entries = doc
+        .entry("permissions")
+        .or_insert(toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()))
+        .as_array_of_tables_mut()
+        .ok_or_else(|| format!("{}: `permissions` is not a list of tables", path.display()))?;
+    let mut entry = toml_edit::Table::new();
+    entry.insert("workspace", toml_edit::value(workspace.display().to_string()));
+    entry.insert("tool", toml_edit::value(rule.tool.clone()));
+    if let Some(command) = &rule.command_prefix {
+        entry.insert("command", toml_edit::value(command.clone()));
+    }
+    entry.insert("decision", toml_edit::value(if rule.allow { "allow" } else { "reject" }));
+    entries.push(entry);
+    std::fs::create_dir_all(home).map_err(|e| format!("{}: {e}", home.display()))?;
+    let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn secs(value: Option<f64>) -> Option<Duration> {
@@ -428,6 +508,10 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
 struct FileConfig {
     model: Option<String>,
     reasoning: Option<String>,
+    tools: Option<ToolsConfig>,
+    max_turn_requests: Option<u32>,
+    #[serde(default)]
+    permissions: Vec<PermissionEntry>,
     max_line_bytes: Option<usize>,
     timeouts: Option<FileTimeouts>,
     retry: Option<FileRetry>,

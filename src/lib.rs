@@ -24,3 +24,5 @@ pub mod config;
 pub mod providers;
 pub mod rpc;
 pub mod runtime;
+pub mod stream;
+pub mod tools;

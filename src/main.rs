@@ -75,8 +75,7 @@ async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (runtime, events) = acp::runtime::Runtime::new(config);
-    let ended = acp::acp::serve(rpc, runtime, events, shutdown.cancelled_owned()).await;
+    let ended = acp::acp::serve(rpc, config, shutdown.cancelled_owned()).await;
     tracing::debug!(?ended, "exiting");
     ExitCode::SUCCESS
 }

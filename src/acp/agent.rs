@@ -11,11 +11,11 @@ use acp_protocol::acp::agent_methods as m;
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse, CancelNotification,
-    ClientCapabilities, CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate,
-    Implementation, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue, SessionNotification,
-    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse, UsageUpdate,
+    CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
+    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde::de::DeserializeOwned;
@@ -24,6 +24,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use super::client_bridge::ClientCaps;
 use super::{meta, options, prompt};
 use crate::config::{Config, ModelRef};
 use crate::providers::ReasoningEffort;
@@ -32,16 +33,19 @@ use crate::runtime::{Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId};
 
 /// One ACP connection's agent.
 pub struct Agent {
-    pub(super) conn: Connection,
-    pub(super) runtime: Runtime,
+    conn: Connection,
+    runtime: Runtime,
     state: Mutex<State>,
-    pub(super) prompts: Mutex<HashMap<TurnId, PendingPrompt>>,
+    prompts: Arc<Prompts>,
+    caps: Arc<ClientCaps>,
     tracker: TaskTracker,
 }
 
+/// Prompts waiting for their turn to end, by turn.
+pub(super) type Prompts = Mutex<HashMap<TurnId, PendingPrompt>>;
+
 #[derive(Default)]
 struct State {
-    client: ClientCapabilities,
     sessions: HashMap<String, AcpSession>,
 }
 
@@ -68,8 +72,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 type Reply<T> = Result<T, ErrorObject>;
 
 impl Agent {
-    pub fn new(conn: Connection, runtime: Runtime) -> Self {
-        Self { conn, runtime, state: Mutex::default(), prompts: Mutex::default(), tracker: TaskTracker::new() }
+    pub(super) fn new(conn: Connection, runtime: Runtime, prompts: Arc<Prompts>, caps: Arc<ClientCaps>) -> Self {
+        Self { conn, runtime, state: Mutex::default(), prompts, caps, tracker: TaskTracker::new() }
     }
 
     /// The dispatch table.
@@ -108,11 +112,15 @@ impl Agent {
         if let Some(info) = &req.client_info {
             tracing::info!(client = %info.name, version = %info.version, "initialize");
         }
-        lock(&self.state).client = req.client_capabilities;
+        self.caps.set(&req.client_capabilities);
 
         let capabilities = AgentCapabilities::new()
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
-            .session_capabilities(SessionCapabilities::new().close(SessionCloseCapabilities::new()));
+            .session_capabilities(
+                SessionCapabilities::new()
+                    .close(SessionCloseCapabilities::new())
+                    .additional_directories(SessionAdditionalDirectoriesCapabilities::new()),
+            );
         Ok(InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .auth_methods(auth_methods(&self.runtime.config()))
@@ -152,6 +160,10 @@ impl Agent {
         };
         if !req.cwd.is_absolute() {
             let msg = format!("`cwd` must be an absolute path, got `{}`", req.cwd.display());
+            return responder.respond_error(ErrorObject::invalid_params(msg));
+        }
+        if let Some(dir) = req.additional_directories.iter().find(|d| !d.is_absolute()) {
+            let msg = format!("`additionalDirectories`: `{}` is not an absolute path", dir.display());
             return responder.respond_error(ErrorObject::invalid_params(msg));
         }
         let config = self.runtime.config();
@@ -202,7 +214,13 @@ impl Agent {
             Some(key) => key.to_owned(),
             None => format!("sess_{}", uuid::Uuid::new_v4().simple()),
         };
-        let settings = SessionSettings { cwd: req.cwd.clone(), model: model.clone(), mode, reasoning };
+        let settings = SessionSettings {
+            cwd: req.cwd.clone(),
+            additional_dirs: req.additional_directories.clone(),
+            model: model.clone(),
+            mode,
+            reasoning,
+        };
         let handle = self.runtime.open_session(Arc::from(id.as_str()), settings);
         state.sessions.insert(id.clone(), AcpSession { handle, model: model.clone(), mode, reasoning });
         drop(state);
@@ -361,13 +379,8 @@ impl Agent {
         }
     }
 
-    pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
+    fn send_update(&self, session_id: &str, update: SessionUpdate) {
         self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
-    }
-
-    /// Part of a batch of streamed updates; see `updates::forward`.
-    pub(super) fn send_update_batched(&self, session_id: &str, update: SessionUpdate) {
-        self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
 
     fn session<T>(&self, id: &str, f: impl FnOnce(&AcpSession) -> T) -> Reply<T> {
@@ -401,11 +414,6 @@ impl Agent {
     pub async fn wait_idle(&self) {
         self.tracker.close();
         self.tracker.wait().await;
-    }
-
-    /// The client's capabilities from `initialize`.
-    pub fn client_capabilities(&self) -> ClientCapabilities {
-        lock(&self.state).client.clone()
     }
 }
 

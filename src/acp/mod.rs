@@ -3,6 +3,7 @@
 //! (`meta`). `serve` runs one connection from first message to exit.
 
 pub mod agent;
+pub mod client_bridge;
 pub mod meta;
 pub mod options;
 pub mod prompt;
@@ -12,12 +13,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 pub use agent::Agent;
 
+use crate::config::Config;
 use crate::rpc::Rpc;
-use crate::runtime::{Event, Runtime};
+use crate::runtime::Runtime;
 
 /// How the connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,15 +30,14 @@ pub enum Ended {
 
 /// Serves one ACP connection until its input ends (then finishes what it was asked) or `shutdown`
 /// resolves (then cancels running turns and answers them `cancelled`, within a bounded time).
-pub async fn serve(
-    rpc: Rpc,
-    runtime: Runtime,
-    events: mpsc::UnboundedReceiver<Event>,
-    shutdown: impl Future<Output = ()>,
-) -> Ended {
+pub async fn serve(rpc: Rpc, config: Config, shutdown: impl Future<Output = ()>) -> Ended {
     let Rpc { conn, mut incoming } = rpc;
-    let agent = Arc::new(Agent::new(conn, runtime));
-    let forwarder = tokio::spawn(updates::forward(agent.clone(), events));
+    let caps = Arc::new(client_bridge::ClientCaps::default());
+    let prompts = Arc::new(agent::Prompts::default());
+    let sink = Arc::new(updates::AcpSink::new(conn.clone(), prompts.clone(), caps.clone()));
+    let host = Arc::new(client_bridge::AcpHost::new(conn.clone(), caps.clone()));
+    let runtime = Runtime::new(config, sink, host);
+    let agent = Agent::new(conn, runtime, prompts, caps);
     tokio::pin!(shutdown);
 
     let mut ended = loop {
@@ -63,6 +62,5 @@ pub async fn serve(
         let _ = tokio::time::timeout(Duration::from_millis(250), agent.wait_idle()).await;
     }
     agent.close_all_sessions();
-    forwarder.abort();
     ended
 }

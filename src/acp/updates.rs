@@ -1,81 +1,267 @@
-//! Runtime events → ACP: deltas become `session/update` notifications, and the end of a turn
-//! answers its `session/prompt` (after every update of that turn, since both leave in order).
+//! Runtime events → ACP. Deltas become `session/update`s (buffered, flushed at the end of each
+//! burst); tool calls become `tool_call` then `tool_call_update`s carrying only what changed;
+//! command output streams as increments (Zed's `_meta.terminal_output` when the client asks for
+//! it, else a bounded, throttled tail), never re-sent whole; the end of a turn answers its
+//! `session/prompt` — after everything of that turn, since all of it leaves through one writer.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
-    ContentBlock, ContentChunk, MessageId, PromptResponse, SessionUpdate, StopReason, Usage, UsageUpdate,
+    Content, ContentBlock, ContentChunk, Diff, MessageId, PromptResponse, SessionNotification, SessionUpdate,
+    StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
-use serde_json::json;
-use tokio::sync::mpsc;
+use serde_json::{Map, Value, json};
 
-use super::agent::Agent;
+use super::agent::Prompts;
+use super::client_bridge::ClientCaps;
 use crate::providers;
-use crate::runtime::{self, Event, EventKind, TurnOutcome};
+use crate::rpc::Connection;
+use crate::runtime::{self, Event, EventKind, EventSink, TurnOutcome};
+use crate::stream::tool_update;
+use crate::tools::{self, ToolCallState, ToolStatus};
 
-/// Forwards events until the runtime goes away. Events that are already waiting are written as one
-/// batch with a single flush, so a burst of deltas costs one write, not one per delta.
-pub async fn forward(agent: std::sync::Arc<Agent>, mut events: mpsc::UnboundedReceiver<Event>) {
-    while let Some(event) = events.recv().await {
-        agent.on_event(event);
-        while let Ok(event) = events.try_recv() {
-            agent.on_event(event);
+/// The most command output shown as a running tail to clients without terminal support.
+const TAIL_BYTES: usize = 4 * 1024;
+/// How often that tail is refreshed.
+const TAIL_EVERY: Duration = Duration::from_millis(300);
+
+/// The runtime's [`EventSink`] for an ACP connection.
+pub struct AcpSink {
+    conn: Connection,
+    prompts: Arc<Prompts>,
+    caps: Arc<ClientCaps>,
+    tools: Mutex<HashMap<String, Tracked>>,
+}
+
+/// A tool call as the client currently sees it.
+struct Tracked {
+    shown: ToolCallState,
+    /// Output streams through `_meta.terminal_output`.
+    meta_terminal: bool,
+    tail: String,
+    last_tail: Option<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl AcpSink {
+    pub(super) fn new(conn: Connection, prompts: Arc<Prompts>, caps: Arc<ClientCaps>) -> Self {
+        Self { conn, prompts, caps, tools: Mutex::default() }
+    }
+
+    fn update(&self, session: &str, update: SessionUpdate) {
+        self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(session.to_owned(), update));
+    }
+
+    fn tool_call(&self, session: &str, state: ToolCallState) {
+        let meta_terminal = state.name == "exec" && !self.caps.terminal() && self.caps.terminal_output_meta();
+        let mut call = ToolCall::new(state.id.clone(), state.title.clone())
+            .kind(kind(state.kind))
+            .status(status(state.status))
+            .content(state.content.iter().map(content).collect())
+            .locations(state.locations.iter().map(location).collect())
+            .raw_input(state.raw_input.clone());
+        if meta_terminal {
+            call = call.meta(meta(json!({ "terminal_info": { "terminal_id": state.id } })));
         }
-        agent.conn.flush();
+        self.update(session, SessionUpdate::ToolCall(call));
+        if is_final(state.status) {
+            return;
+        }
+        lock(&self.tools)
+            .insert(state.id.clone(), Tracked { shown: state, meta_terminal, tail: String::new(), last_tail: None });
+    }
+
+    fn tool_call_update(&self, session: &str, state: ToolCallState) {
+        let mut tools = lock(&self.tools);
+        let Some(tracked) = tools.get_mut(&state.id) else {
+            tracing::warn!(call = %state.id, "update for a tool call that was not announced");
+            return;
+        };
+        let patch = tool_update::changes(&tracked.shown, &state);
+        let finished = is_final(state.status);
+        if !patch.is_empty() || (finished && tracked.meta_terminal) {
+            let mut fields = ToolCallUpdateFields::new();
+            if let Some(title) = patch.title {
+                fields = fields.title(title);
+            }
+            if let Some(k) = patch.kind {
+                fields = fields.kind(kind(k));
+            }
+            if let Some(s) = patch.status {
+                fields = fields.status(status(s));
+            }
+            if let Some(locations) = patch.locations {
+                fields = fields.locations(locations.iter().map(location).collect::<Vec<_>>());
+            }
+            if let Some(c) = patch.content {
+                fields = fields.content(c.iter().map(content).collect::<Vec<_>>());
+            }
+            if let Some(input) = patch.raw_input {
+                fields = fields.raw_input(input);
+            }
+            if let Some(output) = patch.raw_output {
+                fields = fields.raw_output(output);
+            }
+            let mut update = ToolCallUpdate::new(state.id.clone(), fields);
+            if finished && tracked.meta_terminal {
+                let raw = state.raw_output.clone().unwrap_or(Value::Null);
+                update = update.meta(meta(json!({
+                    "terminal_exit": { "terminal_id": state.id, "exit_code": raw["exitCode"], "signal": raw["signal"] }
+                })));
+            }
+            self.update(session, SessionUpdate::ToolCallUpdate(update));
+        }
+        if finished {
+            tools.remove(&state.id);
+        } else {
+            tracked.shown = state;
+        }
+    }
+
+    fn tool_output(&self, session: &str, call_id: String, text: String) {
+        let mut tools = lock(&self.tools);
+        let Some(tracked) = tools.get_mut(&call_id) else { return };
+        if tracked.meta_terminal {
+            let update = ToolCallUpdate::new(call_id.clone(), ToolCallUpdateFields::new())
+                .meta(meta(json!({ "terminal_output": { "terminal_id": call_id, "data": text } })));
+            self.update(session, SessionUpdate::ToolCallUpdate(update));
+            return;
+        }
+        tracked.tail.push_str(&text);
+        if tracked.tail.len() > TAIL_BYTES {
+            let mut cut = tracked.tail.len() - TAIL_BYTES;
+            while !tracked.tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            tracked.tail.drain(..cut);
+        }
+        if tracked.last_tail.is_some_and(|t| t.elapsed() < TAIL_EVERY) {
+            return;
+        }
+        tracked.last_tail = Some(Instant::now());
+        let shown = vec![tools::ToolContent::Text(format!("```\n{}\n```", tracked.tail.trim_end()))];
+        let fields = ToolCallUpdateFields::new().content(shown.iter().map(content).collect::<Vec<_>>());
+        tracked.shown.content = shown;
+        self.update(session, SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id, fields)));
+    }
+
+    fn turn_ended(&self, session: &str, turn: runtime::TurnId, outcome: TurnOutcome) {
+        let Some(pending) = lock(&self.prompts).remove(&turn) else {
+            tracing::warn!(%session, turn, "a turn ended that no prompt is waiting for");
+            return;
+        };
+        match outcome {
+            TurnOutcome::Stopped { reason, usage } => {
+                let mut response = PromptResponse::new(stop_reason(reason));
+                if usage != providers::Usage::default() {
+                    response = response.usage(acp_usage(&usage));
+                }
+                pending.responder.respond(Ok(response));
+            }
+            TurnOutcome::Failed { error, .. } => {
+                // Tell the user in the conversation itself, then fail the request.
+                let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+                let text = format!("\n\n**Error:** {}", error.message);
+                self.update(session, SessionUpdate::AgentMessageChunk(chunk(text, &id)));
+                let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
+                let provider = error.provider.as_ref();
+                let data = json!({
+                    "kind": error.kind,
+                    "provider": provider.map(|p| p.provider.clone()),
+                    "status": provider.and_then(|p| p.status),
+                    "retryable": provider.is_some_and(providers::ProviderError::is_retryable),
+                    "requestId": provider.and_then(|p| p.request_id.clone()),
+                });
+                pending.responder.respond_error(ErrorObject::new(code, error.message).with_data(data));
+            }
+        }
     }
 }
 
-impl Agent {
-    fn on_event(&self, event: Event) {
+impl EventSink for AcpSink {
+    fn emit(&self, event: Event) {
         let Event { session, turn, kind } = event;
         match kind {
             EventKind::TextDelta { message_id, text } => {
-                self.send_update_batched(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
+                self.update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
             }
             EventKind::ThoughtDelta { message_id, text } => {
-                self.send_update_batched(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
+                self.update(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
             }
             EventKind::Usage { used, size } => {
-                self.send_update_batched(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+                self.update(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)))
             }
-            EventKind::TurnEnded(outcome) => {
-                let Some(pending) =
-                    self.prompts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&turn)
-                else {
-                    tracing::warn!(%session, turn, "a turn ended that no prompt is waiting for");
-                    return;
-                };
-                match outcome {
-                    TurnOutcome::Stopped { reason, usage } => {
-                        let mut response = PromptResponse::new(stop_reason(reason));
-                        if usage != providers::Usage::default() {
-                            response = response.usage(acp_usage(&usage));
-                        }
-                        pending.responder.respond(Ok(response));
-                    }
-                    TurnOutcome::Failed { error, .. } => {
-                        // Tell the user in the conversation itself, then fail the request.
-                        let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-                        let text = format!("\n\n**Error:** {}", error.message);
-                        self.send_update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &id)));
-                        let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
-                        let provider = error.provider.as_ref();
-                        let data = json!({
-                            "kind": error.kind,
-                            "provider": provider.map(|p| p.provider.clone()),
-                            "status": provider.and_then(|p| p.status),
-                            "retryable": provider.is_some_and(providers::ProviderError::is_retryable),
-                            "requestId": provider.and_then(|p| p.request_id.clone()),
-                        });
-                        pending.responder.respond_error(ErrorObject::new(code, error.message).with_data(data));
-                    }
-                }
-            }
+            EventKind::ToolCall(state) => self.tool_call(&session, state),
+            EventKind::ToolCallUpdate(state) => self.tool_call_update(&session, state),
+            EventKind::ToolOutput { call_id, text } => self.tool_output(&session, call_id, text),
+            EventKind::TurnEnded(outcome) => self.turn_ended(&session, turn, outcome),
         }
+    }
+
+    fn flush(&self) {
+        self.conn.flush();
+    }
+}
+
+fn is_final(s: ToolStatus) -> bool {
+    matches!(s, ToolStatus::Completed | ToolStatus::Failed)
+}
+
+fn meta(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
     }
 }
 
 fn chunk(text: String, message_id: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id))
+}
+
+fn kind(k: tools::ToolKind) -> ToolKind {
+    match k {
+        tools::ToolKind::Read => ToolKind::Read,
+        tools::ToolKind::Edit => ToolKind::Edit,
+        tools::ToolKind::Delete => ToolKind::Delete,
+        tools::ToolKind::Move => ToolKind::Move,
+        tools::ToolKind::Search => ToolKind::Search,
+        tools::ToolKind::Execute => ToolKind::Execute,
+        tools::ToolKind::Think => ToolKind::Think,
+        tools::ToolKind::Fetch => ToolKind::Fetch,
+        tools::ToolKind::SwitchMode => ToolKind::SwitchMode,
+        tools::ToolKind::Other => ToolKind::Other,
+    }
+}
+
+fn status(s: ToolStatus) -> ToolCallStatus {
+    match s {
+        ToolStatus::Pending => ToolCallStatus::Pending,
+        ToolStatus::InProgress => ToolCallStatus::InProgress,
+        ToolStatus::Completed => ToolCallStatus::Completed,
+        ToolStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+fn content(c: &tools::ToolContent) -> ToolCallContent {
+    match c {
+        tools::ToolContent::Text(text) => ToolCallContent::Content(Content::new(ContentBlock::from(text.clone()))),
+        tools::ToolContent::Diff { path, old_text, new_text } => {
+            ToolCallContent::Diff(Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()))
+        }
+        tools::ToolContent::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
+    }
+}
+
+fn location(l: &tools::Location) -> ToolCallLocation {
+    ToolCallLocation::new(l.path.clone()).line(l.line)
 }
 
 fn stop_reason(reason: runtime::StopReason) -> StopReason {

@@ -27,6 +27,14 @@ pub fn body(req: &ModelRequest) -> Value {
     if !req.system.is_empty() {
         body["system"] = json!([{ "type": "text", "text": req.system, "cache_control": { "type": "ephemeral" } }]);
     }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.parameters }))
+            .collect();
+        body["tools"] = json!(tools);
+    }
     if let Some(effort) = req.reasoning {
         let budget = effort.budget_tokens();
         if max_tokens <= budget {
@@ -49,7 +57,7 @@ fn keep_replayable(m: &Message) -> Option<Message> {
                 .filter(|p| match p {
                     AssistantPart::Text(t) => !t.is_empty(),
                     AssistantPart::Thinking { signature, .. } => signature.is_some(),
-                    AssistantPart::RedactedThinking { .. } => true,
+                    AssistantPart::RedactedThinking { .. } | AssistantPart::ToolCall { .. } => true,
                     AssistantPart::Reasoning { .. } => false,
                 })
                 .cloned()
@@ -62,16 +70,29 @@ fn keep_replayable(m: &Message) -> Option<Message> {
 fn message_json(m: &Message) -> Value {
     match m {
         Message::User(parts) => {
-            let content: Vec<Value> = parts
+            // Tool results must open the message; the user's own words follow.
+            let mut content: Vec<Value> = parts
                 .iter()
-                .map(|p| match p {
-                    UserPart::Text(text) => json!({ "type": "text", "text": text }),
-                    UserPart::Image { mime_type, data } => json!({
-                        "type": "image",
-                        "source": { "type": "base64", "media_type": mime_type, "data": data }
-                    }),
+                .filter_map(|p| match p {
+                    UserPart::ToolResult(r) => {
+                        let mut block =
+                            json!({ "type": "tool_result", "tool_use_id": r.call_id, "content": r.content });
+                        if r.is_error {
+                            block["is_error"] = json!(true);
+                        }
+                        Some(block)
+                    }
+                    _ => None,
                 })
                 .collect();
+            content.extend(parts.iter().filter_map(|p| match p {
+                UserPart::Text(text) => Some(json!({ "type": "text", "text": text })),
+                UserPart::Image { mime_type, data } => Some(json!({
+                    "type": "image",
+                    "source": { "type": "base64", "media_type": mime_type, "data": data }
+                })),
+                UserPart::ToolResult(_) => None,
+            }));
             json!({ "role": "user", "content": content })
         }
         Message::Assistant(parts) => {
@@ -85,6 +106,9 @@ fn message_json(m: &Message) -> Value {
                     AssistantPart::RedactedThinking { data } => {
                         Some(json!({ "type": "redacted_thinking", "data": data }))
                     }
+                    AssistantPart::ToolCall { id, name, arguments } => Some(json!({
+                        "type": "tool_use", "id": id, "name": name, "input": super::arguments_object(arguments)
+                    })),
                     AssistantPart::Reasoning { .. } => None,
                 })
                 .collect();
@@ -113,6 +137,8 @@ pub struct Decoder {
     usage: Usage,
     stop: Option<FinishReason>,
     finished: bool,
+    /// Tool-use blocks being streamed, by block index: (id, name, JSON text so far).
+    tools: std::collections::HashMap<u64, (String, String, String)>,
 }
 
 impl Decoder {
@@ -135,7 +161,21 @@ impl Decoder {
                     Some("redacted_thinking") => {
                         out.push(ResponseEvent::RedactedThinking(block["data"].as_str().unwrap_or("").to_owned()));
                     }
+                    Some("tool_use") => {
+                        let index = v["index"].as_u64().unwrap_or(0);
+                        let id = block["id"].as_str().unwrap_or_default().to_owned();
+                        let name = block["name"].as_str().unwrap_or_default().to_owned();
+                        self.tools.insert(index, (id, name, String::new()));
+                    }
                     _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = v["index"].as_u64().unwrap_or(0);
+                if let Some((id, name, json)) = self.tools.remove(&index) {
+                    // No fragments means no arguments.
+                    let arguments = if json.trim().is_empty() { "{}".to_owned() } else { json };
+                    out.push(ResponseEvent::ToolCall { id, name, arguments });
                 }
             }
             "content_block_delta" => {
@@ -146,6 +186,12 @@ impl Decoder {
                     Some("signature_delta") => {
                         if let Some(sig) = delta["signature"].as_str() {
                             out.push(ResponseEvent::ThinkingSignature(sig.to_owned()));
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let index = v["index"].as_u64().unwrap_or(0);
+                        if let (Some(call), Some(part)) = (self.tools.get_mut(&index), delta["partial_json"].as_str()) {
+                            call.2.push_str(part);
                         }
                     }
                     _ => {}
@@ -167,7 +213,7 @@ impl Decoder {
                 let code = v["error"]["type"].as_str().unwrap_or("");
                 return Err(ProviderError::new(ErrorKind::Server, message).refine(code));
             }
-            _ => {} // ping, content_block_stop, and event types added later
+            _ => {} // ping, and event types added later
         }
         Ok(())
     }

@@ -227,6 +227,11 @@ impl std::fmt::Debug for ResponseStream {
 }
 
 impl ResponseStream {
+    /// Whether events are ready without reading from the network.
+    pub fn has_buffered(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// The next event; `None` after the terminal event. Errors are final.
     pub async fn next(&mut self) -> Option<Result<ResponseEvent, ProviderError>> {
         loop {

@@ -29,6 +29,26 @@ pub enum UserPart {
         mime_type: String,
         data: String,
     },
+    /// The result of a tool call the model made in the previous assistant message.
+    ToolResult(ToolResult),
+}
+
+/// A tool's answer to one call, as the model reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +69,12 @@ pub enum AssistantPart {
         id: String,
         encrypted_content: Option<String>,
         summary: Vec<String>,
+    },
+    /// A tool call; `arguments` is the JSON text exactly as the model produced it.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
     },
 }
 
@@ -93,6 +119,7 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     pub max_output_tokens: Option<u32>,
     pub reasoning: Option<ReasoningEffort>,
+    pub tools: Vec<ToolSpec>,
 }
 
 /// Token usage of one model request, normalised across providers.
@@ -138,10 +165,19 @@ pub enum ResponseEvent {
         encrypted_content: Option<String>,
         summary: Vec<String>,
     },
+    /// A complete tool call: its arguments were assembled from every fragment (still unparsed).
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
     /// Usage so far (cumulative for this request; the latest value wins).
     Usage(Usage),
     /// The terminal event: the stream ended properly.
     Completed(FinishReason),
+    /// The request is being retried: forget whatever the failed attempt produced (never output the
+    /// user saw — that is never retried).
+    Restarted,
 }
 
 impl ResponseEvent {
@@ -163,6 +199,14 @@ pub(crate) fn alternating(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
+}
+
+/// The arguments of a tool call as a JSON object (a call without arguments has `{}`).
+pub(crate) fn arguments_object(raw: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        _ => serde_json::Value::Object(serde_json::Map::new()),
+    }
 }
 
 /// Parses a JSON body from a provider, naming the provider in the error.

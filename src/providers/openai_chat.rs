@@ -22,7 +22,9 @@ pub fn body(req: &ModelRequest, official: bool) -> Value {
         messages.push(json!({ "role": "system", "content": req.system }));
     }
     let kept: Vec<Message> = req.messages.iter().filter_map(keep).collect();
-    messages.extend(super::alternating(&kept).iter().map(message_json));
+    for m in super::alternating(&kept) {
+        push_messages(&m, &mut messages);
+    }
     let mut body = json!({
         "model": req.model,
         "stream": true,
@@ -32,48 +34,79 @@ pub fn body(req: &ModelRequest, official: bool) -> Value {
     if let Some(max) = req.max_output_tokens {
         body[if official { "max_completion_tokens" } else { "max_tokens" }] = json!(max);
     }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
+            })
+            .collect();
+        body["tools"] = json!(tools);
+    }
     if let Some(effort) = req.reasoning {
         body["reasoning_effort"] = json!(effort.as_str());
     }
     body
 }
 
-/// Chat Completions takes back only text: reasoning is never replayed.
+/// Chat Completions takes back text and tool calls: reasoning is never replayed.
 fn keep(m: &Message) -> Option<Message> {
     match m {
         Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
         Message::Assistant(parts) => {
-            let kept: Vec<AssistantPart> =
-                parts.iter().filter(|p| matches!(p, AssistantPart::Text(t) if !t.is_empty())).cloned().collect();
+            let kept: Vec<AssistantPart> = parts
+                .iter()
+                .filter(|p| match p {
+                    AssistantPart::Text(t) => !t.is_empty(),
+                    AssistantPart::ToolCall { .. } => true,
+                    _ => false,
+                })
+                .cloned()
+                .collect();
             (!kept.is_empty()).then_some(Message::Assistant(kept))
         }
     }
 }
 
-fn message_json(m: &Message) -> Value {
+/// One conversation message may become several: each tool result is its own `tool` message.
+fn push_messages(m: &Message, out: &mut Vec<Value>) {
     match m {
         Message::User(parts) => {
-            if parts.iter().all(|p| matches!(p, UserPart::Text(_))) {
-                let text: Vec<&str> = parts
+            for p in parts {
+                if let UserPart::ToolResult(r) = p {
+                    // There is no error flag: say it in the text.
+                    let content = if r.is_error { format!("ERROR: {}", r.content) } else { r.content.clone() };
+                    out.push(json!({ "role": "tool", "tool_call_id": r.call_id, "content": content }));
+                }
+            }
+            let rest: Vec<&UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolResult(_))).collect();
+            if rest.is_empty() {
+                return;
+            }
+            if rest.iter().all(|p| matches!(p, UserPart::Text(_))) {
+                let text: Vec<&str> = rest
                     .iter()
                     .filter_map(|p| match p {
                         UserPart::Text(t) => Some(t.as_str()),
-                        UserPart::Image { .. } => None,
+                        _ => None,
                     })
                     .collect();
-                return json!({ "role": "user", "content": text.join("\n\n") });
+                out.push(json!({ "role": "user", "content": text.join("\n\n") }));
+                return;
             }
-            let content: Vec<Value> = parts
+            let content: Vec<Value> = rest
                 .iter()
-                .map(|p| match p {
-                    UserPart::Text(text) => json!({ "type": "text", "text": text }),
-                    UserPart::Image { mime_type, data } => json!({
+                .filter_map(|p| match p {
+                    UserPart::Text(text) => Some(json!({ "type": "text", "text": text })),
+                    UserPart::Image { mime_type, data } => Some(json!({
                         "type": "image_url",
                         "image_url": { "url": format!("data:{mime_type};base64,{data}") }
-                    }),
+                    })),
+                    UserPart::ToolResult(_) => None,
                 })
                 .collect();
-            json!({ "role": "user", "content": content })
+            out.push(json!({ "role": "user", "content": content }));
         }
         Message::Assistant(parts) => {
             let text: String = parts
@@ -83,7 +116,20 @@ fn message_json(m: &Message) -> Value {
                     _ => None,
                 })
                 .collect();
-            json!({ "role": "assistant", "content": text })
+            let calls: Vec<Value> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    AssistantPart::ToolCall { id, name, arguments } => Some(json!({
+                        "id": id, "type": "function", "function": { "name": name, "arguments": arguments }
+                    })),
+                    _ => None,
+                })
+                .collect();
+            let mut message = json!({ "role": "assistant", "content": text });
+            if !calls.is_empty() {
+                message["tool_calls"] = json!(calls);
+            }
+            out.push(message);
         }
     }
 }
@@ -137,6 +183,9 @@ pub struct Decoder {
     finish: Option<FinishReason>,
     refused: bool,
     done: bool,
+    /// Tool calls being assembled, keyed by their `index` (not their id, which some servers repeat
+    /// or omit): (id, name, arguments so far).
+    calls: std::collections::BTreeMap<u64, (String, String, String)>,
 }
 
 impl Decoder {
@@ -153,7 +202,7 @@ impl Decoder {
             self.done = true;
             return match self.finish {
                 Some(reason) => {
-                    out.push(ResponseEvent::Completed(reason));
+                    self.complete(reason, out);
                     Ok(())
                 }
                 None => Err(ProviderError::new(ErrorKind::Truncated, "the stream ended without a finish reason")),
@@ -180,6 +229,22 @@ impl Decoder {
                 if let Some(t) = delta["refusal"].as_str().filter(|t| !t.is_empty()) {
                     self.refused = true;
                     out.push(ResponseEvent::TextDelta(t.to_owned()));
+                }
+                for call in delta["tool_calls"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                    let index = call["index"].as_u64().unwrap_or(self.calls.len() as u64);
+                    let entry = self.calls.entry(index).or_default();
+                    if let Some(id) = call["id"].as_str().filter(|s| !s.is_empty())
+                        && entry.0.is_empty()
+                    {
+                        entry.0 = id.to_owned();
+                    }
+                    // LM Studio sends `"name": ""` on continuation fragments: never overwrite with it.
+                    if let Some(name) = call["function"]["name"].as_str().filter(|s| !s.is_empty()) {
+                        entry.1 = name.to_owned();
+                    }
+                    if let Some(args) = call["function"]["arguments"].as_str() {
+                        entry.2.push_str(args);
+                    }
                 }
                 if let Some(reason) = choice["finish_reason"].as_str() {
                     self.finish = Some(match reason {
@@ -211,10 +276,21 @@ impl Decoder {
         }
         match self.finish {
             Some(reason) => {
-                out.push(ResponseEvent::Completed(reason));
+                self.complete(reason, out);
                 Ok(())
             }
             None => Err(ProviderError::new(ErrorKind::Truncated, "the stream ended before `[DONE]`")),
         }
+    }
+
+    /// Emits the assembled tool calls, then the terminal event.
+    fn complete(&mut self, reason: FinishReason, out: &mut Vec<ResponseEvent>) {
+        for (index, (id, name, arguments)) in std::mem::take(&mut self.calls) {
+            let id = if id.is_empty() { format!("call_{}_{index}", uuid::Uuid::new_v4().simple()) } else { id };
+            // Some servers send `""` for a call without arguments.
+            let arguments = if arguments.trim().is_empty() { "{}".to_owned() } else { arguments };
+            out.push(ResponseEvent::ToolCall { id, name, arguments });
+        }
+        out.push(ResponseEvent::Completed(reason));
     }
 }

@@ -31,6 +31,16 @@ pub fn body(req: &ModelRequest) -> Value {
     if let Some(max) = req.max_output_tokens {
         body["max_output_tokens"] = json!(max);
     }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({ "type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false })
+            })
+            .collect();
+        body["tools"] = json!(tools);
+    }
     if let Some(effort) = req.reasoning {
         body["reasoning"] = json!({ "effort": effort.as_str(), "summary": "auto" });
         body["include"] = json!(["reasoning.encrypted_content"]);
@@ -48,6 +58,7 @@ fn keep(m: &Message) -> Option<Message> {
                 .filter(|p| match p {
                     AssistantPart::Text(t) => !t.is_empty(),
                     AssistantPart::Reasoning { encrypted_content, .. } => encrypted_content.is_some(),
+                    AssistantPart::ToolCall { .. } => true,
                     _ => false,
                 })
                 .cloned()
@@ -60,21 +71,34 @@ fn keep(m: &Message) -> Option<Message> {
 fn push_items(m: &Message, input: &mut Vec<Value>) {
     match m {
         Message::User(parts) => {
+            for p in parts {
+                if let UserPart::ToolResult(r) = p {
+                    let output = if r.is_error { format!("ERROR: {}", r.content) } else { r.content.clone() };
+                    input.push(json!({ "type": "function_call_output", "call_id": r.call_id, "output": output }));
+                }
+            }
             let content: Vec<Value> = parts
                 .iter()
-                .map(|p| match p {
-                    UserPart::Text(text) => json!({ "type": "input_text", "text": text }),
+                .filter_map(|p| match p {
+                    UserPart::Text(text) => Some(json!({ "type": "input_text", "text": text })),
                     UserPart::Image { mime_type, data } => {
-                        json!({ "type": "input_image", "image_url": format!("data:{mime_type};base64,{data}") })
+                        Some(json!({ "type": "input_image", "image_url": format!("data:{mime_type};base64,{data}") }))
                     }
+                    UserPart::ToolResult(_) => None,
                 })
                 .collect();
-            input.push(json!({ "role": "user", "content": content }));
+            if !content.is_empty() {
+                input.push(json!({ "role": "user", "content": content }));
+            }
         }
         Message::Assistant(parts) => {
             let mut text = String::new();
+            let mut calls = Vec::new();
             for p in parts {
                 match p {
+                    AssistantPart::ToolCall { id, name, arguments } => calls.push(json!({
+                        "type": "function_call", "call_id": id, "name": name, "arguments": arguments,
+                    })),
                     AssistantPart::Reasoning { id, encrypted_content, summary } => input.push(json!({
                         "type": "reasoning",
                         "id": id,
@@ -92,6 +116,7 @@ fn push_items(m: &Message, input: &mut Vec<Value>) {
                     "content": [{ "type": "output_text", "text": text }],
                 }));
             }
+            input.extend(calls);
         }
     }
 }
@@ -131,6 +156,14 @@ impl Decoder {
                 }
             "response.output_item.done" => {
                 let item = &v["item"];
+                if item["type"] == "function_call" {
+                    let arguments = item["arguments"].as_str().unwrap_or_default();
+                    out.push(ResponseEvent::ToolCall {
+                        id: item["call_id"].as_str().unwrap_or_default().to_owned(),
+                        name: item["name"].as_str().unwrap_or_default().to_owned(),
+                        arguments: if arguments.trim().is_empty() { "{}".to_owned() } else { arguments.to_owned() },
+                    });
+                }
                 if item["type"] == "reasoning" {
                     let summary = item["summary"]
                         .as_array()

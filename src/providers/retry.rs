@@ -36,6 +36,15 @@ pub fn delay_for(policy: &RetryConfig, error: &ProviderError, retries_made: u32)
     }
 }
 
+/// Receives a streamed reply.
+pub trait StreamSink {
+    fn event(&mut self, event: ResponseEvent);
+
+    /// Every event received so far has been handed over and the next one needs more input from
+    /// the network: a good moment to flush what was produced.
+    fn idle(&mut self) {}
+}
+
 /// Runs `request`, handing every event to `sink`, retrying per `policy` while nothing has been
 /// shown to the user yet. Returns when the stream completed, failed for good, or `cancel` fired
 /// (dropping the connection, which stops the generation).
@@ -44,10 +53,15 @@ pub async fn stream_with_retry(
     request: &ModelRequest,
     policy: &RetryConfig,
     cancel: &CancellationToken,
-    mut sink: impl FnMut(ResponseEvent),
+    sink: &mut impl StreamSink,
 ) -> Result<(), Failure> {
     let mut retries = 0;
+    let mut emitted = false;
     loop {
+        if emitted {
+            sink.event(ResponseEvent::Restarted);
+            emitted = false;
+        }
         let started = tokio::select! {
             () = cancel.cancelled() => return Err(Failure::Cancelled),
             r = client.start(request) => r,
@@ -65,7 +79,11 @@ pub async fn stream_with_retry(
                         None => return Ok(()),
                         Some(Ok(event)) => {
                             delivered |= event.is_output();
-                            sink(event);
+                            emitted = true;
+                            sink.event(event);
+                            if !stream.has_buffered() {
+                                sink.idle();
+                            }
                         }
                         Some(Err(e)) if delivered => {
                             tracing::warn!(error = %e, "model stream failed after output was shown; not retrying");

@@ -1,5 +1,7 @@
-//! What a session actor reports (`Event`), correlated by session and turn. Surfaces (ACP, `acp
-//! run`, the gateway) only translate these into their own medium.
+//! What the runtime reports (`Event`), correlated by session and turn, and the sink surfaces
+//! implement to receive it. Surfaces (ACP, `acp run`, the gateway) only translate these into
+//! their own medium. Events are delivered in order, by the task that produced them, so a surface
+//! can rely on "everything of a turn before its `TurnEnded`" and on tool-call order.
 
 use std::sync::Arc;
 
@@ -7,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::op::TurnId;
 use crate::providers::{ProviderError, Usage};
+use crate::tools::ToolCallState;
 
 pub type SessionId = Arc<str>;
 
@@ -23,6 +26,12 @@ pub enum EventKind {
     TextDelta { message_id: Arc<str>, text: String },
     /// Reasoning text.
     ThoughtDelta { message_id: Arc<str>, text: String },
+    /// A tool call is announced (status pending, with its preview).
+    ToolCall(ToolCallState),
+    /// The tool call's new full state; surfaces send only what changed.
+    ToolCallUpdate(ToolCallState),
+    /// More output of a running command, in order, never repeated.
+    ToolOutput { call_id: String, text: String },
     /// Context window fill after a model request.
     Usage { used: u64, size: u64 },
     /// The last event of every turn, exactly once.
@@ -76,17 +85,40 @@ impl TurnError {
     }
 }
 
-/// Stamps events with their session and turn.
+/// Where events go. Implemented by each surface.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event);
+
+    /// A burst of events has ended (e.g. everything decoded from one network read): a good moment
+    /// to push buffered output out.
+    fn flush(&self) {}
+}
+
+/// A sink that forwards events into a channel, for surfaces that consume them as a stream.
 #[derive(Debug, Clone)]
-pub struct EventSink {
-    pub(crate) tx: mpsc::UnboundedSender<Event>,
+pub struct ChannelSink(pub mpsc::UnboundedSender<Event>);
+
+impl EventSink for ChannelSink {
+    fn emit(&self, event: Event) {
+        // If the receiver is gone, nobody is listening anyway.
+        let _ = self.0.send(event);
+    }
+}
+
+/// Stamps events with their session and turn.
+#[derive(Clone)]
+pub(crate) struct Emitter {
+    pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) session: SessionId,
     pub(crate) turn: TurnId,
 }
 
-impl EventSink {
-    pub fn emit(&self, kind: EventKind) {
-        // The receiver lives as long as the surface; if it is gone nobody is listening anyway.
-        let _ = self.tx.send(Event { session: self.session.clone(), turn: self.turn, kind });
+impl Emitter {
+    pub(crate) fn emit(&self, kind: EventKind) {
+        self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
+    }
+
+    pub(crate) fn flush(&self) {
+        self.sink.flush();
     }
 }

@@ -1,42 +1,89 @@
 //! The in-process agent runtime: one actor per session, ops in, events out. It knows nothing of
-//! JSON-RPC, ACP or WebSockets; every surface drives it through [`Runtime`] and [`SessionHandle`]
-//! and translates its [`Event`]s.
+//! JSON-RPC, ACP or WebSockets; every surface drives it through [`Runtime`] and [`SessionHandle`],
+//! receives its [`Event`]s through an [`EventSink`], and lends it a [`Host`] (files as the user
+//! sees them, approvals, terminals).
 
 pub mod context;
 pub mod event;
 pub mod op;
 pub mod session;
+mod tool_calls;
 pub mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use tokio::sync::{OnceCell, mpsc};
+use tokio::sync::OnceCell;
 
-pub use event::{Event, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
+pub use event::{ChannelSink, Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 
 use crate::config::{Config, ModelInfo, ModelRef};
 use crate::providers::client::build_http;
 use crate::providers::{ProviderClient, ReasoningEffort};
+use crate::tools::approval::Rule;
+use crate::tools::host::Host;
 
 /// Settings a session starts with; ops change them later.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSettings {
     pub cwd: PathBuf,
+    /// More directories that belong to the workspace (ACP `additionalDirectories`).
+    pub additional_dirs: Vec<PathBuf>,
     pub model: ModelRef,
     pub mode: Mode,
     /// `None`: the provider's default.
     pub reasoning: Option<ReasoningEffort>,
 }
 
+impl SessionSettings {
+    /// The workspace: the cwd and the additional directories.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        std::iter::once(self.cwd.clone()).chain(self.additional_dirs.iter().cloned()).collect()
+    }
+}
+
+/// What a running turn must see change at once: the mode, and "always" answers.
+#[derive(Debug, Default)]
+pub(crate) struct LiveState {
+    mode: Mutex<Mode>,
+    rules: Mutex<Vec<Rule>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl LiveState {
+    pub(crate) fn new(mode: Mode, rules: Vec<Rule>) -> Self {
+        Self { mode: Mutex::new(mode), rules: Mutex::new(rules) }
+    }
+
+    pub(crate) fn mode(&self) -> Mode {
+        *lock(&self.mode)
+    }
+
+    pub(crate) fn set_mode(&self, mode: Mode) {
+        *lock(&self.mode) = mode;
+    }
+
+    pub(crate) fn rules(&self) -> Vec<Rule> {
+        lock(&self.rules).clone()
+    }
+
+    pub(crate) fn remember(&self, rule: Rule) {
+        lock(&self.rules).push(rule);
+    }
+}
+
 /// State shared by every session of the process.
 pub(crate) struct Shared {
     config: RwLock<Arc<Config>>,
     http: OnceCell<reqwest::Client>,
-    events: mpsc::UnboundedSender<Event>,
+    sink: Arc<dyn EventSink>,
+    host: Arc<dyn Host>,
     next_turn: AtomicU64,
 }
 
@@ -45,9 +92,9 @@ impl Shared {
         self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// The shared HTTP client, built on first use (off the async workers: it reads the system's
+    /// The shared HTTP client, built on first use (off the async thread: it reads the system's
     /// root certificates).
-    async fn http(&self) -> Result<reqwest::Client, TurnError> {
+    pub(crate) async fn http(&self) -> Result<reqwest::Client, TurnError> {
         self.http
             .get_or_try_init(|| async {
                 let timeouts = self.config().timeouts;
@@ -85,16 +132,16 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Creates the runtime and the receiving end of every session's events.
-    pub fn new(config: Config) -> (Self, mpsc::UnboundedReceiver<Event>) {
-        let (events, rx) = mpsc::unbounded_channel();
+    /// Creates the runtime: events go to `sink`, files, approvals and terminals through `host`.
+    pub fn new(config: Config, sink: Arc<dyn EventSink>, host: Arc<dyn Host>) -> Self {
         let shared = Arc::new(Shared {
             config: RwLock::new(Arc::new(config)),
             http: OnceCell::new(),
-            events,
+            sink,
+            host,
             next_turn: AtomicU64::new(1),
         });
-        (Self { shared }, rx)
+        Self { shared }
     }
 
     pub fn config(&self) -> Arc<Config> {

@@ -10,10 +10,10 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::event::{EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
+use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
 use super::op::{Op, TurnId};
 use super::turn::{self, TurnContext, TurnResult};
-use super::{SessionSettings, Shared};
+use super::{LiveState, SessionSettings, Shared};
 use crate::providers::{Message, Usage, UserPart};
 
 /// The surface's handle to a session actor.
@@ -36,8 +36,17 @@ impl SessionHandle {
 
 pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let actor =
-        Actor { id: id.clone(), settings, shared, history: Vec::new(), queue: VecDeque::new(), cancelled: Vec::new() };
+    let rules = shared.config().rules_for(&settings.cwd);
+    let live = Arc::new(LiveState::new(settings.mode, rules));
+    let actor = Actor {
+        id: id.clone(),
+        settings,
+        live,
+        shared,
+        history: Vec::new(),
+        queue: VecDeque::new(),
+        cancelled: Vec::new(),
+    };
     tokio::spawn(actor.run(rx));
     SessionHandle { id, ops: tx }
 }
@@ -51,6 +60,7 @@ struct Running {
 struct Actor {
     id: SessionId,
     settings: SessionSettings,
+    live: Arc<LiveState>,
     shared: Arc<Shared>,
     history: Vec<Message>,
     queue: VecDeque<(TurnId, Vec<UserPart>)>,
@@ -96,7 +106,10 @@ impl Actor {
                     }
                 },
                 Wake::Op(Some(Op::Cancel)) => self.cancel_all(running.as_ref()),
-                Wake::Op(Some(Op::SetMode(mode))) => self.settings.mode = mode,
+                Wake::Op(Some(Op::SetMode(mode))) => {
+                    self.settings.mode = mode;
+                    self.live.set_mode(mode);
+                }
                 Wake::Op(Some(Op::SetModel(model))) => self.settings.model = model,
                 Wake::Op(Some(Op::SetReasoning(level))) => self.settings.reasoning = level,
                 Wake::Op(Some(Op::Shutdown) | None) => {
@@ -121,6 +134,7 @@ impl Actor {
             shared: self.shared.clone(),
             events: self.sink(turn),
             settings: self.settings.clone(),
+            live: self.live.clone(),
             history: self.history.clone(),
             input,
         };
@@ -164,7 +178,7 @@ impl Actor {
         self.sink(turn).emit(EventKind::TurnEnded(outcome));
     }
 
-    fn sink(&self, turn: TurnId) -> EventSink {
-        EventSink { tx: self.shared.events.clone(), session: self.id.clone(), turn }
+    fn sink(&self, turn: TurnId) -> Emitter {
+        Emitter { sink: self.shared.sink.clone(), session: self.id.clone(), turn }
     }
 }

@@ -24,7 +24,7 @@ fn initialize_answers_version_one_and_advertises_only_what_works() {
     let caps = &r["agentCapabilities"];
     assert_eq!(caps["loadSession"], false);
     assert_eq!(caps["promptCapabilities"], json!({"image": true, "audio": false, "embeddedContext": true}));
-    assert_eq!(caps["sessionCapabilities"], json!({"close": {}}));
+    assert_eq!(caps["sessionCapabilities"], json!({"close": {}, "additionalDirectories": {}}));
     assert_eq!(caps["mcpCapabilities"], json!({"http": false, "sse": false}));
     let ids: Vec<&str> = r["authMethods"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec!["anthropic-api-key", "openai-api-key", "config-file"]);

@@ -1,0 +1,218 @@
+//! Calls to the editor: `fs/read_text_file` and `fs/write_text_file` when the client offers them
+//! (so unsaved buffers are read and edits show up for review), `terminal/*` when it offers
+//! terminals, and `session/request_permission`. Without a capability, files go to local disk.
+//! Never calls a method the client did not advertise.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use acp_protocol::acp::client_methods as m;
+use acp_protocol::acp::schema::{
+    ClientCapabilities, CreateTerminalResponse, PermissionOption, PermissionOptionKind, ReadTextFileResponse,
+    RequestPermissionOutcome, RequestPermissionResponse, TerminalOutputResponse, ToolCallUpdate, ToolCallUpdateFields,
+    WaitForTerminalExitResponse,
+};
+use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::rpc::{Connection, RequestError};
+use crate::tools::host::{
+    self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
+    TerminalSpec, Terminals,
+};
+
+/// What the client said it can do, from `initialize`.
+#[derive(Debug, Default)]
+pub struct ClientCaps {
+    read_text_file: AtomicBool,
+    write_text_file: AtomicBool,
+    terminal: AtomicBool,
+    /// Zed's extension: display-only terminals fed by `_meta.terminal_output` increments.
+    terminal_output_meta: AtomicBool,
+}
+
+impl ClientCaps {
+    pub fn set(&self, caps: &ClientCapabilities) {
+        self.read_text_file.store(caps.fs.read_text_file, Ordering::Relaxed);
+        self.write_text_file.store(caps.fs.write_text_file, Ordering::Relaxed);
+        self.terminal.store(caps.terminal, Ordering::Relaxed);
+        let meta = caps.meta.as_ref().and_then(|m| m.get("terminal_output")).and_then(Value::as_bool);
+        self.terminal_output_meta.store(meta.unwrap_or(false), Ordering::Relaxed);
+    }
+
+    pub fn terminal(&self) -> bool {
+        self.terminal.load(Ordering::Relaxed)
+    }
+
+    pub fn terminal_output_meta(&self) -> bool {
+        self.terminal_output_meta.load(Ordering::Relaxed)
+    }
+}
+
+/// The runtime's [`Host`] for an ACP connection.
+pub struct AcpHost {
+    conn: Connection,
+    caps: std::sync::Arc<ClientCaps>,
+}
+
+impl AcpHost {
+    pub fn new(conn: Connection, caps: std::sync::Arc<ClientCaps>) -> Self {
+        Self { conn, caps }
+    }
+
+    async fn call<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, String> {
+        // Our own side cancels by dropping the future; cleanup calls (kill, release) must not be
+        // cancelled, so no token is used here.
+        let value = self.conn.request(method, &params, &CancellationToken::new()).await.map_err(|e| match e {
+            RequestError::Remote(e) => e.message,
+            other => other.to_string(),
+        })?;
+        serde_json::from_value(value).map_err(|e| format!("unexpected answer to {method}: {e}"))
+    }
+}
+
+impl Host for AcpHost {
+    fn read_text_file<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a Path,
+        range: Option<LineRange>,
+    ) -> BoxFuture<'a, Result<String, FsError>> {
+        Box::pin(async move {
+            if !self.caps.read_text_file.load(Ordering::Relaxed) {
+                return host::LocalHost.read_text_file(session, path, range).await;
+            }
+            let mut params = json!({ "sessionId": session, "path": path });
+            if let Some(r) = range {
+                params["line"] = json!(r.line);
+                params["limit"] = json!(r.limit);
+            }
+            match self.call::<ReadTextFileResponse>(m::FS_READ_TEXT_FILE, params).await {
+                Ok(r) => Ok(r.content),
+                // Clients answer a missing file with some error; any error for a file that is not
+                // on disk means "new file".
+                Err(e) => match tokio::fs::try_exists(path).await {
+                    Ok(false) => Err(FsError::NotFound),
+                    _ => Err(FsError::Other(format!("the editor could not read it: {e}"))),
+                },
+            }
+        })
+    }
+
+    fn write_text_file<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a Path,
+        content: &'a str,
+    ) -> BoxFuture<'a, Result<(), FsError>> {
+        Box::pin(async move {
+            if !self.caps.write_text_file.load(Ordering::Relaxed) {
+                return host::write_local(path, content).await;
+            }
+            let params = json!({ "sessionId": session, "path": path, "content": content });
+            self.call::<Value>(m::FS_WRITE_TEXT_FILE, params)
+                .await
+                .map(|_| ())
+                .map_err(|e| FsError::Other(format!("the editor could not write it: {e}")))
+        })
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        session: &'a str,
+        request: &'a PermissionRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, PermissionAnswer> {
+        Box::pin(async move {
+            let options: Vec<PermissionOption> = request
+                .options
+                .iter()
+                .map(|o| {
+                    let kind = match o.kind {
+                        OptionKind::AllowOnce => PermissionOptionKind::AllowOnce,
+                        OptionKind::AllowAlways => PermissionOptionKind::AllowAlways,
+                        OptionKind::RejectOnce => PermissionOptionKind::RejectOnce,
+                        OptionKind::RejectAlways => PermissionOptionKind::RejectAlways,
+                    };
+                    PermissionOption::new(o.id.clone(), o.label.clone(), kind)
+                })
+                .collect();
+            let tool_call =
+                ToolCallUpdate::new(request.call_id.clone(), ToolCallUpdateFields::new().title(request.title.clone()));
+            let params = json!({ "sessionId": session, "toolCall": tool_call, "options": options });
+            match self.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
+                Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
+                    Ok(r) => match r.outcome {
+                        RequestPermissionOutcome::Selected(s) => PermissionAnswer::Selected(s.option_id.0.to_string()),
+                        _ => PermissionAnswer::Cancelled,
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, "unexpected answer to session/request_permission");
+                        PermissionAnswer::Cancelled
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(error = %e, "permission request ended without a choice");
+                    PermissionAnswer::Cancelled
+                }
+            }
+        })
+    }
+
+    fn terminals(&self) -> Option<&dyn Terminals> {
+        self.caps.terminal().then_some(self as &dyn Terminals)
+    }
+}
+
+impl Terminals for AcpHost {
+    fn create<'a>(&'a self, session: &'a str, spec: &'a TerminalSpec) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let env: Vec<Value> = spec.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect();
+            let mut params = json!({
+                "sessionId": session,
+                "command": spec.command,
+                "args": spec.args,
+                "env": env,
+                "cwd": spec.cwd,
+            });
+            if let Some(limit) = spec.output_byte_limit {
+                params["outputByteLimit"] = json!(limit);
+            }
+            self.call::<CreateTerminalResponse>(m::TERMINAL_CREATE, params).await.map(|r| r.terminal_id.0.to_string())
+        })
+    }
+
+    fn wait_for_exit<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, String>> {
+        Box::pin(async move {
+            let params = json!({ "sessionId": session, "terminalId": id });
+            let r = self.call::<WaitForTerminalExitResponse>(m::TERMINAL_WAIT_FOR_EXIT, params).await?;
+            Ok(ExitStatus { code: r.exit_status.exit_code.map(i64::from), signal: r.exit_status.signal })
+        })
+    }
+
+    fn output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>> {
+        Box::pin(async move {
+            let params = json!({ "sessionId": session, "terminalId": id });
+            let r = self.call::<TerminalOutputResponse>(m::TERMINAL_OUTPUT, params).await?;
+            Ok(TerminalOutput {
+                output: r.output,
+                truncated: r.truncated,
+                exit: r.exit_status.map(|s| ExitStatus { code: s.exit_code.map(i64::from), signal: s.signal }),
+            })
+        })
+    }
+
+    fn kill<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.call::<Value>(m::TERMINAL_KILL, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
+        })
+    }
+
+    fn release<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.call::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
+        })
+    }
+}

@@ -1,0 +1,320 @@
+//! Running the tool calls of one model reply. Each call: parse its arguments (never run on a
+//! broken parse) → prepare (title, kind, locations, preview diff, what it touches) → announce
+//! (pending) → decide (mode, remembered rules, workspace) and ask the user if needed →
+//! in progress → completed or failed. Consecutive read-only calls that need no approval run
+//! concurrently; everything else runs in order. On cancel, the running call is stopped and the
+//! rest are answered "cancelled", so every call has a result.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::future::join_all;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::event::{Emitter, EventKind};
+use super::{LiveState, SessionSettings, Shared};
+use crate::config::Config;
+use crate::providers::{ToolResult, UserPart};
+use crate::tools::approval::{self, Decision};
+use crate::tools::host::{OptionKind, PermissionAnswer, PermissionRequest};
+use crate::tools::{
+    Prepared, Progress, Registry, ToolCallState, ToolContent, ToolContext, ToolKind, ToolStatus, kind, paths,
+};
+
+/// A call as the model made it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Call {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl Call {
+    /// The result of a call that was not run.
+    pub(crate) fn not_run(&self, why: &str) -> UserPart {
+        UserPart::ToolResult(ToolResult {
+            call_id: self.id.clone(),
+            name: self.name.clone(),
+            content: format!("Not run: {why}."),
+            is_error: true,
+        })
+    }
+}
+
+/// What running calls needs from the turn.
+pub(crate) struct CallEnv<'a> {
+    pub shared: Arc<Shared>,
+    pub events: Emitter,
+    pub settings: SessionSettings,
+    pub live: Arc<LiveState>,
+    pub registry: &'a Registry,
+    pub cancel: CancellationToken,
+    pub config: Arc<Config>,
+}
+
+/// A call that passed its checks and is ready to be decided on.
+struct Ready {
+    call: Call,
+    prepared: Prepared,
+    ctx: ToolContext,
+    state: Arc<Mutex<ToolCallState>>,
+    inside: bool,
+}
+
+/// Runs every call of one reply, in order; returns one result per call.
+pub(crate) async fn run_all(env: &CallEnv<'_>, calls: Vec<Call>) -> Vec<UserPart> {
+    let mut results = Vec::with_capacity(calls.len());
+    let mut pending = calls.into_iter();
+    while let Some(call) = pending.next() {
+        if env.cancel.is_cancelled() {
+            results.push(call.not_run("the user cancelled the turn"));
+            continue;
+        }
+        let ready = match prepare(env, call).await {
+            Ok(ready) => ready,
+            Err(result) => {
+                results.push(result);
+                continue;
+            }
+        };
+        if !is_free_read(env, &ready) {
+            results.push(decide_and_run(env, ready).await);
+            continue;
+        }
+        // Gather the read-only calls that follow and run them together.
+        let mut batch = vec![ready];
+        let mut stopper = None;
+        while stopper.is_none() {
+            let Some(next) = pending.next() else { break };
+            match prepare(env, next).await {
+                Ok(r) if is_free_read(env, &r) => batch.push(r),
+                Ok(r) => stopper = Some(Ok(r)),
+                Err(result) => stopper = Some(Err(result)),
+            }
+        }
+        results.extend(join_all(batch.into_iter().map(|r| execute(env, r))).await);
+        match stopper {
+            Some(Ok(r)) => results.push(decide_and_run(env, r).await),
+            Some(Err(result)) => results.push(result),
+            None => {}
+        }
+    }
+    results
+}
+
+/// Reads that may run without asking.
+fn is_free_read(env: &CallEnv<'_>, ready: &Ready) -> bool {
+    let access = &ready.prepared.access;
+    !access.is_mutating()
+        && access.network.is_none()
+        && approval::decide(env.live.mode(), &ready.call.name, access, ready.inside, &env.live.rules())
+            == Decision::Allow
+}
+
+/// Parses, prepares and announces a call; a call that cannot run is announced as failed and its
+/// result returned.
+async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
+    let fail = |title: String, kind: ToolKind, raw_input: Value, message: String| {
+        let state = ToolCallState {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            title,
+            kind,
+            status: ToolStatus::Failed,
+            locations: Vec::new(),
+            raw_input,
+            content: vec![ToolContent::Text(message.clone())],
+            raw_output: None,
+        };
+        env.events.emit(EventKind::ToolCall(state));
+        UserPart::ToolResult(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: message,
+            is_error: true,
+        })
+    };
+    let args: Value = match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => {
+            let message = format!("the arguments must be a JSON object, got {other}; call `{}` again", call.name);
+            return Err(fail(call.name.clone(), kind::kind_for_name(&call.name), other, message));
+        }
+        Err(e) => {
+            let message = format!(
+                "the arguments were not valid JSON ({e}); the tool was not run. Call `{}` again with a valid JSON object",
+                call.name
+            );
+            return Err(fail(
+                call.name.clone(),
+                kind::kind_for_name(&call.name),
+                Value::String(call.arguments.clone()),
+                message,
+            ));
+        }
+    };
+    let Some(handler) = env.registry.get(&call.name) else {
+        let known: Vec<String> = env.registry.specs().into_iter().map(|s| s.name).collect();
+        let message = format!("there is no tool `{}`; the tools are: {}", call.name, known.join(", "));
+        let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
+        return Err(fail(title, kind, args, message));
+    };
+    let state = Arc::new(Mutex::new(ToolCallState {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        title: call.name.clone(),
+        kind: ToolKind::Other,
+        status: ToolStatus::Pending,
+        locations: Vec::new(),
+        raw_input: args.clone(),
+        content: Vec::new(),
+        raw_output: None,
+    }));
+    let ctx = context(env, &call, state.clone()).await;
+    let prepared = match handler.prepare(&args, &ctx).await {
+        Ok(p) => p,
+        Err(message) => {
+            let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
+            return Err(fail(title, kind, args, message));
+        }
+    };
+    let roots = env.settings.roots();
+    let access = &prepared.access;
+    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| paths::is_inside(p, &roots))
+        && access.exec.as_ref().is_none_or(|(_, cwd)| paths::is_inside(cwd, &roots));
+    {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.title.clone_from(&prepared.title);
+        s.kind = prepared.kind;
+        s.locations.clone_from(&prepared.locations);
+        s.content.clone_from(&prepared.preview);
+        env.events.emit(EventKind::ToolCall(s.clone()));
+    }
+    Ok(Ready { call, prepared, ctx, state, inside })
+}
+
+async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>>) -> ToolContext {
+    let events = env.events.clone();
+    let call_id = call.id.clone();
+    let progress = move |p: Progress| match p {
+        Progress::Output(text) => events.emit(EventKind::ToolOutput { call_id: call_id.clone(), text }),
+        Progress::Content(content) => {
+            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.content = content;
+            events.emit(EventKind::ToolCallUpdate(s.clone()));
+            events.flush();
+        }
+    };
+    ToolContext {
+        session: env.events.session.clone(),
+        call_id: call.id.clone(),
+        cwd: env.settings.cwd.clone(),
+        roots: env.settings.roots(),
+        host: env.shared.host.clone(),
+        config: env.config.clone(),
+        cancel: env.cancel.clone(),
+        http: env.shared.http().await.ok(),
+        progress: Box::new(progress),
+    }
+}
+
+/// Approval, then the run.
+async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
+    let name = ready.call.name.clone();
+    let decision = approval::decide(env.live.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
+    match decision {
+        Decision::Allow => execute(env, ready).await,
+        Decision::Deny(why) => {
+            finish_unrun(env, &ready, &format!("Rejected: {why}"), &format!("the user rejected this ({why})"))
+        }
+        Decision::Ask => {
+            let options = approval::options(&name, &ready.prepared, ready.inside);
+            let request =
+                PermissionRequest { call_id: ready.call.id.clone(), title: ready.prepared.title.clone(), options };
+            env.events.flush();
+            let answer = env.shared.host.request_permission(&env.events.session, &request, &env.cancel).await;
+            let chosen = match &answer {
+                PermissionAnswer::Selected(id) => request.options.iter().find(|o| &o.id == id).map(|o| o.kind),
+                PermissionAnswer::Cancelled => None,
+            };
+            match chosen {
+                Some(kind) => {
+                    if matches!(kind, OptionKind::AllowAlways | OptionKind::RejectAlways) {
+                        remember(env, &name, &ready, kind.allows());
+                    }
+                    if kind.allows() {
+                        execute(env, ready).await
+                    } else {
+                        finish_unrun(
+                            env,
+                            &ready,
+                            "Rejected by the user",
+                            "the user rejected this action. Do not try it again; ask them what to do instead",
+                        )
+                    }
+                }
+                None if env.cancel.is_cancelled() => {
+                    finish_unrun(env, &ready, "Cancelled", "the user cancelled the turn")
+                }
+                None => finish_unrun(env, &ready, "Not approved", "the user did not approve this action"),
+            }
+        }
+    }
+}
+
+/// Keeps an "always" answer for the session and in config.toml for this workspace.
+fn remember(env: &CallEnv<'_>, tool: &str, ready: &Ready, allow: bool) {
+    let rule = approval::rule_for(tool, &ready.prepared.access, allow);
+    env.live.remember(rule.clone());
+    if let Err(e) = crate::config::remember_rule(&env.config.home, &env.settings.cwd, &rule) {
+        tracing::warn!(error = %e, "could not save the permission rule to config.toml");
+    }
+}
+
+/// Ends a call that did not run: failed, with a reason for the user and one for the model.
+fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &str) -> UserPart {
+    let mut s = ready.state.lock().unwrap_or_else(PoisonError::into_inner);
+    s.status = ToolStatus::Failed;
+    s.content = vec![ToolContent::Text(for_user.to_owned())];
+    env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+    UserPart::ToolResult(ToolResult {
+        call_id: ready.call.id.clone(),
+        name: ready.call.name.clone(),
+        content: format!("Not run: {for_model}."),
+        is_error: true,
+    })
+}
+
+/// Runs an approved call and reports it.
+async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
+    let Ready { call, prepared, ctx, state, .. } = ready;
+    {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.status = ToolStatus::InProgress;
+        env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+    }
+    env.events.flush();
+    let output = if env.cancel.is_cancelled() {
+        crate::tools::ToolOutput::error("cancelled")
+    } else {
+        prepared.action.run(&ctx).await
+    };
+    let cancelled = env.cancel.is_cancelled();
+    {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.status = if output.is_error || cancelled { ToolStatus::Failed } else { ToolStatus::Completed };
+        s.content = output.content.clone();
+        if cancelled && !output.is_error {
+            s.content.push(ToolContent::Text("Cancelled".into()));
+        }
+        s.raw_output = output.raw_output.clone();
+        env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+    }
+    env.events.flush();
+    UserPart::ToolResult(ToolResult {
+        call_id: call.id,
+        name: call.name,
+        content: output.for_model,
+        is_error: output.is_error,
+    })
+}

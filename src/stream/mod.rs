@@ -1,0 +1,3 @@
+//! Protocol-neutral helpers for streaming state to a client.
+
+pub mod tool_update;

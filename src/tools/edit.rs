@@ -1,0 +1,139 @@
+//! `edit`: exact-string replacement in one file, checked for uniqueness. The pending call carries
+//! the diff; the result gives the model a unified diff of what changed.
+
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{
+    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool,
+    arg_str, diff, truncate, write::current,
+};
+use crate::providers::ToolSpec;
+
+pub struct Edit;
+
+impl ToolHandler for Edit {
+    fn name(&self) -> &'static str {
+        "edit"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().into(),
+            description: "Replace an exact piece of text in a file. `old_string` must match the file exactly \
+                          (whitespace and indentation included, without the line numbers `read` shows) and must \
+                          occur exactly once, unless `replace_all` is true. Include enough surrounding lines to make \
+                          it unique."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to edit"},
+                    "old_string": {"type": "string", "description": "The exact text to replace"},
+                    "new_string": {"type": "string", "description": "The text to put in its place"},
+                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
+                },
+                "required": ["path", "old_string", "new_string"]
+            }),
+        }
+    }
+
+    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
+        Box::pin(async move {
+            let path = ctx.resolve(arg_str(args, "path")?);
+            let old_string = arg_str(args, "old_string")?;
+            let new_string = arg_str(args, "new_string")?;
+            let replace_all = arg_opt_bool(args, "replace_all")?.unwrap_or(false);
+            let shown = ctx.display(&path);
+            if old_string.is_empty() {
+                return Err("`old_string` is empty; use `write` to create a file".into());
+            }
+            if old_string == new_string {
+                return Err("`old_string` and `new_string` are the same; nothing to change".into());
+            }
+            let Some(old) = current(ctx, &path).await? else {
+                return Err(format!("{shown} does not exist; use `write` to create it"));
+            };
+            let (new, count) =
+                replace(&old, old_string, new_string, replace_all).map_err(|e| format!("{shown}: {e}"))?;
+            let preview = diff::contents(&path, Some(&old), &new);
+            let line = diff::first_changed_line(&old, &new);
+            Ok(Prepared {
+                title: format!("Edit {shown}"),
+                kind: ToolKind::Edit,
+                locations: vec![Location { path: path.clone(), line }],
+                preview: preview.clone(),
+                access: Access { writes: vec![path.clone()], ..Access::default() },
+                action: Box::new(EditAction { path, old, new, count, preview }),
+            })
+        })
+    }
+}
+
+/// Replaces `from` with `to` in `text`: once (it must be unique) or everywhere. Line endings are
+/// forgiven: `\n` in the arguments also matches `\r\n` in a CRLF file.
+pub fn replace(text: &str, from: &str, to: &str, all: bool) -> Result<(String, usize), String> {
+    let (from, to) = match text.matches(from).count() {
+        0 if text.contains("\r\n") && !from.contains('\r') && from.contains('\n') => {
+            (from.replace('\n', "\r\n"), to.replace('\n', "\r\n"))
+        }
+        _ => (from.to_owned(), to.to_owned()),
+    };
+    let count = text.matches(from.as_str()).count();
+    match count {
+        0 => Err("`old_string` was not found. Read the file again and copy the text exactly (whitespace matters; \
+                  leave out the line numbers)."
+            .into()),
+        n if n > 1 && !all => Err(format!(
+            "`old_string` occurs {n} times. Add surrounding lines to make it unique, or set `replace_all` to true."
+        )),
+        n if all => Ok((text.replace(from.as_str(), &to), n)),
+        _ => Ok((text.replacen(from.as_str(), &to, 1), 1)),
+    }
+}
+
+struct EditAction {
+    path: PathBuf,
+    old: String,
+    new: String,
+    count: usize,
+    preview: Vec<ToolContent>,
+}
+
+impl Action for EditAction {
+    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let shown = ctx.display(&self.path);
+            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.new).await {
+                return ToolOutput::error(format!("could not write {shown}: {e}"));
+            }
+            let plural = if self.count == 1 { "" } else { "s" };
+            let unified = diff::unified(&shown, &self.old, &self.new);
+            let text = format!("Edited {shown} ({} replacement{plural}):\n{unified}", self.count);
+            let for_model = truncate::for_model(&text, truncate::MODEL_BUDGET, &format!("read {shown}"));
+            ToolOutput::ok(for_model, self.preview)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_replacement() {
+        assert_eq!(replace("a b c", "b", "B", false), Ok(("a B c".into(), 1)));
+        assert!(replace("a b b", "b", "B", false).unwrap_err().contains("occurs 2 times"));
+        assert_eq!(replace("a b b", "b", "B", true), Ok(("a B B".into(), 2)));
+        assert!(replace("abc", "x", "y", false).unwrap_err().contains("not found"));
+    }
+
+    #[test]
+    fn crlf_files_match_lf_arguments() {
+        let text = "fn a() {\r\n    1\r\n}\r\n";
+        let (new, n) = replace(text, "    1\n}", "    2\n}", false).unwrap();
+        assert_eq!((new.as_str(), n), ("fn a() {\r\n    2\r\n}\r\n", 1));
+    }
+}

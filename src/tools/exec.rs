@@ -1,0 +1,452 @@
+//! `exec`: a shell command with a timeout, a working directory and extra environment. In an editor
+//! terminal when the editor offers one (`terminal/create` → `wait_for_exit` → `output` →
+//! `release`); otherwise as a local process group whose output is reported as it arrives, once,
+//! and which is killed whole on timeout or cancel.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::host::{ExitStatus, TerminalSpec, Terminals};
+use super::{
+    Access, Action, Prepared, Progress, ToolContent, ToolContext, ToolHandler, ToolOutput, arg_opt_str, arg_opt_u64,
+    arg_str, kind, truncate,
+};
+use crate::providers::ToolSpec;
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Output kept in memory; beyond it only the byte count grows.
+const MAX_KEPT: usize = 64 * 1024 * 1024;
+/// How much output the user sees in the final result (the full output streamed as it came).
+const USER_TAIL: usize = 16 * 1024;
+
+pub struct Exec;
+
+impl ToolHandler for Exec {
+    fn name(&self) -> &'static str {
+        "exec"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().into(),
+            description: format!(
+                "Run a shell command (bash -c) and return its combined stdout and stderr and its exit code. \
+                 Runs in the workspace root unless `cwd` is given. Times out after `timeout_ms` \
+                 (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS}). Do not start commands that wait for input \
+                 or never end (servers, watchers)."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line"},
+                    "cwd": {"type": "string", "description": "Directory to run in (relative to the workspace root)"},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds"},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables"}
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
+    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
+        Box::pin(async move {
+            let command = arg_str(args, "command")?.to_owned();
+            if command.trim().is_empty() {
+                return Err("`command` is empty".into());
+            }
+            let cwd = match arg_opt_str(args, "cwd")? {
+                Some(dir) => ctx.resolve(dir),
+                None => ctx.cwd.clone(),
+            };
+            let timeout = arg_opt_u64(args, "timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS).clamp(1, MAX_TIMEOUT_MS);
+            let env = match args.get("env") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Object(map)) => map
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => Ok((k.clone(), s.clone())),
+                        other => Ok((k.clone(), other.to_string())),
+                    })
+                    .collect::<Result<_, String>>()?,
+                Some(other) => return Err(format!("`env` must be an object of strings, got {other}")),
+            };
+            let first_line = command.lines().next().unwrap_or_default();
+            let shown: String = first_line.chars().take(80).collect();
+            let ellipsis = if shown.len() < command.trim_end().len() { "…" } else { "" };
+            let title = if cwd == ctx.cwd {
+                format!("Run `{shown}{ellipsis}`")
+            } else {
+                format!("Run `{shown}{ellipsis}` in {}", ctx.display(&cwd))
+            };
+            Ok(Prepared {
+                title,
+                kind: kind::kind_for_command(&command),
+                locations: Vec::new(),
+                preview: Vec::new(),
+                access: Access { exec: Some((command.clone(), cwd.clone())), ..Access::default() },
+                action: Box::new(ExecAction { command, cwd, env, timeout: Duration::from_millis(timeout) }),
+            })
+        })
+    }
+}
+
+struct ExecAction {
+    command: String,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+}
+
+/// How a command's run ended, besides its output.
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+impl Action for ExecAction {
+    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            if !self.cwd.is_dir() {
+                return ToolOutput::error(format!("{} is not a directory", ctx.display(&self.cwd)));
+            }
+            match ctx.host.terminals() {
+                Some(terminals) => self.in_terminal(ctx, terminals).await,
+                None => self.locally(ctx).await,
+            }
+        })
+    }
+}
+
+impl ExecAction {
+    async fn in_terminal(&self, ctx: &ToolContext, terminals: &dyn Terminals) -> ToolOutput {
+        let spec = TerminalSpec {
+            command: shell().to_owned(),
+            args: vec!["-c".into(), self.command.clone()],
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            output_byte_limit: Some(1024 * 1024),
+        };
+        let id = match terminals.create(&ctx.session, &spec).await {
+            Ok(id) => id,
+            Err(e) => return ToolOutput::error(format!("the editor could not start a terminal: {e}")),
+        };
+        // The terminal is shown while it runs (and stays visible after release).
+        (ctx.progress)(Progress::Content(vec![ToolContent::Terminal(id.clone())]));
+        let ending = tokio::select! {
+            status = terminals.wait_for_exit(&ctx.session, &id) => match status {
+                Ok(status) => Ending::Exited(status),
+                Err(e) => {
+                    let _ = terminals.release(&ctx.session, &id).await;
+                    return ToolOutput::error(format!("the editor terminal failed: {e}"));
+                }
+            },
+            () = tokio::time::sleep(self.timeout) => Ending::TimedOut,
+            () = ctx.cancel.cancelled() => Ending::Cancelled,
+        };
+        if !matches!(ending, Ending::Exited(_)) {
+            let _ = terminals.kill(&ctx.session, &id).await;
+        }
+        let output = terminals.output(&ctx.session, &id).await.unwrap_or_default();
+        let _ = terminals.release(&ctx.session, &id).await;
+        let mut text = output.output;
+        if output.truncated {
+            text.insert_str(0, "[… the start of the output was cut by the terminal]\n");
+        }
+        self.result(ctx, &text, ending, vec![ToolContent::Terminal(id)], None).await
+    }
+
+    async fn locally(&self, ctx: &ToolContext) -> ToolOutput {
+        let mut cmd = tokio::process::Command::new(shell());
+        cmd.arg("-c")
+            .arg(&self.command)
+            .current_dir(&self.cwd)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => return ToolOutput::error(format!("could not start `{}`: {e}", shell())),
+        };
+        let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(rustix::process::Pid::from_raw);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        for pipe in [child.stdout.take().map(Pipe::Out), child.stderr.take().map(Pipe::Err)].into_iter().flatten() {
+            let tx = tx.clone();
+            tokio::spawn(async move { pipe.pump(tx).await });
+        }
+        drop(tx);
+
+        let mut output = Output::default();
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let mut exited: Option<ExitStatus> = None;
+        let ending = loop {
+            tokio::select! {
+                chunk = rx.recv() => match chunk {
+                    Some(bytes) => {
+                        if let Some(text) = output.push(&bytes) {
+                            (ctx.progress)(Progress::Output(text));
+                        }
+                    }
+                    // Both pipes closed: everything was read.
+                    None => match exited.take() {
+                        Some(status) => break Ending::Exited(status),
+                        None => match child.wait().await {
+                            Ok(status) => break Ending::Exited(exit_status(status)),
+                            Err(e) => return ToolOutput::error(format!("waiting for the command failed: {e}")),
+                        },
+                    },
+                },
+                status = child.wait(), if exited.is_none() => {
+                    let status = match status {
+                        Ok(status) => exit_status(status),
+                        Err(e) => return ToolOutput::error(format!("waiting for the command failed: {e}")),
+                    };
+                    // Give the pipes a moment to drain; children left in the background that keep
+                    // them open are ended with the group.
+                    match tokio::time::timeout(Duration::from_millis(200), drain(&mut rx, &mut output, ctx)).await {
+                        Ok(()) => break Ending::Exited(status),
+                        Err(_) => {
+                            kill_group(group, rustix::process::Signal::KILL);
+                            exited = Some(status);
+                        }
+                    }
+                }
+                () = &mut deadline => break Ending::TimedOut,
+                () = ctx.cancel.cancelled() => break Ending::Cancelled,
+            }
+        };
+        if !matches!(ending, Ending::Exited(_)) {
+            terminate(group, &mut child).await;
+            // What was written before the end still counts.
+            while let Ok(bytes) = rx.try_recv() {
+                if let Some(text) = output.push(&bytes) {
+                    (ctx.progress)(Progress::Output(text));
+                }
+            }
+        }
+        if let Some(text) = output.finish() {
+            (ctx.progress)(Progress::Output(text));
+        }
+        let full = output.text;
+        let tail = truncate::for_model(&full, USER_TAIL, "see the full output above");
+        let content = if tail.is_empty() {
+            Vec::new()
+        } else {
+            vec![ToolContent::Text(format!("```\n{}\n```", tail.trim_end()))]
+        };
+        self.result(ctx, &full, ending, content, Some(output.total)).await
+    }
+
+    /// The result for the model (and the user), saving long output to a file the model can read.
+    async fn result(
+        &self,
+        ctx: &ToolContext,
+        output: &str,
+        ending: Ending,
+        mut content: Vec<ToolContent>,
+        total_bytes: Option<u64>,
+    ) -> ToolOutput {
+        let (status_line, is_error, raw) = match &ending {
+            Ending::Exited(status) => (
+                format!("[{}]", status.describe()),
+                !status.success(),
+                json!({"exitCode": status.code, "signal": status.signal}),
+            ),
+            Ending::TimedOut => (
+                format!("[timed out after {} ms; the command was killed]", self.timeout.as_millis()),
+                true,
+                json!({"timedOut": true}),
+            ),
+            Ending::Cancelled => ("[cancelled; the command was killed]".to_owned(), true, json!({"cancelled": true})),
+        };
+        let mut how = "run the command again with its output narrowed (grep, head, tail)".to_owned();
+        if output.len() > truncate::MODEL_BUDGET
+            && let Some(path) = save_log(ctx, output).await
+        {
+            how = format!("read {} (the full output) with offset/limit", path.display());
+        }
+        let mut for_model = truncate::for_model(output, truncate::MODEL_BUDGET, &how);
+        if total_bytes.is_some_and(|t| t > output.len() as u64) {
+            for_model.push_str(&format!("\n[output beyond {MAX_KEPT} bytes was not kept]"));
+        }
+        if !for_model.is_empty() && !for_model.ends_with('\n') {
+            for_model.push('\n');
+        }
+        for_model.push_str(&status_line);
+        content.push(ToolContent::Text(status_line));
+        ToolOutput { for_model, content, is_error, raw_output: Some(raw) }
+    }
+}
+
+async fn drain(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>, output: &mut Output, ctx: &ToolContext) {
+    while let Some(bytes) = rx.recv().await {
+        if let Some(text) = output.push(&bytes) {
+            (ctx.progress)(Progress::Output(text));
+        }
+    }
+}
+
+/// `bash` when there is one, else `sh`.
+fn shell() -> &'static str {
+    static SHELL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        let found = std::env::var_os("PATH")
+            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("bash").is_file()))
+            .unwrap_or(false);
+        if found || Path::new("/bin/bash").is_file() { "bash" } else { "sh" }
+    })
+}
+
+fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    ExitStatus { code: status.code().map(i64::from), signal: status.signal().map(signal_name) }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        1 => "SIGHUP".into(),
+        2 => "SIGINT".into(),
+        6 => "SIGABRT".into(),
+        9 => "SIGKILL".into(),
+        11 => "SIGSEGV".into(),
+        13 => "SIGPIPE".into(),
+        15 => "SIGTERM".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+fn kill_group(group: Option<rustix::process::Pid>, signal: rustix::process::Signal) {
+    if let Some(pid) = group {
+        let _ = rustix::process::kill_process_group(pid, signal);
+    }
+}
+
+/// SIGTERM to the whole group, then SIGKILL if it has not gone within a second.
+async fn terminate(group: Option<rustix::process::Pid>, child: &mut tokio::process::Child) {
+    kill_group(group, rustix::process::Signal::TERM);
+    if tokio::time::timeout(Duration::from_secs(1), child.wait()).await.is_err() {
+        kill_group(group, rustix::process::Signal::KILL);
+        let _ = child.wait().await;
+    }
+    // Whatever the shell left behind goes too.
+    kill_group(group, rustix::process::Signal::KILL);
+}
+
+enum Pipe {
+    Out(tokio::process::ChildStdout),
+    Err(tokio::process::ChildStderr),
+}
+
+impl Pipe {
+    async fn pump(mut self, tx: mpsc::UnboundedSender<Vec<u8>>) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match &mut self {
+                Pipe::Out(p) => p.read(&mut buf).await,
+                Pipe::Err(p) => p.read(&mut buf).await,
+            };
+            match n {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if tx.send(buf[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Output as text, decoded across chunk boundaries (a character split between two reads is held
+/// back until it is whole; invalid bytes become U+FFFD).
+#[derive(Default)]
+struct Output {
+    text: String,
+    pending: Vec<u8>,
+    total: u64,
+}
+
+impl Output {
+    /// Adds bytes; returns the newly decoded text, if any.
+    fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.total += bytes.len() as u64;
+        self.pending.extend_from_slice(bytes);
+        // Everything but an incomplete character at the very end (invalid bytes are decoded too).
+        let mut valid = 0;
+        loop {
+            match std::str::from_utf8(&self.pending[valid..]) {
+                Ok(_) => {
+                    valid = self.pending.len();
+                    break;
+                }
+                Err(e) => match e.error_len() {
+                    None => {
+                        valid += e.valid_up_to();
+                        break;
+                    }
+                    Some(bad) => valid += e.valid_up_to() + bad,
+                },
+            }
+        }
+        if valid == 0 {
+            return None;
+        }
+        let rest = self.pending.split_off(valid);
+        let chunk = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending = rest;
+        if self.text.len() < MAX_KEPT {
+            self.text.push_str(&chunk);
+        }
+        Some(chunk)
+    }
+
+    fn finish(&mut self) -> Option<String> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let chunk = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
+        self.text.push_str(&chunk);
+        Some(chunk)
+    }
+}
+
+/// Saves long output under `$ACP_HOME/tmp/` so the model can read all of it.
+async fn save_log(ctx: &ToolContext, output: &str) -> Option<PathBuf> {
+    let dir = ctx.config.home.join("tmp");
+    tokio::fs::create_dir_all(&dir).await.ok()?;
+    let path = dir.join(format!("exec-{}.log", sanitize(&ctx.call_id)));
+    tokio::fs::write(&path, output).await.ok()?;
+    Some(path)
+}
+
+fn sanitize(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_decodes_split_characters() {
+        let mut o = Output::default();
+        let bytes = "héllo".as_bytes();
+        assert_eq!(o.push(&bytes[..2]).as_deref(), Some("h"));
+        assert_eq!(o.push(&bytes[2..]).as_deref(), Some("éllo"));
+        assert_eq!(o.push(b"\xff ok").as_deref(), Some("\u{fffd} ok"));
+        assert_eq!(o.text, "héllo\u{fffd} ok");
+        assert_eq!(o.push(b"\xc3"), None);
+        assert_eq!(o.finish().as_deref(), Some("\u{fffd}"));
+    }
+}

@@ -1,0 +1,285 @@
+//! `grep`: a regex search over the workspace with ripgrep's engine — `ignore` walks the tree in
+//! parallel honouring `.gitignore` (and skipping hidden and binary files, as `rg` does),
+//! `grep-searcher` + `grep-regex` search each file, `globset` globs narrow it. Results are sorted
+//! by path and capped, with a marker when the cap was hit.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::future::BoxFuture;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::{WalkBuilder, WalkState, overrides::OverrideBuilder};
+use serde_json::{Value, json};
+
+use super::{
+    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool,
+    arg_opt_str, arg_opt_u64, arg_str, truncate,
+};
+use crate::providers::ToolSpec;
+
+pub const DEFAULT_MAX_MATCHES: usize = 200;
+pub const MAX_MATCHES: usize = 5000;
+const MAX_LINE: usize = 300;
+
+pub struct Grep;
+
+/// A search, independent of how results are shown (also used by the benchmark).
+#[derive(Debug, Clone)]
+pub struct Search {
+    pub pattern: String,
+    pub root: PathBuf,
+    pub globs: Vec<String>,
+    pub case_insensitive: bool,
+    pub fixed_strings: bool,
+    pub context: usize,
+    pub max_matches: usize,
+    pub files_only: bool,
+}
+
+/// One line of a result: a match or a context line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub number: u64,
+    pub text: String,
+    pub is_match: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Per file, sorted by path.
+    pub files: Vec<(PathBuf, Vec<Line>)>,
+    pub matches: usize,
+    /// The cap was reached; there may be more.
+    pub capped: bool,
+}
+
+impl Search {
+    /// Runs the search on the calling thread (use a blocking task); `stop` aborts it.
+    pub fn run(&self, stop: &AtomicBool) -> Result<Found, String> {
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(self.case_insensitive)
+            .fixed_strings(self.fixed_strings)
+            .line_terminator(Some(b'\n'))
+            .build(&self.pattern)
+            .map_err(|e| format!("invalid pattern: {e}"))?;
+        let mut walk = WalkBuilder::new(&self.root);
+        if !self.globs.is_empty() {
+            let mut overrides = OverrideBuilder::new(&self.root);
+            for g in &self.globs {
+                overrides.add(g).map_err(|e| format!("invalid glob {g:?}: {e}"))?;
+            }
+            walk.overrides(overrides.build().map_err(|e| e.to_string())?);
+        }
+        let matches = AtomicUsize::new(0);
+        let capped = AtomicBool::new(false);
+        let results: Mutex<Vec<(PathBuf, Vec<Line>)>> = Mutex::default();
+        let (max, context, files_only) = (self.max_matches, self.context, self.files_only);
+        walk.build_parallel().run(|| {
+            let matcher = matcher.clone();
+            let mut searcher = SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(b'\x00'))
+                .line_number(true)
+                .before_context(context)
+                .after_context(context)
+                .build();
+            let (matches, capped, results) = (&matches, &capped, &results);
+            Box::new(move |entry| {
+                if stop.load(Ordering::Relaxed) || capped.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else { return WalkState::Continue };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                let mut sink = Collect { lines: Vec::new(), matches: 0, files_only };
+                if searcher.search_path(&matcher, entry.path(), &mut sink).is_err() || sink.matches == 0 {
+                    return WalkState::Continue;
+                }
+                let total = matches.fetch_add(sink.matches, Ordering::Relaxed) + sink.matches;
+                results.lock().unwrap_or_else(PoisonError::into_inner).push((entry.into_path(), sink.lines));
+                if total >= max {
+                    capped.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
+                WalkState::Continue
+            })
+        });
+        let mut files = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Found { files, matches: matches.into_inner(), capped: capped.into_inner() })
+    }
+}
+
+struct Collect {
+    lines: Vec<Line>,
+    matches: usize,
+    files_only: bool,
+}
+
+impl Sink for Collect {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        self.matches += 1;
+        if self.files_only {
+            return Ok(false); // one match is enough to list the file
+        }
+        let first = mat.line_number().unwrap_or(0);
+        for (i, line) in mat.lines().enumerate() {
+            self.lines.push(Line { number: first + i as u64, text: text_of(line), is_match: true });
+        }
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if !self.files_only {
+            self.lines.push(Line {
+                number: ctx.line_number().unwrap_or(0),
+                text: text_of(ctx.bytes()),
+                is_match: false,
+            });
+        }
+        Ok(true)
+    }
+}
+
+fn text_of(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    truncate::line(s.trim_end_matches(['\n', '\r']), MAX_LINE).into_owned()
+}
+
+impl ToolHandler for Grep {
+    fn name(&self) -> &'static str {
+        "grep"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().into(),
+            description: format!(
+                "Search file contents with a regular expression (Rust regex syntax, like ripgrep). Skips files ignored \
+                 by .gitignore, hidden files and binary files. Returns `path:line:text` for matches (and \
+                 `path-line-text` for context lines), sorted by path, at most `max_results` matches \
+                 (default {DEFAULT_MAX_MATCHES})."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression (or literal text with fixed_strings)"},
+                    "path": {"type": "string", "description": "Directory or file to search (default: the workspace root)"},
+                    "glob": {"type": "string", "description": "Only files matching this glob, e.g. \"*.rs\" or \"!*.min.js\""},
+                    "case_insensitive": {"type": "boolean"},
+                    "fixed_strings": {"type": "boolean", "description": "Treat the pattern as literal text"},
+                    "context": {"type": "integer", "minimum": 0, "description": "Lines of context around each match"},
+                    "files_only": {"type": "boolean", "description": "List matching files only"},
+                    "max_results": {"type": "integer", "minimum": 1}
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
+        Box::pin(async move {
+            let pattern = arg_str(args, "pattern")?.to_owned();
+            let root = match arg_opt_str(args, "path")? {
+                Some(p) => ctx.resolve(p),
+                None => ctx.cwd.clone(),
+            };
+            let search = Search {
+                pattern,
+                globs: arg_opt_str(args, "glob")?.map(|g| vec![g.to_owned()]).unwrap_or_default(),
+                case_insensitive: arg_opt_bool(args, "case_insensitive")?.unwrap_or(false),
+                fixed_strings: arg_opt_bool(args, "fixed_strings")?.unwrap_or(false),
+                context: arg_opt_u64(args, "context")?.unwrap_or(0).min(20) as usize,
+                max_matches: (arg_opt_u64(args, "max_results")?.unwrap_or(DEFAULT_MAX_MATCHES as u64) as usize)
+                    .clamp(1, MAX_MATCHES),
+                files_only: arg_opt_bool(args, "files_only")?.unwrap_or(false),
+                root: root.clone(),
+            };
+            let where_ = if root == ctx.cwd { String::new() } else { format!(" in {}", ctx.display(&root)) };
+            Ok(Prepared {
+                title: format!("Search `{}`{where_}", search.pattern),
+                kind: ToolKind::Search,
+                locations: vec![Location::file(root.clone())],
+                preview: Vec::new(),
+                access: Access { reads: vec![root], ..Access::default() },
+                action: Box::new(GrepAction(search)),
+            })
+        })
+    }
+}
+
+struct GrepAction(Search);
+
+impl Action for GrepAction {
+    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let search = self.0;
+            if !search.root.exists() {
+                return ToolOutput::error(format!("{} does not exist", ctx.display(&search.root)));
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let job = {
+                let (search, stop) = (search.clone(), stop.clone());
+                tokio::task::spawn_blocking(move || search.run(&stop))
+            };
+            let found = tokio::select! {
+                r = job => match r {
+                    Ok(Ok(found)) => found,
+                    Ok(Err(e)) => return ToolOutput::error(e),
+                    Err(e) => return ToolOutput::error(format!("the search failed: {e}")),
+                },
+                () = ctx.cancel.cancelled() => {
+                    stop.store(true, Ordering::Relaxed);
+                    return ToolOutput::error("cancelled");
+                }
+            };
+            render(ctx, &search, &found)
+        })
+    }
+}
+
+fn render(ctx: &ToolContext, search: &Search, found: &Found) -> ToolOutput {
+    if found.files.is_empty() {
+        return ToolOutput::ok("No matches.", vec![ToolContent::Text("No matches".into())]);
+    }
+    let show = |p: &Path| ctx.display(p);
+    let mut out = String::new();
+    if search.files_only {
+        for (path, _) in &found.files {
+            out.push_str(&show(path));
+            out.push('\n');
+        }
+    } else {
+        for (path, lines) in &found.files {
+            let shown = show(path);
+            let mut previous: Option<u64> = None;
+            for line in lines {
+                if search.context > 0 && previous.is_some_and(|p| line.number > p + 1) {
+                    out.push_str("--\n");
+                }
+                let sep = if line.is_match { ':' } else { '-' };
+                out.push_str(&format!("{shown}{sep}{}{sep}{}\n", line.number, line.text));
+                previous = Some(line.number);
+            }
+        }
+    }
+    let summary = format!(
+        "{} match{} in {} file{}",
+        found.matches,
+        if found.matches == 1 { "" } else { "es" },
+        found.files.len(),
+        if found.files.len() == 1 { "" } else { "s" }
+    );
+    if found.capped {
+        out.push_str(&format!(
+            "[stopped at {} matches; there may be more — narrow the pattern, or use `path`, `glob` or a larger `max_results`]\n",
+            search.max_matches
+        ));
+    }
+    let for_model = truncate::for_model(&out, truncate::MODEL_BUDGET, "narrow the search with `path` or `glob`");
+    ToolOutput::ok(for_model, vec![ToolContent::Text(summary)])
+}
