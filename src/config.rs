@@ -369,19 +369,6 @@ impl Config {
             .collect()
     }
 
-    /// The remembered answers for a workspace, oldest first.
-    pub fn rules_for(&self, workspace: &Path) -> Vec<Rule> {
-        self.permissions
-            .iter()
-            .filter(|p| p.workspace == workspace)
-            .map(|p| Rule {
-                tool: p.tool.clone(),
-                command_prefix: p.command.clone(),
-                allow: p.decision == Decision::Allow,
-            })
-            .collect()
-    }
-
     /// What to do when no provider is usable.
     pub fn setup_help(&self) -> String {
         format!(
@@ -392,6 +379,27 @@ impl Config {
             self.config_path().display()
         )
     }
+}
+
+/// The remembered answers for a workspace as config.toml has them now (another session, or another
+/// `acp` process, may have added some since this one started).
+pub fn saved_rules(home: &Path, workspace: &Path) -> Vec<Rule> {
+    #[derive(Deserialize)]
+    struct OnlyPermissions {
+        #[serde(default)]
+        permissions: Vec<PermissionEntry>,
+    }
+    let Ok(text) = std::fs::read_to_string(home.join("config.toml")) else { return Vec::new() };
+    let Ok(file) = toml::from_str::<OnlyPermissions>(&text) else { return Vec::new() };
+    rules_in(&file.permissions, workspace)
+}
+
+fn rules_in(entries: &[PermissionEntry], workspace: &Path) -> Vec<Rule> {
+    entries
+        .iter()
+        .filter(|p| p.workspace == workspace)
+        .map(|p| Rule { tool: p.tool.clone(), command_prefix: p.command.clone(), allow: p.decision == Decision::Allow })
+        .collect()
 }
 
 /// Appends a remembered answer to `$ACP_HOME/config.toml` as a `[[permissions]]` entry, keeping

@@ -36,7 +36,7 @@ impl SessionHandle {
 
 pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let rules = shared.config().rules_for(&settings.cwd);
+    let rules = crate::config::saved_rules(&shared.config().home, &settings.cwd);
     let live = Arc::new(LiveState::new(settings.mode, rules));
     let actor = Actor {
         id: id.clone(),

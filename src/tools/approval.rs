@@ -83,8 +83,9 @@ fn command_matches(prefix: &str, command: &str) -> bool {
     !has_operators(command) && command.starts_with(prefix) && command[prefix.len()..].starts_with(' ')
 }
 
-/// The prefix an "always" answer to `command` covers: the program and its subcommand
-/// (`cargo test`, `git status`, `ls`), or the whole command when it chains several.
+/// The prefix an "always" answer to `command` covers: the program and its first argument unless
+/// that is a flag (`cargo test`, `git status`, `sh check.sh`, `ls`), or the whole command when it
+/// chains several.
 pub fn command_prefix(command: &str) -> String {
     let command = command.trim();
     if has_operators(command) {
@@ -93,9 +94,7 @@ pub fn command_prefix(command: &str) -> String {
     let mut words = command.split_whitespace();
     let Some(program) = words.next() else { return String::new() };
     match words.next() {
-        Some(sub)
-            if sub.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') && !sub.starts_with('-') =>
-        {
+        Some(sub) if !sub.starts_with('-') && !sub.contains(['\'', '"', '$', '*', '?', '=']) => {
             format!("{program} {sub}")
         }
         _ => program.to_owned(),
@@ -245,7 +244,9 @@ mod tests {
             ("cargo test --lib foo", "cargo test"),
             ("git status", "git status"),
             ("ls -la", "ls"),
-            ("python3 script.py", "python3"),
+            ("python3 script.py", "python3 script.py"),
+            ("sh check.sh --verbose", "sh check.sh"),
+            ("echo \"$HOME\"", "echo"),
             ("npm run build", "npm run"),
             ("make", "make"),
             ("cargo build && cargo test", "cargo build && cargo test"),

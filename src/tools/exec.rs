@@ -189,13 +189,23 @@ impl ExecAction {
         let mut output = Output::default();
         let deadline = tokio::time::sleep(self.timeout);
         tokio::pin!(deadline);
+        // Output is reported in batches (at most every BATCH_EVERY): a command printing a line at a
+        // time must not cost a message per line.
+        let mut batch = Batch::default();
+        let batch_timer = tokio::time::sleep(BATCH_EVERY);
+        tokio::pin!(batch_timer);
         let mut exited: Option<ExitStatus> = None;
         let ending = loop {
             tokio::select! {
                 chunk = rx.recv() => match chunk {
                     Some(bytes) => {
                         if let Some(text) = output.push(&bytes) {
-                            (ctx.progress)(Progress::Output(text));
+                            if batch.add(text) {
+                                batch_timer.as_mut().reset(tokio::time::Instant::now() + BATCH_EVERY);
+                            }
+                            if batch.text.len() >= BATCH_BYTES {
+                                batch.send(ctx);
+                            }
                         }
                     }
                     // Both pipes closed: everything was read.
@@ -214,7 +224,7 @@ impl ExecAction {
                     };
                     // Give the pipes a moment to drain; children left in the background that keep
                     // them open are ended with the group.
-                    match tokio::time::timeout(Duration::from_millis(200), drain(&mut rx, &mut output, ctx)).await {
+                    match tokio::time::timeout(Duration::from_millis(200), drain(&mut rx, &mut output, &mut batch)).await {
                         Ok(()) => break Ending::Exited(status),
                         Err(_) => {
                             kill_group(group, rustix::process::Signal::KILL);
@@ -222,22 +232,26 @@ impl ExecAction {
                         }
                     }
                 }
+                () = &mut batch_timer, if batch.waiting => batch.send(ctx),
                 () = &mut deadline => break Ending::TimedOut,
                 () = ctx.cancel.cancelled() => break Ending::Cancelled,
             }
         };
+        batch.send(ctx);
         if !matches!(ending, Ending::Exited(_)) {
             terminate(group, &mut child).await;
             // What was written before the end still counts.
             while let Ok(bytes) = rx.try_recv() {
                 if let Some(text) = output.push(&bytes) {
-                    (ctx.progress)(Progress::Output(text));
+                    batch.add(text);
                 }
             }
+            batch.send(ctx);
         }
         if let Some(text) = output.finish() {
-            (ctx.progress)(Progress::Output(text));
+            batch.add(text);
         }
+        batch.send(ctx);
         let full = output.text;
         let tail = truncate::for_model(&full, USER_TAIL, "see the full output above");
         let content = if tail.is_empty() {
@@ -289,10 +303,38 @@ impl ExecAction {
     }
 }
 
-async fn drain(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>, output: &mut Output, ctx: &ToolContext) {
+async fn drain(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>, output: &mut Output, batch: &mut Batch) {
     while let Some(bytes) = rx.recv().await {
         if let Some(text) = output.push(&bytes) {
-            (ctx.progress)(Progress::Output(text));
+            batch.add(text);
+        }
+    }
+}
+
+const BATCH_EVERY: Duration = Duration::from_millis(25);
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Output waiting to be reported.
+#[derive(Default)]
+struct Batch {
+    text: String,
+    /// The timer is armed.
+    waiting: bool,
+}
+
+impl Batch {
+    /// Adds text; true when this starts a new batch (arm the timer).
+    fn add(&mut self, text: String) -> bool {
+        let starts = self.text.is_empty();
+        self.text.push_str(&text);
+        self.waiting = true;
+        starts
+    }
+
+    fn send(&mut self, ctx: &ToolContext) {
+        self.waiting = false;
+        if !self.text.is_empty() {
+            (ctx.progress)(Progress::Output(std::mem::take(&mut self.text)));
         }
     }
 }

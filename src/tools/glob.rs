@@ -97,7 +97,7 @@ fn find(pattern: &str, root: &std::path::Path) -> Result<(Vec<PathBuf>, bool), S
     // A pattern that names hidden files (".github/**") should find them.
     let wants_hidden = pattern.split('/').any(|part| part.starts_with('.') && part != "." && part != "..");
     let mut out = Vec::new();
-    for entry in WalkBuilder::new(root).hidden(!wants_hidden).build().flatten() {
+    for entry in WalkBuilder::new(root).hidden(!wants_hidden).require_git(false).build().flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }

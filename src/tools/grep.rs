@@ -65,6 +65,8 @@ impl Search {
             .build(&self.pattern)
             .map_err(|e| format!("invalid pattern: {e}"))?;
         let mut walk = WalkBuilder::new(&self.root);
+        // .gitignore counts in any workspace, not only inside a git repository.
+        walk.require_git(false);
         if !self.globs.is_empty() {
             let mut overrides = OverrideBuilder::new(&self.root);
             for g in &self.globs {

@@ -8,3 +8,4 @@ mod lifecycle;
 mod protocol;
 mod session;
 mod streaming;
+mod tools;

@@ -215,6 +215,52 @@ impl Agent {
         id
     }
 
+    /// `session/new` in `cwd` with extra params (e.g. `_meta`, `additionalDirectories`); returns the id.
+    pub fn new_session_in(&mut self, cwd: &std::path::Path, extra: Value) -> String {
+        let mut params = json!({"cwd": cwd, "mcpServers": []});
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let r = self.request("session/new", params);
+        let id = r["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new failed: {r}\n{}", self.stderr()))
+            .to_owned();
+        let setup = self.recv();
+        assert_eq!(setup["params"]["update"]["sessionUpdate"], "usage_update", "{setup}");
+        id
+    }
+
+    /// Answers a request the agent sent.
+    pub fn respond(&mut self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// Prompts, answering the agent's own requests with `answer`; returns every message received
+    /// before the response (updates and agent requests) and the response.
+    pub fn prompt_answering(
+        &mut self,
+        session: &str,
+        text: &str,
+        mut answer: impl FnMut(&Value) -> Value,
+    ) -> (Vec<Value>, Value) {
+        let id = self
+            .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}));
+        let mut before = Vec::new();
+        loop {
+            let msg = self.recv();
+            if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
+                return (before, msg);
+            }
+            if msg.get("method").is_some() && msg.get("id").is_some() {
+                let result = answer(&msg);
+                let req_id = msg["id"].clone();
+                self.respond(&req_id, result);
+            }
+            before.push(msg);
+        }
+    }
+
     /// Prompts and collects the turn: (updates of this session, the response).
     pub fn prompt(&mut self, session: &str, text: &str) -> (Vec<Value>, Value) {
         let id = self

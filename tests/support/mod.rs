@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod mock_model;
+pub mod script;
 
 use mock_model::MockModel;
 
@@ -29,4 +30,41 @@ pub fn path_for(api: &str) -> &'static str {
         "openai-chat" => "/v1/chat/completions",
         _ => "/v1/responses",
     }
+}
+
+/// A copy of `fixtures/workspaces/<name>` in a temporary directory (tests change it).
+pub fn workspace(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&mock_model::fixtures_dir().join("workspaces").join(name), dir.path());
+    dir
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The session updates among received messages, as `params.update` values.
+pub fn updates_of(messages: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    messages.iter().filter(|m| m["method"] == "session/update").map(|m| m["params"]["update"].clone()).collect()
+}
+
+/// Every `tool_call` / `tool_call_update` for one call id, in order.
+pub fn tool_updates(updates: &[serde_json::Value], call_id: &str) -> Vec<serde_json::Value> {
+    updates
+        .iter()
+        .filter(|u| {
+            (u["sessionUpdate"] == "tool_call" || u["sessionUpdate"] == "tool_call_update")
+                && u["toolCallId"] == call_id
+        })
+        .cloned()
+        .collect()
 }

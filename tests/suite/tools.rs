@@ -1,0 +1,598 @@
+//! Tools end to end against the real binary, with a client that offers neither fs nor terminals
+//! (so files go to local disk and commands run as local processes): every tool through every
+//! wire API, the tool-call lifecycle the editor sees, approvals by mode, remembered answers,
+//! workspace escapes, patches that do not apply, broken arguments, cancellation mid-command,
+//! output size on the wire, and the turn limit.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::agent::Agent;
+use crate::support::mock_model::{MockModel, Reply};
+use crate::support::script::{self, calls, result_for, text};
+use crate::support::{APIS, options_for, tool_updates, updates_of, workspace};
+
+const PATCH: &str = "*** Begin Patch
+*** Update File: README.md
+@@
+ # calc
+ 
+-A tiny calculator.
++A tiny calculator that adds correctly.
+*** Add File: docs/CHANGES.md
++- add() adds.
+*** Delete File: old.txt
+*** End Patch";
+
+fn start(api: &str, mock: &MockModel, ws: &Path, mode: &str) -> (Agent, String) {
+    let mut agent = Agent::spawn(options_for(api, mock));
+    agent.initialize();
+    let session = agent.new_session_in(ws, json!({"_meta": {"mode": mode}}));
+    (agent, session)
+}
+
+fn status_sequence(updates: &[Value], id: &str) -> Vec<String> {
+    tool_updates(updates, id)
+        .iter()
+        .filter_map(|u| match (u["sessionUpdate"].as_str(), u.get("status")) {
+            (Some("tool_call"), None) => Some("pending".to_owned()),
+            (_, Some(s)) => s.as_str().map(str::to_owned),
+            _ => None,
+        })
+        .collect()
+}
+
+fn no_requests(msg: &Value) -> Value {
+    panic!("unexpected request from the agent: {msg}")
+}
+
+#[test]
+fn every_tool_through_every_wire_api() {
+    for api in APIS {
+        let ws = workspace("calc");
+        let mock = MockModel::start();
+        mock.push(calls(
+            api,
+            &[
+                ("c1", "ls", json!({})),
+                ("c2", "glob", json!({"pattern": "**/*.rs"})),
+                ("c3", "grep", json!({"pattern": "fn add"})),
+            ],
+        ));
+        mock.push(calls(api, &[("c4", "read", json!({"path": "src/lib.rs"}))]));
+        mock.push(calls(
+            api,
+            &[("c5", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
+        ));
+        mock.push(calls(api, &[("c6", "exec", json!({"command": "sh check.sh"}))]));
+        mock.push(calls(
+            api,
+            &[
+                ("c7", "write", json!({"path": "NOTES.md", "content": "Fixed add.\n"})),
+                ("c8", "apply_patch", json!({"patch": PATCH})),
+            ],
+        ));
+        mock.push(calls(api, &[("c9", "web_fetch", json!({"url": format!("{}/page.html", mock.base())}))]));
+        let mut page =
+            Reply::sse(b"<html><body><h1>Calc docs</h1><p>Addition is <b>commutative</b>.</p></body></html>".to_vec());
+        page.headers = vec![("content-type".into(), "text/html; charset=utf-8".into())];
+        mock.push(page);
+        mock.push(text(api, "Fixed the failing test."));
+
+        let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+        let (before, response) = agent.prompt_answering(&session, "fix the failing test", no_requests);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{api}: {response}\n{}", agent.stderr());
+        assert_eq!(mock.remaining(), 0, "{api}: every scripted reply was used");
+        let updates = updates_of(&before);
+
+        // The files changed as the tools said.
+        let read = |p: &str| std::fs::read_to_string(ws.path().join(p)).unwrap_or_default();
+        assert!(read("src/lib.rs").contains("    a + b\n"), "{api}");
+        assert_eq!(read("NOTES.md"), "Fixed add.\n");
+        assert!(read("README.md").contains("adds correctly"));
+        assert_eq!(read("docs/CHANGES.md"), "- add() adds.\n");
+        assert!(!ws.path().join("old.txt").exists(), "{api}: deleted");
+
+        // Every call: announced, then in progress, then completed — with the right kind and title.
+        let expect = [
+            ("c1", "read", "List ."),
+            ("c2", "search", "Find `**/*.rs`"),
+            ("c3", "search", "Search `fn add`"),
+            ("c4", "read", "Read src/lib.rs"),
+            ("c5", "edit", "Edit src/lib.rs"),
+            ("c6", "execute", "Run `sh check.sh`"),
+            ("c7", "edit", "Create NOTES.md"),
+            ("c8", "edit", "Apply patch: README.md, docs/CHANGES.md, old.txt"),
+            ("c9", "fetch", "Fetch "),
+        ];
+        for (id, kind, title) in expect {
+            let seq = tool_updates(&updates, id);
+            assert_eq!(
+                status_sequence(&updates, id),
+                vec!["pending", "in_progress", "completed"],
+                "{api} {id}: {seq:?}"
+            );
+            assert_eq!(seq[0]["sessionUpdate"], "tool_call");
+            assert_eq!(seq[0]["kind"], kind, "{api} {id}");
+            assert!(seq[0]["title"].as_str().unwrap().starts_with(title), "{api} {id}: {}", seq[0]["title"]);
+            assert!(seq[0]["rawInput"].is_object(), "{api} {id}");
+            for u in &seq[1..] {
+                assert!(
+                    u.get("title").is_none() && u.get("rawInput").is_none(),
+                    "{api} {id}: only changed fields: {u}"
+                );
+            }
+        }
+        // The edit is reviewable before it runs: its announcement carries the diff and a location.
+        let edit = &tool_updates(&updates, "c5")[0];
+        assert_eq!(edit["content"][0]["type"], "diff");
+        assert_eq!(edit["content"][0]["path"], ws.path().join("src/lib.rs").display().to_string());
+        assert!(edit["content"][0]["oldText"].as_str().unwrap().contains("a - b"));
+        assert!(edit["content"][0]["newText"].as_str().unwrap().contains("a + b"));
+        assert_eq!(edit["locations"][0]["line"], 3);
+        let create = &tool_updates(&updates, "c7")[0];
+        assert!(create["content"][0].get("oldText").is_none_or(Value::is_null), "a new file has no old text: {create}");
+
+        // What the model read back.
+        let reqs = mock.requests();
+        let model_reqs: Vec<&Value> = reqs.iter().filter(|r| r.method == "POST").map(|r| &r.body).collect();
+        let offered = script::offered_tools(api, model_reqs[0]);
+        for t in ["read", "write", "edit", "apply_patch", "exec", "grep", "glob", "ls", "web_fetch"] {
+            assert!(offered.iter().any(|o| o == t), "{api}: {t} offered: {offered:?}");
+        }
+        let r = |n: usize, id: &str| result_for(api, model_reqs[n], id);
+        assert!(r(1, "c1").contains("src/") && r(1, "c1").contains("README.md"), "{api}: {}", r(1, "c1"));
+        assert!(r(1, "c2").contains("src/lib.rs") && !r(1, "c2").contains("ignored/"), "{api}: {}", r(1, "c2"));
+        assert!(r(1, "c3").contains("src/lib.rs:2:pub fn add"), "{api}: {}", r(1, "c3"));
+        assert!(!r(1, "c3").contains("generated"), "{api}: .gitignore is honoured: {}", r(1, "c3"));
+        assert!(r(2, "c4").contains("     3\t    a - b"), "{api}: numbered lines: {}", r(2, "c4"));
+        assert!(r(3, "c5").contains("-    a - b\n+    a + b"), "{api}: a unified diff: {}", r(3, "c5"));
+        assert!(r(4, "c6").contains("ok: 1 passed") && r(4, "c6").contains("[exit code 0]"), "{api}: {}", r(4, "c6"));
+        assert!(r(5, "c8").contains("M README.md") && r(5, "c8").contains("D old.txt"), "{api}: {}", r(5, "c8"));
+        let fetched = r(6, "c9");
+        assert!(
+            fetched.contains("Calc docs") && fetched.contains("commutative") && !fetched.contains("<b>"),
+            "{api}: {fetched}"
+        );
+        assert_eq!(reqs.iter().filter(|r| r.method == "GET").count(), 1);
+    }
+}
+
+/// Answers every permission request with the option of the given kind, recording the requests.
+fn answer_with<'a>(kind: &'static str, asked: &'a mut Vec<Value>) -> impl FnMut(&Value) -> Value + 'a {
+    move |msg: &Value| {
+        assert_eq!(msg["method"], "session/request_permission", "{msg}");
+        asked.push(msg.clone());
+        let option = msg["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {msg}"));
+        json!({"outcome": {"outcome": "selected", "optionId": option["optionId"]}})
+    }
+}
+
+#[test]
+fn code_mode_asks_before_edits_and_commands_and_remembers_always() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    // Turn 1: a read (free) and an edit (asks; rejected).
+    mock.push(calls(
+        api,
+        &[
+            ("r1", "read", json!({"path": "README.md"})),
+            ("e1", "edit", json!({"path": "src/lib.rs", "old_string": "a - b", "new_string": "a + b"})),
+        ],
+    ));
+    mock.push(text(api, "ok"));
+    let (mut agent, session) = start(api, &mock, ws.path(), "code");
+    let mut asked = Vec::new();
+    let (before, response) = agent.prompt_answering(&session, "fix it", answer_with("reject_once", &mut asked));
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(asked.len(), 1, "only the edit asks: {asked:?}");
+    let ask = &asked[0]["params"];
+    assert_eq!(ask["toolCall"]["toolCallId"], "e1");
+    let kinds: Vec<&str> = ask["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["allow_once", "allow_always", "reject_once", "reject_always"]);
+    assert_eq!(ask["options"][1]["name"], "Always allow `edit`");
+    // The announcement (with its diff) came before the question.
+    let pos_call = before.iter().position(|m| m["params"]["update"]["toolCallId"] == "e1").unwrap();
+    let pos_ask = before.iter().position(|m| m["method"] == "session/request_permission").unwrap();
+    assert!(pos_call < pos_ask);
+    assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("a - b"), "rejected: unchanged");
+    assert_eq!(status_sequence(&updates_of(&before), "e1"), vec!["pending", "failed"]);
+    assert!(result_for(api, &mock.requests()[1].body, "e1").contains("rejected"));
+
+    // Turn 2: a command; the user always allows `sh check.sh`.
+    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh --verbose"}))]));
+    mock.push(calls(api, &[("x2", "exec", json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "ok"));
+    let mut asked = Vec::new();
+    let (_, response) = agent.prompt_answering(&session, "run the tests", answer_with("allow_always", &mut asked));
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(asked.len(), 1, "the second command matched the remembered prefix");
+    assert_eq!(asked[0]["params"]["options"][1]["name"], "Always allow `sh check.sh`");
+    let config = std::fs::read_to_string(agent.home.path().join("config.toml")).unwrap();
+    assert!(
+        config.contains("[[permissions]]")
+            && config.contains("command = \"sh check.sh\"")
+            && config.contains("decision = \"allow\""),
+        "{config}"
+    );
+
+    // A new session in the same workspace starts with the saved rule.
+    let session2 = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "code"}}));
+    mock.push(calls(api, &[("x3", "exec", json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "ok"));
+    let (_, response) = agent.prompt_answering(&session2, "again", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+
+    // ask mode asks even for a remembered-free read? No: reads stay free; commands ask.
+    agent.request("session/set_mode", json!({"sessionId": session2, "modeId": "ask"}));
+    mock.push(calls(
+        api,
+        &[("r2", "read", json!({"path": "README.md"})), ("w2", "write", json!({"path": "x.txt", "content": "x"}))],
+    ));
+    mock.push(text(api, "ok"));
+    let mut asked = Vec::new();
+    agent.prompt_answering(&session2, "write", answer_with("allow_once", &mut asked));
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "w2");
+    assert_eq!(std::fs::read_to_string(ws.path().join("x.txt")).unwrap(), "x");
+}
+
+#[test]
+fn leaving_the_workspace_always_asks() {
+    let ws = workspace("calc");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("link")).unwrap();
+    let mock = MockModel::start();
+    let api = "openai-chat";
+    let outside_file = outside.path().join("secret.txt").display().to_string();
+    mock.push(calls(
+        api,
+        &[
+            ("a", "read", json!({"path": "../escape.txt"})),
+            ("b", "read", json!({"path": outside_file})),
+            ("c", "read", json!({"path": "link/secret.txt"})),
+            ("d", "write", json!({"path": "link/planted.txt", "content": "x"})),
+            ("e", "exec", json!({"command": "ls", "cwd": outside.path().display().to_string()})),
+        ],
+    ));
+    mock.push(text(api, "ok"));
+    // Even in auto mode.
+    let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+    let mut asked = Vec::new();
+    let (_, response) = agent.prompt_answering(&session, "look around", answer_with("reject_once", &mut asked));
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let ids: Vec<&str> = asked.iter().map(|a| a["params"]["toolCall"]["toolCallId"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec!["a", "b", "c", "d", "e"], "every escape asks");
+    for a in &asked {
+        let kinds: Vec<&str> =
+            a["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, vec!["allow_once", "reject_once"], "no 'always' outside the workspace");
+    }
+    assert!(!outside.path().join("planted.txt").exists());
+    let body = &mock.requests()[1].body;
+    assert!(!result_for(api, body, "c").contains("top secret"));
+
+    // An additional directory is part of the workspace.
+    let ws2 = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls(
+        api,
+        &[("w", "write", json!({"path": outside.path().join("ok.txt").display().to_string(), "content": "fine"}))],
+    ));
+    mock.push(text(api, "ok"));
+    let mut agent = Agent::spawn(options_for(api, &mock));
+    agent.initialize();
+    let session =
+        agent.new_session_in(ws2.path(), json!({"additionalDirectories": [outside.path()], "_meta": {"mode": "auto"}}));
+    let (_, response) = agent.prompt_answering(&session, "write there", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(outside.path().join("ok.txt")).unwrap(), "fine");
+}
+
+#[test]
+fn a_patch_that_does_not_apply_changes_nothing() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "openai-responses";
+    let patch = "*** Begin Patch\n*** Update File: README.md\n@@\n-A tiny calculator.\n+A big calculator.\n*** Update File: src/lib.rs\n@@\n-    a * b\n+    a + b\n*** Add File: new.txt\n+new\n*** End Patch";
+    mock.push(calls(api, &[("p", "apply_patch", json!({"patch": patch}))]));
+    mock.push(text(api, "ok"));
+    let before_readme = std::fs::read_to_string(ws.path().join("README.md")).unwrap();
+    let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+    let (msgs, response) = agent.prompt_answering(&session, "patch it", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
+        before_readme,
+        "the first file was not changed either"
+    );
+    assert!(!ws.path().join("new.txt").exists());
+    let result = result_for(api, &mock.requests()[1].body, "p");
+    assert!(
+        result.contains("does not apply (nothing was changed)") && result.contains("src/lib.rs: hunk 1 does not apply"),
+        "{result}"
+    );
+    let seq = tool_updates(&updates_of(&msgs), "p");
+    assert_eq!(seq.len(), 1, "announced as failed, never run: {seq:?}");
+    assert_eq!(seq[0]["status"], "failed");
+}
+
+#[test]
+fn broken_arguments_and_unknown_tools_are_not_run() {
+    for api in APIS {
+        let ws = workspace("calc");
+        let mock = MockModel::start();
+        // Arguments cut off mid-string are a broken parse; the call must not run.
+        let broken = match api {
+            "anthropic" => anthropic_broken_call(),
+            _ => Reply::sse(broken_chat_or_responses(api)),
+        };
+        mock.push(broken);
+        mock.push(calls(api, &[("u", "rm_rf", json!({"path": "/"}))]));
+        mock.push(text(api, "sorry"));
+        let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+        let (msgs, response) = agent.prompt_answering(&session, "go", no_requests);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{api}: {response}");
+        let reqs = mock.requests();
+        let broken_result = result_for(api, &reqs[1].body, "bad");
+        assert!(
+            broken_result.contains("not valid JSON") && broken_result.contains("was not run"),
+            "{api}: {broken_result}"
+        );
+        assert!(!ws.path().join("should-not-exist.txt").exists());
+        let unknown = result_for(api, &reqs[2].body, "u");
+        assert!(unknown.contains("there is no tool `rm_rf`"), "{api}: {unknown}");
+        let updates = updates_of(&msgs);
+        assert_eq!(tool_updates(&updates, "u")[0]["kind"], "delete", "{api}: foreign names get a kind");
+        assert_eq!(tool_updates(&updates, "bad")[0]["status"], "failed");
+    }
+}
+
+fn anthropic_broken_call() -> Reply {
+    let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"bad\",\"name\":\"write\",\"input\":{}}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"should-not-exist.txt\\\", \\\"content\\\": \\\"unterminated\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    Reply::sse(body.as_bytes().to_vec())
+}
+
+fn broken_chat_or_responses(api: &str) -> Vec<u8> {
+    let args = "{\"path\": \"should-not-exist.txt\", \"content\": \"unterminated";
+    if api == "openai-chat" {
+        let c = |d: Value, f: Value| {
+            format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": d, "finish_reason": f}]}))
+        };
+        let mut s = c(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "bad", "type": "function", "function": {"name": "write", "arguments": args}}]}),
+            Value::Null,
+        );
+        s.push_str(&c(json!({}), json!("tool_calls")));
+        s.push_str("data: [DONE]\n\n");
+        s.into_bytes()
+    } else {
+        let mut s = String::new();
+        s.push_str(&format!("event: response.output_item.done\ndata: {}\n\n", json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "function_call", "call_id": "bad", "name": "write", "arguments": args}})));
+        s.push_str(&format!("event: response.completed\ndata: {}\n\n", json!({"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 5, "output_tokens": 5}}})));
+        s.into_bytes()
+    }
+}
+
+#[test]
+fn cancelling_a_command_kills_its_whole_process_group() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    let command = "echo $$ > shell.pid; sleep 300 & echo $! > child.pid; echo started; wait";
+    mock.push(calls(api, &[("x", "exec", json!({"command": command}))]));
+    let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+    let id = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "run"}]}));
+    // Wait until the command is running and has written its pids.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ws.path().join("child.pid").exists()
+        || std::fs::read_to_string(ws.path().join("child.pid")).unwrap().trim().is_empty()
+    {
+        assert!(Instant::now() < deadline, "the command did not start\n{}", agent.stderr());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = |f: &str| std::fs::read_to_string(ws.path().join(f)).unwrap().trim().to_owned();
+    let (shell, child) = (pid("shell.pid"), pid("child.pid"));
+    assert!(Path::new(&format!("/proc/{child}")).exists());
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (msgs, response) = agent.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let seq = tool_updates(&updates_of(&msgs), "x");
+    assert_eq!(seq.last().unwrap()["status"], "failed", "a final update for the killed command: {seq:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for p in [&shell, &child] {
+        while is_alive(p) {
+            assert!(Instant::now() < deadline, "process {p} survived the cancel");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Alive and not a zombie.
+fn is_alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+}
+
+#[test]
+fn cancel_answers_a_pending_permission_question() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "openai-chat";
+    mock.push(calls(api, &[("e", "exec", json!({"command": "sh check.sh"}))]));
+    let (mut agent, session) = start(api, &mock, ws.path(), "code");
+    let id = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "test"}]}));
+    let ask = loop {
+        let m = agent.recv();
+        if m["method"] == "session/request_permission" {
+            break m;
+        }
+    };
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    // The agent gives up on its question and ends the turn.
+    let mut saw_cancel_request = false;
+    let response = loop {
+        let m = agent.recv();
+        if m["method"] == "$/cancel_request" {
+            assert_eq!(m["params"]["requestId"], ask["id"]);
+            saw_cancel_request = true;
+        }
+        if m["id"] == id && m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert!(saw_cancel_request);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    // A late answer to the question does no harm.
+    agent.respond(&ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
+    assert_eq!(agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}))["result"], json!({}));
+}
+
+fn wire_bytes_of(msgs: &[Value], id: &str) -> usize {
+    msgs.iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["update"]["toolCallId"] == id)
+        .map(|m| serde_json::to_string(m).unwrap().len() + 1)
+        .sum()
+}
+
+#[test]
+fn long_command_output_costs_at_most_its_size_on_the_wire() {
+    // 50,000 lines of output, streamed to a Zed-style client (display-only terminal increments)
+    // and to a plain client (a bounded, throttled tail).
+    let command = "i=0; while [ $i -lt 50000 ]; do echo \"line $i: the quick brown fox jumps\"; i=$((i+1)); done";
+    let expected_bytes: usize = (0..50_000).map(|i| format!("line {i}: the quick brown fox jumps\n").len()).sum();
+    for terminal_output in [true, false] {
+        let ws = workspace("calc");
+        let mock = MockModel::start();
+        let api = "anthropic";
+        mock.push(calls(api, &[("x", "exec", json!({"command": command}))]));
+        mock.push(text(api, "done"));
+        let mut agent = Agent::spawn(options_for(api, &mock));
+        let caps = if terminal_output { json!({"_meta": {"terminal_output": true}}) } else { json!({}) };
+        let r = agent.request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+        assert!(r.get("result").is_some());
+        let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+        let (msgs, response) = agent.prompt_answering(&session, "count", no_requests);
+        assert_eq!(response["result"]["stopReason"], "end_turn");
+        let wire = wire_bytes_of(&msgs, "x");
+        let ratio = wire as f64 / expected_bytes as f64;
+        assert!(
+            ratio <= 1.2,
+            "terminal_output={terminal_output}: {wire} wire bytes for {expected_bytes} bytes of output ({ratio:.2}×)"
+        );
+        if terminal_output {
+            let streamed: String = msgs
+                .iter()
+                .filter_map(|m| m["params"]["update"]["_meta"]["terminal_output"]["data"].as_str())
+                .collect();
+            assert_eq!(streamed.len(), expected_bytes, "every byte streamed once");
+            assert!(streamed.starts_with("line 0: ") && streamed.ends_with("line 49999: the quick brown fox jumps\n"));
+            let exit =
+                msgs.iter().rev().find_map(|m| m["params"]["update"]["_meta"].get("terminal_exit").cloned()).unwrap();
+            assert_eq!(exit["exit_code"], 0);
+        }
+        // The model got a truncated view with a marker saying where the rest is.
+        let result = result_for(api, &mock.requests()[1].body, "x");
+        assert!(
+            result.len() < 40_000 && result.contains("omitted") && result.contains("line 49999"),
+            "{}",
+            &result[result.len().saturating_sub(300)..]
+        );
+        let log = result
+            .split("read ")
+            .nth(1)
+            .and_then(|s| s.split(" (the full output)").next())
+            .expect("a log path in the marker");
+        assert_eq!(std::fs::read_to_string(log).unwrap().len(), expected_bytes);
+    }
+}
+
+#[test]
+fn the_turn_stops_at_its_request_limit() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "openai-chat";
+    for i in 0..3 {
+        mock.push(calls(api, &[(&format!("l{i}"), "ls", json!({}))]));
+    }
+    let mut agent = Agent::spawn(options_for(api, &mock).config("max_turn_requests = 3\n"));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({}));
+    let (msgs, response) = agent.prompt_answering(&session, "loop", no_requests);
+    assert_eq!(response["result"]["stopReason"], "max_turn_requests", "{response}");
+    let said: String = updates_of(&msgs)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(said.contains("limit of 3 model requests"), "{said}");
+    assert_eq!(mock.requests().len(), 3);
+    assert!(tool_updates(&updates_of(&msgs), "l2").is_empty(), "the last calls were not run");
+    // The history stays valid: the next prompt works.
+    mock.push(text(api, "resumed"));
+    let (_, response) = agent.prompt_answering(&session, "continue", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(result_for(api, &mock.requests()[3].body, "l2").contains("limit of 3"));
+}
+
+#[test]
+fn tool_policy_hides_denied_tools() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(api, &[("x", "exec", json!({"command": "touch pwned"}))]));
+    mock.push(text(api, "ok"));
+    let mut agent = Agent::spawn(options_for(api, &mock).config("[tools]\ndeny = [\"EXEC\", \"web_*\"]\n"));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    agent.prompt_answering(&session, "go", no_requests);
+    let offered = script::offered_tools(api, &mock.requests()[0].body);
+    assert!(!offered.contains(&"exec".to_owned()) && !offered.contains(&"web_fetch".to_owned()), "{offered:?}");
+    assert!(offered.contains(&"read".to_owned()));
+    assert!(result_for(api, &mock.requests()[1].body, "x").contains("there is no tool `exec`"));
+    assert!(!ws.path().join("pwned").exists());
+}
+
+#[test]
+fn options_reach_the_process_env_and_cwd() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "openai-responses";
+    mock.push(calls(
+        api,
+        &[("x", "exec", json!({"command": "pwd; echo $GREETING; exit 3", "cwd": "docs", "env": {"GREETING": "hi"}}))],
+    ));
+    mock.push(calls(api, &[("t", "exec", json!({"command": "sleep 5", "timeout_ms": 200}))]));
+    mock.push(text(api, "ok"));
+    let (mut agent, session) = start(api, &mock, ws.path(), "auto");
+    let (msgs, _) = agent.prompt_answering(&session, "go", no_requests);
+    let r = result_for(api, &mock.requests()[1].body, "x");
+    assert!(
+        r.contains(&format!("{}/docs", ws.path().canonicalize().unwrap().display())) || r.contains("/docs\n"),
+        "{r}"
+    );
+    assert!(r.contains("hi\n") && r.contains("[exit code 3]"), "{r}");
+    assert_eq!(
+        tool_updates(&updates_of(&msgs), "x").last().unwrap()["status"],
+        "failed",
+        "a non-zero exit fails the call"
+    );
+    let t = result_for(api, &mock.requests()[2].body, "t");
+    assert!(t.contains("timed out after 200 ms"), "{t}");
+}

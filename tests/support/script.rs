@@ -1,0 +1,241 @@
+//! Scripted model replies in each wire API's exact streaming grammar: text, or tool calls whose
+//! JSON arguments arrive split into fragments (cut inside strings, as real streams do). Used where
+//! a test needs a model that calls tools with arguments of its choosing.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+
+use super::mock_model::Reply;
+
+/// One tool call: (id, name, arguments).
+pub type Call<'a> = (&'a str, &'a str, Value);
+
+fn event(name: Option<&str>, data: &Value) -> String {
+    let mut s = String::new();
+    if let Some(n) = name {
+        s.push_str(&format!("event: {n}\n"));
+    }
+    s.push_str(&format!("data: {}\n\n", serde_json::to_string(data).unwrap()));
+    s
+}
+
+/// Cuts a JSON text into 3 fragments at character boundaries (the first may be empty).
+fn fragments(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let (a, b) = (chars.len() / 3, 2 * chars.len() / 3);
+    vec![chars[..a].iter().collect(), chars[a..b].iter().collect(), chars[b..].iter().collect()]
+}
+
+/// A reply that calls tools.
+pub fn calls(api: &str, calls: &[Call<'_>]) -> Reply {
+    Reply::sse(match api {
+        "anthropic" => anthropic(calls, None),
+        "openai-chat" => chat(calls, None),
+        _ => responses(calls, None),
+    })
+}
+
+/// A reply with some text and then tool calls.
+pub fn text_then_calls(api: &str, text: &str, calls: &[Call<'_>]) -> Reply {
+    Reply::sse(match api {
+        "anthropic" => anthropic(calls, Some(text)),
+        "openai-chat" => chat(calls, Some(text)),
+        _ => responses(calls, Some(text)),
+    })
+}
+
+/// A reply that is only text.
+pub fn text(api: &str, text: &str) -> Reply {
+    Reply::sse(match api {
+        "anthropic" => anthropic(&[], Some(text)),
+        "openai-chat" => chat(&[], Some(text)),
+        _ => responses(&[], Some(text)),
+    })
+}
+
+fn anthropic(calls: &[Call<'_>], text: Option<&str>) -> String {
+    let mut s = event(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {"id": "msg_script", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 50, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
+    );
+    let mut index = 0;
+    if let Some(t) = text {
+        s.push_str(&event(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ));
+        s.push_str(&event(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
+        ));
+        s.push_str(&event(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    for (id, name, args) in calls {
+        s.push_str(&event(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
+        for part in fragments(&args.to_string()) {
+            s.push_str(&event(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        s.push_str(&event(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    let reason = if calls.is_empty() { "end_turn" } else { "tool_use" };
+    s.push_str(&event(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": {"output_tokens": 20}}),
+    ));
+    s.push_str(&event(Some("message_stop"), &json!({"type": "message_stop"})));
+    s
+}
+
+fn chat(calls: &[Call<'_>], text: Option<&str>) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        event(
+            None,
+            &json!({"id": "chatcmpl-script", "object": "chat.completion.chunk", "created": 1751980800, "model": "gpt-4.1",
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}], "usage": null}),
+        )
+    };
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    if let Some(t) = text {
+        s.push_str(&chunk(json!({"content": t}), Value::Null));
+    }
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        for part in fragments(&args.to_string()) {
+            s.push_str(&chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": part}}]}), Value::Null));
+        }
+    }
+    let reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+    s.push_str(&chunk(json!({}), json!(reason)));
+    s.push_str(&event(
+        None,
+        &json!({"id": "chatcmpl-script", "object": "chat.completion.chunk", "created": 1751980800, "model": "gpt-4.1",
+            "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}),
+    ));
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+fn responses(calls: &[Call<'_>], text: Option<&str>) -> String {
+    let mut seq = 0;
+    let mut ev = |name: &str, mut data: Value| {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        event(Some(name), &data)
+    };
+    let mut s = ev(
+        "response.created",
+        json!({"response": {"id": "resp_script", "object": "response", "status": "in_progress", "output": []}}),
+    );
+    let mut index = 0;
+    if let Some(t) = text {
+        s.push_str(&ev("response.output_item.added", json!({"output_index": index, "item": {"id": "msg_s", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}})));
+        s.push_str(&ev(
+            "response.output_text.delta",
+            json!({"item_id": "msg_s", "output_index": index, "content_index": 0, "delta": t}),
+        ));
+        s.push_str(&ev("response.output_item.done", json!({"output_index": index, "item": {"id": "msg_s", "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "annotations": [], "text": t}]}})));
+        index += 1;
+    }
+    for (id, name, args) in calls {
+        let item_id = format!("fc_{id}");
+        let arguments = args.to_string();
+        s.push_str(&ev("response.output_item.added", json!({"output_index": index, "item": {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": id, "name": name}})));
+        for part in fragments(&arguments) {
+            s.push_str(&ev(
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": part}),
+            ));
+        }
+        s.push_str(&ev(
+            "response.function_call_arguments.done",
+            json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
+        ));
+        s.push_str(&ev("response.output_item.done", json!({"output_index": index, "item": {"id": item_id, "type": "function_call", "status": "completed", "arguments": arguments, "call_id": id, "name": name}})));
+        index += 1;
+    }
+    s.push_str(&ev(
+        "response.completed",
+        json!({"response": {"id": "resp_script", "object": "response", "status": "completed", "output": [],
+            "usage": {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 70}}}),
+    ));
+    s
+}
+
+/// The tool results the model received in a request body, as (call id, text), for any wire API.
+pub fn tool_results(api: &str, body: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    match api {
+        "anthropic" => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                for block in m["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        out.push((
+                            block["tool_use_id"].as_str().unwrap().to_owned(),
+                            block["content"].as_str().unwrap_or("").to_owned(),
+                        ));
+                    }
+                }
+            }
+        }
+        "openai-chat" => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                if m["role"] == "tool" {
+                    out.push((
+                        m["tool_call_id"].as_str().unwrap().to_owned(),
+                        m["content"].as_str().unwrap_or("").to_owned(),
+                    ));
+                }
+            }
+        }
+        _ => {
+            for item in body["input"].as_array().into_iter().flatten() {
+                if item["type"] == "function_call_output" {
+                    out.push((
+                        item["call_id"].as_str().unwrap().to_owned(),
+                        item["output"].as_str().unwrap_or("").to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The result the model received for one call, in the latest request.
+pub fn result_for(api: &str, body: &Value, call_id: &str) -> String {
+    tool_results(api, body)
+        .into_iter()
+        .rev()
+        .find(|(id, _)| id == call_id)
+        .map(|(_, text)| text)
+        .unwrap_or_else(|| panic!("no result for {call_id} in {body}"))
+}
+
+/// The names of the tools offered in a request body.
+pub fn offered_tools(api: &str, body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| match api {
+            "openai-chat" => t["function"]["name"].as_str().unwrap().to_owned(),
+            _ => t["name"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
