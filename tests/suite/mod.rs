@@ -2,6 +2,7 @@
 
 mod cancel;
 mod conformance;
+mod editor;
 mod errors;
 mod golden;
 mod lifecycle;

@@ -1,0 +1,113 @@
+//! The agent inside an editor: the official ACP TypeScript SDK plays an editor that offers fs (with
+//! an unsaved buffer) and terminals, approves each permission request, and records what it is
+//! asked (tests/conformance/editor.mjs). The order must be: read the buffer → tool_call with the
+//! diff → permission → in progress → fs write → completed; and for a command: terminal/create →
+//! terminal content → wait_for_exit → output → release → completed. Every message is validated
+//! against the SDK's JSON schema.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::mock_model::MockModel;
+use crate::support::script::{calls, result_for, text};
+use crate::support::workspace;
+
+/// Finds each expected entry in `log`, in order; each matcher is (event, predicate).
+fn in_order(log: &[Value], expected: &[(&str, &dyn Fn(&Value) -> bool)]) {
+    let mut at = 0;
+    for (event, pred) in expected {
+        match log[at..].iter().position(|e| e["event"] == *event && pred(e)) {
+            Some(i) => at += i + 1,
+            None => panic!("expected {event} after entry {at} in:\n{:#}", Value::Array(log.to_vec())),
+        }
+    }
+}
+
+#[test]
+fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").exists(),
+        "the ACP TypeScript SDK is not installed: run `npm ci --prefix tests/conformance` (tests/run does it)"
+    );
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(
+        api,
+        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
+    ));
+    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "Fixed."));
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new("node")
+        .arg(dir.join("editor.mjs"))
+        .arg(ws.path())
+        .arg(env!("CARGO_BIN_EXE_acp"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        out.status.success(),
+        "failures:\n{:#}\nstderr:\n{}",
+        report["failures"],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = report["log"].as_array().unwrap().clone();
+    let lib = ws.path().join("src/lib.rs").display().to_string();
+    let is = |key: &'static str, value: &'static str| move |e: &Value| e[key] == value;
+    let path_is = |e: &Value| e["path"] == lib.as_str();
+    in_order(
+        &log,
+        &[
+            ("fs/read_text_file", &path_is),
+            ("tool_call", &|e: &Value| {
+                e["id"] == "e1"
+                    && e["status"] == "pending"
+                    && e["diff"]["oldText"].as_str().is_some_and(|t| t.starts_with("// unsaved change in the editor\n"))
+                    && e["diff"]["newText"].as_str().is_some_and(|t| t.contains("a + b"))
+            }),
+            ("request_permission", &is("id", "e1")),
+            ("tool_call_update", &|e: &Value| e["id"] == "e1" && e["status"] == "in_progress"),
+            ("fs/write_text_file", &path_is),
+            ("tool_call_update", &|e: &Value| e["id"] == "e1" && e["status"] == "completed"),
+            ("tool_call", &|e: &Value| e["id"] == "x1" && e["kind"] == "execute"),
+            ("request_permission", &is("id", "x1")),
+            ("tool_call_update", &|e: &Value| e["id"] == "x1" && e["status"] == "in_progress"),
+            ("terminal/create", &|e: &Value| e["args"][1] == "sh check.sh"),
+            ("tool_call_update", &|e: &Value| e["id"] == "x1" && e["terminalId"].is_string()),
+            ("terminal/wait_for_exit", &|_| true),
+            ("terminal/output", &|_| true),
+            ("terminal/release", &|_| true),
+            ("tool_call_update", &|e: &Value| e["id"] == "x1" && e["status"] == "completed"),
+        ],
+    );
+    // The write went through the editor, from its buffer (unsaved change kept), and nothing else
+    // touched the disk behind its back.
+    let written = report["written"][&lib].as_str().unwrap();
+    assert!(written.starts_with("// unsaved change in the editor\n") && written.contains("    a + b\n"), "{written}");
+    assert!(!log.iter().any(|e| e["event"] == "terminal/kill"), "the command ended on its own");
+    let result = result_for(api, &mock.requests()[2].body, "x1");
+    assert!(result.contains("ok: 1 passed") && result.contains("[exit code 0]"), "{result}");
+    for def in [
+        "RequestPermissionRequest",
+        "ReadTextFileRequest",
+        "WriteTextFileRequest",
+        "CreateTerminalRequest",
+        "WaitForTerminalExitRequest",
+        "TerminalOutputRequest",
+        "ReleaseTerminalRequest",
+        "SessionNotification",
+    ] {
+        assert!(report["byKind"][def].as_u64().unwrap_or(0) > 0, "nothing validated as {def}: {}", report["byKind"]);
+    }
+}
