@@ -228,18 +228,18 @@ impl ToolHandler for ApplyPatch {
             let mut preview = Vec::new();
             let mut access = Access::default();
             let mut locations = Vec::new();
-            for c in &changes {
+            for c in &mut changes {
                 let target = c.new_path.as_ref().unwrap_or(&c.path);
-                preview.extend(diff::contents(target, c.old.as_deref(), c.new.as_deref().unwrap_or("")));
+                let change =
+                    diff::change(target, &ctx.display(target), c.old.as_deref(), c.new.as_deref().unwrap_or(""));
+                preview.extend(change.contents.iter().cloned());
                 access.writes.push(c.path.clone());
                 if let Some(to) = &c.new_path {
                     access.writes.push(to.clone());
                 }
-                let line = match (&c.old, &c.new) {
-                    (Some(o), Some(n)) => diff::first_changed_line(o, n),
-                    _ => None,
-                };
+                let line = if c.old.is_some() && c.new.is_some() { change.first_line } else { None };
                 locations.push(Location { path: target.clone(), line });
+                c.unified = change.unified;
             }
             let (title, kind) = title_and_kind(ctx, &changes);
             Ok(Prepared {
@@ -263,6 +263,8 @@ struct Change {
     old: Option<String>,
     /// `None`: deleted.
     new: Option<String>,
+    /// The unified diff, for the model.
+    unified: String,
 }
 
 async fn plan(ctx: &ToolContext, op: FileOp) -> Result<Change, String> {
@@ -272,12 +274,12 @@ async fn plan(ctx: &ToolContext, op: FileOp) -> Result<Change, String> {
             if current(ctx, &path).await?.is_some() {
                 return Err(format!("{} already exists; use `*** Update File:` to change it", ctx.display(&path)));
             }
-            Ok(Change { path, new_path: None, old: None, new: Some(content) })
+            Ok(Change { path, new_path: None, old: None, new: Some(content), unified: String::new() })
         }
         FileOp::Delete { path } => {
             let path = ctx.resolve(&path);
             let old = current(ctx, &path).await?.ok_or_else(|| format!("{} does not exist", ctx.display(&path)))?;
-            Ok(Change { path, new_path: None, old: Some(old), new: None })
+            Ok(Change { path, new_path: None, old: Some(old), new: None, unified: String::new() })
         }
         FileOp::Update { path, move_to, hunks } => {
             let path = ctx.resolve(&path);
@@ -294,7 +296,7 @@ async fn plan(ctx: &ToolContext, op: FileOp) -> Result<Change, String> {
                 }
                 None => None,
             };
-            Ok(Change { path, new_path, old: Some(old), new: Some(new) })
+            Ok(Change { path, new_path, old: Some(old), new: Some(new), unified: String::new() })
         }
     }
 }
@@ -344,7 +346,6 @@ impl Action for PatchAction {
                     };
                     return ToolOutput::error(format!("could not change {shown}: {e}. {done}."));
                 }
-                let target = c.new_path.as_ref().unwrap_or(&c.path);
                 let line = match (&c.old, &c.new, &c.new_path) {
                     (None, _, _) => format!("A {shown}"),
                     (_, None, _) => format!("D {shown}"),
@@ -352,11 +353,7 @@ impl Action for PatchAction {
                     _ => format!("M {shown}"),
                 };
                 summary.push(line);
-                diffs.push_str(&diff::unified(
-                    &ctx.display(target),
-                    c.old.as_deref().unwrap_or(""),
-                    c.new.as_deref().unwrap_or(""),
-                ));
+                diffs.push_str(&c.unified);
             }
             let text = format!("Applied the patch:\n{}\n\n{diffs}", summary.join("\n"));
             ToolOutput::ok(truncate::for_model(&text, truncate::MODEL_BUDGET, "read the changed files"), self.preview)

@@ -7,8 +7,8 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{
-    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool,
-    arg_str, diff, truncate, write::current,
+    Access, Action, Location, Prepared, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool, arg_str, diff,
+    truncate, write::current,
 };
 use crate::providers::ToolSpec;
 
@@ -58,15 +58,14 @@ impl ToolHandler for Edit {
             };
             let (new, count) =
                 replace(&old, old_string, new_string, replace_all).map_err(|e| format!("{shown}: {e}"))?;
-            let preview = diff::contents(&path, Some(&old), &new);
-            let line = diff::first_changed_line(&old, &new);
+            let change = diff::change(&path, &shown, Some(&old), &new);
             Ok(Prepared {
                 title: format!("Edit {shown}"),
                 kind: ToolKind::Edit,
-                locations: vec![Location { path: path.clone(), line }],
-                preview: preview.clone(),
+                locations: vec![Location { path: path.clone(), line: change.first_line }],
+                preview: change.contents.clone(),
                 access: Access { writes: vec![path.clone()], ..Access::default() },
-                action: Box::new(EditAction { path, old, new, count, preview }),
+                action: Box::new(EditAction { path, new, count, change }),
             })
         })
     }
@@ -96,10 +95,9 @@ pub fn replace(text: &str, from: &str, to: &str, all: bool) -> Result<(String, u
 
 struct EditAction {
     path: PathBuf,
-    old: String,
     new: String,
     count: usize,
-    preview: Vec<ToolContent>,
+    change: diff::Change,
 }
 
 impl Action for EditAction {
@@ -110,10 +108,9 @@ impl Action for EditAction {
                 return ToolOutput::error(format!("could not write {shown}: {e}"));
             }
             let plural = if self.count == 1 { "" } else { "s" };
-            let unified = diff::unified(&shown, &self.old, &self.new);
-            let text = format!("Edited {shown} ({} replacement{plural}):\n{unified}", self.count);
+            let text = format!("Edited {shown} ({} replacement{plural}):\n{}", self.count, self.change.unified);
             let for_model = truncate::for_model(&text, truncate::MODEL_BUDGET, &format!("read {shown}"));
-            ToolOutput::ok(for_model, self.preview)
+            ToolOutput::ok(for_model, self.change.contents)
         })
     }
 }

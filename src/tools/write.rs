@@ -43,8 +43,9 @@ impl ToolHandler for Write {
             let old = current(ctx, &path).await?;
             let shown = ctx.display(&path);
             let title = if old.is_some() { format!("Write {shown}") } else { format!("Create {shown}") };
-            let preview = diff::contents(&path, old.as_deref(), &content);
-            let line = old.as_deref().map_or(Some(1), |o| diff::first_changed_line(o, &content));
+            let change = diff::change(&path, &shown, old.as_deref(), &content);
+            let preview = change.contents;
+            let line = if old.is_some() { change.first_line } else { Some(1) };
             Ok(Prepared {
                 title,
                 kind: ToolKind::Edit,
