@@ -1,11 +1,13 @@
 //! Anthropic Messages API: request body and stream decoding (`message_start` … `message_stop`).
 //! Base URLs follow the official SDK: `ANTHROPIC_BASE_URL` has no `/v1`; we append `/v1/messages`.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -14,106 +16,162 @@ pub fn url(base_url: &str) -> String {
     format!("{base_url}/v1/messages")
 }
 
-pub fn body(req: &ModelRequest) -> Value {
-    let messages: Vec<Message> = req.messages.iter().filter_map(keep_replayable).collect();
-    let messages: Vec<Value> = super::alternating(&messages).iter().map(message_json).collect();
+/// The request body, serialized straight from the borrowed conversation.
+pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    let turns = super::turns(
+        &req.messages,
+        |_| true,
+        |p| match p {
+            AssistantPart::Text(t) => !t.is_empty(),
+            // Thinking is replayable only with its signature; other APIs' reasoning not at all.
+            AssistantPart::Thinking { signature, .. } => signature.is_some(),
+            AssistantPart::RedactedThinking { .. } | AssistantPart::ToolCall { .. } => true,
+            AssistantPart::Reasoning { .. } => false,
+        },
+    );
     let mut max_tokens = req.max_output_tokens.unwrap_or(16_384);
-    let mut body = json!({
-        "model": req.model,
-        "max_tokens": max_tokens,
-        "stream": true,
-        "messages": messages,
-    });
-    if !req.system.is_empty() {
-        body["system"] = json!([{ "type": "text", "text": req.system, "cache_control": { "type": "ephemeral" } }]);
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.parameters }))
-            .collect();
-        body["tools"] = json!(tools);
-    }
-    if let Some(effort) = req.reasoning {
+    let thinking = req.reasoning.map(|effort| {
         let budget = effort.budget_tokens();
         if max_tokens <= budget {
             max_tokens = budget + 4_096;
-            body["max_tokens"] = json!(max_tokens);
         }
-        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
-    }
-    body
+        Thinking { r#type: "enabled", budget_tokens: budget }
+    });
+    let body = Body {
+        model: req.model,
+        max_tokens,
+        stream: true,
+        system: (!req.system.is_empty()).then(|| {
+            [SystemBlock { r#type: "text", text: req.system, cache_control: CacheControl { r#type: "ephemeral" } }]
+        }),
+        messages: turns.iter().map(message).collect(),
+        tools: req
+            .tools
+            .iter()
+            .map(|t| Tool { name: &t.name, description: &t.description, input_schema: &t.parameters })
+            .collect(),
+        thinking,
+    };
+    serde_json::to_vec(&body)
 }
 
-/// Drops what Anthropic cannot take back: thinking without a signature, other APIs' reasoning
-/// items, empty text; and messages left empty by that.
-fn keep_replayable(m: &Message) -> Option<Message> {
-    match m {
-        Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
-        Message::Assistant(parts) => {
-            let kept: Vec<AssistantPart> = parts
-                .iter()
-                .filter(|p| match p {
-                    AssistantPart::Text(t) => !t.is_empty(),
-                    AssistantPart::Thinking { signature, .. } => signature.is_some(),
-                    AssistantPart::RedactedThinking { .. } | AssistantPart::ToolCall { .. } => true,
-                    AssistantPart::Reasoning { .. } => false,
-                })
-                .cloned()
-                .collect();
-            (!kept.is_empty()).then_some(Message::Assistant(kept))
-        }
-    }
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<[SystemBlock<'a>; 1]>,
+    messages: Vec<MessageOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
 }
 
-fn message_json(m: &Message) -> Value {
-    match m {
-        Message::User(parts) => {
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    r#type: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
+}
+
+#[derive(Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    r#type: &'static str,
+    budget_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    r#type: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+fn message<'a>(turn: &Turn<'a>) -> MessageOut<'a> {
+    match turn {
+        Turn::User(parts) => {
             // Tool results must open the message; the user's own words follow.
-            let mut content: Vec<Value> = parts
-                .iter()
-                .filter_map(|p| match p {
-                    UserPart::ToolResult(r) => {
-                        let mut block =
-                            json!({ "type": "tool_result", "tool_use_id": r.call_id, "content": r.content });
-                        if r.is_error {
-                            block["is_error"] = json!(true);
-                        }
-                        Some(block)
-                    }
-                    _ => None,
-                })
-                .collect();
-            content.extend(parts.iter().filter_map(|p| match p {
-                UserPart::Text(text) => Some(json!({ "type": "text", "text": text })),
-                UserPart::Image { mime_type, data } => Some(json!({
-                    "type": "image",
-                    "source": { "type": "base64", "media_type": mime_type, "data": data }
-                })),
+            let results = parts.iter().filter_map(|p| match p {
+                UserPart::ToolResult(r) => {
+                    Some(Block::ToolResult { tool_use_id: &r.call_id, content: &r.content, is_error: r.is_error })
+                }
+                _ => None,
+            });
+            let rest = parts.iter().filter_map(|p| match p {
+                UserPart::Text(text) => Some(Block::Text { text }),
+                UserPart::Image { mime_type, data } => {
+                    Some(Block::Image { source: ImageSource { r#type: "base64", media_type: mime_type, data } })
+                }
                 UserPart::ToolResult(_) => None,
-            }));
-            json!({ "role": "user", "content": content })
+            });
+            MessageOut { role: "user", content: results.chain(rest).collect() }
         }
-        Message::Assistant(parts) => {
-            let content: Vec<Value> = parts
+        Turn::Assistant(parts) => MessageOut {
+            role: "assistant",
+            content: parts
                 .iter()
                 .filter_map(|p| match p {
-                    AssistantPart::Text(text) => Some(json!({ "type": "text", "text": text })),
+                    AssistantPart::Text(text) => Some(Block::Text { text }),
                     AssistantPart::Thinking { text, signature } => {
-                        Some(json!({ "type": "thinking", "thinking": text, "signature": signature }))
+                        signature.as_deref().map(|signature| Block::Thinking { thinking: text, signature })
                     }
-                    AssistantPart::RedactedThinking { data } => {
-                        Some(json!({ "type": "redacted_thinking", "data": data }))
+                    AssistantPart::RedactedThinking { data } => Some(Block::RedactedThinking { data }),
+                    AssistantPart::ToolCall { id, name, arguments } => {
+                        Some(Block::ToolUse { id, name, input: super::arguments_raw(arguments) })
                     }
-                    AssistantPart::ToolCall { id, name, arguments } => Some(json!({
-                        "type": "tool_use", "id": id, "name": name, "input": super::arguments_object(arguments)
-                    })),
                     AssistantPart::Reasoning { .. } => None,
                 })
-                .collect();
-            json!({ "role": "assistant", "content": content })
-        }
+                .collect(),
+        },
     }
 }
 

@@ -50,7 +50,7 @@ impl ProviderClient {
     }
 
     /// Sends the request and returns the event stream once a 2xx event-stream response arrived.
-    pub async fn start(&self, req: &ModelRequest) -> Result<ResponseStream, ProviderError> {
+    pub async fn start(&self, req: &ModelRequest<'_>) -> Result<ResponseStream, ProviderError> {
         self.start_inner(req).await.map_err(|e| self.label(e))
     }
 
@@ -60,7 +60,7 @@ impl ProviderClient {
         e
     }
 
-    async fn start_inner(&self, req: &ModelRequest) -> Result<ResponseStream, ProviderError> {
+    async fn start_inner(&self, req: &ModelRequest<'_>) -> Result<ResponseStream, ProviderError> {
         let p = &self.provider;
         let (url, body) = match p.api {
             WireApi::Anthropic => (anthropic::url(&p.base_url), anthropic::body(req)),
@@ -70,7 +70,7 @@ impl ProviderClient {
             }
             WireApi::OpenAiResponses => (openai_responses::url(&p.base_url), openai_responses::body(req)),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
+        let body = body.map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
         let mut headers = HeaderMap::new();
         headers.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));

@@ -111,15 +111,15 @@ impl ReasoningEffort {
     }
 }
 
-/// One request to a model.
+/// One request to a model. It borrows the conversation: building a request copies nothing.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ModelRequest {
-    pub model: String,
-    pub system: String,
-    pub messages: Vec<Message>,
+pub struct ModelRequest<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub messages: Vec<&'a Message>,
     pub max_output_tokens: Option<u32>,
     pub reasoning: Option<ReasoningEffort>,
-    pub tools: Vec<ToolSpec>,
+    pub tools: &'a [ToolSpec],
 }
 
 /// Token usage of one model request, normalised across providers.
@@ -187,25 +187,58 @@ impl ResponseEvent {
     }
 }
 
-/// Merges consecutive messages of the same role, which every wire API requires to alternate
-/// (a cancelled or failed turn can leave two user messages in a row).
-pub(crate) fn alternating(messages: &[Message]) -> Vec<Message> {
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+/// One message of the conversation as a wire API will send it: the parts it can take back, with
+/// consecutive messages of the same role merged (every API wants roles to alternate, and a
+/// cancelled or failed turn can leave two user messages in a row). Borrows; copies nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Turn<'a> {
+    User(Vec<&'a UserPart>),
+    Assistant(Vec<&'a AssistantPart>),
+}
+
+pub(crate) fn turns<'a>(
+    messages: &[&'a Message],
+    keep_user: impl Fn(&UserPart) -> bool,
+    keep_assistant: impl Fn(&AssistantPart) -> bool,
+) -> Vec<Turn<'a>> {
+    let mut out: Vec<Turn<'a>> = Vec::with_capacity(messages.len());
     for m in messages {
-        match (out.last_mut(), m) {
-            (Some(Message::User(prev)), Message::User(parts)) => prev.extend(parts.iter().cloned()),
-            (Some(Message::Assistant(prev)), Message::Assistant(parts)) => prev.extend(parts.iter().cloned()),
-            _ => out.push(m.clone()),
+        match m {
+            Message::User(parts) => {
+                let kept = parts.iter().filter(|p| keep_user(p));
+                match out.last_mut() {
+                    Some(Turn::User(prev)) => prev.extend(kept),
+                    _ => {
+                        let kept: Vec<&UserPart> = kept.collect();
+                        if !kept.is_empty() {
+                            out.push(Turn::User(kept));
+                        }
+                    }
+                }
+            }
+            Message::Assistant(parts) => {
+                let kept = parts.iter().filter(|p| keep_assistant(p));
+                match out.last_mut() {
+                    Some(Turn::Assistant(prev)) => prev.extend(kept),
+                    _ => {
+                        let kept: Vec<&AssistantPart> = kept.collect();
+                        if !kept.is_empty() {
+                            out.push(Turn::Assistant(kept));
+                        }
+                    }
+                }
+            }
         }
     }
     out
 }
 
-/// The arguments of a tool call as a JSON object (a call without arguments has `{}`).
-pub(crate) fn arguments_object(raw: &str) -> serde_json::Value {
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(v @ serde_json::Value::Object(_)) => v,
-        _ => serde_json::Value::Object(serde_json::Map::new()),
+/// The arguments of a tool call as raw JSON, always an object (`{}` when they are not one).
+pub(crate) fn arguments_raw(raw: &str) -> &serde_json::value::RawValue {
+    static EMPTY: std::sync::OnceLock<Box<serde_json::value::RawValue>> = std::sync::OnceLock::new();
+    match serde_json::from_str::<&serde_json::value::RawValue>(raw) {
+        Ok(v) if v.get().trim_start().starts_with('{') => v,
+        _ => EMPTY.get_or_init(|| serde_json::value::RawValue::from_string("{}".to_owned()).unwrap_or_default()),
     }
 }
 

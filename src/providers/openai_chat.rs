@@ -3,133 +3,214 @@
 //! `reasoning`, `choices: null`, in-stream `error` objects (also bare `{"object":"error"}`), numeric
 //! error codes, and llama.cpp's non-standard `error:` SSE field.
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
 };
 
 pub fn url(base_url: &str) -> String {
     format!("{base_url}/chat/completions")
 }
 
-/// `official` selects `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the
-/// compatible servers understand).
-pub fn body(req: &ModelRequest, official: bool) -> Value {
-    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+/// The request body, serialized straight from the borrowed conversation. `official` selects
+/// `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the compatible servers know).
+pub fn body(req: &ModelRequest<'_>, official: bool) -> serde_json::Result<Vec<u8>> {
+    // Chat Completions takes back text and tool calls: reasoning is never replayed.
+    let turns = super::turns(
+        &req.messages,
+        |_| true,
+        |p| match p {
+            AssistantPart::Text(t) => !t.is_empty(),
+            AssistantPart::ToolCall { .. } => true,
+            _ => false,
+        },
+    );
+    let mut messages = Vec::with_capacity(turns.len() + 1);
     if !req.system.is_empty() {
-        messages.push(json!({ "role": "system", "content": req.system }));
+        messages.push(ChatMessage::text("system", Cow::Borrowed(req.system)));
     }
-    let kept: Vec<Message> = req.messages.iter().filter_map(keep).collect();
-    for m in super::alternating(&kept) {
-        push_messages(&m, &mut messages);
+    for turn in &turns {
+        push_messages(turn, &mut messages);
     }
-    let mut body = json!({
-        "model": req.model,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-        "messages": messages,
-    });
-    if let Some(max) = req.max_output_tokens {
-        body[if official { "max_completion_tokens" } else { "max_tokens" }] = json!(max);
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+    let (max_tokens, max_completion_tokens) =
+        if official { (None, req.max_output_tokens) } else { (req.max_output_tokens, None) };
+    let body = Body {
+        model: req.model,
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        messages,
+        max_tokens,
+        max_completion_tokens,
+        tools: req
             .tools
             .iter()
-            .map(|t| {
-                json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
+            .map(|t| Tool {
+                r#type: "function",
+                function: Function { name: &t.name, description: &t.description, parameters: &t.parameters },
             })
-            .collect();
-        body["tools"] = json!(tools);
-    }
-    if let Some(effort) = req.reasoning {
-        body["reasoning_effort"] = json!(effort.as_str());
-    }
-    body
+            .collect(),
+        reasoning_effort: req.reasoning.map(|e| e.as_str()),
+    };
+    serde_json::to_vec(&body)
 }
 
-/// Chat Completions takes back text and tool calls: reasoning is never replayed.
-fn keep(m: &Message) -> Option<Message> {
-    match m {
-        Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
-        Message::Assistant(parts) => {
-            let kept: Vec<AssistantPart> = parts
-                .iter()
-                .filter(|p| match p {
-                    AssistantPart::Text(t) => !t.is_empty(),
-                    AssistantPart::ToolCall { .. } => true,
-                    _ => false,
-                })
-                .cloned()
-                .collect();
-            (!kept.is_empty()).then_some(Message::Assistant(kept))
-        }
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    stream: bool,
+    stream_options: StreamOptions,
+    messages: Vec<ChatMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    r#type: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+struct ChatMessage<'a> {
+    role: &'static str,
+    content: Content<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+impl<'a> ChatMessage<'a> {
+    fn text(role: &'static str, text: Cow<'a, str>) -> Self {
+        Self { role, content: Content::Text(text), tool_calls: Vec::new(), tool_call_id: None }
     }
 }
 
-/// One conversation message may become several: each tool result is its own `tool` message.
-fn push_messages(m: &Message, out: &mut Vec<Value>) {
-    match m {
-        Message::User(parts) => {
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    id: &'a str,
+    r#type: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// One conversation turn may become several messages: each tool result is its own `tool` message.
+fn push_messages<'a>(turn: &Turn<'a>, out: &mut Vec<ChatMessage<'a>>) {
+    match turn {
+        Turn::User(parts) => {
             for p in parts {
                 if let UserPart::ToolResult(r) = p {
                     // There is no error flag: say it in the text.
-                    let content = if r.is_error { format!("ERROR: {}", r.content) } else { r.content.clone() };
-                    out.push(json!({ "role": "tool", "tool_call_id": r.call_id, "content": content }));
+                    let content = if r.is_error {
+                        Cow::Owned(format!("ERROR: {}", r.content))
+                    } else {
+                        Cow::Borrowed(r.content.as_str())
+                    };
+                    out.push(ChatMessage { tool_call_id: Some(&r.call_id), ..ChatMessage::text("tool", content) });
                 }
             }
-            let rest: Vec<&UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolResult(_))).collect();
+            let rest: Vec<&UserPart> =
+                parts.iter().copied().filter(|p| !matches!(p, UserPart::ToolResult(_))).collect();
             if rest.is_empty() {
                 return;
             }
-            if rest.iter().all(|p| matches!(p, UserPart::Text(_))) {
-                let text: Vec<&str> = rest
+            if let [UserPart::Text(text)] = rest.as_slice() {
+                out.push(ChatMessage::text("user", Cow::Borrowed(text)));
+            } else if rest.iter().all(|p| matches!(p, UserPart::Text(_))) {
+                let joined: Vec<&str> = rest
                     .iter()
                     .filter_map(|p| match p {
                         UserPart::Text(t) => Some(t.as_str()),
                         _ => None,
                     })
                     .collect();
-                out.push(json!({ "role": "user", "content": text.join("\n\n") }));
-                return;
+                out.push(ChatMessage::text("user", Cow::Owned(joined.join("\n\n"))));
+            } else {
+                let parts = rest
+                    .iter()
+                    .filter_map(|p| match p {
+                        UserPart::Text(text) => Some(Part::Text { text }),
+                        UserPart::Image { mime_type, data } => Some(Part::ImageUrl {
+                            image_url: ImageUrl { url: format!("data:{mime_type};base64,{data}") },
+                        }),
+                        UserPart::ToolResult(_) => None,
+                    })
+                    .collect();
+                out.push(ChatMessage {
+                    content: Content::Parts(parts),
+                    ..ChatMessage::text("user", Cow::Borrowed(""))
+                });
             }
-            let content: Vec<Value> = rest
-                .iter()
-                .filter_map(|p| match p {
-                    UserPart::Text(text) => Some(json!({ "type": "text", "text": text })),
-                    UserPart::Image { mime_type, data } => Some(json!({
-                        "type": "image_url",
-                        "image_url": { "url": format!("data:{mime_type};base64,{data}") }
-                    })),
-                    UserPart::ToolResult(_) => None,
-                })
-                .collect();
-            out.push(json!({ "role": "user", "content": content }));
         }
-        Message::Assistant(parts) => {
-            let text: String = parts
+        Turn::Assistant(parts) => {
+            let texts: Vec<&str> = parts
                 .iter()
                 .filter_map(|p| match p {
                     AssistantPart::Text(t) => Some(t.as_str()),
                     _ => None,
                 })
                 .collect();
-            let calls: Vec<Value> = parts
+            let text = match texts.as_slice() {
+                [one] => Cow::Borrowed(*one),
+                many => Cow::Owned(many.concat()),
+            };
+            let tool_calls = parts
                 .iter()
                 .filter_map(|p| match p {
-                    AssistantPart::ToolCall { id, name, arguments } => Some(json!({
-                        "id": id, "type": "function", "function": { "name": name, "arguments": arguments }
-                    })),
+                    AssistantPart::ToolCall { id, name, arguments } => {
+                        Some(ToolCall { id, r#type: "function", function: CallFunction { name, arguments } })
+                    }
                     _ => None,
                 })
                 .collect();
-            let mut message = json!({ "role": "assistant", "content": text });
-            if !calls.is_empty() {
-                message["tool_calls"] = json!(calls);
-            }
-            out.push(message);
+            out.push(ChatMessage { tool_calls, ..ChatMessage::text("assistant", text) });
         }
     }
 }

@@ -2,118 +2,181 @@
 //! `[DONE]`: the stream ends with `response.completed`, `response.incomplete`, `response.failed` or
 //! `error`.
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, ResponseEvent, Usage, UserPart,
+    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
 };
 
 pub fn url(base_url: &str) -> String {
     format!("{base_url}/responses")
 }
 
-pub fn body(req: &ModelRequest) -> Value {
-    let kept: Vec<Message> = req.messages.iter().filter_map(keep).collect();
-    let mut input = Vec::new();
-    for m in super::alternating(&kept) {
-        push_items(&m, &mut input);
+/// The request body (stateless: `store: false`), serialized straight from the borrowed
+/// conversation.
+pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    // Text, tool calls and the reasoning items that can be replayed (those with encrypted content).
+    let turns = super::turns(
+        &req.messages,
+        |_| true,
+        |p| match p {
+            AssistantPart::Text(t) => !t.is_empty(),
+            AssistantPart::Reasoning { encrypted_content, .. } => encrypted_content.is_some(),
+            AssistantPart::ToolCall { .. } => true,
+            _ => false,
+        },
+    );
+    let mut input = Vec::with_capacity(turns.len());
+    for turn in &turns {
+        push_items(turn, &mut input);
     }
-    let mut body = json!({
-        "model": req.model,
-        "stream": true,
-        "store": false,
-        "input": input,
-    });
-    if !req.system.is_empty() {
-        body["instructions"] = json!(req.system);
-    }
-    if let Some(max) = req.max_output_tokens {
-        body["max_output_tokens"] = json!(max);
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+    let body = Body {
+        model: req.model,
+        stream: true,
+        store: false,
+        instructions: (!req.system.is_empty()).then_some(req.system),
+        input,
+        max_output_tokens: req.max_output_tokens,
+        tools: req
             .tools
             .iter()
-            .map(|t| {
-                json!({ "type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false })
+            .map(|t| Tool {
+                r#type: "function",
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+                strict: false,
             })
-            .collect();
-        body["tools"] = json!(tools);
-    }
-    if let Some(effort) = req.reasoning {
-        body["reasoning"] = json!({ "effort": effort.as_str(), "summary": "auto" });
-        body["include"] = json!(["reasoning.encrypted_content"]);
-    }
-    body
+            .collect(),
+        reasoning: req.reasoning.map(|e| Reasoning { effort: e.as_str(), summary: "auto" }),
+        include: if req.reasoning.is_some() { vec!["reasoning.encrypted_content"] } else { Vec::new() },
+    };
+    serde_json::to_vec(&body)
 }
 
-/// Keeps text and replayable reasoning items (those with encrypted content).
-fn keep(m: &Message) -> Option<Message> {
-    match m {
-        Message::User(parts) => (!parts.is_empty()).then(|| m.clone()),
-        Message::Assistant(parts) => {
-            let kept: Vec<AssistantPart> = parts
-                .iter()
-                .filter(|p| match p {
-                    AssistantPart::Text(t) => !t.is_empty(),
-                    AssistantPart::Reasoning { encrypted_content, .. } => encrypted_content.is_some(),
-                    AssistantPart::ToolCall { .. } => true,
-                    _ => false,
-                })
-                .cloned()
-                .collect();
-            (!kept.is_empty()).then_some(Message::Assistant(kept))
-        }
-    }
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    stream: bool,
+    store: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
+    input: Vec<Item<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Reasoning>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    include: Vec<&'static str>,
 }
 
-fn push_items(m: &Message, input: &mut Vec<Value>) {
-    match m {
-        Message::User(parts) => {
+#[derive(Serialize)]
+struct Tool<'a> {
+    r#type: &'static str,
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    strict: bool,
+}
+
+#[derive(Serialize)]
+struct Reasoning {
+    effort: &'static str,
+    summary: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    User { role: &'static str, content: Vec<UserContent<'a>> },
+    Typed(TypedItem<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum TypedItem<'a> {
+    FunctionCallOutput { call_id: &'a str, output: Cow<'a, str> },
+    Reasoning { id: &'a str, encrypted_content: Option<&'a str>, summary: Vec<Summary<'a>> },
+    Message { role: &'static str, content: Vec<OutputText<'a>> },
+    FunctionCall { call_id: &'a str, name: &'a str, arguments: &'a str },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum UserContent<'a> {
+    InputText { text: &'a str },
+    InputImage { image_url: String },
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    r#type: &'static str,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutputText<'a> {
+    r#type: &'static str,
+    text: Cow<'a, str>,
+}
+
+fn push_items<'a>(turn: &Turn<'a>, input: &mut Vec<Item<'a>>) {
+    match turn {
+        Turn::User(parts) => {
             for p in parts {
                 if let UserPart::ToolResult(r) = p {
-                    let output = if r.is_error { format!("ERROR: {}", r.content) } else { r.content.clone() };
-                    input.push(json!({ "type": "function_call_output", "call_id": r.call_id, "output": output }));
+                    let output = if r.is_error {
+                        Cow::Owned(format!("ERROR: {}", r.content))
+                    } else {
+                        Cow::Borrowed(r.content.as_str())
+                    };
+                    input.push(Item::Typed(TypedItem::FunctionCallOutput { call_id: &r.call_id, output }));
                 }
             }
-            let content: Vec<Value> = parts
+            let content: Vec<UserContent<'a>> = parts
                 .iter()
                 .filter_map(|p| match p {
-                    UserPart::Text(text) => Some(json!({ "type": "input_text", "text": text })),
+                    UserPart::Text(text) => Some(UserContent::InputText { text }),
                     UserPart::Image { mime_type, data } => {
-                        Some(json!({ "type": "input_image", "image_url": format!("data:{mime_type};base64,{data}") }))
+                        Some(UserContent::InputImage { image_url: format!("data:{mime_type};base64,{data}") })
                     }
                     UserPart::ToolResult(_) => None,
                 })
                 .collect();
             if !content.is_empty() {
-                input.push(json!({ "role": "user", "content": content }));
+                input.push(Item::User { role: "user", content });
             }
         }
-        Message::Assistant(parts) => {
-            let mut text = String::new();
+        Turn::Assistant(parts) => {
+            let mut texts: Vec<&str> = Vec::new();
             let mut calls = Vec::new();
             for p in parts {
                 match p {
-                    AssistantPart::ToolCall { id, name, arguments } => calls.push(json!({
-                        "type": "function_call", "call_id": id, "name": name, "arguments": arguments,
-                    })),
-                    AssistantPart::Reasoning { id, encrypted_content, summary } => input.push(json!({
-                        "type": "reasoning",
-                        "id": id,
-                        "encrypted_content": encrypted_content,
-                        "summary": summary.iter().map(|s| json!({ "type": "summary_text", "text": s })).collect::<Vec<_>>(),
-                    })),
-                    AssistantPart::Text(t) => text.push_str(t),
+                    AssistantPart::Reasoning { id, encrypted_content, summary } => {
+                        input.push(Item::Typed(TypedItem::Reasoning {
+                            id,
+                            encrypted_content: encrypted_content.as_deref(),
+                            summary: summary.iter().map(|text| Summary { r#type: "summary_text", text }).collect(),
+                        }));
+                    }
+                    AssistantPart::Text(t) => texts.push(t),
+                    AssistantPart::ToolCall { id, name, arguments } => {
+                        calls.push(Item::Typed(TypedItem::FunctionCall { call_id: id, name, arguments }));
+                    }
                     _ => {}
                 }
             }
-            if !text.is_empty() {
-                input.push(json!({
-                    "type": "message",
-                    "role": "assistant",
-                    "content": [{ "type": "output_text", "text": text }],
+            if !texts.is_empty() {
+                let text = if texts.len() == 1 { Cow::Borrowed(texts[0]) } else { Cow::Owned(texts.concat()) };
+                input.push(Item::Typed(TypedItem::Message {
+                    role: "assistant",
+                    content: vec![OutputText { r#type: "output_text", text }],
                 }));
             }
             input.extend(calls);

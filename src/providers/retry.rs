@@ -50,7 +50,7 @@ pub trait StreamSink {
 /// (dropping the connection, which stops the generation).
 pub async fn stream_with_retry(
     client: &ProviderClient,
-    request: &ModelRequest,
+    request: &ModelRequest<'_>,
     policy: &RetryConfig,
     cancel: &CancellationToken,
     sink: &mut impl StreamSink,

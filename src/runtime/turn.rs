@@ -52,6 +52,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         config: config.clone(),
     };
     let system = system_prompt(&settings.cwd, &settings.model);
+    let tool_specs = registry.specs();
     let mut turn = vec![Message::User(input)];
     let mut usage = Usage::default();
     let mut requests = 0;
@@ -59,15 +60,16 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     loop {
         requests += 1;
         let request = ModelRequest {
-            model: model.id.clone(),
-            system: system.clone(),
-            messages: history.iter().chain(turn.iter()).cloned().collect(),
+            model: &model.id,
+            system: &system,
+            messages: history.iter().chain(turn.iter()).collect(),
             max_output_tokens: model.max_output_tokens,
             reasoning: settings.reasoning,
-            tools: registry.specs(),
+            tools: &tool_specs,
         };
         let mut reply = Reply::new(events.clone());
         let result = retry::stream_with_retry(&client, &request, &config.retry, &cancel, &mut reply).await;
+        drop(request);
         events.flush();
         if reply.usage != Usage::default() {
             events.emit(EventKind::Usage { used: reply.usage.total(), size: model.context_window });
