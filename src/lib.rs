@@ -5,9 +5,13 @@
 //! - [`rpc`] — JSON-RPC over NDJSON: reader thread → dispatcher channel → writer thread (the only
 //!   writer of stdout); our own requests to the client with a pending map and `$/cancel_request`.
 //! - [`acp`] — the only module that knows ACP: the dispatch table (`acp/agent.rs`), runtime events
-//!   → `session/update` (`acp/updates.rs`), modes/config options, prompt content, `_meta` readers.
+//!   → `session/update` (`acp/updates.rs`), calls to the editor (`acp/client_bridge.rs`),
+//!   modes/config options, prompt content, `_meta` readers.
 //! - [`runtime`] — the in-process agent: one actor per session (`runtime/session.rs`), `Op` in,
-//!   `Event` out, one turn of the loop on one screen (`runtime/turn.rs`), the system prompt.
+//!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
+//! - [`tools`] — one tool per file behind `ToolHandler`; approval, policy, kinds, paths, diffs; the
+//!   `Host` trait through which tools reach the editor (or the disk).
+//! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
 //!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
 //!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.

@@ -41,7 +41,7 @@ pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
         model: req.model,
         max_tokens,
         stream: true,
-        system: (!req.system.is_empty()).then(|| {
+        system: (!req.system.is_empty()).then_some({
             [SystemBlock { r#type: "text", text: req.system, cache_control: CacheControl { r#type: "ephemeral" } }]
         }),
         messages: turns.iter().map(message).collect(),

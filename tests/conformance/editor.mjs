@@ -3,8 +3,11 @@
 // order, everything the agent asks and every tool-call update. Every line the agent writes is
 // validated against the SDK's JSON schema. Prints a JSON report {log, files, failures, ...}.
 //
-// usage: node editor.mjs <workspace> <path-to-acp> [args...]
-// The caller scripts the model: an edit of src/lib.rs, `sh check.sh`, then text.
+// usage: node editor.mjs <scenario> <workspace> <path-to-acp> [args...]
+// Scenarios (the caller scripts the model to match):
+//   fix     an edit of src/lib.rs, `sh check.sh`, then text; the turn must end `end_turn`.
+//   cancel  a command that runs until killed; once its terminal exists the editor cancels the turn,
+//           which must end `cancelled` after the agent killed and released the terminal.
 
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -12,7 +15,7 @@ import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 import { tapAgent } from "./validate.mjs";
 
-const [workspace, cmd, ...args] = process.argv.slice(2);
+const [scenario, workspace, cmd, ...args] = process.argv.slice(2);
 const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "inherit"] });
 const { toAgent, fromAgent, report, check } = tapAgent(child);
 const log = [];
@@ -27,6 +30,7 @@ const buffer = (path) => {
 
 const terminals = new Map();
 let nextTerminal = 0;
+let cancel = null;
 
 const stream = acp.ndJsonStream(Writable.toWeb(toAgent), Readable.toWeb(fromAgent));
 try {
@@ -72,7 +76,7 @@ try {
       const env = { ...process.env };
       for (const { name, value } of params.env ?? []) env[name] = value;
       const proc = spawn(params.command, params.args ?? [], { cwd: params.cwd, env });
-      const t = { output: "", exit: null, done: null };
+      const t = { output: "", exit: null, done: null, pid: proc.pid };
       t.done = new Promise((resolve) => proc.on("exit", (code, signal) => {
         t.exit = { exitCode: code, signal };
         resolve();
@@ -81,6 +85,10 @@ try {
       proc.stderr.on("data", (d) => (t.output += d));
       t.proc = proc;
       terminals.set(id, t);
+      if (scenario === "cancel") {
+        // The user stops the turn while the command runs.
+        setTimeout(() => cancel?.(), 200);
+      }
       return { terminalId: id };
     })
     .onRequest(acp.methods.client.terminal.waitForExit, async ({ params }) => {
@@ -96,7 +104,9 @@ try {
     })
     .onRequest(acp.methods.client.terminal.kill, ({ params }) => {
       log.push({ event: "terminal/kill", terminalId: params.terminalId });
-      terminals.get(params.terminalId).proc.kill();
+      const t = terminals.get(params.terminalId);
+      t.proc.kill();
+      log.push({ event: "killed", pid: t.pid });
       return {};
     })
     .onRequest(acp.methods.client.terminal.release, ({ params }) => {
@@ -110,12 +120,17 @@ try {
         clientInfo: { name: "acp-editor-test", version: "1" },
       });
       const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+      cancel = () => {
+        log.push({ event: "session/cancel" });
+        ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+      };
       return ctx.request(acp.methods.agent.session.prompt, {
         sessionId,
         prompt: [{ type: "text", text: "fix the failing test" }],
       });
     });
-  check("the turn ends end_turn", result.stopReason === "end_turn", result);
+  const expected = scenario === "cancel" ? "cancelled" : "end_turn";
+  check(`the turn ends ${expected}`, result.stopReason === expected, result);
 } catch (e) {
   report.failures.push({ problem: "client error", error: String(e?.stack ?? e) });
 }

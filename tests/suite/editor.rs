@@ -14,8 +14,11 @@ use crate::support::mock_model::MockModel;
 use crate::support::script::{calls, result_for, text};
 use crate::support::workspace;
 
-/// Finds each expected entry in `log`, in order; each matcher is (event, predicate).
-fn in_order(log: &[Value], expected: &[(&str, &dyn Fn(&Value) -> bool)]) {
+/// A log entry's event name and a test of its fields.
+type Expect<'a> = (&'a str, &'a dyn Fn(&Value) -> bool);
+
+/// Finds each expected entry in `log`, in order.
+fn in_order(log: &[Value], expected: &[Expect<'_>]) {
     let mut at = 0;
     for (event, pred) in expected {
         match log[at..].iter().position(|e| e["event"] == *event && pred(e)) {
@@ -25,32 +28,27 @@ fn in_order(log: &[Value], expected: &[(&str, &dyn Fn(&Value) -> bool)]) {
     }
 }
 
-#[test]
-fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
+/// Runs editor.mjs with the OpenAI-compatible and Anthropic mocks pointed at `mock`; returns its report.
+fn run_editor(scenario: &str, ws: &std::path::Path, mock: &MockModel, model: &str) -> Value {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     assert!(
         dir.join("node_modules/@agentclientprotocol/sdk").exists(),
         "the ACP TypeScript SDK is not installed: run `npm ci --prefix tests/conformance` (tests/run does it)"
     );
-    let ws = workspace("calc");
-    let mock = MockModel::start();
-    let api = "anthropic";
-    mock.push(calls(
-        api,
-        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
-    ));
-    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
-    mock.push(text(api, "Fixed."));
     let home = tempfile::tempdir().unwrap();
     let out = Command::new("node")
         .arg(dir.join("editor.mjs"))
-        .arg(ws.path())
+        .arg(scenario)
+        .arg(ws)
         .arg(env!("CARGO_BIN_EXE_acp"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("ACP_HOME", home.path())
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.base())
+        .env("OPENAI_API_KEY", "test-key")
+        .env("OPENAI_BASE_URL", mock.base_v1())
+        .env("ACP_MODEL", model)
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -62,6 +60,21 @@ fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
         report["failures"],
         String::from_utf8_lossy(&out.stderr)
     );
+    report
+}
+
+#[test]
+fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(
+        api,
+        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
+    ));
+    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "Fixed."));
+    let report = run_editor("fix", ws.path(), &mock, "anthropic/claude-sonnet-4-5");
     let log = report["log"].as_array().unwrap().clone();
     let lib = ws.path().join("src/lib.rs").display().to_string();
     let is = |key: &'static str, value: &'static str| move |e: &Value| e[key] == value;
@@ -110,4 +123,29 @@ fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
     ] {
         assert!(report["byKind"][def].as_u64().unwrap_or(0) > 0, "nothing validated as {def}: {}", report["byKind"]);
     }
+}
+
+#[test]
+fn cancelling_kills_and_releases_the_editor_terminal() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "openai-chat";
+    mock.push(calls(api, &[("x1", "exec", json!({"command": "sleep 60"}))]));
+    // Auto mode would not ask; code mode asks and the editor approves.
+    let report = run_editor("cancel", ws.path(), &mock, "openai/gpt-4.1");
+    let log = report["log"].as_array().unwrap().clone();
+    in_order(
+        &log,
+        &[
+            ("request_permission", &|e: &Value| e["id"] == "x1"),
+            ("terminal/create", &|e: &Value| e["args"][1] == "sleep 60"),
+            ("session/cancel", &|_| true),
+            ("terminal/kill", &|_| true),
+            ("killed", &|_| true),
+            ("terminal/output", &|_| true),
+            ("terminal/release", &|_| true),
+            ("tool_call_update", &|e: &Value| e["id"] == "x1" && e["status"] == "failed"),
+        ],
+    );
+    assert_eq!(mock.requests().len(), 1, "no further model request after the cancel");
 }

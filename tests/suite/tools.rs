@@ -596,3 +596,60 @@ fn options_reach_the_process_env_and_cwd() {
     let t = result_for(api, &mock.requests()[2].body, "t");
     assert!(t.contains("timed out after 200 ms"), "{t}");
 }
+
+#[test]
+fn the_editor_scenario_without_editor_capabilities_uses_disk_and_local_processes() {
+    // The same script as the editor test (tests/suite/editor.rs), with a client that offers
+    // neither fs nor terminals: the agent writes the file itself and runs the command itself.
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(
+        api,
+        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
+    ));
+    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "Fixed."));
+    let (mut agent, session) = start(api, &mock, ws.path(), "code");
+    let mut asked = Vec::new();
+    let (msgs, response) =
+        agent.prompt_answering(&session, "fix the failing test", answer_with("allow_once", &mut asked));
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    // For each call: the announcement (the edit's with its diff), then the question, then the run.
+    for id in ["e1", "x1"] {
+        let announced = msgs
+            .iter()
+            .position(|m| {
+                m["params"]["update"]["sessionUpdate"] == "tool_call" && m["params"]["update"]["toolCallId"] == id
+            })
+            .unwrap();
+        let asked_at = msgs
+            .iter()
+            .position(|m| m["method"] == "session/request_permission" && m["params"]["toolCall"]["toolCallId"] == id)
+            .unwrap();
+        let running = msgs
+            .iter()
+            .position(|m| m["params"]["update"]["toolCallId"] == id && m["params"]["update"]["status"] == "in_progress")
+            .unwrap();
+        let done = msgs
+            .iter()
+            .position(|m| m["params"]["update"]["toolCallId"] == id && m["params"]["update"]["status"] == "completed")
+            .unwrap();
+        assert!(
+            announced < asked_at && asked_at < running && running < done,
+            "{id}: {announced} {asked_at} {running} {done}"
+        );
+    }
+    let edit = &tool_updates(&updates_of(&msgs), "e1")[0];
+    assert_eq!(edit["content"][0]["type"], "diff");
+    assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("    a + b"));
+    assert!(
+        !msgs.iter().any(|m| m["method"].as_str().is_some_and(|m| m.starts_with("fs/") || m.starts_with("terminal/"))),
+        "no editor calls without the capabilities"
+    );
+    let result = result_for(api, &mock.requests()[2].body, "x1");
+    assert!(result.contains("ok: 1 passed") && result.contains("[exit code 0]"), "{result}");
+    let x1 = tool_updates(&updates_of(&msgs), "x1");
+    let last = x1.last().unwrap();
+    assert!(last["content"].to_string().contains("ok: 1 passed"), "the output is shown: {last}");
+}
