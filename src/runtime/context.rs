@@ -1,4 +1,4 @@
-//! The system prompt: who the agent is, where it works, and when.
+//! The system prompt: who the agent is, how it works with its tools, where it works, and when.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,6 +9,15 @@ pub fn system_prompt(cwd: &Path, model: &ModelRef) -> String {
     format!(
         "You are acp, an AI coding assistant working with the user inside their editor.\n\
          Answer in Markdown. Be direct and concise; show code in fenced blocks with a language tag.\n\n\
+         # Tools\n\
+         Use the tools to look before you change: `grep`, `glob`, `ls` and `read` to find and read code, \
+         `edit` for changes to part of a file (exact text, unique), `write` for new files, `apply_patch` for \
+         changes across several files, `exec` to build and run tests. Relative paths are relative to the \
+         workspace. Several independent reads can be requested at once. When a tool fails, read its message: \
+         it says what to do. If the user rejects an action, do not retry it; ask what they want instead.\n\n\
+         # Safety\n\
+         Stay inside the workspace unless the user asks otherwise. Do not run destructive commands \
+         (deleting data, force-pushing, rewriting history) unless the user asked for exactly that.\n\n\
          Workspace: {cwd}\n\
          Date: {date} (UTC)\n\
          Runtime: os={os} arch={arch} model={model}",
@@ -47,10 +56,11 @@ mod tests {
     }
 
     #[test]
-    fn prompt_names_the_workspace_and_model() {
+    fn prompt_names_the_workspace_model_and_tools() {
         let model = ModelRef { provider: "anthropic".into(), model: "claude-x".into() };
         let p = system_prompt(Path::new("/work/proj"), &model);
         assert!(p.contains("Workspace: /work/proj"));
         assert!(p.contains("model=anthropic/claude-x"));
+        assert!(p.contains("`apply_patch`") && p.contains("# Safety"));
     }
 }
