@@ -181,6 +181,26 @@ pub enum Decision {
 /// Model requests one prompt may make before the turn stops with `max_turn_requests`.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 100;
 
+/// Characters of each instruction or agent-workspace file injected into the system prompt.
+pub const DEFAULT_BOOTSTRAP_MAX_CHARS: usize = 20_000;
+
+/// When and how the conversation is summarised to fit the context window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionConfig {
+    /// Compact automatically when the context nears the window.
+    pub auto: bool,
+    /// The fill (fraction of the window, output reserve included) at which it compacts.
+    pub threshold: f64,
+    /// The share of the window recent messages may keep verbatim.
+    pub keep_recent: f64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self { auto: true, threshold: 0.85, keep_recent: 0.25 }
+    }
+}
+
 /// Everything the server needs to know, resolved once at start (and again on `authenticate`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -196,6 +216,8 @@ pub struct Config {
     pub max_line_bytes: usize,
     pub tools: ToolsConfig,
     pub max_turn_requests: u32,
+    pub bootstrap_max_chars: usize,
+    pub compaction: CompactionConfig,
     pub permissions: Vec<PermissionEntry>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
@@ -266,6 +288,20 @@ impl Config {
             max_backoff: secs(r.max_backoff).unwrap_or(rd.max_backoff),
             max_retry_after: secs(r.max_retry_after).unwrap_or(rd.max_retry_after),
         };
+        let c = file.compaction.unwrap_or_default();
+        let cd = CompactionConfig::default();
+        let mut compaction = CompactionConfig {
+            auto: c.auto.unwrap_or(cd.auto),
+            threshold: c.threshold.unwrap_or(cd.threshold),
+            keep_recent: c.keep_recent.unwrap_or(cd.keep_recent),
+        };
+        if !(0.1..=1.0).contains(&compaction.threshold) || !(0.0..=0.9).contains(&compaction.keep_recent) {
+            load_error.get_or_insert(format!(
+                "{}: [compaction]: `threshold` must be between 0.1 and 1 and `keep_recent` between 0 and 0.9",
+                home.join("config.toml").display()
+            ));
+            compaction = cd;
+        }
         let reasoning = match file.reasoning.as_deref() {
             None | Some("default") => None,
             Some(level) => {
@@ -289,6 +325,8 @@ impl Config {
             max_line_bytes: file.max_line_bytes.unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
             tools: file.tools.unwrap_or_default(),
             max_turn_requests: file.max_turn_requests.unwrap_or(DEFAULT_MAX_TURN_REQUESTS).max(1),
+            bootstrap_max_chars: file.bootstrap_max_chars.unwrap_or(DEFAULT_BOOTSTRAP_MAX_CHARS).max(100),
+            compaction,
             permissions: file.permissions,
             load_error,
         }
@@ -518,6 +556,8 @@ struct FileConfig {
     reasoning: Option<String>,
     tools: Option<ToolsConfig>,
     max_turn_requests: Option<u32>,
+    bootstrap_max_chars: Option<usize>,
+    compaction: Option<FileCompaction>,
     #[serde(default)]
     permissions: Vec<PermissionEntry>,
     max_line_bytes: Option<usize>,
@@ -525,6 +565,14 @@ struct FileConfig {
     retry: Option<FileRetry>,
     #[serde(default)]
     providers: toml::map::Map<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCompaction {
+    auto: Option<bool>,
+    threshold: Option<f64>,
+    keep_recent: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

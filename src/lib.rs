@@ -11,6 +11,8 @@
 //!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
 //! - [`tools`] — one tool per file behind `ToolHandler`; approval, policy, kinds, paths, diffs; the
 //!   `Host` trait through which tools reach the editor (or the disk).
+//! - [`store`] — sessions that last: a SQLite index (`$ACP_HOME/acp.db`) and one append-only JSONL
+//!   transcript per session; replay for `session/load`.
 //! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
 //!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
@@ -28,5 +30,6 @@ pub mod config;
 pub mod providers;
 pub mod rpc;
 pub mod runtime;
+pub mod store;
 pub mod stream;
 pub mod tools;

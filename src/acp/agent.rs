@@ -4,18 +4,23 @@
 //! from the event stream (see `updates.rs`).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use acp_protocol::acp::ProtocolVersion;
 use acp_protocol::acp::agent_methods as m;
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse, CancelNotification,
-    CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse, UsageUpdate,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse, AvailableCommand,
+    AvailableCommandInput, AvailableCommandsUpdate, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionConfigOptionValue, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    UnstructuredCommandInput, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde::de::DeserializeOwned;
@@ -25,35 +30,56 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::client_bridge::ClientCaps;
-use super::{meta, options, prompt};
+use super::{meta, options, prompt, updates};
 use crate::config::{Config, ModelRef};
 use crate::providers::ReasoningEffort;
 use crate::rpc::{Connection, Incoming, IncomingRequest, Responder};
-use crate::runtime::{Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId};
+use crate::runtime::commands::COMMANDS;
+use crate::runtime::{ListError, LoadError, LoadedSession, Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId};
+use crate::store::SessionRow;
+
+/// Sessions listed per `session/list` page.
+const LIST_PAGE: usize = 50;
 
 /// One ACP connection's agent.
 pub struct Agent {
     conn: Connection,
     runtime: Runtime,
-    state: Mutex<State>,
+    sessions: Arc<Sessions>,
     prompts: Arc<Prompts>,
     caps: Arc<ClientCaps>,
     tracker: TaskTracker,
+    /// A handler's asynchronous part, which must finish before the next message is handled.
+    pending: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Prompts waiting for their turn to end, by turn.
 pub(super) type Prompts = Mutex<HashMap<TurnId, PendingPrompt>>;
 
-#[derive(Default)]
-struct State {
-    sessions: HashMap<String, AcpSession>,
+/// The sessions open on this connection, by id.
+pub(super) type Sessions = Mutex<HashMap<String, AcpSession>>;
+
+/// An open session, with the settings the client was last told.
+pub(super) struct AcpSession {
+    pub handle: SessionHandle,
+    pub model: ModelRef,
+    pub mode: Mode,
+    pub reasoning: Option<ReasoningEffort>,
 }
 
-struct AcpSession {
-    handle: SessionHandle,
-    model: ModelRef,
-    mode: Mode,
-    reasoning: Option<ReasoningEffort>,
+impl AcpSession {
+    fn new(handle: SessionHandle, settings: &SessionSettings) -> Self {
+        Self { handle, model: settings.model.clone(), mode: settings.mode, reasoning: settings.reasoning }
+    }
+}
+
+/// Whether reopening a stored session replays it (`session/load`) or not (`session/resume`, and
+/// `session/new` naming a stored `_meta.sessionKey`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reopen {
+    Load,
+    Resume,
+    New,
 }
 
 /// A `session/prompt` waiting for its turn to end.
@@ -72,8 +98,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 type Reply<T> = Result<T, ErrorObject>;
 
 impl Agent {
-    pub(super) fn new(conn: Connection, runtime: Runtime, prompts: Arc<Prompts>, caps: Arc<ClientCaps>) -> Self {
-        Self { conn, runtime, state: Mutex::default(), prompts, caps, tracker: TaskTracker::new() }
+    pub(super) fn new(
+        conn: Connection,
+        runtime: Runtime,
+        sessions: Arc<Sessions>,
+        prompts: Arc<Prompts>,
+        caps: Arc<ClientCaps>,
+    ) -> Self {
+        Self { conn, runtime, sessions, prompts, caps, tracker: TaskTracker::new(), pending: Mutex::new(None) }
+    }
+
+    /// Runs the asynchronous part of a handler (store access, a replay) so that it takes effect
+    /// before the next message: `serve` awaits it (see [`Self::take_pending`]) before dispatching
+    /// more, so a `session/prompt` piped right after a `session/load` finds its session.
+    fn in_order(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = self.tracker.spawn(work);
+        *lock(&self.pending) = Some(handle);
+    }
+
+    /// The asynchronous work the last dispatched message started, if any.
+    pub fn take_pending(&self) -> Option<tokio::task::JoinHandle<()>> {
+        lock(&self.pending).take()
     }
 
     /// The dispatch table.
@@ -87,6 +132,10 @@ impl Agent {
                 m::SESSION_SET_MODE => self.handle_set_mode(params, responder),
                 m::SESSION_SET_CONFIG_OPTION => self.handle_set_config_option(params, responder),
                 m::SESSION_CLOSE => responder.respond(self.handle_close_session(params)),
+                m::SESSION_LOAD => self.handle_load_session(params, responder),
+                m::SESSION_RESUME => self.handle_resume_session(params, responder),
+                m::SESSION_LIST => self.handle_list_sessions(params, responder),
+                m::SESSION_DELETE => self.handle_delete_session(params, responder),
                 _ => responder.respond_error(ErrorObject::method_not_found(&method)),
             },
             Incoming::Notification { method, params } => match method.as_str() {
@@ -115,10 +164,14 @@ impl Agent {
         self.caps.set(&req.client_capabilities);
 
         let capabilities = AgentCapabilities::new()
+            .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
             .session_capabilities(
                 SessionCapabilities::new()
+                    .list(SessionListCapabilities::new())
+                    .resume(SessionResumeCapabilities::new())
                     .close(SessionCloseCapabilities::new())
+                    .delete(SessionDeleteCapabilities::new())
                     .additional_directories(SessionAdditionalDirectoriesCapabilities::new()),
             );
         Ok(InitializeResponse::new(ProtocolVersion::V1)
@@ -158,13 +211,8 @@ impl Agent {
             Ok(req) => req,
             Err(e) => return responder.respond_error(e),
         };
-        if !req.cwd.is_absolute() {
-            let msg = format!("`cwd` must be an absolute path, got `{}`", req.cwd.display());
-            return responder.respond_error(ErrorObject::invalid_params(msg));
-        }
-        if let Some(dir) = req.additional_directories.iter().find(|d| !d.is_absolute()) {
-            let msg = format!("`additionalDirectories`: `{}` is not an absolute path", dir.display());
-            return responder.respond_error(ErrorObject::invalid_params(msg));
+        if let Err(e) = check_workspace(&req.cwd, &req.additional_directories) {
+            return responder.respond_error(e);
         }
         let config = self.runtime.config();
         let meta = req.meta.as_ref();
@@ -204,16 +252,6 @@ impl Agent {
             tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
         }
 
-        let mut state = lock(&self.state);
-        let id = match meta::read_string(meta, meta::SESSION_KEY) {
-            Some(key) if state.sessions.contains_key(key) => {
-                drop(state);
-                let msg = format!("`_meta.sessionKey`: session `{key}` already exists in this process");
-                return responder.respond_error(ErrorObject::invalid_params(msg));
-            }
-            Some(key) => key.to_owned(),
-            None => format!("sess_{}", uuid::Uuid::new_v4().simple()),
-        };
         let settings = SessionSettings {
             cwd: req.cwd.clone(),
             additional_dirs: req.additional_directories.clone(),
@@ -221,20 +259,129 @@ impl Agent {
             mode,
             reasoning,
         };
-        let handle = self.runtime.open_session(Arc::from(id.as_str()), settings);
-        state.sessions.insert(id.clone(), AcpSession { handle, model: model.clone(), mode, reasoning });
-        drop(state);
-        tracing::info!(session = %id, cwd = %req.cwd.display(), %model, "session/new");
+        let key = match meta::read_string(meta, meta::SESSION_KEY) {
+            Some(key) if !crate::store::valid_id(key) => {
+                let msg = format!(
+                    "`_meta.sessionKey`: `{key}` is not a valid session id (1 to 128 letters, digits, `.`, `_` or `-`)"
+                );
+                return responder.respond_error(ErrorObject::invalid_params(msg));
+            }
+            Some(key) if lock(&self.sessions).contains_key(key) => {
+                let msg = format!("`_meta.sessionKey`: session `{key}` is already open on this connection");
+                return responder.respond_error(ErrorObject::invalid_params(msg));
+            }
+            Some(key) => key.to_owned(),
+            None => {
+                let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
+                self.open_new(id, settings, responder);
+                return;
+            }
+        };
+        // A chosen key may name a stored session: then this continues it (like session/resume).
+        let this = self.handle();
+        self.in_order(async move {
+            match this.runtime.session_exists(&key).await {
+                Ok(true) => this.reopen(Reopen::New, key, settings.cwd, settings.additional_dirs, responder).await,
+                Ok(false) => this.open_new_now(key, settings, responder),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the session store is unavailable; starting a new session");
+                    this.open_new_now(key, settings, responder);
+                }
+            }
+        });
+    }
 
-        let context_window = config.provider(&model.provider).map(|p| p.model(&model.model).context_window);
-        responder.respond(Ok(NewSessionResponse::new(id.clone())
-            .modes(options::modes(mode))
-            .config_options(options::config_options(&config, &model, mode, reasoning))));
-        // Setup updates go out after the response: clients drop updates for sessions they do not know yet.
-        if let Some(size) = context_window {
-            self.send_update(&id, SessionUpdate::UsageUpdate(UsageUpdate::new(0, size)));
+    fn open_new(&self, id: String, settings: SessionSettings, responder: Responder) {
+        self.handle().open_new_now(id, settings, responder);
+    }
+
+    /// What async handlers need of the agent.
+    fn handle(&self) -> AgentHandle {
+        AgentHandle {
+            conn: self.conn.clone(),
+            runtime: self.runtime.clone(),
+            sessions: self.sessions.clone(),
+            caps: self.caps.clone(),
         }
-        self.runtime.prewarm();
+    }
+
+    fn handle_load_session(&self, params: Option<Value>, responder: Responder) {
+        let req: LoadSessionRequest = match parse(params) {
+            Ok(req) => req,
+            Err(e) => return responder.respond_error(e),
+        };
+        if let Err(e) = check_workspace(&req.cwd, &req.additional_directories) {
+            return responder.respond_error(e);
+        }
+        if !req.mcp_servers.is_empty() {
+            tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
+        }
+        let this = self.handle();
+        let id = req.session_id.0.to_string();
+        self.in_order(async move {
+            this.reopen(Reopen::Load, id, req.cwd, req.additional_directories, responder).await;
+        });
+    }
+
+    fn handle_resume_session(&self, params: Option<Value>, responder: Responder) {
+        let req: ResumeSessionRequest = match parse(params) {
+            Ok(req) => req,
+            Err(e) => return responder.respond_error(e),
+        };
+        if let Err(e) = check_workspace(&req.cwd, &req.additional_directories) {
+            return responder.respond_error(e);
+        }
+        let this = self.handle();
+        let id = req.session_id.0.to_string();
+        self.in_order(async move {
+            this.reopen(Reopen::Resume, id, req.cwd, req.additional_directories, responder).await;
+        });
+    }
+
+    fn handle_list_sessions(&self, params: Option<Value>, responder: Responder) {
+        let req: ListSessionsRequest = match parse(params) {
+            Ok(req) => req,
+            Err(e) => return responder.respond_error(e),
+        };
+        if let Some(cwd) = req.cwd.as_ref().filter(|c| !c.is_absolute()) {
+            let msg = format!("`cwd` must be an absolute path, got `{}`", cwd.display());
+            return responder.respond_error(ErrorObject::invalid_params(msg));
+        }
+        let runtime = self.runtime.clone();
+        self.in_order(async move {
+            match runtime.list_sessions(req.cwd, req.cursor.as_deref(), LIST_PAGE).await {
+                Ok(page) => {
+                    let sessions = page.sessions.into_iter().map(session_info).collect();
+                    responder.respond(Ok(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor)));
+                }
+                Err(ListError::BadCursor) => {
+                    responder.respond_error(ErrorObject::invalid_params(format!("`cursor`: {}", ListError::BadCursor)))
+                }
+                Err(ListError::Store(e)) => {
+                    responder.respond_error(ErrorObject::internal(format!("could not list sessions: {e}")))
+                }
+            }
+        });
+    }
+
+    fn handle_delete_session(&self, params: Option<Value>, responder: Responder) {
+        let req: DeleteSessionRequest = match parse(params) {
+            Ok(req) => req,
+            Err(e) => return responder.respond_error(e),
+        };
+        let id = req.session_id.0.to_string();
+        let open = lock(&self.sessions).remove(&id);
+        let runtime = self.runtime.clone();
+        self.in_order(async move {
+            if let Some(session) = open {
+                session.handle.send(Op::Shutdown);
+                session.handle.closed().await;
+            }
+            match runtime.delete_session(&id).await {
+                Ok(()) => responder.respond(Ok(DeleteSessionResponse::new())),
+                Err(e) => responder.respond_error(ErrorObject::internal(format!("could not delete session {id}: {e}"))),
+            }
+        });
     }
 
     fn handle_prompt(&self, params: Option<Value>, responder: Responder) {
@@ -247,7 +394,7 @@ impl Agent {
             Ok(handle) => handle,
             Err(e) => return responder.respond_error(e),
         };
-        let input = match prompt::to_user_parts(&req.prompt) {
+        let input = match prompt::to_user_blocks(&req.prompt) {
             Ok(input) if input.is_empty() => {
                 return responder.respond_error(ErrorObject::invalid_params("`prompt`: the prompt is empty"));
             }
@@ -361,7 +508,7 @@ impl Agent {
     fn handle_close_session(&self, params: Option<Value>) -> Reply<CloseSessionResponse> {
         let req: CloseSessionRequest = parse(params)?;
         let id = req.session_id.0.to_string();
-        let session = lock(&self.state).sessions.remove(&id).ok_or_else(|| session_not_found(&id))?;
+        let session = lock(&self.sessions).remove(&id).ok_or_else(|| session_not_found(&id))?;
         // Cancels like `session/cancel` (pending prompts end `cancelled`), then frees the session.
         session.handle.send(Op::Shutdown);
         Ok(CloseSessionResponse::new())
@@ -384,11 +531,11 @@ impl Agent {
     }
 
     fn session<T>(&self, id: &str, f: impl FnOnce(&AcpSession) -> T) -> Reply<T> {
-        lock(&self.state).sessions.get(id).map(f).ok_or_else(|| session_not_found(id))
+        lock(&self.sessions).get(id).map(f).ok_or_else(|| session_not_found(id))
     }
 
     fn session_mut<T>(&self, id: &str, f: impl FnOnce(&mut AcpSession) -> T) -> Reply<T> {
-        lock(&self.state).sessions.get_mut(id).map(f).ok_or_else(|| session_not_found(id))
+        lock(&self.sessions).get_mut(id).map(f).ok_or_else(|| session_not_found(id))
     }
 
     fn config_options_of(&self, id: &str) -> Reply<Vec<acp_protocol::acp::schema::SessionConfigOption>> {
@@ -398,14 +545,14 @@ impl Agent {
 
     /// Cancels every running and queued turn (SIGINT/SIGTERM).
     pub fn cancel_everything(&self) {
-        for session in lock(&self.state).sessions.values() {
+        for session in lock(&self.sessions).values() {
             session.handle.send(Op::Cancel);
         }
     }
 
     /// Stops every session actor.
     pub fn close_all_sessions(&self) {
-        for (_, session) in lock(&self.state).sessions.drain() {
+        for (_, session) in lock(&self.sessions).drain() {
             session.handle.send(Op::Shutdown);
         }
     }
@@ -415,6 +562,136 @@ impl Agent {
         self.tracker.close();
         self.tracker.wait().await;
     }
+}
+
+/// The parts of the agent that async handlers (load, resume, list, delete) carry with them.
+#[derive(Clone)]
+struct AgentHandle {
+    conn: Connection,
+    runtime: Runtime,
+    sessions: Arc<Sessions>,
+    caps: Arc<ClientCaps>,
+}
+
+impl AgentHandle {
+    fn send_update(&self, session_id: &str, update: SessionUpdate) {
+        self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
+    }
+
+    /// Opens a new session and answers `session/new`.
+    fn open_new_now(&self, id: String, settings: SessionSettings, responder: Responder) {
+        let config = self.runtime.config();
+        let handle = self.runtime.open_session(Arc::from(id.as_str()), settings.clone());
+        lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
+        tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
+        responder.respond(Ok(NewSessionResponse::new(id.clone())
+            .modes(options::modes(settings.mode))
+            .config_options(options::config_options(&config, &settings.model, settings.mode, settings.reasoning))));
+        // Setup updates go out after the response: clients drop updates for sessions they do not know yet.
+        let window = config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
+        self.announce(&id, Some(0), window);
+        self.runtime.prewarm();
+    }
+
+    /// Reopens a stored session: `session/load` (replaying it first), `session/resume`, or
+    /// `session/new` with a stored key.
+    async fn reopen(&self, how: Reopen, id: String, cwd: PathBuf, dirs: Vec<PathBuf>, responder: Responder) {
+        // Reopening a session open on this connection: close it first (it is saved as it goes).
+        let open = lock(&self.sessions).remove(&id);
+        if let Some(session) = open {
+            session.handle.send(Op::Shutdown);
+            session.handle.closed().await;
+        }
+        let loaded = match self.runtime.load_session(&id, cwd, dirs).await {
+            Ok(loaded) => loaded,
+            Err(LoadError::NotFound) => return responder.respond_error(session_not_found(&id)),
+            Err(e) => {
+                return responder.respond_error(ErrorObject::internal(format!("could not open session {id}: {e}")));
+            }
+        };
+        let LoadedSession { handle, settings, shown, title, context_tokens, context_window, .. } = loaded;
+        let replayed = shown.len();
+        if how == Reopen::Load {
+            // The whole history, before the answer (the client registered the session already).
+            for update in updates::replay_updates(shown, self.caps.compaction()) {
+                self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(id.clone(), update));
+            }
+        }
+        lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
+        tracing::info!(session = %id, ?how, replayed, cwd = %settings.cwd.display(), "session reopened");
+        let config = self.runtime.config();
+        let modes = options::modes(settings.mode);
+        let list = options::config_options(&config, &settings.model, settings.mode, settings.reasoning);
+        match how {
+            Reopen::Load => responder.respond(Ok(LoadSessionResponse::new().modes(modes).config_options(list))),
+            Reopen::Resume => responder.respond(Ok(ResumeSessionResponse::new().modes(modes).config_options(list))),
+            Reopen::New => {
+                responder.respond(Ok(NewSessionResponse::new(id.clone()).modes(modes).config_options(list)));
+            }
+        }
+        self.announce(&id, context_tokens, context_window);
+        if let Some(title) = title {
+            let info = acp_protocol::acp::schema::SessionInfoUpdate::new().title(title);
+            self.send_update(&id, SessionUpdate::SessionInfoUpdate(info));
+        }
+        self.runtime.prewarm();
+    }
+
+    /// What a client learns after opening a session: the slash commands and the context's fill.
+    fn announce(&self, id: &str, used: Option<u64>, window: Option<u64>) {
+        self.send_update(
+            id,
+            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands())),
+        );
+        if let Some(size) = window {
+            self.send_update(id, SessionUpdate::UsageUpdate(UsageUpdate::new(used.unwrap_or(0), size)));
+        }
+    }
+}
+
+fn available_commands() -> Vec<AvailableCommand> {
+    COMMANDS
+        .iter()
+        .map(|c| {
+            let command = AvailableCommand::new(c.name, c.description);
+            match c.hint {
+                Some(hint) => command.input(AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))),
+                None => command,
+            }
+        })
+        .collect()
+}
+
+fn check_workspace(cwd: &std::path::Path, dirs: &[PathBuf]) -> Reply<()> {
+    if !cwd.is_absolute() {
+        let msg = format!("`cwd` must be an absolute path, got `{}`", cwd.display());
+        return Err(ErrorObject::invalid_params(msg));
+    }
+    if let Some(dir) = dirs.iter().find(|d| !d.is_absolute()) {
+        let msg = format!("`additionalDirectories`: `{}` is not an absolute path", dir.display());
+        return Err(ErrorObject::invalid_params(msg));
+    }
+    Ok(())
+}
+
+fn session_info(row: SessionRow) -> SessionInfo {
+    let meta = json!({
+        "createdAt": updates::iso(row.created_at),
+        "model": row.model,
+        "mode": row.mode,
+        "origin": row.origin,
+        "inputTokens": row.input_tokens,
+        "outputTokens": row.output_tokens,
+        "contextTokens": row.context_tokens,
+    });
+    let mut info = SessionInfo::new(row.id, row.cwd)
+        .additional_directories(row.additional_dirs)
+        .title(row.title)
+        .updated_at(updates::iso(row.updated_at));
+    if let Value::Object(map) = meta {
+        info = info.meta(map);
+    }
+    info
 }
 
 const AUTH_ANTHROPIC: &str = "anthropic-api-key";

@@ -31,6 +31,8 @@ pub struct ClientCaps {
     terminal: AtomicBool,
     /// Zed's extension: display-only terminals fed by `_meta.terminal_output` increments.
     terminal_output_meta: AtomicBool,
+    /// `session.compaction`: the client shows `compaction_update`s.
+    compaction: AtomicBool,
 }
 
 impl ClientCaps {
@@ -40,6 +42,12 @@ impl ClientCaps {
         self.terminal.store(caps.terminal, Ordering::Relaxed);
         let meta = caps.meta.as_ref().and_then(|m| m.get("terminal_output")).and_then(Value::as_bool);
         self.terminal_output_meta.store(meta.unwrap_or(false), Ordering::Relaxed);
+        let compaction = caps.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        self.compaction.store(compaction, Ordering::Relaxed);
+    }
+
+    pub fn compaction(&self) -> bool {
+        self.compaction.load(Ordering::Relaxed)
     }
 
     pub fn terminal(&self) -> bool {

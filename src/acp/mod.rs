@@ -34,16 +34,28 @@ pub async fn serve(rpc: Rpc, config: Config, shutdown: impl Future<Output = ()>)
     let Rpc { conn, mut incoming } = rpc;
     let caps = Arc::new(client_bridge::ClientCaps::default());
     let prompts = Arc::new(agent::Prompts::default());
-    let sink = Arc::new(updates::AcpSink::new(conn.clone(), prompts.clone(), caps.clone()));
+    let sessions = Arc::new(agent::Sessions::default());
+    let sink = Arc::new(updates::AcpSink::new(conn.clone(), prompts.clone(), caps.clone(), sessions.clone()));
     let host = Arc::new(client_bridge::AcpHost::new(conn.clone(), caps.clone()));
-    let runtime = Runtime::new(config, sink, host);
-    let agent = Agent::new(conn, runtime, prompts, caps);
+    let runtime = Runtime::new(config, sink.clone(), host);
+    sink.set_config_source(runtime.config_source());
+    let agent = Agent::new(conn, runtime, sessions, prompts, caps);
     tokio::pin!(shutdown);
 
     let mut ended = loop {
         tokio::select! {
             message = incoming.recv() => match message {
-                Some(message) => agent.dispatch(message),
+                Some(message) => {
+                    agent.dispatch(message);
+                    // A handler with asynchronous work (loading a session) finishes before the next
+                    // message is handled, so requests take effect in the order they arrived.
+                    if let Some(work) = agent.take_pending() {
+                        tokio::select! {
+                            _ = work => {}
+                            () = &mut shutdown => break Ended::Signal,
+                        }
+                    }
+                }
                 None => break Ended::EndOfInput,
             },
             () = &mut shutdown => break Ended::Signal,

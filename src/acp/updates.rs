@@ -10,18 +10,21 @@ use std::time::{Duration, Instant};
 
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
-    Content, ContentBlock, ContentChunk, Diff, MessageId, PromptResponse, SessionNotification, SessionUpdate,
-    StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
+    CompactionStatus, CompactionUpdate, ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
+    Diff, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptResponse, SessionInfoUpdate,
+    SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde_json::{Map, Value, json};
 
-use super::agent::Prompts;
+use super::agent::{Prompts, Sessions};
 use super::client_bridge::ClientCaps;
+use super::{options, prompt};
 use crate::providers;
 use crate::rpc::Connection;
-use crate::runtime::{self, Event, EventKind, EventSink, TurnOutcome};
+use crate::runtime::{self, CompactionEvent, CompactionPhase, ConfigSource, Event, EventKind, EventSink, TurnOutcome};
+use crate::store::replay::Shown;
 use crate::stream::tool_update;
 use crate::tools::{self, ToolCallState, ToolStatus};
 
@@ -35,6 +38,8 @@ pub struct AcpSink {
     conn: Connection,
     prompts: Arc<Prompts>,
     caps: Arc<ClientCaps>,
+    sessions: Arc<Sessions>,
+    config: std::sync::OnceLock<ConfigSource>,
     tools: Mutex<HashMap<String, Tracked>>,
 }
 
@@ -52,8 +57,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AcpSink {
-    pub(super) fn new(conn: Connection, prompts: Arc<Prompts>, caps: Arc<ClientCaps>) -> Self {
-        Self { conn, prompts, caps, tools: Mutex::default() }
+    pub(super) fn new(conn: Connection, prompts: Arc<Prompts>, caps: Arc<ClientCaps>, sessions: Arc<Sessions>) -> Self {
+        Self { conn, prompts, caps, sessions, config: std::sync::OnceLock::new(), tools: Mutex::default() }
+    }
+
+    /// Where the sink reads the configuration (set once the runtime exists).
+    pub(super) fn set_config_source(&self, source: ConfigSource) {
+        let _ = self.config.set(source);
+    }
+
+    /// A slash command changed the session's settings: update the client's view of them.
+    fn settings(&self, session: &str, change: runtime::SettingsChange) {
+        let Some(config) = self.config.get().and_then(ConfigSource::get) else { return };
+        let mode_changed = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(session) else { return };
+            let changed = s.mode != change.mode;
+            s.model = change.model.clone();
+            s.mode = change.mode;
+            s.reasoning = change.reasoning;
+            changed
+        };
+        let list = options::config_options(&config, &change.model, change.mode, change.reasoning);
+        self.update(session, SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)));
+        if mode_changed {
+            self.update(session, SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(change.mode.id())));
+        }
+    }
+
+    fn compaction(&self, session: &str, event: CompactionEvent) {
+        if let Some(update) = compaction_update(&event, self.caps.compaction()) {
+            self.update(session, update);
+        }
     }
 
     fn update(&self, session: &str, update: SessionUpdate) {
@@ -203,12 +238,123 @@ impl EventSink for AcpSink {
             EventKind::ToolCallUpdate(state) => self.tool_call_update(&session, state),
             EventKind::ToolOutput { call_id, text } => self.tool_output(&session, call_id, text),
             EventKind::TurnEnded(outcome) => self.turn_ended(&session, turn, outcome),
+            EventKind::Plan(entries) => self.update(&session, SessionUpdate::Plan(plan(&entries))),
+            EventKind::Compaction(event) => self.compaction(&session, event),
+            EventKind::Settings(change) => self.settings(&session, change),
+            EventKind::Title(title) => {
+                let info = SessionInfoUpdate::new().title(title).updated_at(iso_now());
+                self.update(&session, SessionUpdate::SessionInfoUpdate(info));
+            }
         }
     }
 
     fn flush(&self) {
         self.conn.flush();
     }
+}
+
+/// A compaction as the client shows it: `compaction_update`s for clients that asked for them, a
+/// line of thought for the others.
+fn compaction_update(event: &CompactionEvent, gated: bool) -> Option<SessionUpdate> {
+    let id = event.id.as_str();
+    if gated {
+        let update = match &event.phase {
+            CompactionPhase::Started => CompactionUpdate::new(id.to_owned(), CompactionStatus::InProgress),
+            CompactionPhase::Completed { summary, .. } => {
+                CompactionUpdate::new(id.to_owned(), CompactionStatus::Completed)
+                    .summary(vec![ContentBlock::from(summary.clone())])
+            }
+            CompactionPhase::Failed { error } => {
+                CompactionUpdate::new(id.to_owned(), CompactionStatus::Failed).error(error.clone())
+            }
+        };
+        return Some(SessionUpdate::CompactionUpdate(update));
+    }
+    let text = match &event.phase {
+        CompactionPhase::Started => return None,
+        CompactionPhase::Completed { tokens_before, tokens_after, .. } => compacted_line(*tokens_before, *tokens_after),
+        CompactionPhase::Failed { error } => format!("Could not compact the conversation: {error}\n"),
+    };
+    Some(SessionUpdate::AgentThoughtChunk(chunk(text, id)))
+}
+
+fn compacted_line(before: u64, after: u64) -> String {
+    use crate::runtime::commands::thousands;
+    format!(
+        "Compacted the conversation to fit the context window (~{} → ~{} tokens).\n",
+        thousands(before),
+        thousands(after)
+    )
+}
+
+/// What a reloaded session shows, as `session/update`s.
+pub(super) fn replay_updates(shown: Vec<Shown>, compaction_gated: bool) -> Vec<SessionUpdate> {
+    let mut out = Vec::with_capacity(shown.len());
+    for item in shown {
+        match item {
+            Shown::User { id, blocks } => {
+                for block in &blocks {
+                    out.push(SessionUpdate::UserMessageChunk(
+                        ContentChunk::new(prompt::to_content_block(block)).message_id(MessageId::new(id.as_str())),
+                    ));
+                }
+            }
+            Shown::Text { id, text } | Shown::Notice { id, text } => {
+                out.push(SessionUpdate::AgentMessageChunk(chunk(text, &id)));
+            }
+            Shown::Thought { id, text } => out.push(SessionUpdate::AgentThoughtChunk(chunk(text, &id))),
+            Shown::Tool(state) => {
+                let mut call = ToolCall::new(state.id.clone(), state.title.clone())
+                    .kind(kind(state.kind))
+                    .status(status(state.status))
+                    .content(state.content.iter().map(content).collect())
+                    .locations(state.locations.iter().map(location).collect())
+                    .raw_input(state.raw_input.clone());
+                if let Some(raw) = state.raw_output.clone() {
+                    call = call.raw_output(raw);
+                }
+                out.push(SessionUpdate::ToolCall(call));
+            }
+            Shown::Plan(entries) => out.push(SessionUpdate::Plan(plan(&entries))),
+            Shown::Compaction { id, summary, tokens_before, tokens_after } => {
+                let event =
+                    CompactionEvent { id, phase: CompactionPhase::Completed { summary, tokens_before, tokens_after } };
+                out.extend(compaction_update(&event, compaction_gated));
+            }
+        }
+    }
+    out
+}
+
+fn plan(entries: &[runtime::PlanEntry]) -> Plan {
+    Plan::new(
+        entries
+            .iter()
+            .map(|e| {
+                let priority = match e.priority {
+                    runtime::PlanPriority::High => PlanEntryPriority::High,
+                    runtime::PlanPriority::Medium => PlanEntryPriority::Medium,
+                    runtime::PlanPriority::Low => PlanEntryPriority::Low,
+                };
+                let status = match e.status {
+                    runtime::PlanStatus::Pending => PlanEntryStatus::Pending,
+                    runtime::PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                    runtime::PlanStatus::Completed => PlanEntryStatus::Completed,
+                };
+                PlanEntry::new(e.content.clone(), priority, status)
+            })
+            .collect(),
+    )
+}
+
+/// Now, as ISO 8601 (UTC).
+pub(super) fn iso_now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// Unix milliseconds as ISO 8601 (UTC).
+pub(super) fn iso(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| String::new(), |t| t.to_string())
 }
 
 fn is_final(s: ToolStatus) -> bool {

@@ -15,13 +15,15 @@ pub use client::{ProviderClient, ResponseStream};
 pub use error::{ErrorKind, ProviderError};
 
 /// One message of the conversation, as sent to a model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Message {
     User(Vec<UserPart>),
     Assistant(Vec<AssistantPart>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum UserPart {
     Text(String),
     /// Base64 image data.
@@ -34,7 +36,7 @@ pub enum UserPart {
 }
 
 /// A tool's answer to one call, as the model reads it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolResult {
     pub call_id: String,
     pub name: String,
@@ -51,7 +53,8 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AssistantPart {
     Text(String),
     /// Anthropic extended thinking (replayable only with its signature) or reasoning text from
@@ -79,7 +82,8 @@ pub enum AssistantPart {
 }
 
 /// How much the model should reason, where the model supports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReasoningEffort {
     Low,
     Medium,
@@ -123,7 +127,7 @@ pub struct ModelRequest<'a> {
 }
 
 /// Token usage of one model request, normalised across providers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// All input tokens, cached ones included.
     pub input: u64,
@@ -137,6 +141,21 @@ pub struct Usage {
 impl Usage {
     pub fn total(&self) -> u64 {
         self.input + self.output
+    }
+
+    /// The sum of two usages.
+    #[must_use]
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input + other.input,
+            output: self.output + other.output,
+            cache_read: self.cache_read + other.cache_read,
+            cache_write: self.cache_write + other.cache_write,
+            reasoning: match (self.reasoning, other.reasoning) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+            },
+        }
     }
 }
 

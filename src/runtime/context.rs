@@ -1,12 +1,59 @@
-//! The system prompt: who the agent is, how it works with its tools, where it works, and when.
+//! The system prompt, assembled at the start of every turn from fixed sections: who the agent is,
+//! tools, safety, the workspace, project instructions (`AGENTS.md` — or `CLAUDE.md` — from the
+//! repository root down to the cwd), the agent-workspace files under `$ACP_HOME/workspace`, the date
+//! and time zone, and a runtime line. Each file is cut to `bootstrap_max_chars` (head and tail kept,
+//! with a marker naming the file to read in full). Only the date (not the time) goes in, so the
+//! prompt stays byte-identical through a day and providers' prompt caches keep working.
 
-use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
 
 use crate::config::ModelRef;
 
-pub fn system_prompt(cwd: &Path, model: &ModelRef) -> String {
-    format!(
+/// The agent-workspace files, in the order they are injected. `MEMORY.md` is optional: it is not
+/// reported missing.
+pub const WORKSPACE_FILES: &[&str] = &["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "HEARTBEAT.md"];
+pub const OPTIONAL_WORKSPACE_FILES: &[&str] = &["MEMORY.md"];
+
+/// What the prompt is built from.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    pub cwd: &'a Path,
+    pub additional_dirs: &'a [PathBuf],
+    pub model: &'a ModelRef,
+    /// `$ACP_HOME`.
+    pub home: &'a Path,
+    pub max_file_chars: usize,
+}
+
+/// Where an injected file came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Project,
+    AgentWorkspace,
+}
+
+/// One file the prompt names, for `/context`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub source: Source,
+    /// Characters in the file (after trailing whitespace), `None` if it is missing.
+    pub chars: Option<usize>,
+    /// Characters that went into the prompt.
+    pub injected: usize,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemPrompt {
+    pub text: String,
+    pub files: Vec<FileReport>,
+}
+
+pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
+    let mut text = String::with_capacity(8 * 1024);
+    let mut files = Vec::new();
+    text.push_str(
         "You are acp, an AI coding assistant working with the user inside their editor.\n\
          Answer in Markdown. Be direct and concise; show code in fenced blocks with a language tag.\n\n\
          # Tools\n\
@@ -14,53 +61,283 @@ pub fn system_prompt(cwd: &Path, model: &ModelRef) -> String {
          `edit` for changes to part of a file (exact text, unique), `write` for new files, `apply_patch` for \
          changes across several files, `exec` to build and run tests. Relative paths are relative to the \
          workspace. Several independent reads can be requested at once. When a tool fails, read its message: \
-         it says what to do. If the user rejects an action, do not retry it; ask what they want instead.\n\n\
+         it says what to do. If the user rejects an action, do not retry it; ask what they want instead. \
+         For work of several steps, keep a plan with `update_plan` and update it as steps are done.\n\n\
          # Safety\n\
          Stay inside the workspace unless the user asks otherwise. Do not run destructive commands \
-         (deleting data, force-pushing, rewriting history) unless the user asked for exactly that.\n\n\
-         Workspace: {cwd}\n\
-         Date: {date} (UTC)\n\
-         Runtime: os={os} arch={arch} model={model}",
-        cwd = cwd.display(),
-        date = utc_date(SystemTime::now()),
-        os = std::env::consts::OS,
-        arch = std::env::consts::ARCH,
-    )
+         (deleting data, force-pushing, rewriting history) unless the user asked for exactly that.\n\n",
+    );
+
+    text.push_str("# Workspace\n");
+    text.push_str(&format!("Working directory: {}\n", inputs.cwd.display()));
+    for dir in inputs.additional_dirs {
+        text.push_str(&format!("Also part of the workspace: {}\n", dir.display()));
+    }
+    text.push('\n');
+
+    let project: Vec<(PathBuf, String)> = project_instructions(inputs.cwd)
+        .into_iter()
+        .filter_map(|path| {
+            let content = read_trimmed(&path)?;
+            (!content.is_empty()).then_some((path, content))
+        })
+        .collect();
+    if !project.is_empty() {
+        text.push_str(
+            "# Project instructions\n\
+             These instruction files apply to this workspace. Follow them; a file in a deeper directory takes \
+             precedence over one above it.\n\n",
+        );
+        for (path, content) in project {
+            let (injected, truncated) = truncate_file(&content, &file_name(&path), inputs.max_file_chars);
+            text.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
+            files.push(FileReport {
+                chars: Some(content.chars().count()),
+                injected: injected.chars().count(),
+                truncated,
+                path,
+                source: Source::Project,
+            });
+        }
+    }
+
+    workspace_files(inputs, &mut text, &mut files);
+
+    let now = jiff::Zoned::now();
+    let zone = now.time_zone().iana_name().unwrap_or("local");
+    text.push_str(&format!(
+        "Date: {} ({}). Time zone: {zone} (UTC{}).\n",
+        now.strftime("%Y-%m-%d"),
+        now.strftime("%A"),
+        now.strftime("%:z"),
+    ));
+    text.push_str(&format!(
+        "Runtime: host={} os={} arch={} model={}",
+        hostname(),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        inputs.model,
+    ));
+    SystemPrompt { text, files }
 }
 
-/// `YYYY-MM-DD` in UTC (civil-from-days, Howard Hinnant's algorithm).
-fn utc_date(now: SystemTime) -> String {
-    let days = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+/// The agent-workspace section: each file under `$ACP_HOME/workspace`, empty ones skipped,
+/// missing ones noted.
+fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileReport>) {
+    let dir = inputs.home.join("workspace");
+    if !dir.is_dir() {
+        text.push_str(&format!("# Agent workspace\nNo agent workspace files ({} does not exist).\n\n", dir.display()));
+        return;
+    }
+    let mut body = String::new();
+    let mut soul = false;
+    let names = WORKSPACE_FILES.iter().map(|n| (n, true)).chain(OPTIONAL_WORKSPACE_FILES.iter().map(|n| (n, false)));
+    for (name, required) in names {
+        let path = dir.join(name);
+        match read_trimmed(&path) {
+            None => {
+                if required {
+                    body.push_str(&format!("## {name}\n\n[MISSING] Expected at: {}\n\n", path.display()));
+                    files.push(FileReport {
+                        path,
+                        source: Source::AgentWorkspace,
+                        chars: None,
+                        injected: 0,
+                        truncated: false,
+                    });
+                }
+            }
+            Some(content) if content.is_empty() => {}
+            Some(content) => {
+                soul |= *name == "SOUL.md";
+                let (injected, truncated) = truncate_file(&content, name, inputs.max_file_chars);
+                body.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
+                files.push(FileReport {
+                    chars: Some(content.chars().count()),
+                    injected: injected.chars().count(),
+                    truncated,
+                    path,
+                    source: Source::AgentWorkspace,
+                });
+            }
+        }
+    }
+    text.push_str("# Agent workspace\nThe following agent workspace files have been loaded.\n");
+    if soul {
+        text.push_str(
+            "If SOUL.md is present, embody its persona and tone. Avoid stiff, generic replies; follow its guidance \
+             unless higher-priority instructions override it.\n",
+        );
+    }
+    text.push('\n');
+    text.push_str(&body);
+}
+
+/// `AGENTS.md` (else `CLAUDE.md`) of each directory from the repository root down to `cwd`; without
+/// a repository, only `cwd`'s.
+pub fn project_instructions(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    let mut found_root = false;
+    for dir in cwd.ancestors() {
+        dirs.push(dir);
+        if dir.join(".git").exists() {
+            found_root = true;
+            break;
+        }
+    }
+    if !found_root {
+        dirs.truncate(1);
+    }
+    dirs.reverse();
+    dirs.into_iter()
+        .filter_map(|dir| ["AGENTS.md", "CLAUDE.md"].iter().map(|name| dir.join(name)).find(|p| p.is_file()))
+        .collect()
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// The file's text without trailing whitespace; `None` if it cannot be read.
+fn read_trimmed(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    text.truncate(text.trim_end().len());
+    Some(text)
+}
+
+/// Keeps a file to `max` characters: 70% from the head and 20% from the tail, with a marker between
+/// them that says what was cut and which file to read for the rest.
+pub fn truncate_file(content: &str, name: &str, max: usize) -> (String, bool) {
+    let total = content.chars().count();
+    if total <= max {
+        return (content.to_owned(), false);
+    }
+    let head = max * 7 / 10;
+    let tail = max * 2 / 10;
+    tracing::warn!("workspace bootstrap file {name} is {total} chars (limit {max}); truncating in injected context");
+    let head_end = content.char_indices().nth(head).map_or(content.len(), |(i, _)| i);
+    let tail_start = content.char_indices().nth(total - tail).map_or(content.len(), |(i, _)| i);
+    let out = format!(
+        "{}\n\n[...truncated, read {name} for full content...]\n…(truncated {name}: kept {head}+{tail} chars of {total})…\n\n{}",
+        &content[..head_end],
+        &content[tail_start..],
+    );
+    (out, true)
+}
+
+fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    #[test]
-    fn dates() {
-        assert_eq!(utc_date(UNIX_EPOCH), "1970-01-01");
-        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29");
-        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(1_795_305_600)), "2026-11-22");
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new() -> Self {
+            let d = std::env::temp_dir().join(format!("acp-ctx-{}", uuid::Uuid::new_v4().simple()));
+            std::fs::create_dir_all(&d).unwrap();
+            Self(d)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn model() -> ModelRef {
+        ModelRef { provider: "anthropic".into(), model: "claude-x".into() }
     }
 
     #[test]
-    fn prompt_names_the_workspace_model_and_tools() {
-        let model = ModelRef { provider: "anthropic".into(), model: "claude-x".into() };
-        let p = system_prompt(Path::new("/work/proj"), &model);
-        assert!(p.contains("Workspace: /work/proj"));
-        assert!(p.contains("model=anthropic/claude-x"));
-        assert!(p.contains("`apply_patch`") && p.contains("# Safety"));
+    fn truncation_keeps_head_and_tail_with_the_marker() {
+        let content: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let (out, cut) = truncate_file(&content, "TOOLS.md", 200);
+        assert!(cut);
+        assert!(out.starts_with(&content[..140]));
+        assert!(out.ends_with(&content[1000 - 40..]));
+        assert!(out.contains(
+            "\n\n[...truncated, read TOOLS.md for full content...]\n…(truncated TOOLS.md: kept 140+40 chars of 1000)…\n\n"
+        ));
+        assert_eq!(truncate_file("short", "X.md", 200), ("short".into(), false));
+        // Characters, not bytes.
+        let wide = "é".repeat(300);
+        let (out, _) = truncate_file(&wide, "W.md", 100);
+        assert!(out.starts_with(&"é".repeat(70)));
+    }
+
+    #[test]
+    fn instructions_come_from_the_repository_root_down_to_the_cwd() {
+        let d = Dir::new();
+        let repo = d.0.join("repo");
+        let sub = repo.join("crates/core");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(d.0.join("AGENTS.md"), "outside the repo").unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "root rules").unwrap();
+        std::fs::write(repo.join("crates/CLAUDE.md"), "crates rules").unwrap();
+        std::fs::write(sub.join("AGENTS.md"), "core rules").unwrap();
+        std::fs::write(sub.join("CLAUDE.md"), "shadowed by AGENTS.md").unwrap();
+        assert_eq!(
+            project_instructions(&sub),
+            vec![repo.join("AGENTS.md"), repo.join("crates/CLAUDE.md"), sub.join("AGENTS.md")]
+        );
+        let home = d.0.join("home");
+        let p =
+            build(&Inputs { cwd: &sub, additional_dirs: &[], model: &model(), home: &home, max_file_chars: 20_000 });
+        let root = p.text.find("root rules").unwrap();
+        let core = p.text.find("core rules").unwrap();
+        assert!(root < core);
+        assert!(!p.text.contains("outside the repo") && !p.text.contains("shadowed"));
+        assert_eq!(p.files.len(), 3);
+    }
+
+    #[test]
+    fn workspace_files_injected_skipped_or_noted_missing() {
+        let d = Dir::new();
+        let ws = d.0.join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("SOUL.md"), "Be terse.\n\n").unwrap();
+        std::fs::write(ws.join("USER.md"), "   \n").unwrap();
+        std::fs::write(ws.join("MEMORY.md"), "likes tabs").unwrap();
+        std::fs::write(ws.join("TOOLS.md"), "t".repeat(500)).unwrap();
+        let cwd = d.0.join("proj");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let p = build(&Inputs { cwd: &cwd, additional_dirs: &[], model: &model(), home: &d.0, max_file_chars: 100 });
+        assert!(p.text.contains("Be terse."));
+        assert!(p.text.contains("embody its persona"));
+        assert!(p.text.contains(&format!("[MISSING] Expected at: {}", ws.join("AGENTS.md").display())));
+        assert!(!p.text.contains(&format!("Expected at: {}", ws.join("USER.md").display())), "empty is skipped");
+        assert!(!p.text.contains(&format!("Expected at: {}", ws.join("MEMORY.md").display())));
+        assert!(p.text.contains("likes tabs"));
+        assert!(p.text.contains("[...truncated, read TOOLS.md for full content...]"));
+        let tools = p.files.iter().find(|f| f.path.ends_with("TOOLS.md")).unwrap();
+        assert_eq!((tools.chars, tools.truncated), (Some(500), true));
+    }
+
+    #[test]
+    fn prompt_names_the_workspace_date_zone_and_runtime() {
+        let d = Dir::new();
+        let extra = vec![PathBuf::from("/work/lib")];
+        let p = build(&Inputs {
+            cwd: Path::new("/work/proj"),
+            additional_dirs: &extra,
+            model: &model(),
+            home: &d.0,
+            max_file_chars: 20_000,
+        });
+        assert!(p.text.contains("Working directory: /work/proj"));
+        assert!(p.text.contains("Also part of the workspace: /work/lib"));
+        assert!(p.text.contains("model=anthropic/claude-x"));
+        assert!(p.text.contains("host="));
+        assert!(p.text.contains("Time zone: "));
+        let today = jiff::Zoned::now().strftime("%Y-%m-%d").to_string();
+        assert!(p.text.contains(&format!("Date: {today}")));
+        assert!(p.text.contains("`apply_patch`") && p.text.contains("# Safety") && p.text.contains("`update_plan`"));
     }
 }

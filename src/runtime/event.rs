@@ -8,8 +8,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::op::TurnId;
-use crate::providers::{ProviderError, Usage};
+use crate::config::ModelRef;
+use crate::providers::{ProviderError, ReasoningEffort, Usage};
+use crate::store::transcript::Transcript;
 use crate::tools::ToolCallState;
+use crate::tools::approval::Mode;
 
 pub type SessionId = Arc<str>;
 
@@ -32,13 +35,67 @@ pub enum EventKind {
     ToolCallUpdate(ToolCallState),
     /// More output of a running command, in order, never repeated.
     ToolOutput { call_id: String, text: String },
+    /// The agent's plan: the complete list of entries, replacing the previous one.
+    Plan(Vec<PlanEntry>),
     /// Context window fill after a model request.
     Usage { used: u64, size: u64 },
+    /// The conversation was (or is being) summarised to fit the context window.
+    Compaction(CompactionEvent),
+    /// The session's model, mode or reasoning changed from inside (a slash command).
+    Settings(SettingsChange),
+    /// The session has a title now.
+    Title(String),
     /// The last event of every turn, exactly once.
     TurnEnded(TurnOutcome),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub priority: PlanPriority,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionEvent {
+    /// Unique within the session.
+    pub id: String,
+    pub phase: CompactionPhase,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompactionPhase {
+    Started,
+    Completed { summary: String, tokens_before: u64, tokens_after: u64 },
+    Failed { error: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingsChange {
+    pub model: ModelRef,
+    pub mode: Mode,
+    pub reasoning: Option<ReasoningEffort>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
     MaxTokens,
@@ -105,20 +162,28 @@ impl EventSink for ChannelSink {
     }
 }
 
-/// Stamps events with their session and turn.
+/// Stamps events with their session and turn, and records what a reloaded session must show in
+/// its transcript (when the session has one).
 #[derive(Clone)]
 pub(crate) struct Emitter {
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) session: SessionId,
     pub(crate) turn: TurnId,
+    pub(crate) transcript: Option<Arc<Transcript>>,
 }
 
 impl Emitter {
     pub(crate) fn emit(&self, kind: EventKind) {
+        if let Some(t) = &self.transcript {
+            t.record_event(&kind);
+        }
         self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
     }
 
     pub(crate) fn flush(&self) {
+        if let Some(t) = &self.transcript {
+            t.flush();
+        }
         self.sink.flush();
     }
 }

@@ -3,8 +3,12 @@
 //! receives its [`Event`]s through an [`EventSink`], and lends it a [`Host`] (files as the user
 //! sees them, approvals, terminals).
 
+pub mod commands;
+pub mod compaction;
 pub mod context;
+pub mod conversation;
 pub mod event;
+pub mod input;
 pub mod op;
 pub mod session;
 mod tool_calls;
@@ -17,12 +21,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use tokio::sync::OnceCell;
 
 pub use event::{ChannelSink, Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
+pub use event::{CompactionEvent, CompactionPhase, PlanEntry, PlanPriority, PlanStatus, SettingsChange};
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 
 use crate::config::{Config, ModelInfo, ModelRef};
 use crate::providers::client::build_http;
 use crate::providers::{ProviderClient, ReasoningEffort};
+use crate::store::replay::{Shown, StoredSettings};
+use crate::store::transcript::{self, Transcript};
+use crate::store::{Cursor, SessionRow, Store, StoreError};
 use crate::tools::approval::Rule;
 use crate::tools::host::Host;
 
@@ -85,9 +93,31 @@ pub(crate) struct Shared {
     sink: Arc<dyn EventSink>,
     host: Arc<dyn Host>,
     next_turn: AtomicU64,
+    store: OnceCell<Result<Arc<Store>, StoreError>>,
+    /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
+    origin: String,
 }
 
 impl Shared {
+    /// The session store, opened on first use (off the async thread).
+    pub(crate) async fn store(&self) -> Result<Arc<Store>, StoreError> {
+        self.store
+            .get_or_init(|| async {
+                let home = self.config().home.clone();
+                match tokio::task::spawn_blocking(move || Store::open(&home)).await {
+                    Ok(opened) => opened.map(Arc::new),
+                    Err(e) => Err(StoreError(format!("opening the session store failed: {e}"))),
+                }
+            })
+            .await
+            .clone()
+    }
+
+    /// The store, if it is open already.
+    pub(crate) fn store_if_open(&self) -> Option<Arc<Store>> {
+        self.store.get().and_then(|r| r.as_ref().ok()).cloned()
+    }
+
     pub(crate) fn config(&self) -> Arc<Config> {
         self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
@@ -140,12 +170,28 @@ impl Runtime {
             sink,
             host,
             next_turn: AtomicU64::new(1),
+            store: OnceCell::new(),
+            origin: "acp".into(),
         });
         Self { shared }
     }
 
+    /// Names the surface that creates sessions (kept in the session index); call before any
+    /// session is opened.
+    pub fn with_origin(mut self, origin: &str) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.origin = origin.to_owned();
+        }
+        self
+    }
+
     pub fn config(&self) -> Arc<Config> {
         self.shared.config()
+    }
+
+    /// Reads the current configuration later, without keeping the runtime alive.
+    pub fn config_source(&self) -> ConfigSource {
+        ConfigSource(Arc::downgrade(&self.shared))
     }
 
     /// Replaces the configuration (used after `authenticate` re-reads it). Running turns keep theirs.
@@ -157,11 +203,150 @@ impl Runtime {
         self.shared.next_turn.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Starts a new session. It is saved to the store when its first prompt starts.
     pub fn open_session(&self, id: SessionId, settings: SessionSettings) -> SessionHandle {
-        session::spawn(id, settings, self.shared.clone())
+        session::spawn(id, settings, self.shared.clone(), None)
     }
 
-    /// Builds the HTTP client in the background so the first turn does not wait for it.
+    /// The session store (opened on first use).
+    pub async fn store(&self) -> Result<Arc<Store>, StoreError> {
+        self.shared.store().await
+    }
+
+    /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
+    /// turn that never ended is closed first (see `store::replay`). Fails if another process has it
+    /// open.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional_dirs: Vec<PathBuf>,
+    ) -> Result<LoadedSession, LoadError> {
+        if !crate::store::valid_id(id) {
+            return Err(LoadError::NotFound);
+        }
+        let store = self.shared.store().await.map_err(LoadError::Store)?;
+        let key = id.to_owned();
+        let (cwd2, dirs2) = (cwd.clone(), additional_dirs.clone());
+        let opened = tokio::task::spawn_blocking(move || -> Result<_, LoadError> {
+            let row = store.get(&key).map_err(LoadError::Store)?.ok_or(LoadError::NotFound)?;
+            let path = store.transcript_path(&key);
+            let writer = match Transcript::open(&path) {
+                Ok(w) => w,
+                Err(_) if !path.exists() => {
+                    tracing::warn!(session = %key, path = %path.display(), "the session's transcript is missing; it starts empty");
+                    let header = transcript::Record::Session { v: transcript::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
+                    Transcript::create(&path, &header).map_err(LoadError::Store)?
+                }
+                Err(e) => return Err(LoadError::Store(e)),
+            };
+            // Read after taking the lock: nobody else is writing now.
+            let loaded = transcript::read(&path).map_err(LoadError::Store)?;
+            let replay = crate::store::replay::replay(loaded.records);
+            for record in &replay.repair {
+                writer.record(record);
+            }
+            if (row.cwd != cwd2 || row.additional_dirs != dirs2)
+                && let Err(e) = store.set_workspace(&key, &cwd2, &dirs2)
+            {
+                tracing::warn!(session = %key, error = %e, "could not record the session's new working directory");
+            }
+            Ok((row, replay, writer))
+        })
+        .await
+        .map_err(|e| LoadError::Store(StoreError(format!("loading the session failed: {e}"))))??;
+        let (row, replay, writer) = opened;
+        let config = self.config();
+        let stored = replay.settings.clone().unwrap_or(StoredSettings {
+            model: row.model.clone(),
+            mode: Mode::parse(&row.mode).unwrap_or_default(),
+            reasoning: row.reasoning.as_deref().and_then(ReasoningEffort::parse),
+        });
+        let model = match config.resolve_model(&stored.model) {
+            Ok((model, _)) => model,
+            Err(e) => {
+                let fallback = config.default_model_ref().ok().or_else(|| ModelRef::parse(&stored.model));
+                tracing::warn!(session = %id, model = %stored.model, error = %e, "the session's model is not available; using the default");
+                fallback.ok_or_else(|| LoadError::Model(e.to_string()))?
+            }
+        };
+        let settings = SessionSettings { cwd, additional_dirs, model, mode: stored.mode, reasoning: stored.reasoning };
+        let context_window =
+            config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
+        let restored = session::Restored {
+            conversation: replay.conversation,
+            transcript: Arc::new(writer),
+            usage: replay.usage,
+            context_tokens: replay.context_tokens,
+            turns: replay.last_turn,
+            title: row.title.clone(),
+        };
+        let handle = session::spawn(Arc::from(id), settings.clone(), self.shared.clone(), Some(restored));
+        Ok(LoadedSession {
+            handle,
+            settings,
+            shown: replay.shown,
+            title: row.title,
+            updated_at: row.updated_at,
+            context_tokens: replay.context_tokens,
+            context_window,
+        })
+    }
+
+    /// Stored sessions, most recently updated first; `cursor` continues a listing.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<PathBuf>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionPage, ListError> {
+        let after = match cursor {
+            Some(token) => Some(Cursor::decode(token).ok_or(ListError::BadCursor)?),
+            None => None,
+        };
+        let store = self.shared.store().await.map_err(ListError::Store)?;
+        let (sessions, next) = tokio::task::spawn_blocking(move || store.list(cwd.as_deref(), after.as_ref(), limit))
+            .await
+            .map_err(|e| ListError::Store(StoreError(format!("listing sessions failed: {e}"))))?
+            .map_err(ListError::Store)?;
+        Ok(SessionPage { sessions, next_cursor: next.map(|c| c.encode()) })
+    }
+
+    /// Whether a session with this id is stored.
+    pub async fn session_exists(&self, id: &str) -> Result<bool, StoreError> {
+        let store = self.shared.store().await?;
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.get(&id).map(|r| r.is_some()))
+            .await
+            .map_err(|e| StoreError(format!("looking up the session failed: {e}")))?
+    }
+
+    /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
+    /// another process is not deleted.
+    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+        if !crate::store::valid_id(id) {
+            return Ok(());
+        }
+        let store = self.shared.store().await?;
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let path = store.transcript_path(&id);
+            // Holding the lock proves no one is writing it.
+            let lock = match Transcript::open(&path) {
+                Ok(t) => Some(t),
+                Err(_) if !path.exists() => None,
+                Err(e) => return Err(e),
+            };
+            let result = store.delete(&id);
+            drop(lock);
+            result
+        })
+        .await
+        .map_err(|e| StoreError(format!("deleting the session failed: {e}")))?
+    }
+
+    /// Builds the HTTP client and opens the session store in the background, so the first turn
+    /// waits for neither.
     pub fn prewarm(&self) {
         let shared = self.shared.clone();
         tokio::spawn(async move {
@@ -169,5 +354,74 @@ impl Runtime {
                 tracing::warn!(error = %e.message, "HTTP client setup failed");
             }
         });
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            if let Err(e) = shared.store().await {
+                tracing::warn!(error = %e, "the session store cannot be opened; sessions will not be saved");
+            }
+        });
+    }
+}
+
+/// The runtime's current configuration, for parts that outlive or precede it (event sinks).
+#[derive(Clone)]
+pub struct ConfigSource(std::sync::Weak<Shared>);
+
+impl ConfigSource {
+    pub fn get(&self) -> Option<Arc<Config>> {
+        self.0.upgrade().map(|s| s.config())
+    }
+}
+
+/// A session reopened from the store.
+#[derive(Debug)]
+pub struct LoadedSession {
+    pub handle: SessionHandle,
+    pub settings: SessionSettings,
+    /// What the session showed, in order, to replay.
+    pub shown: Vec<Shown>,
+    pub title: Option<String>,
+    pub updated_at: i64,
+    pub context_tokens: Option<u64>,
+    pub context_window: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    NotFound,
+    /// The store failed, or the session is open in another process.
+    Store(StoreError),
+    /// Neither the session's model nor a default is available.
+    Model(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound => f.write_str("no such session"),
+            Self::Store(e) => e.fmt(f),
+            Self::Model(e) => f.write_str(e),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionRow>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListError {
+    BadCursor,
+    Store(StoreError),
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadCursor => f.write_str("`cursor` is not a cursor this agent gave out"),
+            Self::Store(e) => e.fmt(f),
+        }
     }
 }

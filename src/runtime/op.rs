@@ -1,7 +1,8 @@
 //! What surfaces ask of a session actor (`Op`).
 
 use crate::config::ModelRef;
-use crate::providers::{ReasoningEffort, UserPart};
+use crate::providers::ReasoningEffort;
+use crate::runtime::input::UserBlock;
 pub use crate::tools::approval::Mode;
 
 /// Identifies one prompt turn within the process.
@@ -10,7 +11,7 @@ pub type TurnId = u64;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// Run a turn; queued behind the running one, if any.
-    Prompt { turn: TurnId, input: Vec<UserPart> },
+    Prompt { turn: TurnId, input: Vec<UserBlock> },
     /// Cancel one turn, running or queued.
     CancelTurn(TurnId),
     /// Cancel the running turn and every queued one (`session/cancel`).

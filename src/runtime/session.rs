@@ -1,7 +1,13 @@
 //! One actor per session: a tokio task that owns the conversation, takes [`Op`]s from a channel and
 //! runs one turn at a time, each under its own cancellation token. A prompt that arrives while a
 //! turn runs is queued and runs next (FIFO); `Op::Cancel` cancels the running turn and everything
-//! queued. Every turn ends with exactly one `TurnEnded` event, in the order the prompts arrived.
+//! queued. Every turn ends with exactly one `TurnEnded` event, in the order the prompts arrived —
+//! except slash commands that answer at once (`/help`, `/status`, …, see `commands.rs`).
+//!
+//! Persistence: a new session is written to the store when its first prompt starts (a session
+//! nobody spoke to is not kept). From then on the transcript records the prompt, everything shown,
+//! every message of the context, settings changes, and the end of each turn — written before the
+//! turn's `TurnEnded`, so a client that got its answer can reload the session and find it all.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,17 +16,27 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
+use super::commands::{self, Command, Parsed, thousands};
+use super::compaction::{self, Accounting, CompactEnv};
+use super::context;
+use super::conversation::Conversation;
+use super::event::{Emitter, EventKind, SessionId, SettingsChange, StopReason, TurnError, TurnOutcome};
+use super::input::{self, UserBlock};
 use super::op::{Op, TurnId};
-use super::turn::{self, TurnContext, TurnResult};
+use super::turn::{self, TurnContext, TurnResult, new_message_id};
 use super::{LiveState, SessionSettings, Shared};
-use crate::providers::{Message, Usage, UserPart};
+use crate::providers::{Message, Usage};
+use crate::store::transcript::{FORMAT_VERSION, Record, Transcript};
+use crate::store::{SessionRow, now_ms};
+use crate::tools::Registry;
+use crate::tools::policy::ToolPolicy;
 
 /// The surface's handle to a session actor.
 #[derive(Debug, Clone)]
 pub struct SessionHandle {
     id: SessionId,
     ops: mpsc::UnboundedSender<Op>,
+    closed: CancellationToken,
 }
 
 impl SessionHandle {
@@ -32,27 +48,80 @@ impl SessionHandle {
     pub fn send(&self, op: Op) -> bool {
         self.ops.send(op).is_ok()
     }
+
+    /// Resolves once the actor has stopped (after `Op::Shutdown`): its transcript is closed.
+    pub async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
 }
 
-pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>) -> SessionHandle {
+/// What a session reopened from the store starts with.
+pub(crate) struct Restored {
+    pub conversation: Conversation,
+    pub transcript: Arc<Transcript>,
+    pub usage: Usage,
+    pub context_tokens: Option<u64>,
+    pub turns: u64,
+    pub title: Option<String>,
+}
+
+pub(crate) fn spawn(
+    id: SessionId,
+    settings: SessionSettings,
+    shared: Arc<Shared>,
+    restored: Option<Restored>,
+) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let rules = crate::config::saved_rules(&shared.config().home, &settings.cwd);
     let live = Arc::new(LiveState::new(settings.mode, rules));
-    let actor = Actor {
+    let closed = CancellationToken::new();
+    let mut actor = Actor {
         id: id.clone(),
         settings,
         live,
         shared,
-        history: Vec::new(),
+        conversation: Conversation::default(),
+        accounting: Accounting::default(),
+        transcript: None,
+        persist: Persist::NotYet,
+        title: None,
+        usage: Usage::default(),
+        context_tokens: None,
+        turns: 0,
         queue: VecDeque::new(),
         cancelled: Vec::new(),
+        stops: Vec::new(),
     };
-    tokio::spawn(actor.run(rx));
-    SessionHandle { id, ops: tx }
+    if let Some(r) = restored {
+        actor.conversation = r.conversation;
+        actor.conversation.set_transcript(Some(r.transcript.clone()));
+        actor.transcript = Some(r.transcript);
+        actor.persist = Persist::Done;
+        actor.usage = r.usage;
+        actor.context_tokens = r.context_tokens;
+        actor.turns = r.turns;
+        actor.title = r.title;
+    }
+    let guard = closed.clone().drop_guard();
+    tokio::spawn(async move {
+        actor.run(rx).await;
+        drop(guard);
+    });
+    SessionHandle { id, ops: tx, closed }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Persist {
+    NotYet,
+    Done,
+    /// The store could not be used; the session lives in memory only.
+    Unavailable,
 }
 
 struct Running {
     turn: TurnId,
+    /// The session's own turn number (in the transcript), if recorded.
+    seq: Option<u64>,
     cancel: CancellationToken,
     task: JoinHandle<TurnResult>,
 }
@@ -62,40 +131,64 @@ struct Actor {
     settings: SessionSettings,
     live: Arc<LiveState>,
     shared: Arc<Shared>,
-    history: Vec<Message>,
-    queue: VecDeque<(TurnId, Vec<UserPart>)>,
+    conversation: Conversation,
+    accounting: Accounting,
+    transcript: Option<Arc<Transcript>>,
+    persist: Persist,
+    title: Option<String>,
+    /// Summed over the session's turns.
+    usage: Usage,
+    context_tokens: Option<u64>,
+    turns: u64,
+    queue: VecDeque<(TurnId, Vec<UserBlock>)>,
     /// Queued turns cancelled while another ran; they end right after it, keeping the order.
     cancelled: Vec<TurnId>,
+    /// `/stop`s waiting for the turn they stopped to end.
+    stops: Vec<TurnId>,
 }
 
 enum Wake {
     Op(Option<Op>),
-    Done(Result<TurnResult, JoinError>),
+    Done(Box<Result<TurnResult, JoinError>>),
 }
 
 impl Actor {
     async fn run(mut self, mut ops: mpsc::UnboundedReceiver<Op>) {
         let mut running: Option<Running> = None;
         loop {
-            if running.is_none()
+            while running.is_none()
                 && let Some((turn, input)) = self.queue.pop_front()
             {
-                running = Some(self.start(turn, input));
+                running = self.start(turn, input).await;
             }
             let wake = match running.as_mut() {
                 Some(r) => tokio::select! {
                     op = ops.recv() => Wake::Op(op),
-                    done = &mut r.task => Wake::Done(done),
+                    done = &mut r.task => Wake::Done(Box::new(done)),
                 },
                 None => Wake::Op(ops.recv().await),
             };
             match wake {
                 Wake::Done(done) => {
                     if let Some(r) = running.take() {
-                        self.finish(r.turn, done);
+                        self.finish(r, *done);
                     }
                 }
-                Wake::Op(Some(Op::Prompt { turn, input })) => self.queue.push_back((turn, input)),
+                Wake::Op(Some(Op::Prompt { turn, input })) => match commands::parse(&input) {
+                    Parsed::BadArgs(text) => self.answer(turn, text),
+                    Parsed::Command(Command::Stop) => match running.as_ref() {
+                        Some(r) => {
+                            self.cancel_all(Some(r));
+                            self.stops.push(turn);
+                        }
+                        None => self.answer(turn, "Nothing is running.".into()),
+                    },
+                    Parsed::Command(c) if c.is_immediate() => {
+                        let text = self.report(&c);
+                        self.answer(turn, text);
+                    }
+                    _ => self.queue.push_back((turn, input)),
+                },
                 Wake::Op(Some(Op::CancelTurn(turn))) => match running.as_ref() {
                     Some(r) if r.turn == turn => r.cancel.cancel(),
                     _ => {
@@ -109,17 +202,27 @@ impl Actor {
                 Wake::Op(Some(Op::SetMode(mode))) => {
                     self.settings.mode = mode;
                     self.live.set_mode(mode);
+                    self.settings_changed();
                 }
-                Wake::Op(Some(Op::SetModel(model))) => self.settings.model = model,
-                Wake::Op(Some(Op::SetReasoning(level))) => self.settings.reasoning = level,
+                Wake::Op(Some(Op::SetModel(model))) => {
+                    self.settings.model = model;
+                    self.settings_changed();
+                }
+                Wake::Op(Some(Op::SetReasoning(level))) => {
+                    self.settings.reasoning = level;
+                    self.settings_changed();
+                }
                 Wake::Op(Some(Op::Shutdown) | None) => {
                     self.cancel_all(running.as_ref());
                     if let Some(mut r) = running.take() {
                         let done = (&mut r.task).await;
-                        self.finish(r.turn, done);
+                        self.finish(r, done);
                     }
                     for turn in std::mem::take(&mut self.cancelled) {
                         self.end_cancelled(turn);
+                    }
+                    if let Some(t) = &self.transcript {
+                        t.flush();
                     }
                     tracing::debug!(session = %self.id, "session closed");
                     return;
@@ -128,18 +231,180 @@ impl Actor {
         }
     }
 
-    fn start(&mut self, turn: TurnId, input: Vec<UserPart>) -> Running {
+    /// Starts a queued prompt: a model turn, or a command (most finish at once; `/compact` runs).
+    async fn start(&mut self, turn: TurnId, input: Vec<UserBlock>) -> Option<Running> {
+        let command = match commands::parse(&input) {
+            Parsed::Command(c) => Some(c),
+            Parsed::BadArgs(text) => {
+                self.answer(turn, text);
+                return None;
+            }
+            Parsed::NotACommand => None,
+        };
+        if let Some(command) = command {
+            return self.run_command(turn, input, command).await;
+        }
+
+        self.ensure_persisted().await;
+        let seq = self.begin_recorded(&input);
+        if self.title.is_none()
+            && let Some(title) = input::title_of(&input)
+        {
+            self.set_title(turn, title);
+        }
+        self.conversation.push(Message::User(input::to_model(&input)));
         let cancel = CancellationToken::new();
         let ctx = TurnContext {
             shared: self.shared.clone(),
-            events: self.sink(turn),
+            events: self.emitter(turn, true),
             settings: self.settings.clone(),
             live: self.live.clone(),
-            history: self.history.clone(),
-            input,
+            conversation: self.conversation.clone(),
+            accounting: self.accounting,
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
-        Running { turn, cancel, task }
+        Some(Running { turn, seq, cancel, task })
+    }
+
+    /// Records the start of a turn (when the session is stored); returns its number.
+    fn begin_recorded(&mut self, input: &[UserBlock]) -> Option<u64> {
+        self.conversation.begin_turn();
+        let t = self.transcript.as_ref()?;
+        self.turns += 1;
+        t.record(&Record::User {
+            turn: self.turns,
+            id: new_message_id().to_string(),
+            blocks: input.to_vec(),
+            at: now_ms(),
+        });
+        Some(self.turns)
+    }
+
+    async fn run_command(&mut self, turn: TurnId, input: Vec<UserBlock>, command: Command) -> Option<Running> {
+        if command.is_immediate() {
+            let text = self.report(&command);
+            self.answer(turn, text);
+            return None;
+        }
+        let seq = self.begin_recorded(&input);
+        let events = self.emitter(turn, true);
+        let say = |text: String| {
+            events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+            events.flush();
+        };
+        match command {
+            Command::Compact { instructions } => {
+                let cancel = CancellationToken::new();
+                let job = CompactJob {
+                    shared: self.shared.clone(),
+                    settings: self.settings.clone(),
+                    events,
+                    cancel: cancel.clone(),
+                    conversation: self.conversation.clone(),
+                    accounting: self.accounting,
+                    instructions,
+                };
+                let task = tokio::spawn(job.run());
+                return Some(Running { turn, seq, cancel, task });
+            }
+            Command::Model(None) => say(self.model_list()),
+            Command::Model(Some(reference)) => match self.shared.config().resolve_model(&reference) {
+                Ok((model, _)) => {
+                    self.settings.model = model.clone();
+                    self.settings_changed_from_inside(turn);
+                    say(format!("Model: `{model}`, from the next prompt on."));
+                }
+                Err(e) => say(format!("{e}\n\n{}", self.model_list())),
+            },
+            Command::Think(level) => {
+                self.settings.reasoning = level;
+                self.settings_changed_from_inside(turn);
+                say(format!("Thinking: {}.", level.map_or("off (the provider's default)", |l| l.as_str())));
+            }
+            Command::New { model } => {
+                let switched = match model.map(|m| self.shared.config().resolve_model(&m).map(|(r, _)| r)) {
+                    None => Ok(None),
+                    Some(Ok(model)) => Ok(Some(model)),
+                    Some(Err(e)) => Err(e),
+                };
+                match switched {
+                    Err(e) => say(format!("{e}\n\nNothing was changed.")),
+                    Ok(model) => {
+                        self.clear_context(turn);
+                        let mut text = String::from("Started over: the model sees an empty conversation from here on.");
+                        if let Some(model) = model {
+                            self.settings.model = model.clone();
+                            self.settings_changed_from_inside(turn);
+                            text.push_str(&format!(" Model: `{model}`."));
+                        }
+                        say(text);
+                    }
+                }
+            }
+            Command::Reset => {
+                self.clear_context(turn);
+                say("The context is cleared: the model sees an empty conversation from here on.".into());
+            }
+            Command::Help | Command::Status | Command::Usage | Command::Context { .. } | Command::Stop => {}
+        }
+        self.end_turn(turn, seq, TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() }, None);
+        None
+    }
+
+    fn clear_context(&mut self, turn: TurnId) {
+        self.conversation.reset();
+        self.accounting.forget_report();
+        self.context_tokens = Some(0);
+        if let Some(size) = self.context_window() {
+            self.emitter(turn, false).emit(EventKind::Usage { used: 0, size });
+        }
+    }
+
+    fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
+        let (outcome, context) = match done {
+            Ok(result) => {
+                self.conversation = result.conversation;
+                self.accounting = result.accounting;
+                (result.outcome, result.context)
+            }
+            Err(e) => {
+                tracing::error!(session = %self.id, turn = r.turn, error = %e, "turn task failed");
+                self.conversation.discard_turn();
+                let error = TurnError::internal("the turn stopped unexpectedly (an internal error); please try again");
+                (TurnOutcome::Failed { error, usage: Usage::default() }, None)
+            }
+        };
+        self.end_turn(r.turn, r.seq, outcome, context);
+        for turn in std::mem::take(&mut self.cancelled) {
+            self.end_cancelled(turn);
+        }
+        for turn in std::mem::take(&mut self.stops) {
+            self.answer(turn, "Stopped.".into());
+        }
+    }
+
+    /// Records the end of a turn (before telling the surface, so an answered prompt is on disk).
+    fn end_turn(&mut self, turn: TurnId, seq: Option<u64>, outcome: TurnOutcome, context: Option<u64>) {
+        let (stop, error, usage) = match &outcome {
+            TurnOutcome::Stopped { reason, usage } => (Some(*reason), None, *usage),
+            TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
+        };
+        self.usage = self.usage.plus(usage);
+        if context.is_some() {
+            self.context_tokens = context;
+        }
+        if let (Some(t), Some(seq)) = (&self.transcript, seq) {
+            t.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
+            if let Some(store) = self.shared.store_if_open() {
+                let id = self.id.to_string();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = store.finish_turn(&id, usage.input, usage.output, context, None) {
+                        tracing::warn!(session = %id, error = %e, "could not update the session index");
+                    }
+                });
+            }
+        }
+        self.emitter(turn, false).emit(EventKind::TurnEnded(outcome));
     }
 
     fn cancel_all(&mut self, running: Option<&Running>) {
@@ -153,32 +418,364 @@ impl Actor {
         }
     }
 
-    fn finish(&mut self, turn: TurnId, done: Result<TurnResult, JoinError>) {
-        let outcome = match done {
-            Ok(result) => {
-                self.history.extend(result.append);
-                result.outcome
-            }
-            Err(e) => {
-                tracing::error!(session = %self.id, turn, error = %e, "turn task failed");
-                TurnOutcome::Failed {
-                    error: TurnError::internal("the turn stopped unexpectedly (an internal error); please try again"),
-                    usage: Usage::default(),
-                }
-            }
-        };
-        self.sink(turn).emit(EventKind::TurnEnded(outcome));
-        for turn in std::mem::take(&mut self.cancelled) {
-            self.end_cancelled(turn);
+    fn end_cancelled(&self, turn: TurnId) {
+        let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
+        self.emitter(turn, false).emit(EventKind::TurnEnded(outcome));
+    }
+
+    /// Answers a prompt with text at once, without touching the conversation or the transcript.
+    fn answer(&self, turn: TurnId, text: String) {
+        let events = self.emitter(turn, false);
+        events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        events
+            .emit(EventKind::TurnEnded(TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() }));
+        events.flush();
+    }
+
+    fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {
+        Emitter {
+            sink: self.shared.sink.clone(),
+            session: self.id.clone(),
+            turn,
+            transcript: if recorded { self.transcript.clone() } else { None },
         }
     }
 
-    fn end_cancelled(&self, turn: TurnId) {
-        let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
-        self.sink(turn).emit(EventKind::TurnEnded(outcome));
+    // ---- persistence ----
+
+    /// Writes the session to the store on its first prompt.
+    async fn ensure_persisted(&mut self) {
+        if self.persist != Persist::NotYet {
+            return;
+        }
+        let store = match self.shared.store().await {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::warn!(session = %self.id, error = %e, "sessions cannot be saved; this one lives in memory only");
+                self.persist = Persist::Unavailable;
+                return;
+            }
+        };
+        let now = now_ms();
+        let s = &self.settings;
+        let row = SessionRow {
+            id: self.id.to_string(),
+            cwd: s.cwd.clone(),
+            additional_dirs: s.additional_dirs.clone(),
+            title: None,
+            created_at: now,
+            updated_at: now,
+            model: s.model.to_string(),
+            mode: s.mode.id().to_owned(),
+            reasoning: s.reasoning.map(|r| r.as_str().to_owned()),
+            input_tokens: 0,
+            output_tokens: 0,
+            context_tokens: 0,
+            parent_id: None,
+            origin: self.shared.origin.clone(),
+        };
+        let header = Record::Session { v: FORMAT_VERSION, id: row.id.clone(), cwd: row.cwd.clone(), created_at: now };
+        let settings = self.settings_record();
+        let created = tokio::task::spawn_blocking(move || {
+            store.create(&row)?;
+            let t = Transcript::create(&store.transcript_path(&row.id), &header)?;
+            t.record(&settings);
+            Ok::<_, crate::store::StoreError>(t)
+        })
+        .await;
+        match created {
+            Ok(Ok(t)) => {
+                let t = Arc::new(t);
+                self.conversation.set_transcript(Some(t.clone()));
+                self.transcript = Some(t);
+                self.persist = Persist::Done;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(session = %self.id, error = %e, "could not save the session; it lives in memory only");
+                self.persist = Persist::Unavailable;
+            }
+            Err(e) => {
+                tracing::error!(session = %self.id, error = %e, "saving the session failed");
+                self.persist = Persist::Unavailable;
+            }
+        }
     }
 
-    fn sink(&self, turn: TurnId) -> Emitter {
-        Emitter { sink: self.shared.sink.clone(), session: self.id.clone(), turn }
+    fn settings_record(&self) -> Record {
+        Record::Settings {
+            model: self.settings.model.to_string(),
+            mode: self.settings.mode,
+            reasoning: self.settings.reasoning,
+        }
+    }
+
+    /// A surface changed a setting: keep it in the transcript and the index.
+    fn settings_changed(&self) {
+        let Some(t) = &self.transcript else { return };
+        t.record(&self.settings_record());
+        if let Some(store) = self.shared.store_if_open() {
+            let id = self.id.to_string();
+            let (model, mode) = (self.settings.model.to_string(), self.settings.mode.id());
+            let reasoning = self.settings.reasoning.map(|r| r.as_str());
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = store.update_settings(&id, &model, mode, reasoning) {
+                    tracing::warn!(session = %id, error = %e, "could not update the session index");
+                }
+            });
+        }
+    }
+
+    /// A command changed a setting: also tell the surface.
+    fn settings_changed_from_inside(&self, turn: TurnId) {
+        self.settings_changed();
+        let s = &self.settings;
+        self.emitter(turn, false).emit(EventKind::Settings(SettingsChange {
+            model: s.model.clone(),
+            mode: s.mode,
+            reasoning: s.reasoning,
+        }));
+    }
+
+    fn set_title(&mut self, turn: TurnId, title: String) {
+        self.title = Some(title.clone());
+        if self.persist == Persist::Done
+            && let Some(store) = self.shared.store_if_open()
+        {
+            let id = self.id.to_string();
+            let t = title.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = store.set_title(&id, &t) {
+                    tracing::warn!(session = %id, error = %e, "could not save the session title");
+                }
+            });
+        }
+        self.emitter(turn, false).emit(EventKind::Title(title));
+    }
+
+    // ---- reports ----
+
+    fn context_window(&self) -> Option<u64> {
+        let config = self.shared.config();
+        let (model, provider) = config.resolve_model(&self.settings.model.to_string()).ok()?;
+        Some(provider.model(&model.model).context_window)
+    }
+
+    fn model_list(&self) -> String {
+        let config = self.shared.config();
+        let current = self.settings.model.to_string();
+        let mut out = format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n");
+        for (model, name) in config.model_choices() {
+            let mark = if model.to_string() == current { " ← current" } else { "" };
+            out.push_str(&format!("- `{model}` — {name}{mark}\n"));
+        }
+        out
+    }
+
+    /// The system prompt and tool schemas the next request would carry.
+    fn request_parts(&self) -> (context::SystemPrompt, Vec<crate::providers::ToolSpec>) {
+        let config = self.shared.config();
+        let system = context::build(&context::Inputs {
+            cwd: &self.settings.cwd,
+            additional_dirs: &self.settings.additional_dirs,
+            model: &self.settings.model,
+            home: &config.home,
+            max_file_chars: config.bootstrap_max_chars,
+        });
+        let registry =
+            Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
+        (system, registry.specs())
+    }
+
+    fn report(&self, command: &Command) -> String {
+        match command {
+            Command::Help => commands::help_text(),
+            Command::Status => self.status(),
+            Command::Usage => self.usage_report(),
+            Command::Context { detail } => self.context_report(*detail),
+            _ => String::new(),
+        }
+    }
+
+    fn fill(&self) -> String {
+        let (system, tools) = self.request_parts();
+        let fixed = turn::fixed_chars(&system.text, &tools);
+        let used = self.accounting.estimate(fixed, self.conversation.messages());
+        match self.context_window() {
+            Some(size) if size > 0 => {
+                format!("~{} of {} tokens ({}%)", thousands(used), thousands(size), (used * 100).div_ceil(size))
+            }
+            _ => format!("~{} tokens", thousands(used)),
+        }
+    }
+
+    fn status(&self) -> String {
+        let s = &self.settings;
+        let transcript = match (&self.transcript, self.persist) {
+            (Some(t), _) => format!("`{}`", t.path().display()),
+            (None, Persist::Unavailable) => "not saved (the session store is unavailable; see the log)".into(),
+            (None, _) => "not saved yet (it is saved with the first prompt)".into(),
+        };
+        format!(
+            "**Session** `{id}`\n\n\
+             - Model: `{model}`\n\
+             - Mode: {mode} · Thinking: {thinking}\n\
+             - Context: {fill}\n\
+             - Tokens: {input} in · {output} out\n\
+             - Turns: {turns} · Messages in context: {messages}\n\
+             - Working directory: `{cwd}`\n\
+             - Transcript: {transcript}\n",
+            id = self.id,
+            model = s.model,
+            mode = s.mode.name(),
+            thinking = s.reasoning.map_or("default", |r| r.as_str()),
+            fill = self.fill(),
+            input = thousands(self.usage.input),
+            output = thousands(self.usage.output),
+            turns = self.turns,
+            messages = self.conversation.len(),
+            cwd = s.cwd.display(),
+        )
+    }
+
+    fn usage_report(&self) -> String {
+        let u = &self.usage;
+        let mut out = format!(
+            "**Usage** (this session)\n\n- Input: {} tokens (cache read {}, cache write {})\n- Output: {} tokens",
+            thousands(u.input),
+            thousands(u.cache_read),
+            thousands(u.cache_write),
+            thousands(u.output),
+        );
+        if let Some(r) = u.reasoning {
+            out.push_str(&format!(" (reasoning {})", thousands(r)));
+        }
+        out.push_str(&format!("\n- Total: {} tokens\n- Context now: {}\n", thousands(u.total()), self.fill()));
+        out
+    }
+
+    fn context_report(&self, detail: bool) -> String {
+        let (system, tools) = self.request_parts();
+        let per = self.accounting.chars_per_token;
+        let tok = |chars: usize| thousands((chars as f64 / per).ceil() as u64);
+        let tool_chars: usize =
+            tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
+        let history_chars: usize =
+            self.conversation.messages().iter().map(|m| serde_json::to_string(m).map_or(0, |s| s.len())).sum();
+        let mut out = format!(
+            "**Context**: {fill}\n\n\
+             | Part | Characters | ≈ Tokens |\n|---|---:|---:|\n\
+             | System prompt | {sys} | {sys_t} |\n\
+             | Tool schemas ({n} tools) | {tools} | {tools_t} |\n\
+             | Conversation ({m} messages) | {hist} | {hist_t} |\n",
+            fill = self.fill(),
+            sys = thousands(system.text.len() as u64),
+            sys_t = tok(system.text.len()),
+            n = tools.len(),
+            tools = thousands(tool_chars as u64),
+            tools_t = tok(tool_chars),
+            m = self.conversation.len(),
+            hist = thousands(history_chars as u64),
+            hist_t = tok(history_chars),
+        );
+        out.push_str("\n**Injected files**\n\n");
+        if system.files.is_empty() {
+            out.push_str("None (no AGENTS.md or CLAUDE.md from the repository root to the working directory).\n");
+        }
+        for f in &system.files {
+            let source = match f.source {
+                context::Source::Project => "project",
+                context::Source::AgentWorkspace => "agent workspace",
+            };
+            let size = match f.chars {
+                None => "missing".to_owned(),
+                Some(c) if f.truncated => {
+                    format!("{} of {} chars (truncated)", thousands(f.injected as u64), thousands(c as u64))
+                }
+                Some(c) => format!("{} chars", thousands(c as u64)),
+            };
+            out.push_str(&format!("- `{}` ({source}): {size}\n", f.path.display()));
+        }
+        if detail {
+            out.push_str("\n**Tools**\n\n");
+            for t in &tools {
+                let chars = t.name.len() + t.description.len() + t.parameters.to_string().len();
+                out.push_str(&format!("- `{}`: {} chars\n", t.name, thousands(chars as u64)));
+            }
+            out.push_str("\n**System prompt**\n\n````text\n");
+            out.push_str(&system.text);
+            out.push_str("\n````\n");
+        }
+        out
+    }
+}
+
+/// `/compact`, run like a turn (cancellable, in order with prompts).
+struct CompactJob {
+    shared: Arc<Shared>,
+    settings: SessionSettings,
+    events: Emitter,
+    cancel: CancellationToken,
+    conversation: Conversation,
+    accounting: Accounting,
+    instructions: Option<String>,
+}
+
+impl CompactJob {
+    async fn run(mut self) -> TurnResult {
+        let (text, context) = match self.compact().await {
+            Ok(done) => done,
+            Err(e) => (format!("Could not compact the conversation: {}", e.message), None),
+        };
+        let cancelled = self.cancel.is_cancelled();
+        if !cancelled {
+            self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        }
+        self.events.flush();
+        let reason = if cancelled { StopReason::Cancelled } else { StopReason::EndTurn };
+        TurnResult {
+            conversation: self.conversation,
+            accounting: self.accounting,
+            outcome: TurnOutcome::Stopped { reason, usage: Usage::default() },
+            context,
+        }
+    }
+
+    /// The text to answer with, and the context's size after.
+    async fn compact(&mut self) -> Result<(String, Option<u64>), TurnError> {
+        if self.conversation.len() < 2 {
+            return Ok(("Nothing to compact yet.".into(), None));
+        }
+        let config = self.shared.config();
+        let (client, model) = self.shared.client_for(&self.settings.model).await?;
+        let system = context::build(&context::Inputs {
+            cwd: &self.settings.cwd,
+            additional_dirs: &self.settings.additional_dirs,
+            model: &self.settings.model,
+            home: &config.home,
+            max_file_chars: config.bootstrap_max_chars,
+        });
+        let registry =
+            Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
+        let env = CompactEnv {
+            client: &client,
+            model: &model,
+            retry: &config.retry,
+            config: &config.compaction,
+            cancel: &self.cancel,
+            events: &self.events,
+            fixed_chars: turn::fixed_chars(&system.text, &registry.specs()),
+        };
+        let done =
+            compaction::compact(&env, &mut self.conversation, &mut self.accounting, self.instructions.as_deref())
+                .await?;
+        self.events.emit(EventKind::Usage { used: done.tokens_after, size: model.context_window });
+        let text = format!(
+            "Compacted the conversation: ~{} → ~{} tokens ({} messages summarised, {} kept as they were).",
+            thousands(done.tokens_before),
+            thousands(done.tokens_after),
+            done.summarised,
+            done.kept
+        );
+        Ok((text, Some(done.tokens_after)))
     }
 }

@@ -59,6 +59,8 @@ struct Ready {
     ctx: ToolContext,
     state: Arc<Mutex<ToolCallState>>,
     inside: bool,
+    /// Not shown as a tool call (`update_plan`).
+    hidden: bool,
 }
 
 /// Runs every call of one reply, in order; returns one result per call.
@@ -182,15 +184,18 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     let access = &prepared.access;
     let inside = access.reads.iter().chain(access.writes.iter()).all(|p| paths::is_inside(p, &roots))
         && access.exec.as_ref().is_none_or(|(_, cwd)| paths::is_inside(cwd, &roots));
+    let hidden = handler.hidden();
     {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
         s.title.clone_from(&prepared.title);
         s.kind = prepared.kind;
         s.locations.clone_from(&prepared.locations);
         s.content.clone_from(&prepared.preview);
-        env.events.emit(EventKind::ToolCall(s.clone()));
+        if !hidden {
+            env.events.emit(EventKind::ToolCall(s.clone()));
+        }
     }
-    Ok(Ready { call, prepared, ctx, state, inside })
+    Ok(Ready { call, prepared, ctx, state, inside, hidden })
 }
 
 async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>>) -> ToolContext {
@@ -202,6 +207,10 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
             s.content = content;
             events.emit(EventKind::ToolCallUpdate(s.clone()));
+            events.flush();
+        }
+        Progress::Plan(entries) => {
+            events.emit(EventKind::Plan(entries));
             events.flush();
         }
     };
@@ -276,7 +285,9 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
     let mut s = ready.state.lock().unwrap_or_else(PoisonError::into_inner);
     s.status = ToolStatus::Failed;
     s.content = vec![ToolContent::Text(for_user.to_owned())];
-    env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+    if !ready.hidden {
+        env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+    }
     UserPart::ToolResult(ToolResult {
         call_id: ready.call.id.clone(),
         name: ready.call.name.clone(),
@@ -287,8 +298,8 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
 
 /// Runs an approved call and reports it.
 async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
-    let Ready { call, prepared, ctx, state, .. } = ready;
-    {
+    let Ready { call, prepared, ctx, state, hidden, .. } = ready;
+    if !hidden {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
         s.status = ToolStatus::InProgress;
         env.events.emit(EventKind::ToolCallUpdate(s.clone()));
@@ -308,7 +319,9 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
             s.content.push(ToolContent::Text("Cancelled".into()));
         }
         s.raw_output = output.raw_output.clone();
-        env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+        if !hidden {
+            env.events.emit(EventKind::ToolCallUpdate(s.clone()));
+        }
     }
     env.events.flush();
     UserPart::ToolResult(ToolResult {

@@ -1,19 +1,23 @@
 //! One turn of the agent loop: send the conversation to the model, stream the reply out as it is
 //! assembled, run the tool calls it asks for (`tool_calls.rs`), feed the results back, and repeat
-//! until the model stops — or the turn is cancelled, fails, or hits its request limit. The turn
-//! ends with one outcome and the messages to keep in the history (every tool call paired with a
-//! result, so the history stays valid for every wire API).
+//! until the model stops — or the turn is cancelled, fails, or hits its request limit. Every
+//! message goes through the [`Conversation`] (and so into the transcript) as it is added, every tool
+//! call paired with its result, so the history stays valid for every wire API. Before each request
+//! the context is checked against the window (compacting if needed, and again if the provider
+//! still finds it too long), and old large tool results are pruned from the request.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::context::system_prompt;
+use super::compaction::{self, Accounting, CompactEnv};
+use super::context;
+use super::conversation::Conversation;
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
 use super::tool_calls::{self, Call, CallEnv};
 use super::{LiveState, SessionSettings, Shared};
 use crate::providers::retry::{self, Failure};
-use crate::providers::{AssistantPart, FinishReason, Message, ModelRequest, ResponseEvent, Usage, UserPart};
+use crate::providers::{AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ResponseEvent, ToolSpec, Usage};
 use crate::tools::Registry;
 use crate::tools::policy::ToolPolicy;
 
@@ -22,23 +26,38 @@ pub(crate) struct TurnContext {
     pub events: Emitter,
     pub settings: SessionSettings,
     pub live: Arc<LiveState>,
-    pub history: Vec<Message>,
-    pub input: Vec<UserPart>,
+    /// The conversation, the prompt already pushed.
+    pub conversation: Conversation,
+    pub accounting: Accounting,
 }
 
 pub(crate) struct TurnResult {
-    /// Messages to append to the session's history.
-    pub append: Vec<Message>,
+    pub conversation: Conversation,
+    pub accounting: Accounting,
     pub outcome: TurnOutcome,
+    /// Tokens in the context after the turn's last model request.
+    pub context: Option<u64>,
+}
+
+/// Characters the system prompt and the tool schemas add to every request.
+pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
+    system.len()
+        + tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum::<usize>()
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, history, input } = ctx;
+    let TurnContext { shared, events, settings, live, mut conversation, mut accounting } = ctx;
     let config = shared.config();
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
         Err(error) => {
-            return TurnResult { append: Vec::new(), outcome: TurnOutcome::Failed { error, usage: Usage::default() } };
+            conversation.discard_turn();
+            return TurnResult {
+                conversation,
+                accounting,
+                outcome: TurnOutcome::Failed { error, usage: Usage::default() },
+                context: None,
+            };
         }
     };
     let registry = Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
@@ -51,18 +70,54 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         cancel: cancel.clone(),
         config: config.clone(),
     };
-    let system = system_prompt(&settings.cwd, &settings.model);
+    let system = context::build(&context::Inputs {
+        cwd: &settings.cwd,
+        additional_dirs: &settings.additional_dirs,
+        model: &settings.model,
+        home: &config.home,
+        max_file_chars: config.bootstrap_max_chars,
+    })
+    .text;
     let tool_specs = registry.specs();
-    let mut turn = vec![Message::User(input)];
+    let fixed = fixed_chars(&system, &tool_specs);
+    let compact_env = CompactEnv {
+        client: &client,
+        model: &model,
+        retry: &config.retry,
+        config: &config.compaction,
+        cancel: &cancel,
+        events: &events,
+        fixed_chars: fixed,
+    };
     let mut usage = Usage::default();
+    let mut context = None;
     let mut requests = 0;
+    let mut overflow_compacted = false;
+
+    macro_rules! finish {
+        ($outcome:expr) => {
+            return TurnResult { conversation, accounting, outcome: $outcome, context }
+        };
+    }
 
     loop {
         requests += 1;
+        let estimate = accounting.estimate(fixed, conversation.messages());
+        if config.compaction.auto && compaction::over_threshold(&config.compaction, &model, estimate) {
+            tracing::info!(estimate, window = model.context_window, "context nearly full; compacting");
+            if let Err(e) = compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
+                if cancel.is_cancelled() {
+                    finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
+                }
+                tracing::warn!(error = %e.message, "automatic compaction failed; sending the request anyway");
+            }
+        }
+        let estimate = accounting.estimate(fixed, conversation.messages());
+        let pruned = compaction::prune(conversation.messages(), estimate, model.context_window);
         let request = ModelRequest {
             model: &model.id,
             system: &system,
-            messages: history.iter().chain(turn.iter()).collect(),
+            messages: conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m)).collect(),
             max_output_tokens: model.max_output_tokens,
             reasoning: settings.reasoning,
             tools: &tool_specs,
@@ -71,9 +126,11 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         let result = retry::stream_with_retry(&client, &request, &config.retry, &cancel, &mut reply).await;
         drop(request);
         events.flush();
-        if reply.usage != Usage::default() {
-            events.emit(EventKind::Usage { used: reply.usage.total(), size: model.context_window });
-            usage = add(usage, reply.usage);
+        let reply_usage = reply.usage;
+        if reply_usage != Usage::default() {
+            events.emit(EventKind::Usage { used: reply_usage.total(), size: model.context_window });
+            usage = usage.plus(reply_usage);
+            context = Some(reply_usage.total());
         }
         let (parts, calls, finish) = reply.finish();
         match result {
@@ -81,32 +138,42 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             Err(Failure::Cancelled) => {
                 // Keep what the user saw; calls that never ran are not kept.
                 push_assistant(
-                    &mut turn,
+                    &mut conversation,
                     parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
                 );
-                return TurnResult {
-                    append: turn,
-                    outcome: TurnOutcome::Stopped { reason: StopReason::Cancelled, usage },
-                };
+                finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
             }
             Err(Failure::Provider(e)) => {
-                tracing::warn!(error = %e, "turn failed");
                 let shown_anything =
                     parts.iter().any(|p| matches!(p, AssistantPart::Text(_) | AssistantPart::Thinking { .. }));
+                if e.kind == ErrorKind::ContextLength
+                    && !shown_anything
+                    && !overflow_compacted
+                    && config.compaction.auto
+                {
+                    // The request did not fit: compact, then send it again.
+                    overflow_compacted = true;
+                    tracing::info!("the provider says the prompt is too long; compacting and retrying");
+                    match compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
+                        Ok(_) => {
+                            requests -= 1;
+                            continue;
+                        }
+                        Err(ce) => tracing::warn!(error = %ce.message, "compaction after an overflow failed"),
+                    }
+                }
+                tracing::warn!(error = %e, "turn failed");
                 // Keep what the user already saw; otherwise leave no trace of a first request, so the
                 // prompt can be sent again.
                 if shown_anything || requests > 1 {
                     push_assistant(
-                        &mut turn,
+                        &mut conversation,
                         parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
                     );
                 } else {
-                    turn.clear();
+                    conversation.discard_turn();
                 }
-                return TurnResult {
-                    append: turn,
-                    outcome: TurnOutcome::Failed { error: TurnError::from_provider(e), usage },
-                };
+                finish!(TurnOutcome::Failed { error: TurnError::from_provider(e), usage });
             }
         }
 
@@ -118,54 +185,55 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             };
             if reason == StopReason::Refusal {
                 // After a refusal the prompt and everything after it leave the context (ACP `refusal`).
-                return TurnResult { append: Vec::new(), outcome: TurnOutcome::Stopped { reason, usage } };
+                conversation.discard_turn();
+                accounting.forget_report();
+                finish!(TurnOutcome::Stopped { reason, usage });
             }
-            push_assistant(&mut turn, parts);
-            return TurnResult { append: turn, outcome: TurnOutcome::Stopped { reason, usage } };
+            push_assistant(&mut conversation, parts);
+            observe(&mut accounting, reply_usage, fixed, &conversation, pruned.is_empty());
+            finish!(TurnOutcome::Stopped { reason, usage });
         }
 
-        push_assistant(&mut turn, parts);
+        push_assistant(&mut conversation, parts);
+        observe(&mut accounting, reply_usage, fixed, &conversation, pruned.is_empty());
         if requests >= config.max_turn_requests {
             let limit = config.max_turn_requests;
             let results = calls
                 .iter()
                 .map(|c| c.not_run(&format!("the turn reached its limit of {limit} model requests")))
                 .collect();
-            turn.push(Message::User(results));
+            conversation.push(Message::User(results));
             let notice = format!(
                 "\n\nI stopped here: this turn reached its limit of {limit} model requests (`max_turn_requests` in config.toml). \
                  Send another message to let me continue."
             );
             events.emit(EventKind::TextDelta { message_id: new_message_id(), text: notice });
-            return TurnResult {
-                append: turn,
-                outcome: TurnOutcome::Stopped { reason: StopReason::MaxTurnRequests, usage },
-            };
+            finish!(TurnOutcome::Stopped { reason: StopReason::MaxTurnRequests, usage });
         }
         let results = tool_calls::run_all(&env, calls).await;
-        turn.push(Message::User(results));
+        conversation.push(Message::User(results));
         if cancel.is_cancelled() {
-            return TurnResult { append: turn, outcome: TurnOutcome::Stopped { reason: StopReason::Cancelled, usage } };
+            finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
         }
     }
 }
 
-fn push_assistant(turn: &mut Vec<Message>, parts: Vec<AssistantPart>) {
-    if !parts.is_empty() {
-        turn.push(Message::Assistant(parts));
+/// The provider's count of the context after a reply calibrates the estimate (unless the request
+/// was pruned, and so smaller than the conversation).
+fn observe(accounting: &mut Accounting, usage: Usage, fixed: usize, conversation: &Conversation, calibrate: bool) {
+    if usage.total() == 0 {
+        return;
+    }
+    if calibrate {
+        accounting.observe(usage.total(), fixed, conversation.messages());
+    } else {
+        accounting.reported = Some((usage.total(), conversation.len()));
     }
 }
 
-fn add(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input: a.input + b.input,
-        output: a.output + b.output,
-        cache_read: a.cache_read + b.cache_read,
-        cache_write: a.cache_write + b.cache_write,
-        reasoning: match (a.reasoning, b.reasoning) {
-            (None, None) => None,
-            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
-        },
+fn push_assistant(conversation: &mut Conversation, parts: Vec<AssistantPart>) {
+    if !parts.is_empty() {
+        conversation.push(Message::Assistant(parts));
     }
 }
 

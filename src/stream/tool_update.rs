@@ -6,20 +6,52 @@ use serde_json::Value;
 use crate::tools::{Location, ToolCallState, ToolContent, ToolKind, ToolStatus};
 
 /// The changed fields of a tool call (`None`: unchanged). Lists replace wholesale.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Patch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ToolKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ToolStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locations: Option<Vec<Location>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Vec<ToolContent>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_output: Option<Value>,
 }
 
 impl Patch {
     pub fn is_empty(&self) -> bool {
         *self == Patch::default()
+    }
+
+    /// Brings `state` up to date.
+    pub fn apply(self, state: &mut ToolCallState) {
+        if let Some(v) = self.title {
+            state.title = v;
+        }
+        if let Some(v) = self.kind {
+            state.kind = v;
+        }
+        if let Some(v) = self.status {
+            state.status = v;
+        }
+        if let Some(v) = self.locations {
+            state.locations = v;
+        }
+        if let Some(v) = self.content {
+            state.content = v;
+        }
+        if let Some(v) = self.raw_input {
+            state.raw_input = v;
+        }
+        if let Some(v) = self.raw_output {
+            state.raw_output = Some(v);
+        }
     }
 }
 
@@ -72,6 +104,9 @@ mod tests {
         assert_eq!(p.status, Some(ToolStatus::Completed));
         assert_eq!(p.content, Some(vec![ToolContent::Text("done".into())]));
         assert_eq!(p.raw_output, Some(json!({"ok": true})));
-        assert_eq!((p.title, p.kind, p.locations, p.raw_input), (None, None, None, None));
+        assert_eq!((p.title.clone(), p.kind, p.locations.clone(), p.raw_input.clone()), (None, None, None, None));
+        let mut applied = b.clone();
+        p.apply(&mut applied);
+        assert_eq!(applied, c);
     }
 }

@@ -6,7 +6,8 @@ use super::host::{OptionKind, PermissionOption};
 use super::{Access, Prepared};
 
 /// How much the agent may do without asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Every edit, command and fetch asks.
     Ask,

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::Location;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     Read,
     Edit,

@@ -15,6 +15,7 @@ pub mod host;
 pub mod kind;
 pub mod ls;
 pub mod paths;
+pub mod plan;
 pub mod policy;
 pub mod read;
 pub mod truncate;
@@ -35,7 +36,7 @@ use crate::providers::ToolSpec;
 use host::Host;
 
 /// A place a tool call touches, shown by editors to follow the agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Location {
     pub path: PathBuf,
     /// 1-based.
@@ -49,7 +50,8 @@ impl Location {
 }
 
 /// What a tool call shows the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolContent {
     Text(String),
     /// A change to a file; `old_text` is `None` only for a file that does not exist yet.
@@ -62,7 +64,8 @@ pub enum ToolContent {
     Terminal(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Pending,
     InProgress,
@@ -71,7 +74,7 @@ pub enum ToolStatus {
 }
 
 /// The full state of one tool call, as surfaces show it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCallState {
     pub id: String,
     pub name: String,
@@ -147,6 +150,8 @@ pub enum Progress {
     Output(String),
     /// Content to show now (replaces what the call showed).
     Content(Vec<ToolContent>),
+    /// The agent's plan (complete; replaces the previous one).
+    Plan(Vec<crate::runtime::event::PlanEntry>),
 }
 
 /// Everything a tool may use while it is prepared and run.
@@ -182,6 +187,11 @@ pub trait ToolHandler: Send + Sync {
     /// The name the model calls it by.
     fn name(&self) -> &'static str;
 
+    /// Not shown as a tool call (its effect is shown instead, e.g. the plan).
+    fn hidden(&self) -> bool {
+        false
+    }
+
     /// Checks the arguments and works out what the call will do, without doing it.
     fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>>;
 }
@@ -204,6 +214,7 @@ impl Registry {
             Arc::new(glob::Glob),
             Arc::new(ls::Ls),
             Arc::new(web_fetch::WebFetch),
+            Arc::new(plan::UpdatePlan),
         ];
         Self { tools: all.into_iter().filter(|t| policy.allows(t.name())).collect() }
     }

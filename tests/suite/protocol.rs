@@ -33,9 +33,9 @@ fn every_bad_line_gets_its_error_and_the_connection_lives() {
         (b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"_vendor/ext\",\"params\":{}}\n", -32601, json!(8), "_vendor/ext"),
         (
             b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"session/load\",\"params\":{}}\n",
-            -32601,
+            -32602,
             json!(9),
-            "session/load",
+            "missing field",
         ),
     ];
     for (raw, code, id, words) in cases {

@@ -22,9 +22,12 @@ fn initialize_answers_version_one_and_advertises_only_what_works() {
     let r = agent.request("initialize", json!({"protocolVersion": 1}))["result"].clone();
     assert_eq!(r["agentInfo"], json!({"name": "acp", "title": "acp", "version": env!("CARGO_PKG_VERSION")}));
     let caps = &r["agentCapabilities"];
-    assert_eq!(caps["loadSession"], false);
+    assert_eq!(caps["loadSession"], true);
     assert_eq!(caps["promptCapabilities"], json!({"image": true, "audio": false, "embeddedContext": true}));
-    assert_eq!(caps["sessionCapabilities"], json!({"close": {}, "additionalDirectories": {}}));
+    assert_eq!(
+        caps["sessionCapabilities"],
+        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}})
+    );
     assert_eq!(caps["mcpCapabilities"], json!({"http": false, "sse": false}));
     let ids: Vec<&str> = r["authMethods"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec!["anthropic-api-key", "openai-api-key", "config-file"]);
@@ -92,8 +95,18 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     assert_eq!(options[2]["id"], "thought_level");
     assert_eq!(options[2]["category"], "thought_level");
     assert_eq!(options[2]["currentValue"], "default");
+    let commands = agent.recv();
+    assert_eq!(commands["method"], "session/update");
+    assert_eq!(commands["params"]["sessionId"], session);
+    assert_eq!(commands["params"]["update"]["sessionUpdate"], "available_commands_update");
+    let names: Vec<&str> = commands["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["help", "status", "context", "compact", "model", "think", "new", "reset", "stop", "usage"]);
     let setup = agent.recv();
-    assert_eq!(setup["method"], "session/update");
     assert_eq!(setup["params"]["sessionId"], session);
     assert_eq!(setup["params"]["update"], json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000}));
     std::thread::sleep(Duration::from_millis(200));

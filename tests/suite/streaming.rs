@@ -97,7 +97,7 @@ fn requests_carry_auth_model_system_and_history() {
                 assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
                 assert_eq!(first["model"], "claude-sonnet-4-5");
                 assert!(first["max_tokens"].as_u64().unwrap() > 0);
-                assert!(first["system"][0]["text"].as_str().unwrap().contains("Workspace: "));
+                assert!(first["system"][0]["text"].as_str().unwrap().contains("Working directory: "));
                 assert_eq!(
                     first["messages"],
                     json!([{"role": "user", "content": [{"type": "text", "text": "first question"}]}])
@@ -129,7 +129,7 @@ fn requests_carry_auth_model_system_and_history() {
                 assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key"));
                 assert_eq!(first["model"], "gpt-5-codex");
                 assert_eq!(first["store"], false);
-                assert!(first["instructions"].as_str().unwrap().contains("Workspace: "));
+                assert!(first["instructions"].as_str().unwrap().contains("Working directory: "));
                 assert_eq!(
                     second["input"],
                     json!([
@@ -155,7 +155,10 @@ fn thinking_streams_as_thought_chunks_and_replays_where_the_api_allows() {
         assert_eq!(text_of(&updates, "agent_message_chunk"), "The answer is 42.", "{api}");
         let k = kinds(&updates);
         let first_text = k.iter().position(|k| k == "agent_message_chunk").unwrap();
-        assert!(k[..first_text].iter().all(|k| k == "agent_thought_chunk"), "{api}: thoughts come first: {k:?}");
+        assert!(
+            k[..first_text].iter().all(|k| k == "agent_thought_chunk" || k == "session_info_update"),
+            "{api}: thoughts come first: {k:?}"
+        );
         assert_eq!(response["result"]["stopReason"], "end_turn");
         if api != "anthropic" {
             assert_eq!(response["result"]["usage"]["thoughtTokens"], 21, "{api}: {response}");

@@ -208,11 +208,19 @@ impl Agent {
             .as_str()
             .unwrap_or_else(|| panic!("session/new failed: {r}\n{}", self.stderr()))
             .to_owned();
-        // The setup update that follows the response.
-        let setup = self.recv();
-        assert_eq!(setup["params"]["update"]["sessionUpdate"], "usage_update", "{setup}");
-        assert_eq!(setup["params"]["sessionId"], id.as_str());
+        self.expect_setup(&id);
         id
+    }
+
+    /// The setup updates that follow a `session/new` response: the slash commands, then the
+    /// context's fill.
+    pub fn expect_setup(&mut self, id: &str) {
+        let commands = self.recv();
+        assert_eq!(commands["params"]["update"]["sessionUpdate"], "available_commands_update", "{commands}");
+        assert_eq!(commands["params"]["sessionId"], id);
+        let usage = self.recv();
+        assert_eq!(usage["params"]["update"]["sessionUpdate"], "usage_update", "{usage}");
+        assert_eq!(usage["params"]["sessionId"], id);
     }
 
     /// `session/new` in `cwd` with extra params (e.g. `_meta`, `additionalDirectories`); returns the id.
@@ -226,8 +234,7 @@ impl Agent {
             .as_str()
             .unwrap_or_else(|| panic!("session/new failed: {r}\n{}", self.stderr()))
             .to_owned();
-        let setup = self.recv();
-        assert_eq!(setup["params"]["update"]["sessionUpdate"], "usage_update", "{setup}");
+        self.expect_setup(&id);
         id
     }
 

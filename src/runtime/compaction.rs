@@ -1,0 +1,494 @@
+//! Keeping long sessions inside the model's context window.
+//!
+//! **Accounting.** The provider reports the tokens of every request (input + output = the context
+//! after the reply); that figure is the base, and only what was added since is estimated. The
+//! estimate is characters ÷ a characters-per-token ratio that calibrates itself against each
+//! report (starting at 3.5, conservative for code and English). A tokenizer would be exact for one
+//! model family only, and heavy; the provider's own count corrects the estimate at every request.
+//!
+//! **Compaction.** When a request would pass `threshold` of the window (output reserve included), or
+//! the provider says the prompt is too long, the older part of the conversation is summarised by the
+//! model and replaced by the summary; the most recent messages (up to `keep_recent` of the window)
+//! stay verbatim, and tool calls stay paired with their results. The summary is recorded in the
+//! transcript, so a reloaded session continues from it. `/compact` does the same on demand.
+//!
+//! **Pruning.** Past half the window, old large tool results (before the last three prompts) are
+//! replaced in the request by a one-line note — in the request only; the conversation and the
+//! transcript keep them.
+
+use std::collections::HashMap;
+
+use tokio_util::sync::CancellationToken;
+
+use super::conversation::{Conversation, is_tool_results};
+use super::event::{CompactionEvent, CompactionPhase, Emitter, EventKind, TurnError};
+use crate::config::{CompactionConfig, ModelInfo, RetryConfig};
+use crate::providers::retry::{self, Failure, StreamSink};
+use crate::providers::{AssistantPart, Message, ModelRequest, ProviderClient, ResponseEvent, UserPart};
+
+/// The characters-per-token ratio before any report calibrates it.
+pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.5;
+/// What an image costs in the estimate (Anthropic bills a typical screenshot at ~1,600 tokens).
+const IMAGE_TOKENS: u64 = 1_600;
+/// Tool results below this size are never pruned.
+const PRUNE_MIN_CHARS: usize = 2_000;
+/// Prompts whose tool results are never pruned.
+const PRUNE_KEEP_PROMPTS: usize = 3;
+
+/// Token accounting for one session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Accounting {
+    /// Tokens the provider reported for the context after the last request, and how many messages
+    /// that context held.
+    pub reported: Option<(u64, usize)>,
+    pub chars_per_token: f64,
+}
+
+impl Default for Accounting {
+    fn default() -> Self {
+        Self { reported: None, chars_per_token: DEFAULT_CHARS_PER_TOKEN }
+    }
+}
+
+/// Characters a message puts in the context (images count apart, see [`message_tokens`]).
+fn message_chars(message: &Message) -> (usize, u64) {
+    let mut chars = 0;
+    let mut images = 0;
+    match message {
+        Message::User(parts) => {
+            for p in parts {
+                match p {
+                    UserPart::Text(t) => chars += t.len(),
+                    UserPart::Image { .. } => images += 1,
+                    UserPart::ToolResult(r) => chars += r.content.len() + r.call_id.len() + 16,
+                }
+            }
+        }
+        Message::Assistant(parts) => {
+            for p in parts {
+                chars += match p {
+                    AssistantPart::Text(t) => t.len(),
+                    AssistantPart::Thinking { text, .. } => text.len(),
+                    AssistantPart::RedactedThinking { data } => data.len() / 4,
+                    AssistantPart::Reasoning { summary, encrypted_content, .. } => {
+                        summary.iter().map(String::len).sum::<usize>()
+                            + encrypted_content.as_ref().map_or(0, |e| e.len() / 4)
+                    }
+                    AssistantPart::ToolCall { name, arguments, id } => name.len() + arguments.len() + id.len() + 16,
+                };
+            }
+        }
+    }
+    (chars + 8, images)
+}
+
+impl Accounting {
+    fn tokens(&self, chars: usize, images: u64) -> u64 {
+        (chars as f64 / self.chars_per_token).ceil() as u64 + images * IMAGE_TOKENS
+    }
+
+    /// The estimated tokens of a request: `fixed_chars` (system prompt and tool schemas) and the
+    /// messages.
+    pub fn estimate(&self, fixed_chars: usize, messages: &[Message]) -> u64 {
+        match self.reported {
+            Some((tokens, covered)) if covered <= messages.len() => {
+                let (chars, images) = sum_chars(&messages[covered..]);
+                tokens + self.tokens(chars, images)
+            }
+            _ => {
+                let (chars, images) = sum_chars(messages);
+                self.tokens(chars + fixed_chars, images)
+            }
+        }
+    }
+
+    /// The provider reported `tokens` for the context made of `fixed_chars` and `messages`.
+    pub fn observe(&mut self, tokens: u64, fixed_chars: usize, messages: &[Message]) {
+        if tokens == 0 {
+            return;
+        }
+        let (chars, images) = sum_chars(messages);
+        let text_tokens = tokens.saturating_sub(images * IMAGE_TOKENS).max(1);
+        let ratio = (chars + fixed_chars) as f64 / text_tokens as f64;
+        if ratio.is_finite() {
+            self.chars_per_token = ratio.clamp(1.5, 8.0);
+        }
+        self.reported = Some((tokens, messages.len()));
+    }
+
+    /// The conversation changed other than by appending: the last report no longer applies.
+    pub fn forget_report(&mut self) {
+        self.reported = None;
+    }
+}
+
+fn sum_chars(messages: &[Message]) -> (usize, u64) {
+    messages.iter().map(message_chars).fold((0, 0), |(c, i), (mc, mi)| (c + mc, i + mi))
+}
+
+/// Whether a request of `estimate` tokens should compact first.
+pub fn over_threshold(config: &CompactionConfig, model: &ModelInfo, estimate: u64) -> bool {
+    let window = model.context_window;
+    let reserve = reserve(model);
+    estimate + reserve > (window as f64 * config.threshold) as u64
+}
+
+fn reserve(model: &ModelInfo) -> u64 {
+    u64::from(model.max_output_tokens.unwrap_or(4_096)).min(model.context_window / 4)
+}
+
+/// Replacements for old large tool results, by message index, when the context is past half the
+/// window; empty otherwise.
+pub fn prune(messages: &[Message], estimate: u64, window: u64) -> HashMap<usize, Message> {
+    let mut out = HashMap::new();
+    if estimate * 2 < window {
+        return out;
+    }
+    // Messages from the third-last prompt on keep everything.
+    let prompts: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::User(_)) && !is_tool_results(m))
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&keep_from) = prompts.len().checked_sub(PRUNE_KEEP_PROMPTS).and_then(|i| prompts.get(i)) else {
+        return out;
+    };
+    for (i, m) in messages[..keep_from].iter().enumerate() {
+        let Message::User(parts) = m else { continue };
+        if !parts.iter().any(|p| matches!(p, UserPart::ToolResult(r) if r.content.len() > PRUNE_MIN_CHARS)) {
+            continue;
+        }
+        let parts = parts
+            .iter()
+            .map(|p| match p {
+                UserPart::ToolResult(r) if r.content.len() > PRUNE_MIN_CHARS => {
+                    let mut r = r.clone();
+                    r.content = format!(
+                        "[{} characters of `{}` output pruned from the context to save space; run the tool again if you need it]",
+                        r.content.len(),
+                        r.name
+                    );
+                    UserPart::ToolResult(r)
+                }
+                other => other.clone(),
+            })
+            .collect();
+        out.insert(i, Message::User(parts));
+    }
+    out
+}
+
+/// Where the kept part of the conversation starts: the earliest message boundary whose tail fits
+/// `keep_tokens` (a boundary never falls on tool results). `None` if nothing could be summarised.
+pub fn choose_cut(accounting: &Accounting, messages: &[Message], keep_tokens: u64) -> Option<usize> {
+    let valid = |i: usize| i == messages.len() || !is_tool_results(&messages[i]);
+    let mut kept = 0u64;
+    let mut cut = messages.len();
+    for i in (1..=messages.len()).rev() {
+        let (c, im) = message_chars(&messages[i - 1]);
+        kept += accounting.tokens(c, im);
+        if kept > keep_tokens {
+            break;
+        }
+        if valid(i - 1) {
+            cut = i - 1;
+        }
+    }
+    if cut == 0 {
+        // Everything fits the budget: summarise all before the last prompt (or the last reply).
+        cut = (1..messages.len())
+            .rev()
+            .find(|&i| valid(i) && matches!(messages[i], Message::User(_)))
+            .or_else(|| (1..messages.len()).rev().find(|&i| valid(i)))?;
+    }
+    (cut > 0).then_some(cut)
+}
+
+/// What a compaction needs.
+pub(crate) struct CompactEnv<'a> {
+    pub client: &'a ProviderClient,
+    pub model: &'a ModelInfo,
+    pub retry: &'a RetryConfig,
+    pub config: &'a CompactionConfig,
+    pub cancel: &'a CancellationToken,
+    pub events: &'a Emitter,
+    pub fixed_chars: usize,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compacted {
+    pub id: String,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub summarised: usize,
+    pub kept: usize,
+}
+
+/// Summarises the older part of `conversation` and replaces it (recorded in the transcript).
+pub(crate) async fn compact(
+    env: &CompactEnv<'_>,
+    conversation: &mut Conversation,
+    accounting: &mut Accounting,
+    instructions: Option<&str>,
+) -> Result<Compacted, TurnError> {
+    let id = format!("cmp_{}", uuid::Uuid::new_v4().simple());
+    let messages = conversation.messages();
+    let keep_tokens = (env.model.context_window as f64 * env.config.keep_recent) as u64;
+    let Some(cut) = choose_cut(accounting, messages, keep_tokens) else {
+        return Err(TurnError {
+            message: "there is nothing to compact yet: the conversation is a single message".into(),
+            kind: "compaction",
+            needs_setup: false,
+            provider: None,
+        });
+    };
+    let before = accounting.estimate(env.fixed_chars, messages);
+    env.events.emit(EventKind::Compaction(CompactionEvent { id: id.clone(), phase: CompactionPhase::Started }));
+    env.events.flush();
+
+    // The summary request must itself fit: bound the transcript it reads.
+    let budget_tokens = env.model.context_window.saturating_sub(reserve(env.model) + 2_000).max(1_000);
+    let budget_chars = (budget_tokens as f64 * accounting.chars_per_token * 0.8) as usize;
+    let text = render_for_summary(&messages[..cut], budget_chars);
+    let mut ask = String::with_capacity(text.len() + 1024);
+    ask.push_str(
+        "Summarise the conversation below so the work can continue from the summary alone. Keep: the user's \
+         goals and requests, decisions and their reasons, files read or changed (paths) and what changed, \
+         commands run and their outcome, errors still open, and the next steps. Be specific and brief; use \
+         Markdown lists.",
+    );
+    if let Some(extra) = instructions {
+        ask.push_str("\n\nThe user asks the summary to: ");
+        ask.push_str(extra);
+    }
+    ask.push_str("\n\n<conversation>\n");
+    ask.push_str(&text);
+    ask.push_str("\n</conversation>");
+    let request_messages = [Message::User(vec![UserPart::Text(ask)])];
+    let request = ModelRequest {
+        model: &env.model.id,
+        system: "You write precise summaries of conversations between a user and an AI coding assistant.",
+        messages: request_messages.iter().collect(),
+        max_output_tokens: Some(env.model.max_output_tokens.unwrap_or(4_096).min(4_096)),
+        reasoning: None,
+        tools: &[],
+    };
+    let mut sink = Collect::default();
+    let result = retry::stream_with_retry(env.client, &request, env.retry, env.cancel, &mut sink).await;
+    let failed = |message: String, error: Option<crate::providers::ProviderError>| {
+        env.events.emit(EventKind::Compaction(CompactionEvent {
+            id: id.clone(),
+            phase: CompactionPhase::Failed { error: message.clone() },
+        }));
+        match error {
+            Some(e) => TurnError::from_provider(e),
+            None => TurnError { message, kind: "compaction", needs_setup: false, provider: None },
+        }
+    };
+    match result {
+        Ok(()) => {}
+        Err(Failure::Cancelled) => return Err(failed("cancelled".into(), None)),
+        Err(Failure::Provider(e)) => {
+            let message = format!("compaction failed: {}", e.user_message());
+            return Err(failed(message, Some(e)));
+        }
+    }
+    let summary = sink.text.trim().to_owned();
+    if summary.is_empty() {
+        return Err(failed("compaction failed: the model returned an empty summary".into(), None));
+    }
+    let kept = messages.len() - cut;
+    let mut after_conv = conversation.clone();
+    after_conv.set_transcript(None);
+    after_conv.compact(&id, &summary, kept, 0, 0);
+    accounting.forget_report();
+    let after = accounting.estimate(env.fixed_chars, after_conv.messages());
+    conversation.compact(&id, &summary, kept, before, after);
+    env.events.emit(EventKind::Compaction(CompactionEvent {
+        id: id.clone(),
+        phase: CompactionPhase::Completed { summary, tokens_before: before, tokens_after: after },
+    }));
+    env.events.flush();
+    Ok(Compacted { id, tokens_before: before, tokens_after: after, summarised: cut, kept })
+}
+
+/// The messages as plain text for the summariser, each tool result cut to a few lines, the whole cut
+/// to `budget` characters (head and tail).
+fn render_for_summary(messages: &[Message], budget: usize) -> String {
+    let mut out = String::new();
+    for m in messages {
+        match m {
+            Message::User(parts) => {
+                for p in parts {
+                    match p {
+                        UserPart::Text(t) => {
+                            out.push_str("\n[user]\n");
+                            out.push_str(t);
+                            out.push('\n');
+                        }
+                        UserPart::Image { .. } => out.push_str("\n[user sent an image]\n"),
+                        UserPart::ToolResult(r) => {
+                            out.push_str(&format!(
+                                "[result of {}{}]\n",
+                                r.name,
+                                if r.is_error { ", failed" } else { "" }
+                            ));
+                            out.push_str(&clip(&r.content, 1_500));
+                            out.push('\n');
+                        }
+                    }
+                }
+            }
+            Message::Assistant(parts) => {
+                for p in parts {
+                    match p {
+                        AssistantPart::Text(t) => {
+                            out.push_str("\n[assistant]\n");
+                            out.push_str(t);
+                            out.push('\n');
+                        }
+                        AssistantPart::ToolCall { name, arguments, .. } => {
+                            out.push_str(&format!("[assistant called {name} {}]\n", clip(arguments, 500)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if out.len() <= budget {
+        return out;
+    }
+    let head = floor_boundary(&out, budget * 3 / 10);
+    let tail = ceil_boundary(&out, out.len() - budget * 7 / 10);
+    format!("{}\n\n[… the middle of the conversation is omitted …]\n\n{}", &out[..head], &out[tail..])
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let end = floor_boundary(text, max);
+    format!("{}… [{} more characters]", &text[..end], text.len() - end)
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Collects the summary's text.
+#[derive(Default)]
+struct Collect {
+    text: String,
+}
+
+impl StreamSink for Collect {
+    fn event(&mut self, event: ResponseEvent) {
+        match event {
+            ResponseEvent::TextDelta(t) => self.text.push_str(&t),
+            ResponseEvent::Restarted => self.text.clear(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ToolResult;
+
+    fn user(t: &str) -> Message {
+        Message::User(vec![UserPart::Text(t.into())])
+    }
+
+    fn call(id: &str) -> Message {
+        Message::Assistant(vec![AssistantPart::ToolCall { id: id.into(), name: "read".into(), arguments: "{}".into() }])
+    }
+
+    fn result(id: &str, size: usize) -> Message {
+        Message::User(vec![UserPart::ToolResult(ToolResult {
+            call_id: id.into(),
+            name: "read".into(),
+            content: "x".repeat(size),
+            is_error: false,
+        })])
+    }
+
+    #[test]
+    fn estimates_start_from_the_last_report_and_calibrate() {
+        let mut a = Accounting::default();
+        let msgs = vec![user(&"a".repeat(3_492))];
+        assert_eq!(a.estimate(0, &msgs), 1_000);
+        a.observe(500, 0, &msgs);
+        assert!((a.chars_per_token - 7.0).abs() < 0.01, "{}", a.chars_per_token);
+        let mut more = msgs.clone();
+        more.push(user(&"b".repeat(692)));
+        // 500 reported + 700 chars at 7 chars per token.
+        assert_eq!(a.estimate(0, &more), 600);
+        a.forget_report();
+        assert_eq!(a.estimate(0, &more), 600);
+    }
+
+    #[test]
+    fn threshold_counts_the_output_reserve() {
+        let model = ModelInfo { id: "m".into(), name: None, context_window: 10_000, max_output_tokens: Some(1_000) };
+        let c = CompactionConfig { auto: true, threshold: 0.8, keep_recent: 0.25 };
+        assert!(!over_threshold(&c, &model, 7_000));
+        assert!(over_threshold(&c, &model, 7_001));
+    }
+
+    #[test]
+    fn cuts_keep_recent_messages_and_never_orphan_results() {
+        let a = Accounting::default();
+        let msgs = vec![user("a"), call("1"), result("1", 7_000), call("2"), result("2", 350), user("b")];
+        // Budget for ~ the last three messages: the cut lands on call("2"), not on its result.
+        let cut = choose_cut(&a, &msgs, 150).unwrap();
+        assert_eq!(cut, 3);
+        // A single message cannot be summarised.
+        assert_eq!(choose_cut(&a, &[user("only")], 10), None);
+    }
+
+    #[test]
+    fn pruning_spares_recent_and_small_results() {
+        let msgs = vec![
+            user("1"),
+            call("a"),
+            result("a", 5_000),
+            call("s"),
+            result("s", 100),
+            user("2"),
+            user("3"),
+            call("b"),
+            result("b", 5_000),
+            user("4"),
+        ];
+        assert!(prune(&msgs, 10, 1_000).is_empty(), "below half the window nothing is pruned");
+        let pruned = prune(&msgs, 600, 1_000);
+        assert_eq!(pruned.keys().copied().collect::<Vec<_>>(), vec![2]);
+        let Message::User(parts) = &pruned[&2] else { panic!() };
+        let UserPart::ToolResult(r) = &parts[0] else { panic!() };
+        assert!(r.content.contains("5000 characters of `read` output pruned"));
+    }
+
+    #[test]
+    fn the_summary_input_is_bounded() {
+        let msgs = vec![user(&"q".repeat(10_000)), call("1"), result("1", 50_000)];
+        let text = render_for_summary(&msgs, 4_000);
+        assert!(text.len() < 4_200);
+        assert!(text.contains("middle of the conversation is omitted"));
+    }
+}

@@ -1,0 +1,210 @@
+//! The model's view of a session: the messages sent with every request. Each change is one
+//! operation — push, discard the current turn, compact, reset — and each is recorded in the
+//! transcript as it happens, so replaying the records rebuilds exactly this state (replay calls the
+//! same operations). Tool calls stay paired with their results through every operation.
+
+use std::sync::Arc;
+
+use crate::providers::{Message, UserPart};
+use crate::store::transcript::{Record, Transcript};
+
+#[derive(Debug, Clone, Default)]
+pub struct Conversation {
+    messages: Vec<Message>,
+    /// Where the running turn's messages start.
+    turn_start: usize,
+    transcript: Option<Arc<Transcript>>,
+}
+
+/// The user message a compaction summary becomes.
+pub fn summary_message(summary: &str) -> Message {
+    Message::User(vec![UserPart::Text(format!(
+        "[Summary of the earlier conversation, written when it was compacted to fit the context window]\n\n{summary}"
+    ))])
+}
+
+impl Conversation {
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The messages of the running turn.
+    pub fn turn_messages(&self) -> &[Message] {
+        &self.messages[self.turn_start.min(self.messages.len())..]
+    }
+
+    pub(crate) fn set_transcript(&mut self, transcript: Option<Arc<Transcript>>) {
+        self.transcript = transcript;
+    }
+
+    fn record(&self, record: &Record) {
+        if let Some(t) = &self.transcript {
+            t.record(record);
+        }
+    }
+
+    pub fn begin_turn(&mut self) {
+        self.turn_start = self.messages.len();
+    }
+
+    pub fn push(&mut self, message: Message) {
+        if let Some(t) = &self.transcript {
+            t.record(&Record::Message { message: message.clone() });
+        }
+        self.messages.push(message);
+    }
+
+    /// The running turn's messages leave the context.
+    pub fn discard_turn(&mut self) {
+        self.record(&Record::Discard);
+        self.messages.truncate(self.turn_start);
+    }
+
+    /// Replaces everything but the last `kept` messages with `summary` (a kept part never starts
+    /// with tool results whose calls were summarised: those go too).
+    pub fn compact(&mut self, id: &str, summary: &str, kept: usize, tokens_before: u64, tokens_after: u64) {
+        self.record(&Record::Compaction {
+            id: id.to_owned(),
+            summary: summary.to_owned(),
+            kept,
+            tokens_before,
+            tokens_after,
+        });
+        self.apply_compaction(summary, kept);
+    }
+
+    fn apply_compaction(&mut self, summary: &str, kept: usize) {
+        let mut cut = self.messages.len() - kept.min(self.messages.len());
+        while self.messages.get(cut).is_some_and(is_tool_results) {
+            cut += 1;
+        }
+        let tail = self.messages.split_off(cut);
+        self.messages = Vec::with_capacity(tail.len() + 1);
+        self.messages.push(summary_message(summary));
+        self.messages.extend(tail);
+        self.turn_start = if self.turn_start >= cut { self.turn_start - cut + 1 } else { 1 };
+    }
+
+    /// Clears the context.
+    pub fn reset(&mut self) {
+        self.record(&Record::Reset);
+        self.messages.clear();
+        self.turn_start = 0;
+    }
+
+    /// Replays a record (without recording it again). Returns whether it concerned the context.
+    pub fn apply(&mut self, record: &Record) -> bool {
+        match record {
+            Record::User { .. } => self.turn_start = self.messages.len(),
+            Record::Message { message } => self.messages.push(message.clone()),
+            Record::Discard => self.messages.truncate(self.turn_start),
+            Record::Compaction { summary, kept, .. } => self.apply_compaction(summary, *kept),
+            Record::Reset => {
+                self.messages.clear();
+                self.turn_start = 0;
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// A user message carrying tool results (it must follow the assistant message with the calls).
+pub fn is_tool_results(message: &Message) -> bool {
+    matches!(message, Message::User(parts) if parts.iter().any(|p| matches!(p, UserPart::ToolResult(_))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{AssistantPart, ToolResult};
+
+    fn user(t: &str) -> Message {
+        Message::User(vec![UserPart::Text(t.into())])
+    }
+
+    fn call(id: &str) -> Message {
+        Message::Assistant(vec![AssistantPart::ToolCall { id: id.into(), name: "read".into(), arguments: "{}".into() }])
+    }
+
+    fn result(id: &str) -> Message {
+        Message::User(vec![UserPart::ToolResult(ToolResult {
+            call_id: id.into(),
+            name: "read".into(),
+            content: "x".into(),
+            is_error: false,
+        })])
+    }
+
+    #[test]
+    fn discard_drops_only_the_running_turn() {
+        let mut c = Conversation::default();
+        c.begin_turn();
+        c.push(user("a"));
+        c.begin_turn();
+        c.push(user("b"));
+        c.push(call("1"));
+        c.discard_turn();
+        assert_eq!(c.messages(), &[user("a")]);
+    }
+
+    #[test]
+    fn compaction_never_keeps_orphaned_results() {
+        let mut c = Conversation::default();
+        for m in [user("a"), call("1"), result("1"), call("2"), result("2")] {
+            c.push(m);
+        }
+        c.begin_turn();
+        // Keeping 3 would start at result("1"), whose call is summarised: it goes too.
+        c.compact("k1", "S", 3, 100, 10);
+        assert_eq!(c.messages(), &[summary_message("S"), call("2"), result("2")]);
+    }
+
+    #[test]
+    fn replaying_records_gives_the_same_context() {
+        let dir = std::env::temp_dir().join(format!("acp-conv-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let header = Record::Session { v: 1, id: "s".into(), cwd: "/w".into(), created_at: 0 };
+        let t = Arc::new(Transcript::create(&path, &header).unwrap());
+        let mut live = Conversation::default();
+        live.set_transcript(Some(t.clone()));
+        let turn = |c: &mut Conversation, n: u64| {
+            t.record(&Record::User { turn: n, id: format!("u{n}"), blocks: vec![], at: 0 });
+            c.begin_turn();
+        };
+        turn(&mut live, 1);
+        live.push(user("a"));
+        live.push(call("1"));
+        live.push(result("1"));
+        turn(&mut live, 2);
+        live.push(user("refused"));
+        live.discard_turn();
+        turn(&mut live, 3);
+        live.push(user("b"));
+        live.compact("k", "summary", 1, 50, 5);
+        live.push(call("2"));
+        live.push(result("2"));
+        turn(&mut live, 4);
+        live.reset();
+        live.push(user("c"));
+        drop(t);
+
+        let loaded = crate::store::transcript::read(&path).unwrap();
+        let mut replayed = Conversation::default();
+        for r in &loaded.records {
+            replayed.apply(r);
+        }
+        assert_eq!(replayed.messages(), live.messages());
+        assert_eq!(replayed.turn_start, live.turn_start);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,318 @@
+//! Sessions that last: a SQLite index of sessions (`$ACP_HOME/acp.db`, WAL, versioned
+//! migrations) and one append-only JSONL transcript per session (`$ACP_HOME/sessions/<id>.jsonl`,
+//! see `transcript.rs`). Several `acp` processes may share one `$ACP_HOME`: SQLite serialises
+//! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
+
+pub mod replay;
+pub mod transcript;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// An error of the store, with the context a user needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self(format!("session database: {e}"))
+    }
+}
+
+/// One row of the session index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub additional_dirs: Vec<PathBuf>,
+    pub title: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub model: String,
+    pub mode: String,
+    pub reasoning: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Tokens in the context after the last model request.
+    pub context_tokens: u64,
+    pub parent_id: Option<String>,
+    /// Which surface created it (`acp`, `run`, `gateway`, …).
+    pub origin: String,
+}
+
+/// Where a listing goes on from: (updated_at, id) of the last row shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub updated_at: i64,
+    pub id: String,
+}
+
+impl Cursor {
+    /// An opaque token: hex of `updated_at:id`.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.updated_at, self.id).bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn decode(token: &str) -> Option<Self> {
+        if !token.len().is_multiple_of(2) {
+            return None;
+        }
+        let bytes: Option<Vec<u8>> =
+            (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
+        let text = String::from_utf8(bytes?).ok()?;
+        let (at, id) = text.split_once(':')?;
+        Some(Self { updated_at: at.parse().ok()?, id: id.to_owned() })
+    }
+}
+
+/// Migrations, in order; `PRAGMA user_version` says how many have run.
+const MIGRATIONS: &[&str] = &["CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        additional_dirs TEXT NOT NULL DEFAULT '[]',
+        title TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        reasoning TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        context_tokens INTEGER NOT NULL DEFAULT 0,
+        parent_id TEXT,
+        origin TEXT NOT NULL DEFAULT 'acp'
+    );
+    CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id DESC);
+    CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC);"];
+
+pub struct Store {
+    home: PathBuf,
+    db: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("home", &self.home).finish_non_exhaustive()
+    }
+}
+
+/// Session ids become file names: only letters, digits, `.`, `_` and `-`, 1 to 128 of them, not
+/// starting with a dot.
+pub fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    let dirs: String = r.get("additional_dirs")?;
+    Ok(SessionRow {
+        id: r.get("id")?,
+        cwd: PathBuf::from(r.get::<_, String>("cwd")?),
+        additional_dirs: serde_json::from_str(&dirs).unwrap_or_default(),
+        title: r.get("title")?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+        model: r.get("model")?,
+        mode: r.get("mode")?,
+        reasoning: r.get("reasoning")?,
+        input_tokens: r.get::<_, i64>("input_tokens")? as u64,
+        output_tokens: r.get::<_, i64>("output_tokens")? as u64,
+        context_tokens: r.get::<_, i64>("context_tokens")? as u64,
+        parent_id: r.get("parent_id")?,
+        origin: r.get("origin")?,
+    })
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store under `home`.
+    pub fn open(home: &Path) -> Result<Self, StoreError> {
+        let sessions = home.join("sessions");
+        std::fs::create_dir_all(&sessions).map_err(|e| StoreError(format!("{}: {e}", sessions.display())))?;
+        let path = home.join("acp.db");
+        let db = Connection::open(&path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        db.busy_timeout(Duration::from_secs(10))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "NORMAL")?;
+        db.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&db)?;
+        Ok(Self { home: home.to_path_buf(), db: Mutex::new(db) })
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    pub fn transcript_path(&self, id: &str) -> PathBuf {
+        self.home.join("sessions").join(format!("{id}.jsonl"))
+    }
+
+    pub fn create(&self, s: &SessionRow) -> Result<(), StoreError> {
+        let dirs = serde_json::to_string(&s.additional_dirs).unwrap_or_else(|_| "[]".into());
+        self.db().execute(
+            "INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, model, mode, reasoning,
+                 input_tokens, output_tokens, context_tokens, parent_id, origin)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                s.id,
+                s.cwd.to_string_lossy(),
+                dirs,
+                s.title,
+                s.created_at,
+                s.updated_at,
+                s.model,
+                s.mode,
+                s.reasoning,
+                s.input_tokens as i64,
+                s.output_tokens as i64,
+                s.context_tokens as i64,
+                s.parent_id,
+                s.origin
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        Ok(self.db().query_row("SELECT * FROM sessions WHERE id = ?1", [id], row).optional()?)
+    }
+
+    /// Records the settings a session now has.
+    pub fn update_settings(
+        &self,
+        id: &str,
+        model: &str,
+        mode: &str,
+        reasoning: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.db().execute(
+            "UPDATE sessions SET model = ?2, mode = ?3, reasoning = ?4, updated_at = ?5 WHERE id = ?1",
+            params![id, model, mode, reasoning, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Records the end of a turn: time, token counters, and a title if the session has none.
+    pub fn finish_turn(
+        &self,
+        id: &str,
+        input: u64,
+        output: u64,
+        context: Option<u64>,
+        title: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.db().execute(
+            "UPDATE sessions SET updated_at = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+                 context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6)
+             WHERE id = ?1",
+            params![id, now_ms(), input as i64, output as i64, context.map(|c| c as i64), title],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_title(&self, id: &str, title: &str) -> Result<(), StoreError> {
+        self.db().execute("UPDATE sessions SET title = ?2 WHERE id = ?1", params![id, title])?;
+        Ok(())
+    }
+
+    /// A session reopened elsewhere (`session/load` with another cwd).
+    pub fn set_workspace(&self, id: &str, cwd: &Path, dirs: &[PathBuf]) -> Result<(), StoreError> {
+        let dirs = serde_json::to_string(dirs).unwrap_or_else(|_| "[]".into());
+        self.db().execute(
+            "UPDATE sessions SET cwd = ?2, additional_dirs = ?3 WHERE id = ?1",
+            params![id, cwd.to_string_lossy(), dirs],
+        )?;
+        Ok(())
+    }
+
+    /// Removes a session and its transcript; removing one that does not exist is fine.
+    pub fn delete(&self, id: &str) -> Result<(), StoreError> {
+        self.db().execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        match std::fs::remove_file(self.transcript_path(id)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError(format!("{}: {e}", self.transcript_path(id).display()))),
+        }
+    }
+
+    /// Sessions, most recently updated first, `limit` at a time; the cursor says where the next page
+    /// starts (`None` on the last page).
+    pub fn list(
+        &self,
+        cwd: Option<&Path>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<SessionRow>, Option<Cursor>), StoreError> {
+        let db = self.db();
+        let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
+        let take = limit as i64 + 1;
+        const ORDER: &str = "ORDER BY updated_at DESC, id DESC LIMIT";
+        let mut rows: Vec<SessionRow> = match (&cwd, after) {
+            (None, None) => db
+                .prepare_cached(&format!("SELECT * FROM sessions {ORDER} ?1"))?
+                .query_map(params![take], row)?
+                .collect::<Result<_, _>>()?,
+            (Some(cwd), None) => db
+                .prepare_cached(&format!("SELECT * FROM sessions WHERE cwd = ?1 {ORDER} ?2"))?
+                .query_map(params![cwd, take], row)?
+                .collect::<Result<_, _>>()?,
+            (None, Some(c)) => db
+                .prepare_cached(&format!("SELECT * FROM sessions WHERE (updated_at, id) < (?1, ?2) {ORDER} ?3"))?
+                .query_map(params![c.updated_at, c.id, take], row)?
+                .collect::<Result<_, _>>()?,
+            (Some(cwd), Some(c)) => db
+                .prepare_cached(&format!(
+                    "SELECT * FROM sessions WHERE cwd = ?1 AND (updated_at, id) < (?2, ?3) {ORDER} ?4"
+                ))?
+                .query_map(params![cwd, c.updated_at, c.id, take], row)?
+                .collect::<Result<_, _>>()?,
+        };
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|r| Cursor { updated_at: r.updated_at, id: r.id.clone() })
+        } else {
+            None
+        };
+        Ok((rows, next))
+    }
+}
+
+fn migrate(db: &Connection) -> Result<(), StoreError> {
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let current = MIGRATIONS.len() as i64;
+    if version > current {
+        return Err(StoreError(format!(
+            "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = db.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

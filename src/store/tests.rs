@@ -1,0 +1,288 @@
+use std::path::{Path, PathBuf};
+
+use super::replay::{self, Shown};
+use super::transcript::{self, Record, Transcript};
+use super::*;
+use crate::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
+use crate::runtime::event::{EventKind, StopReason};
+use crate::runtime::input::UserBlock;
+use crate::tools::approval::Mode;
+use crate::tools::{ToolCallState, ToolContent, ToolKind, ToolStatus};
+
+struct Home(PathBuf);
+
+impl Home {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("acp-store-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn session(id: &str, cwd: &str, updated_at: i64) -> SessionRow {
+    SessionRow {
+        id: id.into(),
+        cwd: cwd.into(),
+        additional_dirs: vec![],
+        title: Some(format!("title of {id}")),
+        created_at: updated_at,
+        updated_at,
+        model: "anthropic/claude".into(),
+        mode: "ask".into(),
+        reasoning: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        context_tokens: 0,
+        parent_id: None,
+        origin: "acp".into(),
+    }
+}
+
+fn header(id: &str) -> Record {
+    Record::Session { v: transcript::FORMAT_VERSION, id: id.into(), cwd: "/w".into(), created_at: 1 }
+}
+
+#[test]
+fn sessions_page_newest_first_and_filter_by_cwd() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    for i in 0..25 {
+        let cwd = if i % 2 == 0 { "/a" } else { "/b" };
+        // Pairs share a timestamp: the id breaks the tie.
+        store.create(&session(&format!("s{i:02}"), cwd, 1000 + i / 2)).unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (rows, next) = store.list(None, cursor.as_ref(), 10).unwrap();
+        seen.extend(rows.into_iter().map(|r| r.id));
+        match next {
+            Some(c) => cursor = Some(Cursor::decode(&c.encode()).unwrap()),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = (0..25).map(|i| format!("s{i:02}")).collect();
+    expected.reverse();
+    assert_eq!(seen, expected);
+
+    let (rows, next) = store.list(Some(Path::new("/a")), None, 100).unwrap();
+    assert!(next.is_none());
+    assert_eq!(rows.len(), 13);
+    assert!(rows.iter().all(|r| r.cwd == Path::new("/a")));
+}
+
+#[test]
+fn cursors_are_opaque_and_checked() {
+    let c = Cursor { updated_at: 42, id: "sess_1".into() };
+    assert_eq!(Cursor::decode(&c.encode()), Some(c));
+    assert_eq!(Cursor::decode("zz"), None);
+    assert_eq!(Cursor::decode("abc"), None);
+}
+
+#[test]
+fn turns_update_counters_and_keep_the_first_title() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    let mut row = session("s", "/w", 1);
+    row.title = None;
+    store.create(&row).unwrap();
+    store.finish_turn("s", 10, 5, Some(15), Some("first")).unwrap();
+    store.finish_turn("s", 20, 7, None, Some("second")).unwrap();
+    let got = store.get("s").unwrap().unwrap();
+    assert_eq!((got.input_tokens, got.output_tokens, got.context_tokens), (30, 12, 15));
+    assert_eq!(got.title.as_deref(), Some("first"));
+    assert!(got.updated_at >= row.updated_at);
+}
+
+#[test]
+fn delete_removes_row_and_transcript_and_tolerates_unknown_ids() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    store.create(&session("s", "/w", 1)).unwrap();
+    drop(Transcript::create(&store.transcript_path("s"), &header("s")).unwrap());
+    store.delete("s").unwrap();
+    assert!(store.get("s").unwrap().is_none());
+    assert!(!store.transcript_path("s").exists());
+    store.delete("never-existed").unwrap();
+}
+
+#[test]
+fn a_database_from_a_newer_acp_is_refused() {
+    let home = Home::new();
+    drop(Store::open(&home.0).unwrap());
+    let db = rusqlite::Connection::open(home.0.join("acp.db")).unwrap();
+    db.pragma_update(None, "user_version", 99).unwrap();
+    drop(db);
+    let err = Store::open(&home.0).unwrap_err();
+    assert!(err.0.contains("newer acp"), "{err}");
+}
+
+#[test]
+fn ids_that_cannot_be_file_names_are_invalid() {
+    assert!(valid_id("sess_0123abc"));
+    assert!(valid_id("my-session.2"));
+    for bad in ["", ".hidden", "a/b", "..", "a b", "é", &"x".repeat(129)] {
+        assert!(!valid_id(bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn one_writer_per_transcript() {
+    let home = Home::new();
+    let path = home.0.join("s.jsonl");
+    let first = Transcript::create(&path, &header("s")).unwrap();
+    let err = Transcript::open(&path).unwrap_err();
+    assert!(err.0.contains("open in another acp process"), "{err}");
+    drop(first);
+    Transcript::open(&path).unwrap();
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_on_read_and_cut_before_the_next_append() {
+    let home = Home::new();
+    let path = home.0.join("s.jsonl");
+    let t = Transcript::create(&path, &header("s")).unwrap();
+    t.record(&Record::Text { id: "m1".into(), text: "whole".into() });
+    drop(t);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"t":"text","id":"m1","te"#);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let loaded = transcript::read(&path).unwrap();
+    assert_eq!(loaded.records.len(), 2);
+    assert_eq!(loaded.torn_bytes, 25);
+
+    let t = Transcript::open(&path).unwrap();
+    t.record(&Record::Text { id: "m1".into(), text: " and more".into() });
+    drop(t);
+    let loaded = transcript::read(&path).unwrap();
+    assert_eq!(loaded.torn_bytes, 0);
+    assert_eq!(loaded.skipped_lines, 0);
+    assert_eq!(loaded.records[2], Record::Text { id: "m1".into(), text: " and more".into() });
+}
+
+#[test]
+fn damaged_and_unknown_lines_are_skipped_not_fatal() {
+    let path = Path::new("/x.jsonl");
+    let bytes = b"{\"t\":\"text\",\"id\":\"a\",\"text\":\"1\"}\nnot json\n{\"t\":\"from_the_future\"}\n{\"t\":\"text\",\"id\":\"a\",\"text\":\"2\"}\n";
+    let loaded = transcript::parse(bytes, path);
+    assert_eq!(loaded.records.len(), 2);
+    assert_eq!(loaded.skipped_lines, 2);
+}
+
+fn tool(id: &str, status: ToolStatus, content: Vec<ToolContent>) -> ToolCallState {
+    ToolCallState {
+        id: id.into(),
+        name: "edit".into(),
+        title: format!("Edit {id}"),
+        kind: ToolKind::Edit,
+        status,
+        locations: vec![],
+        raw_input: serde_json::json!({"path": "a.rs"}),
+        content,
+        raw_output: None,
+    }
+}
+
+#[test]
+fn events_are_recorded_merged_and_replayed_in_order() {
+    let home = Home::new();
+    let path = home.0.join("s.jsonl");
+    let t = Transcript::create(&path, &header("s")).unwrap();
+    let diff = ToolContent::Diff { path: "/w/a.rs".into(), old_text: Some("a".into()), new_text: "b".into() };
+    t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 1 });
+    t.record(&Record::Message { message: Message::User(vec![UserPart::Text("hi".into())]) });
+    let id: std::sync::Arc<str> = "m1".into();
+    t.record_event(&EventKind::ThoughtDelta { message_id: "th".into(), text: "hmm".into() });
+    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "Hel".into() });
+    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "lo".into() });
+    t.flush();
+    t.record_event(&EventKind::TextDelta { message_id: id, text: "!".into() });
+    t.record_event(&EventKind::ToolCall(tool("c1", ToolStatus::Pending, vec![diff.clone()])));
+    t.record_event(&EventKind::ToolCallUpdate(tool("c1", ToolStatus::InProgress, vec![diff.clone()])));
+    t.record_event(&EventKind::ToolCallUpdate(tool("c1", ToolStatus::Completed, vec![diff.clone()])));
+    t.record(&Record::End {
+        turn: 1,
+        stop: Some(StopReason::EndTurn),
+        error: None,
+        usage: Usage { input: 10, output: 3, ..Usage::default() },
+        context: Some(13),
+        interrupted: false,
+        at: 2,
+    });
+    drop(t);
+
+    let loaded = transcript::read(&path).unwrap();
+    // The final state is stored as what changed: no second copy of the diff.
+    let end = loaded.records.iter().find(|r| matches!(r, Record::ToolEnd { .. })).unwrap();
+    assert_eq!(
+        end,
+        &Record::ToolEnd {
+            id: "c1".into(),
+            patch: crate::stream::tool_update::Patch { status: Some(ToolStatus::Completed), ..Default::default() }
+        }
+    );
+    let r = replay::replay(loaded.records);
+    assert_eq!(
+        r.shown,
+        vec![
+            Shown::User { id: "u1".into(), blocks: vec![UserBlock::text("hi")] },
+            Shown::Thought { id: "th".into(), text: "hmm".into() },
+            Shown::Text { id: "m1".into(), text: "Hello!".into() },
+            Shown::Tool(Box::new(tool("c1", ToolStatus::Completed, vec![diff]))),
+        ]
+    );
+    assert!(r.repair.is_empty());
+    assert_eq!(r.usage.input, 10);
+    assert_eq!(r.context_tokens, Some(13));
+}
+
+#[test]
+fn a_turn_cut_short_is_closed_where_it_stopped() {
+    let call = |id: &str| AssistantPart::ToolCall { id: id.into(), name: "edit".into(), arguments: "{}".into() };
+    let base = vec![
+        header("s"),
+        Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None },
+        Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("go")], at: 1 },
+        Record::Message { message: Message::User(vec![UserPart::Text("go".into())]) },
+    ];
+
+    // Killed while the reply streamed: the text shown becomes the assistant's message.
+    let mut records = base.clone();
+    records.push(Record::Text { id: "m".into(), text: "Part".into() });
+    let r = replay::replay(records);
+    assert_eq!(r.conversation.messages().last(), Some(&Message::Assistant(vec![AssistantPart::Text("Part".into())])));
+    assert!(matches!(r.repair.last(), Some(Record::End { interrupted: true, .. })));
+    assert!(matches!(r.shown.last(), Some(Shown::Notice { .. })));
+
+    // Killed while a tool ran: the call fails, and the model learns it may not have happened.
+    let mut records = base.clone();
+    records.push(Record::Message { message: Message::Assistant(vec![call("c1")]) });
+    records.push(Record::Tool { state: tool("c1", ToolStatus::Pending, vec![]) });
+    let r = replay::replay(records);
+    let Some(Message::User(parts)) = r.conversation.messages().last() else { panic!("{:?}", r.conversation) };
+    assert!(matches!(&parts[0], UserPart::ToolResult(ToolResult { call_id, is_error: true, .. }) if call_id == "c1"));
+    let Some(Shown::Tool(state)) = r.shown.iter().find(|s| matches!(s, Shown::Tool(_))) else { panic!() };
+    assert_eq!(state.status, ToolStatus::Failed);
+
+    // Killed before any reply: the prompt leaves the context, so it can be sent again.
+    let r = replay::replay(base.clone());
+    assert!(r.conversation.is_empty());
+    assert_eq!(r.settings.unwrap().model, "anthropic/x");
+
+    // The repair, appended, closes the turn for good: replaying again needs none.
+    let mut records = base;
+    records.push(Record::Text { id: "m".into(), text: "Part".into() });
+    let first = replay::replay(records.clone());
+    records.extend(first.repair.clone());
+    let second = replay::replay(records);
+    assert!(second.repair.is_empty());
+    assert_eq!(second.conversation.messages(), first.conversation.messages());
+    assert_eq!(second.shown, first.shown);
+}

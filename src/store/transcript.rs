@@ -1,0 +1,358 @@
+//! One append-only JSONL file per session: every record a reloaded session needs, one JSON object
+//! per line, each line written with a single `write` (whole or not at all: a crash can only tear
+//! the last line, which readers detect, log and skip, and which the next writer cuts off before it
+//! appends). One writer per transcript: opening one for writing takes an exclusive `flock`, so a
+//! second `acp` process (or a second open in this one) is refused instead of interleaving lines.
+//! The lock goes away with the process, so a `kill -9` never leaves a session locked.
+//!
+//! Reply text is recorded as it streams, merged per burst: consecutive deltas of one message are
+//! written as one line at the next flush (the end of each network read), so a crash loses at most
+//! the burst being read.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+use crate::providers::{Message, ReasoningEffort, Usage};
+use crate::runtime::event::{EventKind, PlanEntry, StopReason};
+use crate::runtime::input::UserBlock;
+use crate::stream::tool_update::{self, Patch};
+use crate::tools::approval::Mode;
+use crate::tools::{ToolCallState, ToolStatus};
+
+/// The transcript format this build writes (the `v` of the first line).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One line of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Record {
+    /// The first line.
+    Session {
+        v: u32,
+        id: String,
+        cwd: PathBuf,
+        created_at: i64,
+    },
+    /// The session's model, mode and reasoning from here on.
+    Settings {
+        model: String,
+        mode: Mode,
+        reasoning: Option<ReasoningEffort>,
+    },
+    /// A turn starts: the prompt as the user sent it.
+    User {
+        turn: u64,
+        id: String,
+        blocks: Vec<UserBlock>,
+        at: i64,
+    },
+    /// Reply text (consecutive records with one id are one message).
+    Text {
+        id: String,
+        text: String,
+    },
+    Thought {
+        id: String,
+        text: String,
+    },
+    /// A tool call, as announced.
+    Tool {
+        state: ToolCallState,
+    },
+    /// A tool call's final state, as the fields that changed since it was announced.
+    ToolEnd {
+        id: String,
+        patch: Patch,
+    },
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
+    /// A message added to the model's context.
+    Message {
+        message: Message,
+    },
+    /// The current turn's messages leave the model's context (a refusal, or a failure before
+    /// anything was shown).
+    Discard,
+    /// The model's context became a summary plus the last `kept` messages.
+    Compaction {
+        id: String,
+        summary: String,
+        kept: usize,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// The model's context was cleared (`/new`, `/reset`).
+    Reset,
+    /// A turn ended.
+    End {
+        turn: u64,
+        /// `None`: it failed (see `error`).
+        stop: Option<StopReason>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        usage: Usage,
+        /// Tokens in the context after the turn's last model request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<u64>,
+        /// The turn never ended: acp stopped during it (recorded when the session was next opened).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
+        at: i64,
+    },
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A transcript open for appending. Shared by a session's actor and its running turn.
+pub struct Transcript {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    file: File,
+    /// The file's length after the last whole line.
+    len: u64,
+    line: Vec<u8>,
+    pending: Option<Pending>,
+    /// Tool calls announced and not yet finished, as announced.
+    open_calls: HashMap<String, ToolCallState>,
+    /// A write failed; reported once.
+    failed: bool,
+}
+
+/// Deltas of one message not written yet.
+struct Pending {
+    thought: bool,
+    id: Arc<str>,
+    text: String,
+}
+
+impl Transcript {
+    /// Creates a new transcript, starting with `header`. Fails if the file exists.
+    pub fn create(path: &Path, header: &Record) -> Result<Self, StoreError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        lock_file(&file, path)?;
+        let t = Self::with(path, file, 0);
+        t.write(header).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        Ok(t)
+    }
+
+    /// Opens an existing transcript for appending; a torn last line is cut off first.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let err = |e: std::io::Error| StoreError(format!("{}: {e}", path.display()));
+        let mut file = OpenOptions::new().read(true).append(true).open(path).map_err(err)?;
+        lock_file(&file, path)?;
+        let len = file.seek(SeekFrom::End(0)).map_err(err)?;
+        let whole = whole_length(&mut file, len).map_err(err)?;
+        if whole < len {
+            tracing::warn!(
+                path = %path.display(),
+                bytes = len - whole,
+                "transcript ends in a torn line (acp stopped while writing it); cutting it off"
+            );
+            file.set_len(whole).map_err(err)?;
+        }
+        Ok(Self::with(path, file, whole))
+    }
+
+    fn with(path: &Path, file: File, len: u64) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            inner: Mutex::new(Inner {
+                file,
+                len,
+                line: Vec::with_capacity(4096),
+                pending: None,
+                open_calls: HashMap::new(),
+                failed: false,
+            }),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends a record (after any pending text).
+    pub fn record(&self, record: &Record) {
+        let mut inner = lock(&self.inner);
+        inner.write_pending(&self.path);
+        inner.append(record, &self.path);
+    }
+
+    fn write(&self, record: &Record) -> std::io::Result<()> {
+        let mut inner = lock(&self.inner);
+        inner.try_append(record)
+    }
+
+    /// Records what a runtime event means for a reloaded session: text and thoughts (merged until
+    /// the next flush), tool calls as announced and as they end, plans.
+    pub fn record_event(&self, kind: &EventKind) {
+        let mut inner = lock(&self.inner);
+        match kind {
+            EventKind::TextDelta { message_id, text } => inner.delta(false, message_id, text, &self.path),
+            EventKind::ThoughtDelta { message_id, text } => inner.delta(true, message_id, text, &self.path),
+            EventKind::ToolCall(state) => {
+                inner.write_pending(&self.path);
+                inner.append(&Record::Tool { state: state.clone() }, &self.path);
+                if !matches!(state.status, ToolStatus::Completed | ToolStatus::Failed) {
+                    inner.open_calls.insert(state.id.clone(), state.clone());
+                }
+            }
+            EventKind::ToolCallUpdate(state) if matches!(state.status, ToolStatus::Completed | ToolStatus::Failed) => {
+                inner.write_pending(&self.path);
+                let Some(announced) = inner.open_calls.remove(&state.id) else { return };
+                let patch = tool_update::changes(&announced, state);
+                inner.append(&Record::ToolEnd { id: state.id.clone(), patch }, &self.path);
+            }
+            EventKind::Plan(entries) => {
+                inner.write_pending(&self.path);
+                inner.append(&Record::Plan { entries: entries.clone() }, &self.path);
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes merged text out.
+    pub fn flush(&self) {
+        lock(&self.inner).write_pending(&self.path);
+    }
+}
+
+impl Inner {
+    fn delta(&mut self, thought: bool, id: &Arc<str>, text: &str, path: &Path) {
+        match &mut self.pending {
+            Some(p) if p.thought == thought && p.id == *id => p.text.push_str(text),
+            _ => {
+                self.write_pending(path);
+                self.pending = Some(Pending { thought, id: id.clone(), text: text.to_owned() });
+            }
+        }
+    }
+
+    fn write_pending(&mut self, path: &Path) {
+        let Some(p) = self.pending.take() else { return };
+        let id = p.id.to_string();
+        let record = if p.thought { Record::Thought { id, text: p.text } } else { Record::Text { id, text: p.text } };
+        self.append(&record, path);
+    }
+
+    fn append(&mut self, record: &Record, path: &Path) {
+        if let Err(e) = self.try_append(record) {
+            if !self.failed {
+                tracing::error!(path = %path.display(), error = %e, "could not write to the session transcript");
+            }
+            self.failed = true;
+        }
+    }
+
+    fn try_append(&mut self, record: &Record) -> std::io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, record)?;
+        self.line.push(b'\n');
+        // One write for the whole line (O_APPEND); should it come up short, the rest follows, and
+        // should that fail, the partial line is cut off again.
+        if let Err(e) = self.file.write_all(&self.line) {
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
+        self.len += self.line.len() as u64;
+        if self.line.capacity() > 1 << 20 {
+            self.line = Vec::with_capacity(4096);
+        }
+        Ok(())
+    }
+}
+
+fn lock_file(file: &File, path: &Path) -> Result<(), StoreError> {
+    use rustix::fs::{FlockOperation, flock};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError(format!(
+            "the session is open in another acp process ({} is locked); close it there first",
+            path.display()
+        ))),
+        Err(e) => Err(StoreError(format!("{}: could not lock: {e}", path.display()))),
+    }
+}
+
+/// The length of the file up to and including its last newline.
+fn whole_length(file: &mut File, len: u64) -> std::io::Result<u64> {
+    let mut end = len;
+    let mut buf = [0u8; 8192];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = memchr::memrchr(b'\n', chunk) {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// A transcript as read back.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub records: Vec<Record>,
+    /// Bytes of a torn last line that were skipped.
+    pub torn_bytes: usize,
+    /// Whole lines that could not be read (damaged, or written by a newer acp).
+    pub skipped_lines: usize,
+}
+
+/// Reads a transcript; a torn last line and unreadable lines are logged and skipped.
+pub fn read(path: &Path) -> Result<Loaded, StoreError> {
+    let bytes = std::fs::read(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+    Ok(parse(&bytes, path))
+}
+
+pub fn parse(bytes: &[u8], path: &Path) -> Loaded {
+    let mut loaded = Loaded::default();
+    let whole = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
+    if whole < bytes.len() {
+        loaded.torn_bytes = bytes.len() - whole;
+        tracing::warn!(
+            path = %path.display(),
+            bytes = loaded.torn_bytes,
+            "transcript ends in a torn line (acp stopped while writing it); skipping it"
+        );
+    }
+    loaded.records.reserve(bytes[..whole].iter().filter(|b| **b == b'\n').count());
+    for (n, line) in bytes[..whole].split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(record) => loaded.records.push(record),
+            Err(e) => {
+                loaded.skipped_lines += 1;
+                tracing::warn!(path = %path.display(), line = n + 1, error = %e, "skipping an unreadable transcript line");
+            }
+        }
+    }
+    loaded
+}
