@@ -550,10 +550,16 @@ impl Agent {
         }
     }
 
-    /// Stops every session actor.
-    pub fn close_all_sessions(&self) {
-        for (_, session) in lock(&self.sessions).drain() {
-            session.handle.send(Op::Shutdown);
+    /// Stops every session actor and waits (up to `limit`) until they have written their last
+    /// records: a setting changed just before exit is not lost.
+    pub async fn close_all_sessions(&self, limit: std::time::Duration) {
+        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, s)| s.handle).collect();
+        for handle in &handles {
+            handle.send(Op::Shutdown);
+        }
+        let all = futures_util::future::join_all(handles.iter().map(SessionHandle::closed));
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("some sessions did not close in time");
         }
     }
 

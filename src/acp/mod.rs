@@ -73,6 +73,7 @@ pub async fn serve(rpc: Rpc, config: Config, shutdown: impl Future<Output = ()>)
         // Cancelled turns answer within milliseconds; do not let a stuck one hold the exit.
         let _ = tokio::time::timeout(Duration::from_millis(250), agent.wait_idle()).await;
     }
-    agent.close_all_sessions();
+    let limit = if ended == Ended::Signal { Duration::from_millis(100) } else { Duration::from_secs(2) };
+    agent.close_all_sessions(limit).await;
     ended
 }

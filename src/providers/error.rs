@@ -137,7 +137,9 @@ impl ProviderError {
             }
         }
         if self.kind == ErrorKind::InvalidRequest
-            && (self.message.contains("context length") || self.message.contains("maximum context"))
+            && ["context length", "maximum context", "prompt is too long", "exceeds the maximum number of tokens"]
+                .iter()
+                .any(|m| self.message.contains(m))
         {
             self.kind = ErrorKind::ContextLength;
         }
@@ -182,7 +184,7 @@ impl ProviderError {
                     .to_owned()
             }
             ErrorKind::ContextLength => {
-                "The conversation is too long for this model; start a new session or choose a model with a larger context window."
+                "The conversation is too long for this model: run /compact to summarise it, /new to start over, or choose a model with a larger context window."
                     .to_owned()
             }
             ErrorKind::InvalidRequest => "The provider refused the request; check the model and provider settings.".to_owned(),
@@ -260,6 +262,9 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Overloaded);
         assert!(e.is_retryable());
         let e = ProviderError::from_status(400, "x").refine("context_length_exceeded");
+        assert_eq!(e.kind, ErrorKind::ContextLength);
+        let e = ProviderError::from_status(400, "prompt is too long: 213442 tokens > 200000 maximum")
+            .refine("invalid_request_error");
         assert_eq!(e.kind, ErrorKind::ContextLength);
         // In-stream errors have no status: their type decides, and a bad request is not retried.
         let e = ProviderError::new(ErrorKind::Server, "bad").refine("invalid_request_error");

@@ -395,13 +395,12 @@ impl Actor {
         }
         if let (Some(t), Some(seq)) = (&self.transcript, seq) {
             t.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
-            if let Some(store) = self.shared.store_if_open() {
-                let id = self.id.to_string();
-                tokio::task::spawn_blocking(move || {
-                    if let Err(e) = store.finish_turn(&id, usage.input, usage.output, context, None) {
-                        tracing::warn!(session = %id, error = %e, "could not update the session index");
-                    }
-                });
+            // Inline: one small write (WAL, no fsync), in order with the others, done before the
+            // surface hears the turn ended.
+            if let Some(store) = self.shared.store_if_open()
+                && let Err(e) = store.finish_turn(&self.id, usage.input, usage.output, context, None)
+            {
+                tracing::warn!(session = %self.id, error = %e, "could not update the session index");
             }
         }
         self.emitter(turn, false).emit(EventKind::TurnEnded(outcome));
@@ -514,14 +513,11 @@ impl Actor {
         let Some(t) = &self.transcript else { return };
         t.record(&self.settings_record());
         if let Some(store) = self.shared.store_if_open() {
-            let id = self.id.to_string();
-            let (model, mode) = (self.settings.model.to_string(), self.settings.mode.id());
-            let reasoning = self.settings.reasoning.map(|r| r.as_str());
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = store.update_settings(&id, &model, mode, reasoning) {
-                    tracing::warn!(session = %id, error = %e, "could not update the session index");
-                }
-            });
+            let s = &self.settings;
+            let reasoning = s.reasoning.map(|r| r.as_str());
+            if let Err(e) = store.update_settings(&self.id, &s.model.to_string(), s.mode.id(), reasoning) {
+                tracing::warn!(session = %self.id, error = %e, "could not update the session index");
+            }
         }
     }
 
@@ -540,14 +536,9 @@ impl Actor {
         self.title = Some(title.clone());
         if self.persist == Persist::Done
             && let Some(store) = self.shared.store_if_open()
+            && let Err(e) = store.set_title(&self.id, &title)
         {
-            let id = self.id.to_string();
-            let t = title.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = store.set_title(&id, &t) {
-                    tracing::warn!(session = %id, error = %e, "could not save the session title");
-                }
-            });
+            tracing::warn!(session = %self.id, error = %e, "could not save the session title");
         }
         self.emitter(turn, false).emit(EventKind::Title(title));
     }

@@ -6,6 +6,7 @@ mod editor;
 mod errors;
 mod golden;
 mod lifecycle;
+mod persistence;
 mod protocol;
 mod session;
 mod streaming;

@@ -23,6 +23,8 @@ pub struct Options {
     /// Read stdout by spinning on a non-blocking pipe instead of sleeping in `read` (benchmarks:
     /// timestamps then say when a line left the agent, not when this process woke up).
     pub spin: bool,
+    /// Use this `$ACP_HOME` (shared with other processes) instead of a private one.
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -38,6 +40,12 @@ impl Options {
 
     pub fn spin(mut self) -> Self {
         self.spin = true;
+        self
+    }
+
+    /// Shares `$ACP_HOME` with other agents (a restart, a second process).
+    pub fn home(mut self, dir: &std::path::Path) -> Self {
+        self.home = Some(dir.to_path_buf());
         self
     }
 
@@ -74,14 +82,15 @@ pub struct Agent {
 impl Agent {
     pub fn spawn(options: Options) -> Self {
         let home = tempfile::tempdir().unwrap();
+        let acp_home = options.home.clone().unwrap_or_else(|| home.path().to_path_buf());
         if let Some(config) = &options.config {
-            std::fs::write(home.path().join("config.toml"), config).unwrap();
+            std::fs::write(acp_home.join("config.toml"), config).unwrap();
         }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_acp"));
         cmd.args(&options.args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("ACP_HOME", home.path())
+            .env("ACP_HOME", &acp_home)
             .env("RUST_LOG", "acp=debug,warn")
             .env("HOME", home.path())
             .stdin(Stdio::piped())

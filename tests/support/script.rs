@@ -31,8 +31,8 @@ fn fragments(text: &str) -> Vec<String> {
 pub fn calls(api: &str, calls: &[Call<'_>]) -> Reply {
     Reply::sse(match api {
         "anthropic" => anthropic(calls, None),
-        "openai-chat" => chat(calls, None),
-        _ => responses(calls, None),
+        "openai-chat" => chat(calls, None, 50),
+        _ => responses(calls, None, 50),
     })
 }
 
@@ -40,28 +40,58 @@ pub fn calls(api: &str, calls: &[Call<'_>]) -> Reply {
 pub fn text_then_calls(api: &str, text: &str, calls: &[Call<'_>]) -> Reply {
     Reply::sse(match api {
         "anthropic" => anthropic(calls, Some(text)),
-        "openai-chat" => chat(calls, Some(text)),
-        _ => responses(calls, Some(text)),
+        "openai-chat" => chat(calls, Some(text), 50),
+        _ => responses(calls, Some(text), 50),
     })
 }
 
 /// A reply that is only text.
 pub fn text(api: &str, text: &str) -> Reply {
+    text_with_usage(api, text, 50)
+}
+
+/// A reply that is only text, reporting `input_tokens` of prompt.
+pub fn text_with_usage(api: &str, text: &str, input_tokens: u64) -> Reply {
     Reply::sse(match api {
-        "anthropic" => anthropic(&[], Some(text)),
-        "openai-chat" => chat(&[], Some(text)),
-        _ => responses(&[], Some(text)),
+        "anthropic" => anthropic_full(None, &[], Some(text), input_tokens),
+        "openai-chat" => chat(&[], Some(text), input_tokens),
+        _ => responses(&[], Some(text), input_tokens),
     })
 }
 
+/// An Anthropic reply with extended thinking (signed), then text and tool calls.
+pub fn anthropic_thinking(thought: &str, text: Option<&str>, calls: &[Call<'_>]) -> Reply {
+    Reply::sse(anthropic_full(Some(thought), calls, text, 50))
+}
+
 fn anthropic(calls: &[Call<'_>], text: Option<&str>) -> String {
+    anthropic_full(None, calls, text, 50)
+}
+
+fn anthropic_full(thought: Option<&str>, calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
     let mut s = event(
         Some("message_start"),
         &json!({"type": "message_start", "message": {"id": "msg_script", "type": "message", "role": "assistant",
             "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 50, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
+            "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
     );
     let mut index = 0;
+    if let Some(t) = thought {
+        s.push_str(&event(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ));
+        s.push_str(&event(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": t}}),
+        ));
+        s.push_str(&event(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2lnbmVkLXRob3VnaHQ="}}),
+        ));
+        s.push_str(&event(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
     if let Some(t) = text {
         s.push_str(&event(
             Some("content_block_start"),
@@ -97,7 +127,7 @@ fn anthropic(calls: &[Call<'_>], text: Option<&str>) -> String {
     s
 }
 
-fn chat(calls: &[Call<'_>], text: Option<&str>) -> String {
+fn chat(calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
     let chunk = |delta: Value, finish: Value| {
         event(
             None,
@@ -123,13 +153,13 @@ fn chat(calls: &[Call<'_>], text: Option<&str>) -> String {
     s.push_str(&event(
         None,
         &json!({"id": "chatcmpl-script", "object": "chat.completion.chunk", "created": 1751980800, "model": "gpt-4.1",
-            "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}),
+            "choices": [], "usage": {"prompt_tokens": input_tokens, "completion_tokens": 20, "total_tokens": input_tokens + 20}}),
     ));
     s.push_str("data: [DONE]\n\n");
     s
 }
 
-fn responses(calls: &[Call<'_>], text: Option<&str>) -> String {
+fn responses(calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
     let mut seq = 0;
     let mut ev = |name: &str, mut data: Value| {
         data["type"] = json!(name);
@@ -172,7 +202,7 @@ fn responses(calls: &[Call<'_>], text: Option<&str>) -> String {
     s.push_str(&ev(
         "response.completed",
         json!({"response": {"id": "resp_script", "object": "response", "status": "completed", "output": [],
-            "usage": {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 70}}}),
+            "usage": {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + 20}}}),
     ));
     s
 }
