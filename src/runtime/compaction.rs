@@ -180,8 +180,10 @@ pub fn prune(messages: &[Message], estimate: u64, window: u64) -> HashMap<usize,
 }
 
 /// Where the kept part of the conversation starts: the earliest message boundary whose tail fits
-/// `keep_tokens` (a boundary never falls on tool results). `None` if nothing could be summarised.
-pub fn choose_cut(accounting: &Accounting, messages: &[Message], keep_tokens: u64) -> Option<usize> {
+/// `keep_tokens` (a boundary never falls on tool results), but never after `turn_start` — the
+/// running turn's prompt stays verbatim unless the turn is all there is. `None` if nothing could be
+/// summarised.
+pub fn choose_cut(accounting: &Accounting, messages: &[Message], keep_tokens: u64, turn_start: usize) -> Option<usize> {
     let valid = |i: usize| i == messages.len() || !is_tool_results(&messages[i]);
     let mut kept = 0u64;
     let mut cut = messages.len();
@@ -201,6 +203,9 @@ pub fn choose_cut(accounting: &Accounting, messages: &[Message], keep_tokens: u6
             .rev()
             .find(|&i| valid(i) && matches!(messages[i], Message::User(_)))
             .or_else(|| (1..messages.len()).rev().find(|&i| valid(i)))?;
+    }
+    if turn_start > 0 && cut > turn_start {
+        cut = turn_start;
     }
     (cut > 0).then_some(cut)
 }
@@ -236,7 +241,7 @@ pub(crate) async fn compact(
     let id = format!("cmp_{}", uuid::Uuid::new_v4().simple());
     let messages = conversation.messages();
     let keep_tokens = (env.model.context_window as f64 * env.config.keep_recent) as u64;
-    let Some(cut) = choose_cut(accounting, messages, keep_tokens) else {
+    let Some(cut) = choose_cut(accounting, messages, keep_tokens, conversation.turn_start()) else {
         return Err(TurnError {
             message: "there is nothing to compact yet: the conversation is a single message".into(),
             kind: "compaction",
@@ -456,10 +461,13 @@ mod tests {
         let a = Accounting::default();
         let msgs = vec![user("a"), call("1"), result("1", 7_000), call("2"), result("2", 350), user("b")];
         // Budget for ~ the last three messages: the cut lands on call("2"), not on its result.
-        let cut = choose_cut(&a, &msgs, 150).unwrap();
+        let cut = choose_cut(&a, &msgs, 150, 0).unwrap();
         assert_eq!(cut, 3);
         // A single message cannot be summarised.
-        assert_eq!(choose_cut(&a, &[user("only")], 10), None);
+        assert_eq!(choose_cut(&a, &[user("only")], 10, 0), None);
+        // The running turn's prompt is kept even when it alone is over the budget.
+        let big = vec![user("a"), call("1"), result("1", 10), user(&"q".repeat(10_000))];
+        assert_eq!(choose_cut(&a, &big, 100, 3), Some(3));
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct FileReport {
     pub source: Source,
     /// Characters in the file (after trailing whitespace), `None` if it is missing.
     pub chars: Option<usize>,
-    /// Characters that went into the prompt.
+    /// Characters of the file that went into the prompt (head and tail when truncated).
     pub injected: usize,
     pub truncated: bool,
 }
@@ -93,7 +93,7 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
             text.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
             files.push(FileReport {
                 chars: Some(content.chars().count()),
-                injected: injected.chars().count(),
+                injected: kept_chars(&content, inputs.max_file_chars),
                 truncated,
                 path,
                 source: Source::Project,
@@ -154,7 +154,7 @@ fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileR
                 body.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
                 files.push(FileReport {
                     chars: Some(content.chars().count()),
-                    injected: injected.chars().count(),
+                    injected: kept_chars(&content, inputs.max_file_chars),
                     truncated,
                     path,
                     source: Source::AgentWorkspace,
@@ -204,6 +204,12 @@ fn read_trimmed(path: &Path) -> Option<String> {
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     text.truncate(text.trim_end().len());
     Some(text)
+}
+
+/// Characters of `content` that [`truncate_file`] keeps.
+fn kept_chars(content: &str, max: usize) -> usize {
+    let total = content.chars().count();
+    if total <= max { total } else { max * 7 / 10 + max * 2 / 10 }
 }
 
 /// Keeps a file to `max` characters: 70% from the head and 20% from the tail, with a marker between

@@ -36,6 +36,11 @@ impl Conversation {
         self.messages.is_empty()
     }
 
+    /// Where the running (or last) turn's messages start.
+    pub fn turn_start(&self) -> usize {
+        self.turn_start.min(self.messages.len())
+    }
+
     /// The messages of the running turn.
     pub fn turn_messages(&self) -> &[Message] {
         &self.messages[self.turn_start.min(self.messages.len())..]

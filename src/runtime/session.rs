@@ -556,8 +556,10 @@ impl Actor {
         let current = self.settings.model.to_string();
         let mut out = format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n");
         for (model, name) in config.model_choices() {
-            let mark = if model.to_string() == current { " ← current" } else { "" };
-            out.push_str(&format!("- `{model}` — {name}{mark}\n"));
+            let model = model.to_string();
+            let name = if name == model { String::new() } else { format!(" — {name}") };
+            let mark = if model == current { " ← current" } else { "" };
+            out.push_str(&format!("- `{model}`{name}{mark}\n"));
         }
         out
     }

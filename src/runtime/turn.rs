@@ -93,6 +93,9 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     let mut context = None;
     let mut requests = 0;
     let mut overflow_compacted = false;
+    // The conversation's length right after the last compaction: no point compacting it again
+    // before something new is added.
+    let mut compacted_at = None;
 
     macro_rules! finish {
         ($outcome:expr) => {
@@ -103,13 +106,20 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     loop {
         requests += 1;
         let estimate = accounting.estimate(fixed, conversation.messages());
-        if config.compaction.auto && compaction::over_threshold(&config.compaction, &model, estimate) {
+        if config.compaction.auto
+            && compacted_at != Some(conversation.len())
+            && compaction::over_threshold(&config.compaction, &model, estimate)
+        {
             tracing::info!(estimate, window = model.context_window, "context nearly full; compacting");
-            if let Err(e) = compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
-                if cancel.is_cancelled() {
+            match compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
+                Ok(_) => compacted_at = Some(conversation.len()),
+                Err(_) if cancel.is_cancelled() => {
                     finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
                 }
-                tracing::warn!(error = %e.message, "automatic compaction failed; sending the request anyway");
+                Err(e) => {
+                    compacted_at = Some(conversation.len());
+                    tracing::warn!(error = %e.message, "automatic compaction failed; sending the request anyway");
+                }
             }
         }
         let estimate = accounting.estimate(fixed, conversation.messages());

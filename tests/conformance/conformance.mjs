@@ -126,7 +126,49 @@ try {
       } catch (e) {
         check("unknown session is -32002 with data.sessionId", e.code === -32002 && e.data?.sessionId === "missing", e);
       }
-      await ctx.request(acp.methods.agent.session.close, { sessionId });
+
+      // Sessions that last: listed with their title, replayed whole by load (validated like every
+      // other line), resumed without replay, answered by slash commands, deleted.
+      const listed = await ctx.request(acp.methods.agent.session.list, {});
+      const mine = listed.sessions.find((s) => s.sessionId === sessionId);
+      check("session/list shows the session with its title", mine?.title === "Say hello" && !!mine?.updatedAt, listed);
+      const beforeLoad = updates.length;
+      const loaded = await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
+      const replay = updates.slice(beforeLoad).map((u) => u.update);
+      const userBlocks = replay.filter((u) => u.sessionUpdate === "user_message_chunk").map((u) => u.content);
+      const userTexts = userBlocks.map((c) => c.text ?? `[${c.type} ${c.uri}]`);
+      check(
+        "session/load replays every prompt as sent",
+        userTexts.join("|") === "Say hello|Think first|[resource_link file:///tmp/a.rs]|Slow|fail|again|again",
+        userTexts,
+      );
+      check(
+        "session/load replays thoughts and replies",
+        replay.some((u) => u.sessionUpdate === "agent_thought_chunk" && u.content.text === "Let me think about this.") &&
+          replay.some((u) => u.sessionUpdate === "agent_message_chunk" && u.content.text === "Hello, wörld! 👋"),
+        replay,
+      );
+      check("session/load restores the model", loaded.configOptions?.[0]?.currentValue === "openai-responses/gpt-5-codex", loaded);
+      const beforeResume = updates.length;
+      const resumed = await ctx.request(acp.methods.agent.session.resume, { sessionId, cwd: process.cwd() });
+      // After the answer come the commands and the context's fill, never the conversation.
+      const setupOnly = ["available_commands_update", "usage_update", "session_info_update"];
+      const afterResume = updates.slice(beforeResume).filter((u) => !setupOnly.includes(u.update.sessionUpdate));
+      check("session/resume answers without replaying", afterResume.length === 0 && resumed.modes?.currentModeId === "auto", {
+        resumed,
+        replayed: afterResume,
+      });
+      const status = await ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "/status" }] });
+      check("/status ends end_turn", status.stopReason === "end_turn", status);
+      await ctx.request(acp.methods.agent.session.delete, { sessionId });
+      const after = await ctx.request(acp.methods.agent.session.list, {});
+      check("session/delete removes it from the list", !after.sessions.some((s) => s.sessionId === sessionId), after);
+      try {
+        await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
+        check("a deleted session cannot be loaded", false, "no error");
+      } catch (e) {
+        check("a deleted session cannot be loaded", e.code === -32002, e);
+      }
     });
 } catch (e) {
   report.failures.push({ problem: "client error", error: String(e?.stack ?? e) });

@@ -38,6 +38,10 @@ const RESPONSE_DEFS = {
   "session/set_mode": "SetSessionModeResponse",
   "session/set_config_option": "SetSessionConfigOptionResponse",
   "session/close": "CloseSessionResponse",
+  "session/load": "LoadSessionResponse",
+  "session/resume": "ResumeSessionResponse",
+  "session/list": "ListSessionsResponse",
+  "session/delete": "DeleteSessionResponse",
 };
 const AGENT_REQUEST_DEFS = {
   "session/request_permission": "RequestPermissionRequest",

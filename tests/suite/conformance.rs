@@ -43,7 +43,17 @@ fn the_official_typescript_sdk_accepts_every_message() {
         .unwrap_or_else(|e| panic!("no report ({e}); stdout:\n{stdout}\nstderr:\n{stderr}"));
     assert!(out.status.success(), "conformance failures:\n{:#}\nstderr:\n{stderr}", report["failures"]);
     assert_eq!(report["failures"], Value::Array(vec![]));
-    for def in ["InitializeResponse", "NewSessionResponse", "PromptResponse", "SessionNotification", "Error"] {
+    for def in [
+        "InitializeResponse",
+        "NewSessionResponse",
+        "PromptResponse",
+        "SessionNotification",
+        "Error",
+        "LoadSessionResponse",
+        "ResumeSessionResponse",
+        "ListSessionsResponse",
+        "DeleteSessionResponse",
+    ] {
         assert!(report["byKind"][def].as_u64().unwrap_or(0) > 0, "nothing validated as {def}: {report}");
     }
     assert_eq!(mock.remaining(), 0, "every scripted reply was used");

@@ -1,7 +1,9 @@
 //! One module per feature.
 
 mod cancel;
+mod commands;
 mod conformance;
+mod context;
 mod editor;
 mod errors;
 mod golden;
