@@ -287,43 +287,45 @@ fn compacted_line(before: u64, after: u64) -> String {
     )
 }
 
-/// What a reloaded session shows, as `session/update`s.
-pub(super) fn replay_updates(shown: Vec<Shown>, compaction_gated: bool) -> Vec<SessionUpdate> {
-    let mut out = Vec::with_capacity(shown.len());
-    for item in shown {
-        match item {
-            Shown::User { id, blocks } => {
-                for block in &blocks {
-                    out.push(SessionUpdate::UserMessageChunk(
-                        ContentChunk::new(prompt::to_content_block(block)).message_id(MessageId::new(id.as_str())),
-                    ));
-                }
+/// What a reloaded session shows, as `session/update`s, made one at a time as they are sent.
+pub(super) fn replay_updates(shown: Vec<Shown>, compaction_gated: bool) -> impl Iterator<Item = SessionUpdate> {
+    shown.into_iter().flat_map(move |item| shown_updates(item, compaction_gated))
+}
+
+fn shown_updates(item: Shown, compaction_gated: bool) -> Vec<SessionUpdate> {
+    match item {
+        Shown::User { id, blocks } => blocks
+            .iter()
+            .map(|block| {
+                SessionUpdate::UserMessageChunk(
+                    ContentChunk::new(prompt::to_content_block(block)).message_id(MessageId::new(id.as_str())),
+                )
+            })
+            .collect(),
+        Shown::Text { id, text } | Shown::Notice { id, text } => {
+            vec![SessionUpdate::AgentMessageChunk(chunk(text, &id))]
+        }
+        Shown::Thought { id, text } => vec![SessionUpdate::AgentThoughtChunk(chunk(text, &id))],
+        Shown::Tool(state) => {
+            let state = *state;
+            let mut call = ToolCall::new(state.id, state.title)
+                .kind(kind(state.kind))
+                .status(status(state.status))
+                .content(state.content.iter().map(content).collect())
+                .locations(state.locations.iter().map(location).collect())
+                .raw_input(state.raw_input);
+            if let Some(raw) = state.raw_output {
+                call = call.raw_output(raw);
             }
-            Shown::Text { id, text } | Shown::Notice { id, text } => {
-                out.push(SessionUpdate::AgentMessageChunk(chunk(text, &id)));
-            }
-            Shown::Thought { id, text } => out.push(SessionUpdate::AgentThoughtChunk(chunk(text, &id))),
-            Shown::Tool(state) => {
-                let mut call = ToolCall::new(state.id.clone(), state.title.clone())
-                    .kind(kind(state.kind))
-                    .status(status(state.status))
-                    .content(state.content.iter().map(content).collect())
-                    .locations(state.locations.iter().map(location).collect())
-                    .raw_input(state.raw_input.clone());
-                if let Some(raw) = state.raw_output.clone() {
-                    call = call.raw_output(raw);
-                }
-                out.push(SessionUpdate::ToolCall(call));
-            }
-            Shown::Plan(entries) => out.push(SessionUpdate::Plan(plan(&entries))),
-            Shown::Compaction { id, summary, tokens_before, tokens_after } => {
-                let event =
-                    CompactionEvent { id, phase: CompactionPhase::Completed { summary, tokens_before, tokens_after } };
-                out.extend(compaction_update(&event, compaction_gated));
-            }
+            vec![SessionUpdate::ToolCall(call)]
+        }
+        Shown::Plan(entries) => vec![SessionUpdate::Plan(plan(&entries))],
+        Shown::Compaction { id, summary, tokens_before, tokens_after } => {
+            let event =
+                CompactionEvent { id, phase: CompactionPhase::Completed { summary, tokens_before, tokens_after } };
+            compaction_update(&event, compaction_gated).into_iter().collect()
         }
     }
-    out
 }
 
 fn plan(entries: &[runtime::PlanEntry]) -> Plan {

@@ -241,8 +241,8 @@ impl Runtime {
                 Err(e) => return Err(LoadError::Store(e)),
             };
             // Read after taking the lock: nobody else is writing now.
-            let loaded = transcript::read(&path).map_err(LoadError::Store)?;
-            let replay = crate::store::replay::replay(loaded.records);
+            let records = transcript::open_records(&path).map_err(LoadError::Store)?;
+            let replay = crate::store::replay::replay(records);
             for record in &replay.repair {
                 writer.record(record);
             }
@@ -329,20 +329,9 @@ impl Runtime {
         }
         let store = self.shared.store().await?;
         let id = id.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let path = store.transcript_path(&id);
-            // Holding the lock proves no one is writing it.
-            let lock = match Transcript::open(&path) {
-                Ok(t) => Some(t),
-                Err(_) if !path.exists() => None,
-                Err(e) => return Err(e),
-            };
-            let result = store.delete(&id);
-            drop(lock);
-            result
-        })
-        .await
-        .map_err(|e| StoreError(format!("deleting the session failed: {e}")))?
+        tokio::task::spawn_blocking(move || store.delete_if_closed(&id))
+            .await
+            .map_err(|e| StoreError(format!("deleting the session failed: {e}")))?
     }
 
     /// Builds the HTTP client and opens the session store in the background, so the first turn

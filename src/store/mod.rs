@@ -3,6 +3,7 @@
 //! see `transcript.rs`). Several `acp` processes may share one `$ACP_HOME`: SQLite serialises
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
+pub mod export;
 pub mod replay;
 pub mod transcript;
 
@@ -243,6 +244,36 @@ impl Store {
             params![id, cwd.to_string_lossy(), dirs],
         )?;
         Ok(())
+    }
+
+    /// A session's row and its replayed transcript, read without taking the writer's lock (a
+    /// session open elsewhere is shown as far as it is written).
+    pub fn read_session(&self, id: &str) -> Result<Option<(SessionRow, replay::Replay)>, StoreError> {
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        let Some(row) = self.get(id)? else { return Ok(None) };
+        let path = self.transcript_path(id);
+        let replay = match transcript::open_records(&path) {
+            Ok(records) => replay::replay(records),
+            Err(_) if !path.exists() => replay::replay(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        Ok(Some((row, replay)))
+    }
+
+    /// Removes a session unless an acp process has it open (holding its transcript's lock proves no
+    /// one is writing it); removing one that does not exist is fine.
+    pub fn delete_if_closed(&self, id: &str) -> Result<(), StoreError> {
+        let path = self.transcript_path(id);
+        let lock = match transcript::Transcript::open(&path) {
+            Ok(t) => Some(t),
+            Err(_) if !path.exists() => None,
+            Err(e) => return Err(e),
+        };
+        let result = self.delete(id);
+        drop(lock);
+        result
     }
 
     /// Removes a session and its transcript; removing one that does not exist is fine.

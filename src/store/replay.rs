@@ -85,7 +85,7 @@ struct Open {
 
 pub const INTERRUPTED: &str = "acp stopped before this turn finished";
 
-pub fn replay(records: Vec<Record>) -> Replay {
+pub fn replay(records: impl IntoIterator<Item = Record>) -> Replay {
     let mut r = Builder::default();
     for record in records {
         r.apply(record);

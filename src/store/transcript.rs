@@ -324,35 +324,83 @@ pub struct Loaded {
     pub skipped_lines: usize,
 }
 
-/// Reads a transcript; a torn last line and unreadable lines are logged and skipped.
+/// Reads a whole transcript; a torn last line and unreadable lines are logged and skipped.
 pub fn read(path: &Path) -> Result<Loaded, StoreError> {
-    let bytes = std::fs::read(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
-    Ok(parse(&bytes, path))
+    let mut records = open_records(path)?;
+    let all: Vec<Record> = records.by_ref().collect();
+    Ok(Loaded { records: all, torn_bytes: records.torn_bytes, skipped_lines: records.skipped_lines })
 }
 
+/// Reads a transcript record by record (nothing is held but the current line).
+pub fn open_records(path: &Path) -> Result<Records<std::io::BufReader<File>>, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+    Ok(Records::new(std::io::BufReader::with_capacity(256 * 1024, file), path))
+}
+
+/// Parses transcript bytes.
 pub fn parse(bytes: &[u8], path: &Path) -> Loaded {
-    let mut loaded = Loaded::default();
-    let whole = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
-    if whole < bytes.len() {
-        loaded.torn_bytes = bytes.len() - whole;
-        tracing::warn!(
-            path = %path.display(),
-            bytes = loaded.torn_bytes,
-            "transcript ends in a torn line (acp stopped while writing it); skipping it"
-        );
+    let mut records = Records::new(bytes, path);
+    let all: Vec<Record> = records.by_ref().collect();
+    Loaded { records: all, torn_bytes: records.torn_bytes, skipped_lines: records.skipped_lines }
+}
+
+/// The records of a transcript, in order. A torn last line ends them (logged); an unreadable
+/// whole line is logged and skipped.
+pub struct Records<R> {
+    reader: R,
+    path: PathBuf,
+    line: Vec<u8>,
+    number: usize,
+    pub torn_bytes: usize,
+    pub skipped_lines: usize,
+}
+
+impl<R: std::io::BufRead> Records<R> {
+    pub fn new(reader: R, path: &Path) -> Self {
+        Self { reader, path: path.to_path_buf(), line: Vec::new(), number: 0, torn_bytes: 0, skipped_lines: 0 }
     }
-    loaded.records.reserve(bytes[..whole].iter().filter(|b| **b == b'\n').count());
-    for (n, line) in bytes[..whole].split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_slice::<Record>(line) {
-            Ok(record) => loaded.records.push(record),
-            Err(e) => {
-                loaded.skipped_lines += 1;
-                tracing::warn!(path = %path.display(), line = n + 1, error = %e, "skipping an unreadable transcript line");
+}
+
+impl<R: std::io::BufRead> Iterator for Records<R> {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        loop {
+            self.line.clear();
+            match self.reader.read_until(b'\n', &mut self.line) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "could not read the transcript to its end");
+                    return None;
+                }
+            }
+            self.number += 1;
+            if self.line.last() != Some(&b'\n') {
+                self.torn_bytes = self.line.len();
+                tracing::warn!(
+                    path = %self.path.display(),
+                    bytes = self.torn_bytes,
+                    "transcript ends in a torn line (acp stopped while writing it); skipping it"
+                );
+                return None;
+            }
+            let line = &self.line[..self.line.len() - 1];
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) => return Some(record),
+                Err(e) => {
+                    self.skipped_lines += 1;
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        line = self.number,
+                        error = %e,
+                        "skipping an unreadable transcript line"
+                    );
+                }
             }
         }
     }
-    loaded
 }

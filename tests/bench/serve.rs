@@ -81,7 +81,8 @@ fn new_session(a: &mut Agent) -> (String, Duration) {
         let (at, m) = a.recv_timed(Duration::from_secs(10)).unwrap();
         if m["id"] == id {
             let sid = m["result"]["sessionId"].as_str().unwrap().to_owned();
-            a.recv(); // the setup usage_update
+            a.recv(); // the setup updates: the commands…
+            a.recv(); // …and the usage
             return (sid, at - t);
         }
     }

@@ -539,3 +539,73 @@ fn sessions_without_a_store_still_work() {
     let r = agent.request("session/list", json!({}));
     assert_eq!(r["error"]["code"], -32603, "{r}");
 }
+
+/// `acp sessions …` against a home with one stored session.
+fn cli(home: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .arg("sessions")
+        .args(args)
+        .env_clear()
+        .env("ACP_HOME", home)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn the_sessions_command_lists_shows_exports_and_deletes() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    push_fix_turn(&mock);
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    agent.prompt(&session, "Fix the add bug, then note it in NOTES.md");
+    drop(agent);
+
+    let (ok, table, _) = cli(home.path(), &["list"]);
+    assert!(ok);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("ID "), "{table}");
+    assert!(lines[1].starts_with(&session) && lines[1].contains("Fix the add bug"), "{table}");
+    assert!(lines[1].contains(&ws.path().display().to_string()), "{table}");
+
+    let (ok, jsonl, _) = cli(home.path(), &["list", "--json"]);
+    assert!(ok);
+    let row: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert_eq!(row["id"], session.as_str());
+    assert_eq!(row["inputTokens"], 150, "three requests of 50: {row}");
+    let (_, none, _) = cli(home.path(), &["list", "--cwd", "/nowhere"]);
+    assert_eq!(none.trim(), "No sessions in /nowhere.");
+
+    let (ok, shown, _) = cli(home.path(), &["show", &session]);
+    assert!(ok);
+    assert!(shown.starts_with("# Fix the add bug, then note it in NOTES.md\n"), "{shown}");
+    assert!(shown.contains("> The bug is in src/lib.rs: add() subtracts."), "{shown}");
+    assert!(shown.contains("**Tool** `Edit src/lib.rs` — completed"), "{shown}");
+    assert!(shown.contains("-    a - b\n+    a + b"), "{shown}");
+    assert!(shown.contains("- [x] Write NOTES.md"), "{shown}");
+    assert!(shown.contains("Fixed `add` and wrote NOTES.md."), "{shown}");
+
+    let (ok, exported, _) = cli(home.path(), &["export", &session, "--format", "json"]);
+    assert!(ok);
+    let doc: Value = serde_json::from_str(&exported).unwrap();
+    assert_eq!(doc["session"]["id"], session.as_str());
+    let types: Vec<&str> = doc["items"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["user", "thought", "assistant", "tool_call", "plan", "tool_call", "plan", "assistant"]);
+    let file = home.path().join("out.md");
+    let (ok, _, _) = cli(home.path(), &["export", &session, "--format", "md", "-o", file.to_str().unwrap()]);
+    assert!(ok);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("## Assistant"));
+
+    let (ok, said, _) = cli(home.path(), &["delete", &session]);
+    assert!(ok, "{said}");
+    assert!(!transcript(home.path(), &session).exists());
+    let (ok, _, err) = cli(home.path(), &["show", &session]);
+    assert!(!ok);
+    assert!(err.contains(&format!("no session `{session}`")), "{err}");
+    let (ok, _, err) = cli(home.path(), &["delete", "never-was"]);
+    assert!(!ok && err.contains("no session `never-was`"), "{err}");
+}
