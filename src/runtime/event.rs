@@ -180,12 +180,12 @@ impl Emitter {
         self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
     }
 
-    /// Pushes buffered output out: to the surface first (the user is waiting for it), then to the
-    /// transcript.
+    /// Pushes buffered output out: to the surface (the user is waiting for it), and to the
+    /// transcript when its merged text is due.
     pub(crate) fn flush(&self) {
         self.sink.flush();
         if let Some(t) = &self.transcript {
-            t.flush();
+            t.flush_due();
         }
     }
 }

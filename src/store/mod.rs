@@ -222,12 +222,14 @@ impl Store {
         context: Option<u64>,
         title: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.db().execute(
-            "UPDATE sessions SET updated_at = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
-                 context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6)
-             WHERE id = ?1",
-            params![id, now_ms(), input as i64, output as i64, context.map(|c| c as i64), title],
-        )?;
+        // Once per turn: the statement is prepared once per connection.
+        self.db()
+            .prepare_cached(
+                "UPDATE sessions SET updated_at = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+                     context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6)
+                 WHERE id = ?1",
+            )?
+            .execute(params![id, now_ms(), input as i64, output as i64, context.map(|c| c as i64), title])?;
         Ok(())
     }
 

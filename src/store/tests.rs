@@ -286,3 +286,26 @@ fn a_turn_cut_short_is_closed_where_it_stopped() {
     assert_eq!(second.conversation.messages(), first.conversation.messages());
     assert_eq!(second.shown, first.shown);
 }
+
+#[test]
+fn streamed_text_is_written_in_timed_batches_and_before_anything_else() {
+    let home = Home::new();
+    let path = home.0.join("s.jsonl");
+    let t = Transcript::create(&path, &header("s")).unwrap();
+    let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+    let id: std::sync::Arc<str> = "m1".into();
+    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "a".into() });
+    t.flush_due();
+    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "b".into() });
+    t.flush_due();
+    assert_eq!(lines(), 1, "a fresh burst of text waits in memory");
+    std::thread::sleep(transcript::TEXT_FLUSH_INTERVAL);
+    t.flush_due();
+    assert_eq!(lines(), 2, "text that has waited long enough is written");
+    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "c".into() });
+    t.record_event(&EventKind::Plan(vec![]));
+    assert_eq!(lines(), 4, "the text goes out before the plan");
+    drop(t);
+    let r = replay::replay(transcript::read(&path).unwrap().records);
+    assert_eq!(r.shown, vec![Shown::Text { id: "m1".into(), text: "abc".into() }, Shown::Plan(vec![])]);
+}

@@ -14,6 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -141,7 +142,13 @@ struct Pending {
     thought: bool,
     id: Arc<str>,
     text: String,
+    since: Instant,
 }
+
+/// How long streamed text may wait in memory before [`Transcript::flush_due`] writes it: one
+/// write per burst of a fast stream would cost a system call per delta, and a crash loses at most
+/// this much of a reply that was still streaming (the turn is then shown as interrupted anyway).
+pub const TEXT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Transcript {
     /// Creates a new transcript, starting with `header`. Fails if the file exists.
@@ -238,6 +245,15 @@ impl Transcript {
     pub fn flush(&self) {
         lock(&self.inner).write_pending(&self.path);
     }
+
+    /// Writes merged text out if it has waited [`TEXT_FLUSH_INTERVAL`]; anything else that is
+    /// recorded (a tool call, a plan, the turn's end) writes it first in any case.
+    pub fn flush_due(&self) {
+        let mut inner = lock(&self.inner);
+        if inner.pending.as_ref().is_some_and(|p| p.since.elapsed() >= TEXT_FLUSH_INTERVAL) {
+            inner.write_pending(&self.path);
+        }
+    }
 }
 
 impl Inner {
@@ -246,7 +262,7 @@ impl Inner {
             Some(p) if p.thought == thought && p.id == *id => p.text.push_str(text),
             _ => {
                 self.write_pending(path);
-                self.pending = Some(Pending { thought, id: id.clone(), text: text.to_owned() });
+                self.pending = Some(Pending { thought, id: id.clone(), text: text.to_owned(), since: Instant::now() });
             }
         }
     }

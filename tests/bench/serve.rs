@@ -81,8 +81,8 @@ fn new_session(a: &mut Agent) -> (String, Duration) {
         let (at, m) = a.recv_timed(Duration::from_secs(10)).unwrap();
         if m["id"] == id {
             let sid = m["result"]["sessionId"].as_str().unwrap().to_owned();
-            a.recv(); // the setup updates: the commands…
-            a.recv(); // …and the usage
+            // The setup updates end with the usage.
+            while a.recv()["params"]["update"]["sessionUpdate"] != "usage_update" {}
             return (sid, at - t);
         }
     }
