@@ -25,6 +25,9 @@ struct Cli {
 enum Command {
     /// Speak ACP over stdin/stdout (what editors spawn). The default.
     Serve(ServeArgs),
+    /// Run one prompt in process and print the reply (for scripts and CI).
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
     /// Stored sessions: list, show, export, delete.
     Sessions {
         #[command(subcommand)]
@@ -67,6 +70,39 @@ enum ExportFormat {
     Json,
 }
 
+const RUN_HELP: &str = "\
+Exit codes: 0 the reply finished (end_turn) · 1 other failure (the agent stopped mid-turn) · \
+2 bad usage (arguments, unknown model or mode, empty prompt, bad directory) · 3 the model provider failed · \
+4 no usable provider (set an API key or configure one) · 5 the model refused · \
+6 the reply stopped early (token or request limit) · 130 cancelled (Ctrl-C, SIGTERM).
+
+Anything that would ask for permission is refused unless --allow names it: a tool (edit, write, \
+apply_patch, exec, web_fetch, …) or a kind (edit, execute, fetch, …), `*` as a wildcard, or `all`.";
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The prompt; `-` reads it from stdin.
+    prompt: String,
+    /// Print every session/update and then the result as NDJSON instead of the reply's text.
+    #[arg(long)]
+    json: bool,
+    /// The working directory the session works in (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<std::path::PathBuf>,
+    /// The model, as provider/model.
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    model: Option<String>,
+    /// The permission mode: ask, code (default) or auto.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Continue the stored session with this id (created if it does not exist).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Tools (or kinds) that may run when they would ask; repeat or separate with commas.
+    #[arg(long, value_name = "TOOL", action = clap::ArgAction::Append)]
+    allow: Vec<String>,
+}
+
 #[derive(clap::Args, Debug, Default)]
 struct ServeArgs {
     /// Largest accepted input line in bytes (default 16 MiB, or `max_line_bytes` in config.toml).
@@ -80,6 +116,7 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return sessions(command),
+        Some(Command::Run(args)) => return run(args, cli.verbose),
         None => ServeArgs::default(),
     };
     let shutdown = CancellationToken::new();
@@ -120,6 +157,114 @@ async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
     let ended = acp::acp::serve(rpc, config, shutdown.cancelled_owned()).await;
     tracing::debug!(?ended, "exiting");
     ExitCode::SUCCESS
+}
+
+/// `acp run`: the agent runs in this process, over in-memory pipes, driven by the same client code
+/// as `acp client`; the outcome is the exit code.
+fn run(args: RunArgs, verbose: bool) -> ExitCode {
+    use acp_repl::run::{Output, RunOptions, exit};
+    let usage = |message: String| {
+        let _ = writeln!(std::io::stderr(), "acp run: {message}");
+        ExitCode::from(exit::USAGE)
+    };
+    let prompt = if args.prompt == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            return usage(format!("could not read the prompt from stdin: {e}"));
+        }
+        text
+    } else {
+        args.prompt
+    };
+    if prompt.trim().is_empty() {
+        return usage("the prompt is empty".into());
+    }
+    let cwd = match args.cwd.map_or_else(std::env::current_dir, |dir| {
+        std::fs::canonicalize(&dir).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+    }) {
+        Ok(dir) if dir.is_dir() => dir,
+        Ok(dir) => return usage(format!("--cwd {}: not a directory", dir.display())),
+        Err(e) => return usage(format!("--cwd {e}")),
+    };
+    let allow: Vec<String> =
+        args.allow.iter().map(|a| if a.eq_ignore_ascii_case("all") { "*".into() } else { a.clone() }).collect();
+    let options = RunOptions {
+        prompt,
+        cwd,
+        model: args.model,
+        mode: args.mode,
+        session: args.session,
+        json: args.json,
+        policy: acp_repl::policy::Policy::allow(allow),
+    };
+
+    let config = Config::load();
+    if let Some(err) = &config.load_error {
+        tracing::error!("{err}");
+    }
+    let pipes = std::io::pipe().and_then(|a| std::io::pipe().map(|b| (a, b)));
+    let ((agent_in, client_out), (client_in, agent_out)) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "acp run: could not create pipes: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let agent = std::thread::Builder::new().name("agent".into()).spawn(move || {
+        let max_line = config.max_line_bytes;
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => {
+                runtime.block_on(async move {
+                    match acp::rpc::start(agent_in, agent_out, max_line) {
+                        Ok(rpc) => {
+                            acp::acp::serve(rpc, config, std::future::pending::<()>()).await;
+                        }
+                        Err(e) => tracing::error!(error = %e, "could not start the agent"),
+                    }
+                });
+                runtime.shutdown_background();
+            }
+            Err(e) => tracing::error!(error = %e, "could not start the async runtime"),
+        }
+        let _ = done_tx.send(());
+    });
+    if let Err(e) = agent {
+        let _ = writeln!(std::io::stderr(), "acp run: could not start the agent: {e}");
+        return ExitCode::from(exit::FAILED);
+    }
+    let (tx, rx) = match acp_repl::conn::connect(client_in, client_out, verbose) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "acp run: could not start: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    let interrupter = rx.interrupter();
+    if let Err(e) = forward_signals(move || interrupter.interrupt()) {
+        tracing::warn!(error = %e, "could not install signal handlers");
+    }
+    let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr());
+    let code = acp_repl::run::run(&tx, &rx, &options, &mut Output { out: &mut stdout, err: &mut stderr });
+    // End of input: the agent finishes, saves the session and exits.
+    drop(tx);
+    if done_rx.recv_timeout(Duration::from_secs(5)).is_err() {
+        tracing::warn!("the agent did not finish within 5 s of the end of the run");
+    }
+    ExitCode::from(code)
+}
+
+/// Calls `on_signal` for each SIGINT/SIGTERM (the runner cancels on the first and quits on the
+/// second).
+fn forward_signals(on_signal: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        for _ in signals.forever() {
+            on_signal();
+        }
+    })?;
+    Ok(())
 }
 
 /// `acp sessions …`: output on stdout, problems on stderr with exit code 1.

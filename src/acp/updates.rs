@@ -103,9 +103,12 @@ impl AcpSink {
             .content(state.content.iter().map(content).collect())
             .locations(state.locations.iter().map(location).collect())
             .raw_input(state.raw_input.clone());
-        if meta_terminal {
-            call = call.meta(meta(json!({ "terminal_info": { "terminal_id": state.id } })));
-        }
+        // The tool's own name, for clients that set policies per tool (`acp run --allow edit`).
+        call = call.meta(if meta_terminal {
+            meta(json!({ "toolName": state.name, "terminal_info": { "terminal_id": state.id } }))
+        } else {
+            meta(json!({ "toolName": state.name }))
+        });
         self.update(session, SessionUpdate::ToolCall(call));
         if is_final(state.status) {
             return;
@@ -313,7 +316,8 @@ fn shown_updates(item: Shown, compaction_gated: bool) -> Vec<SessionUpdate> {
                 .status(status(state.status))
                 .content(state.content.iter().map(content).collect())
                 .locations(state.locations.iter().map(location).collect())
-                .raw_input(state.raw_input);
+                .raw_input(state.raw_input)
+                .meta(meta(json!({ "toolName": state.name })));
             if let Some(raw) = state.raw_output {
                 call = call.raw_output(raw);
             }

@@ -10,6 +10,7 @@ mod golden;
 mod lifecycle;
 mod persistence;
 mod protocol;
+mod run;
 mod session;
 mod streaming;
 mod tools;

@@ -1,0 +1,294 @@
+//! One prompt, start to finish, for scripts (`acp run`): initialize, open (or continue) a session,
+//! send the prompt, answer permission questions from a [`Policy`], print the reply, and turn the
+//! outcome into an exit code.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::conn::{Incoming, Receiver, RpcError, Sender};
+use crate::policy::{Policy, ToolIdentity};
+
+/// Exit codes of `acp run`.
+pub mod exit {
+    /// The model finished its reply (`end_turn`).
+    pub const OK: u8 = 0;
+    /// Something else went wrong: the agent could not be started, or exited mid-turn.
+    pub const FAILED: u8 = 1;
+    /// Bad usage: arguments, an unknown model or mode, an empty prompt, a bad directory.
+    pub const USAGE: u8 = 2;
+    /// The model provider failed (after the agent's retries).
+    pub const PROVIDER: u8 = 3;
+    /// No usable provider: an API key or a provider in config.toml is missing.
+    pub const SETUP: u8 = 4;
+    /// The model refused.
+    pub const REFUSAL: u8 = 5;
+    /// The reply stopped early: output token limit or turn request limit.
+    pub const INCOMPLETE: u8 = 6;
+    /// Cancelled by Ctrl-C / SIGINT / SIGTERM.
+    pub const CANCELLED: u8 = 130;
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub prompt: String,
+    pub cwd: PathBuf,
+    pub model: Option<String>,
+    pub mode: Option<String>,
+    /// Continue (or create) the session with this id.
+    pub session: Option<String>,
+    /// NDJSON: every `session/update`, then the result.
+    pub json: bool,
+    pub policy: Policy,
+}
+
+/// Where output goes: the reply (or NDJSON) to `out`, progress and problems to `err`.
+pub struct Output<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+}
+
+impl std::fmt::Debug for Output<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output").finish_non_exhaustive()
+    }
+}
+
+/// Runs the prompt; returns the exit code.
+pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_>) -> u8 {
+    let mut state = State { opts, session: None, tools: HashMap::new(), text_open: false, interrupted: false };
+    match state.drive(tx, rx, output) {
+        Ok(code) => code,
+        Err(Stop::Code(code, message)) => {
+            state.end_text(output);
+            if opts.json {
+                let line = json!({"sessionId": state.session, "error": {"message": message}, "exitCode": code});
+                let _ = writeln!(output.out, "{line}");
+            }
+            let _ = writeln!(output.err, "acp run: {message}");
+            code
+        }
+    }
+}
+
+enum Stop {
+    Code(u8, String),
+}
+
+impl From<io::Error> for Stop {
+    fn from(e: io::Error) -> Self {
+        Stop::Code(exit::FAILED, format!("the agent's input is closed: {e}"))
+    }
+}
+
+struct State<'a> {
+    opts: &'a RunOptions,
+    session: Option<String>,
+    tools: HashMap<String, ToolIdentity>,
+    /// Reply text was printed without a final newline yet.
+    text_open: bool,
+    interrupted: bool,
+}
+
+impl State<'_> {
+    fn drive(&mut self, tx: &Sender, rx: &Receiver, output: &mut Output<'_>) -> Result<u8, Stop> {
+        let init = json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+            "clientInfo": {"name": "acp-run", "title": "acp run", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let id = tx.request("initialize", init)?;
+        self.wait(tx, rx, id, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
+
+        let mut params = json!({"cwd": self.opts.cwd, "mcpServers": []});
+        if let Some(key) = &self.opts.session {
+            params["_meta"] = json!({"sessionKey": key});
+        }
+        let id = tx.request("session/new", params)?;
+        let opened = self.wait(tx, rx, id, output)?.map_err(|e| match e.code {
+            -32000 => Stop::Code(exit::SETUP, e.message),
+            -32602 => Stop::Code(exit::USAGE, e.message),
+            _ => Stop::Code(exit::FAILED, format!("could not open a session: {e}")),
+        })?;
+        let session = opened["sessionId"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| self.opts.session.clone())
+            .ok_or_else(|| Stop::Code(exit::FAILED, "the agent answered session/new without a sessionId".into()))?;
+        self.session = Some(session.clone());
+
+        if let Some(model) = &self.opts.model {
+            let params = json!({"sessionId": session, "configId": "model", "value": model});
+            let id = tx.request("session/set_config_option", params)?;
+            self.wait(tx, rx, id, output)?
+                .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", e.message)))?;
+        }
+        if let Some(mode) = &self.opts.mode {
+            let id = tx.request("session/set_mode", json!({"sessionId": session, "modeId": mode}))?;
+            self.wait(tx, rx, id, output)?
+                .map_err(|e| Stop::Code(exit::USAGE, format!("--mode {mode}: {}", e.message)))?;
+        }
+
+        let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": self.opts.prompt}]});
+        let id = tx.request("session/prompt", prompt)?;
+        let answer = self.wait(tx, rx, id, output)?;
+        self.end_text(output);
+        let (code, line) = match answer {
+            Ok(result) => {
+                let code = match result["stopReason"].as_str() {
+                    Some("end_turn") => exit::OK,
+                    Some("refusal") => exit::REFUSAL,
+                    Some("cancelled") => exit::CANCELLED,
+                    Some("max_tokens" | "max_turn_requests") => exit::INCOMPLETE,
+                    _ => exit::FAILED,
+                };
+                if code != exit::OK && !self.opts.json {
+                    let reason = result["stopReason"].as_str().unwrap_or("unknown");
+                    let _ = writeln!(output.err, "acp run: the turn ended: {reason}");
+                }
+                (code, json!({"sessionId": session, "result": result, "exitCode": code}))
+            }
+            Err(e) => {
+                let code = if e.code == -32000 { exit::SETUP } else { exit::PROVIDER };
+                if !self.opts.json {
+                    let _ = writeln!(output.err, "acp run: {}", e.message);
+                }
+                (code, json!({"sessionId": session, "error": e.to_value(), "exitCode": code}))
+            }
+        };
+        if self.opts.json {
+            let _ = writeln!(output.out, "{line}");
+        }
+        let _ = output.out.flush();
+        Ok(code)
+    }
+
+    /// Handles everything until the answer to request `id` arrives.
+    fn wait(
+        &mut self,
+        tx: &Sender,
+        rx: &Receiver,
+        id: i64,
+        output: &mut Output<'_>,
+    ) -> Result<Result<Value, RpcError>, Stop> {
+        loop {
+            match rx.recv() {
+                Incoming::Response { id: got, result } if got == id => return Ok(result),
+                Incoming::Response { .. } => {}
+                Incoming::Notification { method, params } => {
+                    if method == "session/update" {
+                        self.update(&params, output);
+                    }
+                }
+                Incoming::Request { id, method, params } => self.agent_request(tx, &id, &method, &params, output)?,
+                Incoming::Interrupt => {
+                    if self.interrupted {
+                        return Err(Stop::Code(exit::CANCELLED, "interrupted".into()));
+                    }
+                    self.interrupted = true;
+                    match &self.session {
+                        Some(session) => {
+                            let _ = writeln!(output.err, "acp run: cancelling (interrupt again to quit at once)");
+                            tx.notify("session/cancel", json!({"sessionId": session}))?;
+                        }
+                        None => return Err(Stop::Code(exit::CANCELLED, "interrupted".into())),
+                    }
+                }
+                Incoming::Closed(why) => {
+                    let why = why.unwrap_or_else(|| "the agent exited".into());
+                    return Err(Stop::Code(exit::FAILED, format!("{why} before answering")));
+                }
+            }
+        }
+    }
+
+    fn update(&mut self, params: &Value, output: &mut Output<'_>) {
+        if self.opts.json {
+            let _ = writeln!(output.out, "{params}");
+            return;
+        }
+        let update = &params["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    let _ = output.out.write_all(text.as_bytes());
+                    let _ = output.out.flush();
+                    self.text_open = !text.ends_with('\n');
+                }
+            }
+            Some("tool_call") => {
+                let id = update["toolCallId"].as_str().unwrap_or_default().to_owned();
+                let tool = ToolIdentity {
+                    name: update["_meta"]["toolName"].as_str().map(str::to_owned),
+                    kind: update["kind"].as_str().map(str::to_owned),
+                    title: update["title"].as_str().unwrap_or("tool").to_owned(),
+                };
+                self.progress(output, &format!("· {}", tool.title));
+                self.tools.insert(id, tool);
+            }
+            Some("tool_call_update") => {
+                let id = update["toolCallId"].as_str().unwrap_or_default();
+                let Some(tool) = self.tools.get_mut(id) else { return };
+                if let Some(title) = update["title"].as_str() {
+                    title.clone_into(&mut tool.title);
+                }
+                let line = match update["status"].as_str() {
+                    Some("completed") => format!("✓ {}", tool.title),
+                    Some("failed") => format!("✗ {}", tool.title),
+                    _ => return,
+                };
+                self.progress(output, &line);
+            }
+            _ => {}
+        }
+    }
+
+    /// A progress line on stderr, never in the middle of reply text on a shared terminal.
+    fn progress(&mut self, output: &mut Output<'_>, line: &str) {
+        self.end_text(output);
+        let _ = writeln!(output.err, "{line}");
+    }
+
+    fn end_text(&mut self, output: &mut Output<'_>) {
+        if self.text_open && !self.opts.json {
+            let _ = writeln!(output.out);
+            let _ = output.out.flush();
+        }
+        self.text_open = false;
+    }
+
+    fn agent_request(
+        &mut self,
+        tx: &Sender,
+        id: &Value,
+        method: &str,
+        params: &Value,
+        output: &mut Output<'_>,
+    ) -> Result<(), Stop> {
+        if method != "session/request_permission" {
+            // Nothing else was advertised.
+            tx.respond(id, Err(RpcError::new(-32601, format!("acp run does not offer `{method}`"))))?;
+            return Ok(());
+        }
+        let call = &params["toolCall"];
+        let call_id = call["toolCallId"].as_str().unwrap_or_default();
+        let mut tool = self.tools.get(call_id).cloned().unwrap_or_default();
+        if let Some(title) = call["title"].as_str() {
+            title.clone_into(&mut tool.title);
+        }
+        if let Some(kind) = call["kind"].as_str() {
+            tool.kind = Some(kind.to_owned());
+        }
+        let options = params["options"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let decision = self.opts.policy.answer(&tool, options);
+        if !decision.allowed && !self.opts.json {
+            let which = tool.name.as_deref().or(tool.kind.as_deref()).unwrap_or("TOOL");
+            self.progress(output, &format!("✗ not allowed: {} (allow it with --allow {which})", tool.title));
+        }
+        tx.respond(id, Ok(json!({"outcome": decision.outcome})))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+//! `acp run`: one prompt in process, text or NDJSON out, permissions from flags, and an exit code
+//! for every outcome.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::mock_model::{MockModel, Reply};
+use crate::support::script::{calls, text};
+use crate::support::workspace;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn command(home: &Path, mock: Option<&MockModel>, cwd: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_acp"));
+    cmd.arg("run")
+        .arg("--cwd")
+        .arg(cwd)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home)
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(mock) = mock {
+        cmd.env("ANTHROPIC_API_KEY", "test-key").env("ANTHROPIC_BASE_URL", mock.base());
+    }
+    cmd
+}
+
+fn finish(out: Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn run(home: &Path, mock: Option<&MockModel>, cwd: &Path, args: &[&str]) -> Run {
+    finish(command(home, mock, cwd, args).output().unwrap())
+}
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
+}
+
+#[test]
+fn text_mode_prints_the_reply_and_exits_zero() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from a script."));
+    let r = run(home.path(), Some(&mock), ws.path(), &["Say hello"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "Hello from a script.\n");
+    let body = &mock.requests()[0].body;
+    assert_eq!(body["messages"][0]["content"][0]["text"], "Say hello");
+    // The session was saved: `acp sessions list` shows it.
+    let list = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["sessions", "list", "--json"])
+        .env_clear()
+        .env("ACP_HOME", home.path())
+        .output()
+        .unwrap();
+    let rows = json_lines(&String::from_utf8(list.stdout).unwrap());
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["title"], "Say hello");
+}
+
+#[test]
+fn json_mode_prints_every_update_then_the_result() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("call_r", "read", json!({"path": "src/lib.rs"}))]));
+    mock.push(text("anthropic", "It adds."));
+    let r = run(home.path(), Some(&mock), ws.path(), &["--json", "What does lib.rs do?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines = json_lines(&r.stdout);
+    let last = lines.last().unwrap();
+    assert_eq!(last["result"]["stopReason"], "end_turn");
+    assert_eq!(last["exitCode"], 0);
+    let session = last["sessionId"].as_str().unwrap();
+    let updates = &lines[..lines.len() - 1];
+    assert!(updates.iter().all(|u| u["sessionId"] == session && u["update"]["sessionUpdate"].is_string()));
+    let kinds: Vec<&str> = updates.iter().map(|u| u["update"]["sessionUpdate"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"available_commands_update"));
+    let call = updates.iter().find(|u| u["update"]["sessionUpdate"] == "tool_call").unwrap();
+    assert_eq!(call["update"]["_meta"]["toolName"], "read");
+    assert!(updates.iter().any(|u| u["update"]["status"] == "completed"));
+    let said: String = updates
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, "It adds.");
+}
+
+#[test]
+fn permissions_are_refused_unless_allowed() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let write = || calls("anthropic", &[("call_w", "write", json!({"path": "NOTES.md", "content": "hi\n"}))]);
+
+    // Default: refused (the model is told, the file is not written, the run still ends normally).
+    mock.push(write());
+    mock.push(text("anthropic", "I could not write it."));
+    let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!ws.path().join("NOTES.md").exists());
+    assert!(r.stderr.contains("not allowed: Create NOTES.md (allow it with --allow write)"), "{}", r.stderr);
+    assert!(r.stderr.contains("✗ Create NOTES.md"), "{}", r.stderr);
+    assert_eq!(r.stdout, "I could not write it.\n");
+
+    // Allowed by name, by kind, or all.
+    for allow in ["write", "edit", "all"] {
+        std::fs::remove_file(ws.path().join("NOTES.md")).ok();
+        mock.push(write());
+        mock.push(text("anthropic", "Done."));
+        let r = run(home.path(), Some(&mock), ws.path(), &["--allow", allow, "Write NOTES.md"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(ws.path().join("NOTES.md")).unwrap(), "hi\n", "--allow {allow}");
+        assert!(r.stderr.contains("✓ Create NOTES.md"), "{}", r.stderr);
+    }
+
+    // --mode auto: nothing inside the workspace asks.
+    std::fs::remove_file(ws.path().join("NOTES.md")).unwrap();
+    mock.push(write());
+    mock.push(text("anthropic", "Done."));
+    let r = run(home.path(), Some(&mock), ws.path(), &["--mode", "auto", "Write NOTES.md"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(ws.path().join("NOTES.md").exists());
+}
+
+#[test]
+fn stdin_prompts_and_named_sessions_continue() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "First."));
+    mock.push(text("anthropic", "Second."));
+    for (i, prompt) in ["one\ntwo lines", "and again"].iter().enumerate() {
+        let mut child = command(home.path(), Some(&mock), ws.path(), &["--session", "nightly", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(prompt.as_bytes()).unwrap();
+        let r = finish(child.wait_with_output().unwrap());
+        assert_eq!(r.code, 0, "run {i}: {}", r.stderr);
+    }
+    let requests = mock.requests();
+    assert_eq!(requests[0].body["messages"][0]["content"][0]["text"], "one\ntwo lines");
+    // The second run continued the stored session: the whole history went to the model.
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert_eq!(messages[1]["content"][0]["text"], "First.");
+    assert!(home.path().join("sessions/nightly.jsonl").exists());
+}
+
+#[test]
+fn every_outcome_has_its_exit_code() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let cwd = ws.path();
+
+    mock.push(Reply::fixture("anthropic", "refusal"));
+    let r = run(home.path(), Some(&mock), cwd, &["bad things"]);
+    assert_eq!(r.code, 5, "refusal: {}", r.stderr);
+    assert!(r.stderr.contains("refusal"), "{}", r.stderr);
+
+    mock.push(Reply::fixture("anthropic", "max_tokens"));
+    assert_eq!(run(home.path(), Some(&mock), cwd, &["write a novel"]).code, 6, "max_tokens");
+
+    mock.push(Reply::fixture("anthropic", "400"));
+    let r = run(home.path(), Some(&mock), cwd, &["--json", "hi"]);
+    assert_eq!(r.code, 3, "provider error: {}", r.stderr);
+    let last = json_lines(&r.stdout).pop().unwrap();
+    assert_eq!(last["error"]["data"]["status"], 400);
+    assert_eq!(last["exitCode"], 3);
+
+    mock.push(Reply::fixture("anthropic", "401"));
+    assert_eq!(run(home.path(), Some(&mock), cwd, &["hi"]).code, 4, "rejected key");
+
+    let r = run(home.path(), None, cwd, &["hi"]);
+    assert_eq!(r.code, 4, "no provider");
+    assert!(r.stderr.contains("ANTHROPIC_API_KEY"), "{}", r.stderr);
+
+    // Bad usage: nothing reaches the model.
+    let before = mock.requests().len();
+    for (args, says) in [
+        (&["--model", "nope/model-1", "hi"][..], "--model nope/model-1"),
+        (&["--mode", "yolo", "hi"][..], "--mode yolo"),
+        (&["   "][..], "the prompt is empty"),
+        (&["--session", "../etc", "hi"][..], "sessionKey"),
+        (&["--no-such-flag", "hi"][..], "--no-such-flag"),
+    ] {
+        let r = run(home.path(), Some(&mock), cwd, args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+    let r = run(home.path(), Some(&mock), &cwd.join("missing"), &["hi"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(mock.requests().len(), before);
+}
+
+#[test]
+fn an_interrupt_cancels_the_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let long: String = (0..50).map(|i| format!("word{i} ")).collect();
+    mock.push(text("anthropic", &long).stall_after(4));
+    let child = command(home.path(), Some(&mock), ws.path(), &["Talk"]).spawn().unwrap();
+    mock.wait_requests(1);
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let r = finish(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 130, "{}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(r.stderr.contains("cancelled"), "{}", r.stderr);
+    assert!(mock.wait_done(0).client_left, "the model request was dropped");
+}
