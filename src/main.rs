@@ -254,14 +254,20 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Calls `on_signal` for each SIGINT/SIGTERM (the runner cancels on the first and quits on the
-/// second).
+/// Calls `on_signal` for each SIGINT/SIGTERM: the runner cancels the turn on the first and stops
+/// waiting on the second; if the process is still here 450 ms after a second signal, it exits 130.
 fn forward_signals(on_signal: impl Fn() + Send + 'static) -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     std::thread::Builder::new().name("signals".into()).spawn(move || {
-        for _ in signals.forever() {
+        for (seen, _) in signals.forever().enumerate() {
             on_signal();
+            if seen == 1 {
+                std::thread::spawn(|| {
+                    std::thread::sleep(Duration::from_millis(450));
+                    std::process::exit(i32::from(acp_repl::run::exit::CANCELLED));
+                });
+            }
         }
     })?;
     Ok(())

@@ -3,5 +3,6 @@
 //! built on the same pieces. Depends on the `acp-protocol` crate only, so it can drive any agent.
 
 pub mod conn;
+pub mod host;
 pub mod policy;
 pub mod run;
