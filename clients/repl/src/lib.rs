@@ -5,4 +5,5 @@
 pub mod conn;
 pub mod host;
 pub mod policy;
+pub mod render;
 pub mod run;
