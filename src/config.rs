@@ -239,12 +239,21 @@ impl Config {
         Self::load_with(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
-    /// Loads with a custom environment lookup (for tests).
-    pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
-        let home = match env("ACP_HOME") {
+    /// `$ACP_HOME`, or `~/.acp`.
+    pub fn home_dir() -> PathBuf {
+        Self::home_with(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    fn home_with(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+        match env("ACP_HOME") {
             Some(dir) => PathBuf::from(dir),
             None => env("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".acp"),
-        };
+        }
+    }
+
+    /// Loads with a custom environment lookup (for tests).
+    pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let home = Self::home_with(env);
         let path = home.join("config.toml");
         let (file, load_error) = match std::fs::read_to_string(&path) {
             Ok(text) => match toml::from_str::<FileConfig>(&text) {

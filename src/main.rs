@@ -25,6 +25,8 @@ struct Cli {
 enum Command {
     /// Speak ACP over stdin/stdout (what editors spawn). The default.
     Serve(ServeArgs),
+    /// An interactive terminal client for any ACP agent (this one by default).
+    Client(ClientArgs),
     /// Run one prompt in process and print the reply (for scripts and CI).
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
@@ -80,6 +82,31 @@ Anything that would ask for permission is refused unless --allow names it: a too
 apply_patch, exec, web_fetch, …) or a kind (edit, execute, fetch, …), `*` as a wildcard, or `all`.";
 
 #[derive(clap::Args, Debug)]
+struct ClientArgs {
+    /// The agent to run, as a command line (default: this acp's `serve`), e.g. "npx some-agent --acp".
+    #[arg(long, value_name = "COMMAND")]
+    agent: Option<String>,
+    /// The working directory of the session (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<std::path::PathBuf>,
+    /// Load this stored session (its history is shown) instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// The permission mode to start in (acp: ask, code, auto).
+    #[arg(long)]
+    mode: Option<String>,
+    /// The model to start with, as the agent names it (acp: provider/model).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Allow every "allow once" permission question without asking (for demos).
+    #[arg(long)]
+    yes: bool,
+    /// Show one "(thinking…)" line instead of the model's thoughts.
+    #[arg(long)]
+    hide_thoughts: bool,
+}
+
+#[derive(clap::Args, Debug)]
 struct RunArgs {
     /// The prompt; `-` reads it from stdin.
     prompt: String,
@@ -117,6 +144,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return sessions(command),
         Some(Command::Run(args)) => return run(args, cli.verbose),
+        Some(Command::Client(args)) => return client(args, cli.verbose),
         None => ServeArgs::default(),
     };
     let shutdown = CancellationToken::new();
@@ -157,6 +185,47 @@ async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
     let ended = acp::acp::serve(rpc, config, shutdown.cancelled_owned()).await;
     tracing::debug!(?ended, "exiting");
     ExitCode::SUCCESS
+}
+
+/// `acp client`: the terminal REPL, with this binary's `serve` as the default agent.
+fn client(args: ClientArgs, verbose: bool) -> ExitCode {
+    use acp_repl::repl::{ClientOptions, exit};
+    let fail = |message: String| {
+        let _ = writeln!(std::io::stderr(), "acp client: {message}");
+        ExitCode::from(exit::USAGE)
+    };
+    let agent = match &args.agent {
+        Some(line) => match shlex::split(line) {
+            Some(words) if !words.is_empty() => words,
+            _ => return fail(format!("--agent: cannot parse `{line}` as a command line")),
+        },
+        None => match std::env::current_exe() {
+            Ok(exe) => vec![exe.display().to_string(), "serve".into()],
+            Err(e) => return fail(format!("cannot find this program to start `acp serve`: {e}")),
+        },
+    };
+    let cwd = match args.cwd.map_or_else(std::env::current_dir, std::fs::canonicalize) {
+        Ok(dir) if dir.is_dir() => dir,
+        Ok(dir) => return fail(format!("--cwd {}: not a directory", dir.display())),
+        Err(e) => return fail(format!("--cwd: {e}")),
+    };
+    let home = Config::home_dir();
+    let options = ClientOptions {
+        agent,
+        cwd,
+        session: args.session,
+        mode: args.mode,
+        model: args.model,
+        yes: args.yes,
+        verbose,
+        thoughts: if args.hide_thoughts { acp_repl::render::Thoughts::Fold } else { acp_repl::render::Thoughts::Show },
+        history: Some(home.join("client_history")),
+        agent_log: if verbose { None } else { Some(home.join("client-agent.log")) },
+    };
+    if !verbose {
+        let _ = std::fs::create_dir_all(&home);
+    }
+    ExitCode::from(acp_repl::repl::run(&options))
 }
 
 /// `acp run`: the agent runs in this process, over in-memory pipes, driven by the same client code

@@ -1,6 +1,7 @@
 //! One module per feature.
 
 mod cancel;
+mod client;
 mod commands;
 mod conformance;
 mod context;

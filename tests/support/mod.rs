@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod mock_model;
+pub mod pty;
 pub mod script;
 
 use mock_model::MockModel;

@@ -132,6 +132,15 @@ impl Receiver {
         self.rx.recv().unwrap_or(Incoming::Closed(None))
     }
 
+    /// The next message, or `None` when nothing arrived within `timeout`.
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Incoming> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(message) => Some(message),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Incoming::Closed(None)),
+        }
+    }
+
     /// A handle that puts [`Incoming::Interrupt`] into this stream (for signal handlers).
     pub fn interrupter(&self) -> Interrupter {
         Interrupter(self.inject.clone())
@@ -154,14 +163,25 @@ pub fn connect(
     to: impl Write + Send + 'static,
     verbose: bool,
 ) -> io::Result<(Sender, Receiver)> {
+    connect_with_tap(from, to, verbose, |_| {})
+}
+
+/// Like [`connect`], with `tap` seeing every message on the reader thread as it arrives (before
+/// the receiving loop does): for state that must be current even while that loop is busy.
+pub fn connect_with_tap(
+    from: impl Read + Send + 'static,
+    to: impl Write + Send + 'static,
+    verbose: bool,
+    tap: impl Fn(&Incoming) + Send + 'static,
+) -> io::Result<(Sender, Receiver)> {
     let (tx, rx) = mpsc::channel();
     let inject = tx.clone();
-    std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || read_loop(from, &tx, verbose))?;
+    std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || read_loop(from, &tx, verbose, &tap))?;
     let sender = Sender { out: Arc::new(Mutex::new(Box::new(to))), next_id: Arc::new(AtomicI64::new(0)), verbose };
     Ok((sender, Receiver { rx, inject }))
 }
 
-fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool) {
+fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool, tap: &dyn Fn(&Incoming)) {
     let mut reader = BufReader::new(from);
     let mut line = Vec::new();
     loop {
@@ -187,6 +207,7 @@ fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool) {
         }
         match classify(text) {
             Some(message) => {
+                tap(&message);
                 if tx.send(message).is_err() {
                     return;
                 }

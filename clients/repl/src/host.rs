@@ -83,7 +83,8 @@ impl Terminals {
     /// `terminal/create`: starts the command; answers at once with its id.
     pub fn create(&self, params: &Value) -> Result<Value, RpcError> {
         let command = params["command"].as_str().ok_or_else(|| invalid("`command` is required"))?;
-        let args: Vec<&str> = params["args"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let args: Vec<&str> =
+            params["args"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
         let mut cmd = if args.is_empty() && command.contains(char::is_whitespace) {
             // A whole command line: let the shell parse it.
             let mut c = Command::new("sh");

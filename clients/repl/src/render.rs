@@ -68,6 +68,9 @@ pub struct Renderer<W: Write> {
     fence_info: bool,
     /// A space to print before the next word (terminals, where words wrap).
     space: bool,
+    /// Inside `**…**` / `` `…` `` (terminals only).
+    bold: bool,
+    code: bool,
     at_line_start: bool,
     heading: bool,
     tools: HashMap<String, ToolView>,
@@ -97,6 +100,8 @@ impl<W: Write> Renderer<W> {
             in_fence: false,
             fence_info: false,
             space: false,
+            bold: false,
+            code: false,
             at_line_start: true,
             heading: false,
             tools: HashMap::new(),
@@ -293,9 +298,16 @@ impl<W: Write> Renderer<W> {
         if self.heading || self.fence_info || self.in_fence {
             self.w(r);
         }
+        if self.bold || self.code {
+            self.w(RESET);
+            let resume = self.resume_styles_after_line();
+            self.w(&resume);
+        }
         self.heading = false;
         self.fence_info = false;
         self.space = false;
+        self.bold = false;
+        self.code = false;
         self.w("\n");
         self.col = 0;
         self.at_line_start = true;
@@ -311,8 +323,11 @@ impl<W: Write> Renderer<W> {
         if self.pending.is_empty() {
             return;
         }
-        let word = std::mem::take(&mut self.pending);
-        let len = word.chars().count();
+        let mut word = std::mem::take(&mut self.pending);
+        if self.color && !self.in_fence {
+            word = self.inline_styles(&word);
+        }
+        let len = visible_len(&word);
         let space = std::mem::take(&mut self.space);
         if self.color && self.col > 0 && self.col + usize::from(space) + len > self.width {
             self.w("\n");
@@ -320,7 +335,53 @@ impl<W: Write> Renderer<W> {
         } else if space {
             self.raw(" ");
         }
-        self.raw(&word);
+        self.w(&word);
+        self.col += len;
+    }
+
+    /// `**bold**` and `` `code` `` on a terminal: the markers become styles.
+    fn inline_styles(&mut self, word: &str) -> String {
+        let mut out = String::with_capacity(word.len() + 16);
+        let mut rest = word;
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix("**").filter(|_| !self.code) {
+                self.bold = !self.bold;
+                out.push_str(if self.bold { BOLD } else { RESET });
+                if !self.bold {
+                    out.push_str(&self.resume_styles());
+                }
+                rest = after;
+            } else if let Some(after) = rest.strip_prefix('`') {
+                self.code = !self.code;
+                out.push_str(if self.code { CYAN } else { RESET });
+                if !self.code {
+                    out.push_str(&self.resume_styles());
+                }
+                rest = after;
+            } else {
+                let c = rest.chars().next().unwrap_or_default();
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        out
+    }
+
+    fn resume_styles_after_line(&self) -> String {
+        if self.block == Block::Thought { format!("{DIM}{ITALIC}") } else { String::new() }
+    }
+
+    /// The styles still in force after a reset.
+    fn resume_styles(&self) -> String {
+        let mut out = String::new();
+        if self.bold || self.heading {
+            out.push_str(BOLD);
+        }
+        if self.block == Block::Thought {
+            out.push_str(DIM);
+            out.push_str(ITALIC);
+        }
+        out
     }
 
     /// Prints anything held back (the end of a message, or before other output).
@@ -506,7 +567,26 @@ impl<W: Write> Renderer<W> {
         }
     }
 
+    /// Clears a running tool's status line (on a terminal) so a block can be printed in its place;
+    /// the line is drawn again below it with [`Self::resume_live`].
+    fn suspend_live(&mut self) -> Option<String> {
+        if !self.color || self.block != Block::None {
+            return None;
+        }
+        let id = self.live.take()?;
+        self.w("\r\x1b[2K");
+        self.col = 0;
+        Some(id)
+    }
+
+    fn resume_live(&mut self, id: Option<String>) {
+        if let Some(id) = id {
+            self.status_line(&id);
+        }
+    }
+
     fn plan(&mut self, update: &Value) {
+        let live = self.suspend_live();
         self.start_block(Block::None);
         let (d, g, y, r) = (self.style(DIM), self.style(GREEN), self.style(YELLOW), self.style(RESET));
         self.w(&format!("{d}Plan{r}\n"));
@@ -520,6 +600,7 @@ impl<W: Write> Renderer<W> {
             self.w(&line);
             self.w("\n");
         }
+        self.resume_live(live);
     }
 
     /// The end of a turn: the footer with tokens and the context's fill.
@@ -543,8 +624,17 @@ impl<W: Write> Renderer<W> {
         self.flush();
     }
 
+    /// The terminal echoed `^C` where the cursor was: clear it from an empty line.
+    pub fn erase_echo(&mut self) {
+        if self.color && self.col == 0 && self.live.is_none() {
+            self.w("\r\x1b[K");
+        }
+    }
+
     /// A line from the client itself (errors, notices).
     pub fn notice(&mut self, text: &str) {
+        // A question about the running tool replaces its spinner; the answer brings it back.
+        self.suspend_live();
         self.start_block(Block::None);
         let (y, r) = (self.style(YELLOW), self.style(RESET));
         self.w(&format!("{y}{text}{r}\n"));
@@ -572,6 +662,24 @@ pub fn diff_lines(old: &str, new: &str) -> Vec<(char, String)> {
         }
     }
     out
+}
+
+/// Characters that take a column (escape sequences do not).
+fn visible_len(s: &str) -> usize {
+    let mut n = 0;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            n += 1;
+        }
+    }
+    n
 }
 
 fn duration(d: Duration) -> String {
@@ -631,6 +739,14 @@ mod tests {
         assert!(visible.contains("alpha beta gamma\ndelta epsilon zeta\n"), "{visible:?}");
         assert!(visible.contains("│ let a_long_line_of_code = 1;"), "code is not wrapped: {visible:?}");
         assert!(out.contains(CYAN));
+
+        let mut r = Renderer::new(Vec::new(), true, 80, Thoughts::Show);
+        r.update(&chunk("Use **bold** and `co"));
+        r.update(&chunk("de` here"));
+        r.turn_end(None, None);
+        let out = text_of(r);
+        assert_eq!(strip(&out), "Use bold and code here\n");
+        assert!(out.contains(&format!("{BOLD}bold{RESET}")) && out.contains(&format!("{CYAN}code{RESET}")), "{out:?}");
     }
 
     #[test]
@@ -652,7 +768,9 @@ mod tests {
     #[test]
     fn thoughts_fold_and_the_footer_counts() {
         let mut r = Renderer::new(Vec::new(), false, 80, Thoughts::Fold);
-        r.update(&json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "secret musing"}}));
+        r.update(
+            &json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "secret musing"}}),
+        );
         r.update(&chunk("Answer."));
         r.update(&json!({"sessionUpdate": "usage_update", "used": 50_000, "size": 200_000}));
         r.turn_end(Some("end_turn"), Some(&json!({"inputTokens": 1234, "outputTokens": 56})));

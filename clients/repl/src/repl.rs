@@ -1,0 +1,489 @@
+//! `acp client`: spawns an ACP agent, opens (or loads) a session, and runs the conversation in the
+//! terminal — line editing with history and slash-command completion, live rendering, permission
+//! questions, Ctrl-C to cancel a turn (twice to leave), and the client side of `fs/*` and
+//! `terminal/*`.
+
+use std::borrow::Cow;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Context, Editor, Helper};
+use serde_json::{Value, json};
+
+use crate::ask::{self, Choice};
+use crate::conn::{self, Incoming, Receiver, RpcError, Sender};
+use crate::host::{self, Terminals};
+use crate::render::{Renderer, Thoughts};
+
+/// How `acp client` was started.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The agent's command line (program and arguments).
+    pub agent: Vec<String>,
+    pub cwd: PathBuf,
+    /// Load this session instead of starting one.
+    pub session: Option<String>,
+    pub mode: Option<String>,
+    pub model: Option<String>,
+    /// Approve "allow once" questions without asking.
+    pub yes: bool,
+    /// Raw frames to stderr.
+    pub verbose: bool,
+    pub thoughts: Thoughts,
+    /// Where the input history is kept.
+    pub history: Option<PathBuf>,
+    /// Where the agent's stderr goes (`None`: this process's stderr).
+    pub agent_log: Option<PathBuf>,
+}
+
+/// Exit codes of `acp client`.
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// The agent could not be started, failed to initialise, or exited.
+    pub const AGENT: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// The slash commands the agent advertised, for completion.
+#[derive(Default, Clone)]
+struct Commands(Arc<Mutex<Vec<(String, String)>>>);
+
+impl Commands {
+    /// From an `available_commands_update`.
+    fn set(&self, update: &Value) {
+        let list = update["availableCommands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((c["name"].as_str()?.to_owned(), c["description"].as_str().unwrap_or("").to_owned())))
+            .collect();
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = list;
+    }
+}
+
+struct LineHelper {
+    commands: Commands,
+}
+
+impl Helper for LineHelper {}
+impl Hinter for LineHelper {
+    type Hint = String;
+}
+impl Highlighter for LineHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(&'s self, prompt: &'p str, _default: bool) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Completer for LineHelper {
+    type Candidate = Pair;
+
+    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        if !before.starts_with('/') || before.contains(char::is_whitespace) {
+            return Ok((0, Vec::new()));
+        }
+        let typed = &before[1..];
+        let commands = self.commands.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found: Vec<Pair> = commands
+            .iter()
+            .chain(CLIENT_COMMANDS.iter().map(|(n, d)| (n.to_string(), d.to_string())).collect::<Vec<_>>().iter())
+            .filter(|(name, _)| name.starts_with(typed))
+            .map(|(name, description)| Pair {
+                display: format!("/{name}  {description}"),
+                replacement: format!("/{name} "),
+            })
+            .collect();
+        found.sort_by(|a, b| a.replacement.cmp(&b.replacement));
+        found.dedup_by(|a, b| a.replacement == b.replacement);
+        Ok((0, found))
+    }
+}
+
+/// Commands the client handles itself.
+const CLIENT_COMMANDS: &[(&str, &str)] = &[("quit", "Leave acp client"), ("exit", "Leave acp client")];
+
+impl Validator for LineHelper {
+    /// A line ending in `\` continues on the next one, and so does an open ``` block.
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        let input = ctx.input();
+        if input.ends_with('\\') || input.matches("```").count() % 2 == 1 {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+/// The prompt text from what was typed: `\`-newlines joined.
+fn prompt_text(input: &str) -> String {
+    input.replace("\\\n", "\n")
+}
+
+struct Session<'a> {
+    tx: Sender,
+    rx: Receiver,
+    id: String,
+    renderer: Renderer<io::Stdout>,
+    terminals: Terminals,
+    commands: Commands,
+    opts: &'a ClientOptions,
+    interactive: bool,
+}
+
+/// Runs the client; returns the exit code.
+pub fn run(opts: &ClientOptions) -> u8 {
+    let mut err = io::stderr();
+    let Some((program, args)) = opts.agent.split_first() else {
+        let _ = writeln!(err, "acp client: no agent command");
+        return exit::USAGE;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(&opts.cwd).stdin(Stdio::piped()).stdout(Stdio::piped());
+    // Its own process group: Ctrl-C at the terminal is for the client (which cancels the turn),
+    // not a signal that ends the agent.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    match opts.agent_log.as_ref().map(std::fs::File::create) {
+        Some(Ok(file)) => {
+            cmd.stderr(file);
+        }
+        Some(Err(e)) => tracing_free_warn(&format!("could not create the agent log: {e}")),
+        None => {}
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = writeln!(err, "acp client: could not start `{}`: {e}", opts.agent.join(" "));
+            return exit::AGENT;
+        }
+    };
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return exit::AGENT;
+    };
+    // The slash commands are kept current from the reader thread, so completion knows them while
+    // the prompt waits for input.
+    let commands = Commands::default();
+    let known = commands.clone();
+    let tap = move |message: &Incoming| {
+        if let Incoming::Notification { method, params } = message
+            && method == "session/update"
+            && params["update"]["sessionUpdate"] == "available_commands_update"
+        {
+            known.set(&params["update"]);
+        }
+    };
+    let (tx, rx) = match conn::connect_with_tap(stdout, stdin, opts.verbose, tap) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(err, "acp client: {e}");
+            return exit::AGENT;
+        }
+    };
+    let interrupter = rx.interrupter();
+
+    let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let width = crossterm::terminal::size().map_or(100, |(w, _)| w as usize);
+    let terminals = Terminals::default();
+    let mut renderer = Renderer::new(io::stdout(), color, width, opts.thoughts);
+    renderer.terminals = Some(terminals.clone());
+    let mut session = Session {
+        tx,
+        rx,
+        id: String::new(),
+        renderer,
+        terminals,
+        commands,
+        opts,
+        interactive: io::stdin().is_terminal(),
+    };
+    // The line editor installs its own SIGINT handler; ours is registered after it and chains to it.
+    let config =
+        rustyline::Config::builder().auto_add_history(true).completion_type(rustyline::CompletionType::List).build();
+    let mut editor: Editor<LineHelper, rustyline::history::FileHistory> = match Editor::with_config(config) {
+        Ok(e) => e,
+        Err(e) => return session.fail(&format!("no line editor: {e}"), exit::AGENT),
+    };
+    if let Err(e) = forward_interrupts(move || interrupter.interrupt()) {
+        tracing_free_warn(&format!("Ctrl-C will not cancel turns: {e}"));
+    }
+    let code = match session.start() {
+        Ok(()) => session.conversation(&mut editor),
+        Err(code) => code,
+    };
+    session.terminals.kill_all();
+    finish_agent(session.tx, &mut child, opts);
+    code
+}
+
+fn tracing_free_warn(message: &str) {
+    let _ = writeln!(io::stderr(), "acp client: {message}");
+}
+
+/// Closes the agent's input and gives it a moment to save and exit, then kills it.
+fn finish_agent(tx: Sender, child: &mut Child, _opts: &ClientOptions) {
+    drop(tx);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn forward_interrupts(on_signal: impl Fn() + Send + 'static) -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        for _ in signals.forever() {
+            on_signal();
+        }
+    })?;
+    Ok(())
+}
+
+enum Wait {
+    Answer(Result<Value, RpcError>),
+    /// Ctrl-C twice, or the agent is gone.
+    Quit(u8),
+}
+
+impl Session<'_> {
+    fn start(&mut self) -> Result<(), u8> {
+        let init = json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
+            "clientInfo": {"name": "acp-client", "title": "acp client", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let answer = self.call("initialize", init)?;
+        let caps = answer.map_err(|e| self.fail(&format!("initialize failed: {e}"), exit::AGENT))?;
+        let agent = caps["agentInfo"]["title"].as_str().or(caps["agentInfo"]["name"].as_str()).unwrap_or("agent");
+        let agent = agent.to_owned();
+        let cwd = self.opts.cwd.clone();
+        match self.opts.session.clone() {
+            Some(id) => {
+                if caps["agentCapabilities"]["loadSession"] != true {
+                    return Err(self.fail(&format!("{agent} cannot load sessions"), exit::USAGE));
+                }
+                let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
+                self.id.clone_from(&id);
+                self.call("session/load", params)?
+                    .map_err(|e| self.fail(&format!("could not load session {id}: {}", e.message), exit::USAGE))?;
+                self.renderer.turn_end(None, None);
+            }
+            None => {
+                let answer = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}))?;
+                let session = answer.map_err(|e| self.fail(&e.message, exit::AGENT))?;
+                self.id = session["sessionId"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+        if let Some(model) = self.opts.model.clone() {
+            let params = json!({"sessionId": self.id, "configId": "model", "value": model});
+            self.call("session/set_config_option", params)?
+                .map_err(|e| self.fail(&format!("--model {model}: {}", e.message), exit::USAGE))?;
+        }
+        if let Some(mode) = self.opts.mode.clone() {
+            self.call("session/set_mode", json!({"sessionId": self.id, "modeId": mode}))?
+                .map_err(|e| self.fail(&format!("--mode {mode}: {}", e.message), exit::USAGE))?;
+        }
+        self.renderer.notice(&format!("{agent} · session {} · /help for commands, Ctrl-D to leave", self.id));
+        Ok(())
+    }
+
+    fn fail(&mut self, message: &str, code: u8) -> u8 {
+        self.renderer.notice(&format!("acp client: {message}"));
+        code
+    }
+
+    /// A request whose answer is waited for (updates and agent requests handled meanwhile).
+    fn call(&mut self, method: &str, params: Value) -> Result<Result<Value, RpcError>, u8> {
+        let id =
+            self.tx.request(method, params).map_err(|e| self.fail(&format!("the agent is gone: {e}"), exit::AGENT))?;
+        match self.wait(id) {
+            Wait::Answer(answer) => Ok(answer),
+            Wait::Quit(code) => Err(code),
+        }
+    }
+
+    fn conversation(&mut self, editor: &mut Editor<LineHelper, rustyline::history::FileHistory>) -> u8 {
+        editor.set_helper(Some(LineHelper { commands: self.commands.clone() }));
+        if let Some(path) = &self.opts.history {
+            let _ = editor.load_history(path);
+        }
+        let code = loop {
+            let line = match editor.readline("› ") {
+                Ok(line) => line,
+                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Eof) => break exit::OK,
+                Err(e) => break self.fail(&format!("reading input failed: {e}"), exit::AGENT),
+            };
+            let text = prompt_text(&line);
+            match text.trim() {
+                "" => continue,
+                "/quit" | "/exit" => break exit::OK,
+                _ => {}
+            }
+            if let Err(code) = self.prompt(&text) {
+                break code;
+            }
+        };
+        if let Some(path) = &self.opts.history {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = editor.save_history(path);
+        }
+        code
+    }
+
+    fn prompt(&mut self, text: &str) -> Result<(), u8> {
+        let params = json!({"sessionId": self.id, "prompt": [{"type": "text", "text": text}]});
+        let answer = self.call("session/prompt", params)?;
+        match answer {
+            Ok(result) => self.renderer.turn_end(result["stopReason"].as_str(), result.get("usage")),
+            Err(e) => {
+                self.renderer.notice(&format!("error: {}", e.message));
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles everything until the answer to `id`.
+    fn wait(&mut self, id: i64) -> Wait {
+        let mut interrupted = false;
+        loop {
+            let Some(message) = self.rx.recv_timeout(Duration::from_millis(80)) else {
+                self.renderer.tick();
+                continue;
+            };
+            match message {
+                Incoming::Response { id: got, result } if got == id => {
+                    self.renderer.release_pending();
+                    return Wait::Answer(result);
+                }
+                Incoming::Response { .. } => {}
+                Incoming::Notification { method, params } if method == "session/update" => {
+                    self.renderer.update(&params["update"]);
+                }
+                Incoming::Notification { .. } => {}
+                Incoming::Request { id, method, params } => {
+                    if method == "session/request_permission" {
+                        if let Some(code) = self.permission(&id, &params) {
+                            return Wait::Quit(code);
+                        }
+                    } else {
+                        host::answer(&self.tx, &self.terminals, id, &method, params);
+                    }
+                }
+                Incoming::Interrupt => {
+                    self.renderer.erase_echo();
+                    if interrupted || self.id.is_empty() {
+                        self.renderer.notice("interrupted");
+                        return Wait::Quit(exit::INTERRUPTED);
+                    }
+                    interrupted = true;
+                    self.renderer.notice("cancelling… (Ctrl-C again to leave)");
+                    let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
+                }
+                Incoming::Closed(why) => {
+                    let why = why.unwrap_or_else(|| "the agent exited".into());
+                    let tail = self.agent_log_tail();
+                    self.renderer.notice(&format!("acp client: {why}{tail}"));
+                    return Wait::Quit(exit::AGENT);
+                }
+            }
+        }
+    }
+
+    fn agent_log_tail(&self) -> String {
+        let Some(text) = self.opts.agent_log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return String::new();
+        };
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        if lines.is_empty() {
+            return String::new();
+        }
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n  ");
+        format!("; its last words:\n  {tail}")
+    }
+
+    /// Answers a permission question; `Some(code)` when the client must quit.
+    fn permission(&mut self, id: &Value, params: &Value) -> Option<u8> {
+        let options = params["options"].as_array().cloned().unwrap_or_default();
+        let call = &params["toolCall"];
+        let call_id = call["toolCallId"].as_str().unwrap_or_default();
+        let title = call["title"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| self.renderer.tool(call_id).map(|t| t.title.clone()))
+            .unwrap_or_else(|| "a tool".into());
+        if self.opts.yes
+            && let Some(option) = ask::option_of(&options, &["allow_once"])
+        {
+            self.renderer.notice(&format!("allowed once (--yes): {title}"));
+            let _ = self.tx.respond(id, Ok(json!({"outcome": {"outcome": "selected", "optionId": option}})));
+            return None;
+        }
+        self.renderer.notice(&format!("Allow {title}?"));
+        self.show_request(call_id);
+        let mut out = io::stdout();
+        let choice = if self.interactive {
+            ask::choose_interactive(&mut out, &options)
+        } else {
+            ask::choose_line(&mut out, &mut io::stdin().lock(), &options)
+        };
+        let choice = choice.unwrap_or(Choice::Refused { cancel_turn: false });
+        let outcome = match &choice {
+            Choice::Option(option) => json!({"outcome": "selected", "optionId": option}),
+            Choice::Refused { .. } => match ask::option_of(&options, &["reject_once", "reject_always"]) {
+                Some(option) => json!({"outcome": "selected", "optionId": option}),
+                None => json!({"outcome": "cancelled"}),
+            },
+        };
+        let _ = self.tx.respond(id, Ok(json!({"outcome": outcome})));
+        if choice == (Choice::Refused { cancel_turn: true }) {
+            let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
+        }
+        None
+    }
+
+    /// What the question is about: the diff, or the command.
+    fn show_request(&mut self, call_id: &str) {
+        let Some(tool) = self.renderer.tool(call_id).cloned() else { return };
+        for item in &tool.content {
+            if item["type"] == "diff" {
+                let lines = crate::render::diff_lines(
+                    item["oldText"].as_str().unwrap_or_default(),
+                    item["newText"].as_str().unwrap_or_default(),
+                );
+                self.renderer.diff(item["path"].as_str().unwrap_or_default(), &lines);
+            }
+        }
+        if let Some(command) = tool.raw_input["command"].as_str() {
+            self.renderer.notice(&format!("  $ {command}"));
+        }
+        self.renderer.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continued_lines_join() {
+        assert_eq!(prompt_text("one \\\ntwo"), "one \ntwo");
+    }
+}

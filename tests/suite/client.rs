@@ -1,0 +1,157 @@
+//! `acp client` in a pseudo-terminal, against `acp serve` and the mock model: a turn with a tool
+//! call and a permission answered with the keyboard, Ctrl-C cancelling a turn, slash-command
+//! completion, and the screen compared with a golden file.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::support::mock_model::MockModel;
+use crate::support::pty::Pty;
+use crate::support::script::{calls, text};
+use crate::support::workspace;
+
+fn client(home: &Path, mock: &MockModel, cwd: &Path, args: &[&str]) -> Pty {
+    let mut all = vec!["client"];
+    all.extend_from_slice(args);
+    let env = [
+        ("ACP_HOME", home.display().to_string()),
+        ("HOME", home.display().to_string()),
+        ("ANTHROPIC_API_KEY", "test-key".to_owned()),
+        ("ANTHROPIC_BASE_URL", mock.base()),
+    ];
+    Pty::spawn(Path::new(env!("CARGO_BIN_EXE_acp")), &all, &env, cwd)
+}
+
+#[test]
+fn a_turn_with_a_tool_call_and_a_permission_answered_with_the_keyboard() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("call_w", "write", json!({"path": "NOTES.md", "content": "add() adds.\n"}))]));
+    mock.push(text("anthropic", "Wrote **NOTES.md** for you."));
+    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    pty.wait_for("/help for commands");
+    pty.send("Write the notes\r");
+    let screen = pty.wait_for("Allow Create NOTES.md?");
+    assert!(screen.contains("+add() adds."), "the diff is shown before the question:\n{screen}");
+    pty.wait_for("1. Allow");
+    // Down to the second option, up again, then Enter: allow once.
+    pty.send("\x1b[B");
+    pty.wait_for("❯ 2.");
+    pty.send("\x1b[A");
+    pty.wait_for("❯ 1.");
+    pty.send("\r");
+    let screen = pty.wait_for("Wrote NOTES.md for you.");
+    assert!(screen.contains("✓ Create NOTES.md"), "{screen}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("NOTES.md")).unwrap(), "add() adds.\n");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn ctrl_c_cancels_the_turn_and_twice_leaves() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let long: String = (0..40).map(|i| format!("word{i} ")).collect();
+    mock.push(text("anthropic", &long).stall_after(4));
+    mock.push(text("anthropic", "Still here."));
+    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    pty.wait_for("/help for commands");
+    pty.send("Talk for a while\r");
+    pty.wait_for("word0");
+    pty.send("\x03");
+    let screen = pty.wait_for("stopped: cancelled");
+    assert!(screen.contains("cancelling…"), "{screen}");
+    assert!(mock.wait_done(0).client_left, "the model request was dropped");
+    // The agent is still there: the next prompt works.
+    pty.send("Are you there?\r");
+    pty.wait_for("Still here.");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn slash_commands_complete_with_tab() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    pty.wait_for("/help for commands");
+    pty.send("/sta\t");
+    pty.wait_for("› /status");
+    pty.send("\r");
+    let screen = pty.wait_for("Working directory");
+    assert!(screen.contains("Model: anthropic/"), "{screen}");
+    assert!(mock.requests().is_empty(), "a command never reaches the model");
+    pty.send("/quit\r");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+/// The screen with what changes between runs masked: session ids, durations, temporary paths.
+fn masked(screen: &str, ws: &Path) -> String {
+    let mut out = screen.replace(&ws.display().to_string(), "<workspace>");
+    while let Some(i) = out.find("sess_") {
+        let end = out[i + 5..].find(|c: char| !c.is_ascii_hexdigit()).map_or(out.len(), |n| i + 5 + n);
+        out.replace_range(i..end, "<session>");
+    }
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    // "(12ms)" / "(1.2s)" → "(<time>)"
+    while let Some(i) = rest.find('(') {
+        let close = rest[i..].find(')').map(|n| i + n);
+        let inner = close.map(|c| &rest[i + 1..c]);
+        match (close, inner) {
+            (Some(c), Some(inner))
+                if (inner.ends_with("ms") || inner.ends_with('s'))
+                    && inner.trim_end_matches(['m', 's']).chars().all(|ch| ch.is_ascii_digit() || ch == '.')
+                    && !inner.trim_end_matches(['m', 's']).is_empty() =>
+            {
+                result.push_str(&rest[..i]);
+                result.push_str("(<time>)");
+                rest = &rest[c + 1..];
+            }
+            _ => {
+                result.push_str(&rest[..=i]);
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    result.push_str(rest);
+    result
+}
+
+#[test]
+fn the_screen_of_a_turn_matches_the_golden_file() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls(
+        "anthropic",
+        &[
+            ("call_plan", "update_plan", json!({"plan": [{"step": "Read lib.rs", "status": "completed"}, {"step": "Explain", "status": "in_progress"}]})),
+            ("call_read", "read", json!({"path": "src/lib.rs"})),
+        ],
+    ));
+    mock.push(text(
+        "anthropic",
+        "# The bug\n\n`add` subtracts: it returns **a - b** where it should return a + b. The fix is one line:\n\n```rust\npub fn add(a: i32, b: i32) -> i32 { a + b }\n```\n\nRun the tests after changing it.",
+    ));
+    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    pty.wait_for("/help for commands");
+    pty.send("Why does add fail?\r");
+    pty.wait_for("── ");
+    let screen = masked(&pty.screen(), ws.path());
+    let golden = crate::support::mock_model::fixtures_dir().join("client/turn.screen");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, format!("{screen}\n")).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap();
+    assert_eq!(format!("{screen}\n"), expected, "the screen differs from {}", golden.display());
+    // Escape codes reached the terminal (colour), none of them in the text itself.
+    assert!(pty.raw().contains("\x1b[32m✓"), "a green tick");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
