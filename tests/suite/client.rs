@@ -79,6 +79,8 @@ fn slash_commands_complete_with_tab() {
     let mock = MockModel::start();
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
+    // The agent advertises its commands just after the session opens; a person types slower.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     pty.send("/sta\t");
     pty.wait_for("› /status");
     pty.send("\r");
@@ -154,4 +156,54 @@ fn the_screen_of_a_turn_matches_the_golden_file() {
     assert!(pty.raw().contains("\x1b[32m✓"), "a green tick");
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
+}
+
+/// The Python test agent (tests/agents/py_agent.py) under the official Python SDK that `tests/run`
+/// installs into tests/agents/.venv.
+fn py_agent() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents");
+    let python = root.join(".venv/bin/python");
+    assert!(python.exists(), "{} is missing: run tests/run, which installs the ACP Python SDK", python.display());
+    format!("{} {}", python.display(), root.join("py_agent.py").display())
+}
+
+#[test]
+fn the_client_drives_an_agent_built_on_the_python_sdk() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("note.txt"), "written by the test\n").unwrap();
+    let mock = MockModel::start();
+    let agent = py_agent();
+    let mut pty = client(home.path(), &mock, ws.path(), &["--agent", &agent]);
+    let screen = pty.wait_for("/help for commands");
+    assert!(screen.contains("Python test agent · session py-session-1"), "{screen}");
+    pty.send("hello there\r");
+    let screen = pty.wait_for("Allow Run echo?");
+    assert!(screen.contains("$ echo from-terminal"), "the command is shown: {screen}");
+    pty.wait_for("❯ 1. Allow");
+    pty.send("1");
+    // The agent ran `echo` in a terminal of this client and read a file through it.
+    let screen = pty.wait_for("note.txt says 'written by the test'");
+    assert!(screen.contains("The terminal said 'from-terminal' (exit 0)"), "{screen}");
+    assert!(screen.contains("✓ Run echo"), "{screen}");
+    assert!(mock.requests().is_empty());
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn an_agent_that_dies_mid_turn_is_reported_and_the_terminal_restored() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let agent = py_agent();
+    let mut pty = client(home.path(), &mock, ws.path(), &["--agent", &agent]);
+    pty.wait_for("/help for commands");
+    pty.send("crash\r");
+    let screen = pty.wait_for("acp client: the agent exited (exit code 3)");
+    assert!(screen.contains("Python agent heard: crash"), "{screen}");
+    assert_eq!(pty.wait_exit(), 1);
+    // Line editing mode was left: bracketed paste is off again at the end.
+    let raw = pty.raw();
+    assert!(raw.rfind("\x1b[?2004l") > raw.rfind("\x1b[?2004h"), "the terminal was left in editing mode");
 }

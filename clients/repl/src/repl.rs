@@ -130,6 +130,7 @@ fn prompt_text(input: &str) -> String {
 }
 
 struct Session<'a> {
+    child: Child,
     tx: Sender,
     rx: Receiver,
     id: String,
@@ -160,7 +161,7 @@ pub fn run(opts: &ClientOptions) -> u8 {
         Some(Err(e)) => tracing_free_warn(&format!("could not create the agent log: {e}")),
         None => {}
     }
-    let mut child = match cmd.spawn() {
+    let mut child: Child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
             let _ = writeln!(err, "acp client: could not start `{}`: {e}", opts.agent.join(" "));
@@ -197,6 +198,7 @@ pub fn run(opts: &ClientOptions) -> u8 {
     let mut renderer = Renderer::new(io::stdout(), color, width, opts.thoughts);
     renderer.terminals = Some(terminals.clone());
     let mut session = Session {
+        child,
         tx,
         rx,
         id: String::new(),
@@ -221,7 +223,8 @@ pub fn run(opts: &ClientOptions) -> u8 {
         Err(code) => code,
     };
     session.terminals.kill_all();
-    finish_agent(session.tx, &mut child, opts);
+    let Session { tx, mut child, .. } = session;
+    finish_agent(tx, &mut child);
     code
 }
 
@@ -230,7 +233,7 @@ fn tracing_free_warn(message: &str) {
 }
 
 /// Closes the agent's input and gives it a moment to save and exit, then kills it.
-fn finish_agent(tx: Sender, child: &mut Child, _opts: &ClientOptions) {
+fn finish_agent(tx: Sender, child: &mut Child) {
     drop(tx);
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
@@ -398,11 +401,28 @@ impl Session<'_> {
                     let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
                 }
                 Incoming::Closed(why) => {
-                    let why = why.unwrap_or_else(|| "the agent exited".into());
+                    let why = why.unwrap_or_else(|| self.agent_exit());
                     let tail = self.agent_log_tail();
                     self.renderer.notice(&format!("acp client: {why}{tail}"));
                     return Wait::Quit(exit::AGENT);
                 }
+            }
+        }
+    }
+
+    /// How the agent ended, waiting a moment for it to finish exiting.
+    fn agent_exit(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    return match status.code() {
+                        Some(code) => format!("the agent exited (exit code {code})"),
+                        None => format!("the agent was killed ({status})"),
+                    };
+                }
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                _ => return "the agent closed its output".into(),
             }
         }
     }
