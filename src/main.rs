@@ -104,6 +104,9 @@ struct ClientArgs {
     /// Show one "(thinking…)" line instead of the model's thoughts.
     #[arg(long)]
     hide_thoughts: bool,
+    /// Show every file write the agent asks the client for as a diff, and ask before writing.
+    #[arg(long)]
+    review: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -217,6 +220,7 @@ fn client(args: ClientArgs, verbose: bool) -> ExitCode {
         mode: args.mode,
         model: args.model,
         yes: args.yes,
+        review: args.review,
         verbose,
         thoughts: if args.hide_thoughts { acp_repl::render::Thoughts::Fold } else { acp_repl::render::Thoughts::Show },
         history: Some(home.join("client_history")),

@@ -207,3 +207,79 @@ fn an_agent_that_dies_mid_turn_is_reported_and_the_terminal_restored() {
     let raw = pty.raw();
     assert!(raw.rfind("\x1b[?2004l") > raw.rfind("\x1b[?2004h"), "the terminal was left in editing mode");
 }
+
+#[test]
+fn multi_line_input_history_and_loading_a_session() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Two lines received."));
+    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    let screen = pty.wait_for("/help for commands");
+    let session = screen.split("session ").nth(1).unwrap().split(' ').next().unwrap().to_owned();
+    // A trailing backslash continues the prompt on the next line.
+    pty.send("line one \\\r");
+    pty.send("line two\r");
+    pty.wait_for("Two lines received.");
+    assert_eq!(mock.requests()[0].body["messages"][0]["content"][0]["text"], "line one \nline two");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+    let history = std::fs::read_to_string(home.path().join("client_history")).unwrap();
+    assert!(history.contains("line two"), "{history}");
+
+    // Loading the session shows the conversation as it was.
+    let mut pty = client(home.path(), &mock, ws.path(), &["--session", &session]);
+    let screen = pty.wait_for("/help for commands");
+    assert!(screen.contains("› line one\n  line two"), "{screen}");
+    assert!(screen.contains("Two lines received."), "{screen}");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+    assert_eq!(mock.requests().len(), 1, "loading sends nothing to the model");
+}
+
+#[test]
+fn review_shows_each_write_as_a_diff_and_can_skip_it() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("call_e", "edit", json!({"path": "src/lib.rs", "old_string": "a - b", "new_string": "a + b"}))]));
+    mock.push(text("anthropic", "Edit skipped, then."));
+    let mut pty = client(home.path(), &mock, ws.path(), &["--review", "--mode", "auto"]);
+    pty.wait_for("/help for commands");
+    pty.send("Fix add\r");
+    let screen = pty.wait_for("Skip this write");
+    assert!(screen.contains("-    a - b") && screen.contains("+    a + b"), "{screen}");
+    pty.send("2");
+    let screen = pty.wait_for("Edit skipped, then.");
+    assert!(screen.contains("✗ Edit src/lib.rs"), "{screen}");
+    assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("a - b"), "not written");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn without_a_terminal_the_output_is_plain_text() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Plain **and** simple."));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["client", "--cwd"])
+        .arg(ws.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(!stdout.contains('\x1b'), "no escape codes: {stdout:?}");
+    assert!(stdout.contains("Plain **and** simple.\n"), "{stdout:?}");
+}

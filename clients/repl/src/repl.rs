@@ -35,6 +35,8 @@ pub struct ClientOptions {
     pub model: Option<String>,
     /// Approve "allow once" questions without asking.
     pub yes: bool,
+    /// Show each file write the agent asks for as a diff and ask before writing it.
+    pub review: bool,
     /// Raw frames to stderr.
     pub verbose: bool,
     pub thoughts: Thoughts,
@@ -386,6 +388,8 @@ impl Session<'_> {
                         if let Some(code) = self.permission(&id, &params) {
                             return Wait::Quit(code);
                         }
+                    } else if method == "fs/write_text_file" && self.opts.review && !self.approve_write(&params) {
+                        let _ = self.tx.respond(&id, Err(RpcError::new(-32603, "the user declined this write")));
                     } else {
                         host::answer(&self.tx, &self.terminals, id, &method, params);
                     }
@@ -477,6 +481,27 @@ impl Session<'_> {
             let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
         }
         None
+    }
+
+    /// `--review`: the write as a diff against the file on disk, then Write or Skip.
+    fn approve_write(&mut self, params: &Value) -> bool {
+        let path = params["path"].as_str().unwrap_or_default();
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let new = params["content"].as_str().unwrap_or_default();
+        self.renderer.notice(&format!("Write {path}?"));
+        self.renderer.diff(path, &crate::render::diff_lines(&old, new));
+        self.renderer.flush();
+        let options = [
+            json!({"optionId": "write", "name": "Write it", "kind": "allow_once"}),
+            json!({"optionId": "skip", "name": "Skip this write", "kind": "reject_once"}),
+        ];
+        let mut out = io::stdout();
+        let choice = if self.interactive {
+            ask::choose_interactive(&mut out, &options)
+        } else {
+            ask::choose_line(&mut out, &mut io::stdin().lock(), &options)
+        };
+        matches!(choice, Ok(Choice::Option(ref id)) if id == "write")
     }
 
     /// What the question is about: the diff, or the command.
