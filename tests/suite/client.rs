@@ -242,7 +242,10 @@ fn review_shows_each_write_as_a_diff_and_can_skip_it() {
     let home = tempfile::tempdir().unwrap();
     let ws = workspace("calc");
     let mock = MockModel::start();
-    mock.push(calls("anthropic", &[("call_e", "edit", json!({"path": "src/lib.rs", "old_string": "a - b", "new_string": "a + b"}))]));
+    mock.push(calls(
+        "anthropic",
+        &[("call_e", "edit", json!({"path": "src/lib.rs", "old_string": "a - b", "new_string": "a + b"}))],
+    ));
     mock.push(text("anthropic", "Edit skipped, then."));
     let mut pty = client(home.path(), &mock, ws.path(), &["--review", "--mode", "auto"]);
     pty.wait_for("/help for commands");

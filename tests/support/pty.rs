@@ -71,6 +71,18 @@ impl Pty {
         String::from_utf8_lossy(&self.raw.lock().unwrap()).into_owned()
     }
 
+    /// Where `needle` first occurs in the output at or after byte `from`.
+    pub fn find_from(&self, from: usize, needle: &[u8]) -> Option<usize> {
+        let raw = self.raw.lock().unwrap();
+        let start = from.min(raw.len());
+        raw[start..].windows(needle.len()).position(|w| w == needle).map(|i| start + i)
+    }
+
+    /// How many bytes the program has written.
+    pub fn raw_len(&self) -> usize {
+        self.raw.lock().unwrap().len()
+    }
+
     /// Waits until the screen shows `text`; fails with the screen if it does not within 15 s.
     pub fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(15);
