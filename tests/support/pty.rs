@@ -72,6 +72,7 @@ impl Pty {
     }
 
     /// Where `needle` first occurs in the output at or after byte `from`.
+    #[allow(dead_code, reason = "used by the client benchmark")]
     pub fn find_from(&self, from: usize, needle: &[u8]) -> Option<usize> {
         let raw = self.raw.lock().unwrap();
         let start = from.min(raw.len());
@@ -79,6 +80,7 @@ impl Pty {
     }
 
     /// How many bytes the program has written.
+    #[allow(dead_code, reason = "used by the client benchmark")]
     pub fn raw_len(&self) -> usize {
         self.raw.lock().unwrap().len()
     }
