@@ -12,6 +12,7 @@ mod lifecycle;
 mod persistence;
 mod protocol;
 mod run;
+mod scripts;
 mod session;
 mod streaming;
 mod tools;
