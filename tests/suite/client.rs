@@ -68,6 +68,29 @@ fn ctrl_c_cancels_the_turn_and_twice_leaves() {
     // The agent is still there: the next prompt works.
     pty.send("Are you there?\r");
     pty.wait_for("Still here.");
+    // Twice during a turn: the client leaves at once.
+    mock.push(text("anthropic", &long).stall_after(4));
+    pty.send("Again\r");
+    mock.wait_requests(3);
+    pty.send("\x03");
+    pty.wait_for("Ctrl-C again to leave");
+    pty.send("\x03");
+    assert_eq!(pty.wait_exit(), 130);
+}
+
+#[test]
+fn commands_run_in_the_clients_terminals_and_their_output_is_shown() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("call_x", "exec", json!({"command": "echo hi-from-a-client-terminal"}))]));
+    mock.push(text("anthropic", "It printed."));
+    let mut pty = client(home.path(), &mock, ws.path(), &["--mode", "auto"]);
+    pty.wait_for("/help for commands");
+    pty.send("Run it\r");
+    let screen = pty.wait_for("It printed.");
+    assert!(screen.contains("✓ Run `echo hi-from-a-client-terminal`"), "{screen}");
+    assert!(screen.contains("│ hi-from-a-client-terminal"), "the terminal's output is shown: {screen}");
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }

@@ -71,7 +71,17 @@ struct TermState {
 pub struct Terminals {
     map: Arc<Mutex<HashMap<String, Arc<Terminal>>>>,
     next: Arc<Mutex<u64>>,
+    /// What released terminals showed last (agents release a terminal before reporting the tool
+    /// call finished, and the screen still shows its output then).
+    released: Arc<Mutex<std::collections::VecDeque<(String, Snapshot)>>>,
 }
+
+/// A terminal's command line, output and exit status.
+pub type Snapshot = (String, String, Option<Value>);
+
+/// Released terminals remembered for display, and how much of each one's output.
+const RELEASED_KEPT: usize = 32;
+const RELEASED_TAIL: usize = 16 * 1024;
 
 impl std::fmt::Debug for Terminals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -178,15 +188,29 @@ impl Terminals {
         let t = self.get(params)?;
         let _ = lock(&t.child).kill();
         let _ = lock(&t.child).wait();
+        t.poll_exit();
         if let Some(id) = params["terminalId"].as_str() {
             lock(&self.map).remove(id);
+            let s = lock(&t.state);
+            let mut cut = s.output.len().saturating_sub(RELEASED_TAIL);
+            while !s.output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            let mut released = lock(&self.released);
+            if released.len() == RELEASED_KEPT {
+                released.pop_front();
+            }
+            released.push_back((id.to_owned(), (s.command.clone(), s.output[cut..].to_owned(), s.exit.clone())));
         }
         Ok(Value::Null)
     }
 
     /// The command line and output of a terminal, for display.
-    pub fn snapshot(&self, id: &str) -> Option<(String, String, Option<Value>)> {
-        let t = lock(&self.map).get(id).cloned()?;
+    pub fn snapshot(&self, id: &str) -> Option<Snapshot> {
+        let live = lock(&self.map).get(id).cloned();
+        let Some(t) = live else {
+            return lock(&self.released).iter().find(|(rid, _)| rid == id).map(|(_, snap)| snap.clone());
+        };
         t.poll_exit();
         let s = lock(&t.state);
         Some((s.command.clone(), s.output.clone(), s.exit.clone()))
@@ -317,6 +341,8 @@ mod tests {
         assert_eq!((out["output"].as_str(), out["truncated"].as_bool()), (Some("cdef"), Some(true)));
         terms.release(&id).unwrap();
         assert!(terms.output(&id).is_err(), "released");
+        let shown = terms.snapshot(id["terminalId"].as_str().unwrap()).unwrap();
+        assert_eq!((shown.0.as_str(), shown.1.as_str()), ("printf abcdef", "cdef"), "still shown after release");
 
         let id = terms.create(&json!({"command": "sleep 30"})).unwrap();
         terms.kill(&id).unwrap();

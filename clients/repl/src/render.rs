@@ -49,6 +49,8 @@ pub struct ToolView {
     pub status: String,
     pub content: Vec<Value>,
     pub raw_input: Value,
+    /// The client terminal the call ran in, once it embedded one.
+    pub terminal: Option<String>,
     started: Instant,
 }
 
@@ -407,10 +409,12 @@ impl<W: Write> Renderer<W> {
             status: update["status"].as_str().unwrap_or("pending").to_owned(),
             content: update["content"].as_array().cloned().unwrap_or_default(),
             raw_input: update["rawInput"].clone(),
+            terminal: None,
             started: Instant::now(),
         };
         let finished = matches!(view.status.as_str(), "completed" | "failed");
         self.tools.insert(id.clone(), view);
+        self.note_terminal(&id);
         self.start_block(Block::None);
         if finished {
             self.finish_tool(&id, None);
@@ -430,7 +434,9 @@ impl<W: Write> Renderer<W> {
         }
         if let Some(content) = update["content"].as_array() {
             view.content.clone_from(content);
+            self.note_terminal(&id);
         }
+        let Some(view) = self.tools.get_mut(&id) else { return };
         if matches!(view.status.as_str(), "completed" | "failed") {
             let took = view.started.elapsed();
             self.start_block_keep_live(&id);
@@ -499,8 +505,33 @@ impl<W: Write> Renderer<W> {
         self.w(&format!("{symbol} {}{time}\n", view.title));
         self.col = 0;
         self.live = None;
-        for item in &view.content {
-            self.content(item);
+        let embeds_terminal = view.content.iter().any(|c| c["type"] == "terminal");
+        match (&view.terminal, embeds_terminal) {
+            // The terminal's output instead of a summary of it.
+            (Some(term), false) => {
+                if let Some((_, output, _)) = self.terminals.as_ref().and_then(|t| t.snapshot(term)) {
+                    self.output_tail(&output);
+                }
+                for item in view.content.iter().filter(|c| c["type"] != "content") {
+                    self.content(item);
+                }
+            }
+            _ => {
+                for item in &view.content {
+                    self.content(item);
+                }
+            }
+        }
+    }
+
+    /// Remembers which client terminal a tool call showed (its final content may drop it).
+    fn note_terminal(&mut self, id: &str) {
+        if let Some(view) = self.tools.get_mut(id) {
+            for item in &view.content {
+                if let Some(term) = item["terminalId"].as_str() {
+                    view.terminal = Some(term.to_owned());
+                }
+            }
         }
     }
 

@@ -141,6 +141,8 @@ struct Session<'a> {
     commands: Commands,
     opts: &'a ClientOptions,
     interactive: bool,
+    /// When Ctrl-C last cancelled a turn: another one soon after leaves, even at the prompt.
+    last_interrupt: Option<Instant>,
 }
 
 /// Runs the client; returns the exit code.
@@ -209,6 +211,7 @@ pub fn run(opts: &ClientOptions) -> u8 {
         commands,
         opts,
         interactive: io::stdin().is_terminal(),
+        last_interrupt: None,
     };
     // The line editor installs its own SIGINT handler; ours is registered after it and chains to it.
     let config =
@@ -330,7 +333,13 @@ impl Session<'_> {
         let code = loop {
             let line = match editor.readline("› ") {
                 Ok(line) => line,
-                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Interrupted) => {
+                    // The second Ctrl-C of a pair whose first one cancelled a turn.
+                    if self.last_interrupt.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+                        break exit::INTERRUPTED;
+                    }
+                    continue;
+                }
                 Err(ReadlineError::Eof) => break exit::OK,
                 Err(e) => break self.fail(&format!("reading input failed: {e}"), exit::AGENT),
             };
@@ -401,6 +410,7 @@ impl Session<'_> {
                         return Wait::Quit(exit::INTERRUPTED);
                     }
                     interrupted = true;
+                    self.last_interrupt = Some(Instant::now());
                     self.renderer.notice("cancelling… (Ctrl-C again to leave)");
                     let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
                 }
