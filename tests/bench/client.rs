@@ -8,11 +8,13 @@
 mod mock_model;
 #[path = "../support/pty.rs"]
 mod pty;
+mod stream;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mock_model::{Chunking, MockModel, Reply};
+use stream::deltas;
 
 const RUNS: usize = 15;
 
@@ -23,24 +25,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn report(name: &str, value: String, target: &str) {
     println!("{name:<52} {value:>12}   (target {target})");
-}
-
-fn deltas(n: usize) -> Vec<u8> {
-    let mut s = String::from(
-        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_bench\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n\
-         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
-    );
-    for i in 0..n {
-        s.push_str(&format!(
-            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"tok{i} \"}}}}\n\n"
-        ));
-    }
-    s.push_str(
-        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
-         event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":400}}\n\n\
-         event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-    );
-    s.into_bytes()
 }
 
 fn client(home: &Path, mock: &MockModel) -> pty::Pty {
@@ -97,7 +81,7 @@ fn main() {
     let per_event = (body.len() - header) / n;
     let chunk = per_event * 32;
     let text = String::from_utf8(body.clone()).unwrap();
-    let last_delta_end = text.find(&format!("tok{} ", n - 1)).unwrap();
+    let last_delta_end = text.find(&format!("token {} ", n - 1)).unwrap();
     let last_piece = last_delta_end / chunk;
     let mut lags = Vec::new();
     let mut rates = Vec::new();
@@ -108,7 +92,7 @@ fn main() {
         mock.push(Reply::sse(body.clone()).chunking(Chunking::Bytes(chunk)).delay(Duration::from_millis(5)));
         let base = mock.requests().len();
         p.send("stream\r");
-        let (shown_last, _) = seen(&p, at, &format!("tok{}", n - 1));
+        let (shown_last, _) = seen(&p, at, &format!("token {} ", n - 1));
         let r = mock.wait_done(base);
         let (first, last) = (r.piece_times[0], r.piece_times[last_piece]);
         rates.push(n as f64 / (last - first).as_secs_f64());

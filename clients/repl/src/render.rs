@@ -695,9 +695,9 @@ pub fn diff_lines(old: &str, new: &str) -> Vec<(char, String)> {
     out
 }
 
-/// Characters that take a column (escape sequences do not).
-fn visible_len(s: &str) -> usize {
-    let mut n = 0;
+/// The text without its escape sequences.
+pub fn strip_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
         if c == '\x1b' {
@@ -707,10 +707,15 @@ fn visible_len(s: &str) -> usize {
                 }
             }
         } else {
-            n += 1;
+            out.push(c);
         }
     }
-    n
+    out
+}
+
+/// Characters that take a column (escape sequences do not).
+fn visible_len(s: &str) -> usize {
+    if s.contains('\x1b') { strip_escapes(s).chars().count() } else { s.chars().count() }
 }
 
 fn duration(d: Duration) -> String {
@@ -810,21 +815,7 @@ mod tests {
         assert_eq!(out, "(thinking…)\n\nAnswer.\n── 1,234 in · 56 out · context 25% of 200,000 ──\n");
     }
 
-    /// The text without escape sequences.
     fn strip(s: &str) -> String {
-        let mut out = String::new();
-        let mut chars = s.chars();
-        while let Some(c) = chars.next() {
-            if c == '\x1b' {
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
+        strip_escapes(s)
     }
 }
