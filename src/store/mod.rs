@@ -330,20 +330,30 @@ impl Store {
     }
 }
 
+/// Brings the schema up to date. Several processes may open a new home at once: the version is
+/// read inside a write transaction (taken at once, waiting for the others), so each migration
+/// runs exactly once.
 fn migrate(db: &Connection) -> Result<(), StoreError> {
-    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
     let current = MIGRATIONS.len() as i64;
-    if version > current {
-        return Err(StoreError(format!(
-            "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"
-        )));
+    let read = |db: &Connection| -> Result<i64, StoreError> {
+        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version > current {
+            return Err(StoreError(format!(
+                "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"
+            )));
+        }
+        Ok(version)
+    };
+    if read(db)? == current {
+        return Ok(());
     }
+    let tx = rusqlite::Transaction::new_unchecked(db, rusqlite::TransactionBehavior::Immediate)?;
+    let version = read(&tx)?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = db.unchecked_transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
-        tx.commit()?;
     }
+    tx.commit()?;
     Ok(())
 }
 

@@ -309,3 +309,23 @@ fn streamed_text_is_written_in_timed_batches_and_before_anything_else() {
     let r = replay::replay(transcript::read(&path).unwrap().records);
     assert_eq!(r.shown, vec![Shown::Text { id: "m1".into(), text: "abc".into() }, Shown::Plan(vec![])]);
 }
+
+#[test]
+fn processes_opening_a_new_home_at_once_all_get_the_store() {
+    for _ in 0..5 {
+        let home = Home::new();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let opened: Vec<_> = (0..8)
+            .map(|_| {
+                let (dir, barrier) = (home.0.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&dir).map(|_| ())
+                })
+            })
+            .collect();
+        for handle in opened {
+            handle.join().unwrap().unwrap();
+        }
+    }
+}

@@ -32,6 +32,7 @@ fn a_turn_with_a_tool_call_and_a_permission_answered_with_the_keyboard() {
     mock.push(text("anthropic", "Wrote **NOTES.md** for you."));
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("Write the notes\r");
     let screen = pty.wait_for("Allow Create NOTES.md?");
     assert!(screen.contains("+add() adds."), "the diff is shown before the question:\n{screen}");
@@ -45,6 +46,7 @@ fn a_turn_with_a_tool_call_and_a_permission_answered_with_the_keyboard() {
     let screen = pty.wait_for("Wrote NOTES.md for you.");
     assert!(screen.contains("✓ Create NOTES.md"), "{screen}");
     assert_eq!(std::fs::read_to_string(ws.path().join("NOTES.md")).unwrap(), "add() adds.\n");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }
@@ -59,6 +61,7 @@ fn ctrl_c_cancels_the_turn_and_twice_leaves() {
     mock.push(text("anthropic", "Still here."));
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("Talk for a while\r");
     pty.wait_for("word0");
     pty.send("\x03");
@@ -73,7 +76,8 @@ fn ctrl_c_cancels_the_turn_and_twice_leaves() {
     pty.send("Again\r");
     mock.wait_requests(3);
     pty.send("\x03");
-    pty.wait_for("Ctrl-C again to leave");
+    // (Two signals sent at once may arrive as one: the second waits for the first to be seen.)
+    pty.wait_for_count("Ctrl-C again to leave", 2);
     pty.send("\x03");
     assert_eq!(pty.wait_exit(), 130);
 }
@@ -87,10 +91,12 @@ fn commands_run_in_the_clients_terminals_and_their_output_is_shown() {
     mock.push(text("anthropic", "It printed."));
     let mut pty = client(home.path(), &mock, ws.path(), &["--mode", "auto"]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("Run it\r");
     let screen = pty.wait_for("It printed.");
     assert!(screen.contains("✓ Run `echo hi-from-a-client-terminal`"), "{screen}");
     assert!(screen.contains("│ hi-from-a-client-terminal"), "the terminal's output is shown: {screen}");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }
@@ -102,6 +108,7 @@ fn slash_commands_complete_with_tab() {
     let mock = MockModel::start();
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     // The agent advertises its commands just after the session opens; a person types slower.
     std::thread::sleep(std::time::Duration::from_millis(300));
     pty.send("/sta\t");
@@ -110,6 +117,7 @@ fn slash_commands_complete_with_tab() {
     let screen = pty.wait_for("Working directory");
     assert!(screen.contains("Model: anthropic/"), "{screen}");
     assert!(mock.requests().is_empty(), "a command never reaches the model");
+    pty.wait_for_prompt();
     pty.send("/quit\r");
     assert_eq!(pty.wait_exit(), 0);
 }
@@ -165,6 +173,7 @@ fn the_screen_of_a_turn_matches_the_golden_file() {
     ));
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("Why does add fail?\r");
     pty.wait_for("── ");
     let screen = masked(&pty.screen(), ws.path());
@@ -177,6 +186,7 @@ fn the_screen_of_a_turn_matches_the_golden_file() {
     assert_eq!(format!("{screen}\n"), expected, "the screen differs from {}", golden.display());
     // Escape codes reached the terminal (colour), none of them in the text itself.
     assert!(pty.raw().contains("\x1b[32m✓"), "a green tick");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }
@@ -199,6 +209,8 @@ fn the_client_drives_an_agent_built_on_the_python_sdk() {
     let agent = py_agent();
     let mut pty = client(home.path(), &mock, ws.path(), &["--agent", &agent]);
     let screen = pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.wait_for_prompt();
     assert!(screen.contains("Python test agent · session py-session-1"), "{screen}");
     pty.send("hello there\r");
     let screen = pty.wait_for("Allow Run echo?");
@@ -210,6 +222,7 @@ fn the_client_drives_an_agent_built_on_the_python_sdk() {
     assert!(screen.contains("The terminal said 'from-terminal' (exit 0)"), "{screen}");
     assert!(screen.contains("✓ Run echo"), "{screen}");
     assert!(mock.requests().is_empty());
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }
@@ -222,6 +235,7 @@ fn an_agent_that_dies_mid_turn_is_reported_and_the_terminal_restored() {
     let agent = py_agent();
     let mut pty = client(home.path(), &mock, ws.path(), &["--agent", &agent]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("crash\r");
     let screen = pty.wait_for("acp client: the agent exited (exit code 3)");
     assert!(screen.contains("Python agent heard: crash"), "{screen}");
@@ -239,12 +253,15 @@ fn multi_line_input_history_and_loading_a_session() {
     mock.push(text("anthropic", "Two lines received."));
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     let screen = pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.wait_for_prompt();
     let session = screen.split("session ").nth(1).unwrap().split(' ').next().unwrap().to_owned();
     // A trailing backslash continues the prompt on the next line.
     pty.send("line one \\\r");
     pty.send("line two\r");
     pty.wait_for("Two lines received.");
     assert_eq!(mock.requests()[0].body["messages"][0]["content"][0]["text"], "line one \nline two");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
     let history = std::fs::read_to_string(home.path().join("client_history")).unwrap();
@@ -253,8 +270,11 @@ fn multi_line_input_history_and_loading_a_session() {
     // Loading the session shows the conversation as it was.
     let mut pty = client(home.path(), &mock, ws.path(), &["--session", &session]);
     let screen = pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.wait_for_prompt();
     assert!(screen.contains("› line one\n  line two"), "{screen}");
     assert!(screen.contains("Two lines received."), "{screen}");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
     assert_eq!(mock.requests().len(), 1, "loading sends nothing to the model");
@@ -272,6 +292,7 @@ fn review_shows_each_write_as_a_diff_and_can_skip_it() {
     mock.push(text("anthropic", "Edit skipped, then."));
     let mut pty = client(home.path(), &mock, ws.path(), &["--review", "--mode", "auto"]);
     pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
     pty.send("Fix add\r");
     let screen = pty.wait_for("Skip this write");
     assert!(screen.contains("-    a - b") && screen.contains("+    a + b"), "{screen}");
@@ -279,6 +300,7 @@ fn review_shows_each_write_as_a_diff_and_can_skip_it() {
     let screen = pty.wait_for("Edit skipped, then.");
     assert!(screen.contains("✗ Edit src/lib.rs"), "{screen}");
     assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("a - b"), "not written");
+    pty.wait_for_prompt();
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0);
 }

@@ -416,7 +416,8 @@ fn kill_dash_nine_mid_turn_fifty_times_then_load() {
     let cwd = ws.path().display().to_string();
     let mut torn = 0;
     let mut recorded = 0;
-    for round in 0..50 {
+    // Round 0 runs its turn to the end, so the session is stored; rounds 1 to 50 are killed.
+    for round in 0..=50 {
         let mock = MockModel::start();
         let content = "x".repeat(2_000);
         mock.push(
@@ -437,6 +438,12 @@ fn kill_dash_nine_mid_turn_fifty_times_then_load() {
                 json!({"cwd": cwd, "mcpServers": [], "_meta": {"sessionKey": "crashy", "mode": "auto"}}),
             );
             assert_eq!(r["result"]["sessionId"], "crashy");
+            let (_, response) = agent.prompt("crashy", "round 0");
+            assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", agent.stderr());
+            agent.close_stdin();
+            assert!(agent.wait_exit(Duration::from_secs(5)).is_some_and(|s| s.success()));
+            recorded = 1;
+            continue;
         } else {
             let (replayed, _) = load(&mut agent, "crashy", ws.path());
             let prompts = replayed.iter().filter(|u| u["sessionUpdate"] == "user_message_chunk").count();

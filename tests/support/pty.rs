@@ -98,6 +98,33 @@ impl Pty {
         }
     }
 
+    /// Waits until the line editor waits for input: the screen's last line is the bare prompt.
+    /// (Control keys typed before it reads the terminal in raw mode would be lost.)
+    pub fn wait_for_prompt(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let screen = self.screen();
+            if screen.lines().last().is_some_and(|l| l.trim_end() == "›") {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "the prompt never came back:\n{screen}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the screen shows `text` at least `n` times.
+    pub fn wait_for_count(&self, text: &str, n: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= n {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "the screen never showed {text:?} {n} times:\n{screen}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits for the program to exit; its exit code.
     pub fn wait_exit(&mut self) -> u32 {
         let deadline = Instant::now() + Duration::from_secs(15);
