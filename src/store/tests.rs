@@ -1,3 +1,6 @@
+//! Store tests: the index (paging, cursors, counters, migrations, concurrent opens) and the
+//! transcripts (one writer, torn and damaged lines, timed text writes, replay of cut turns).
+
 use std::path::{Path, PathBuf};
 
 use super::replay::{self, Shown};
