@@ -28,8 +28,6 @@ use super::{LiveState, SessionSettings, Shared};
 use crate::providers::{Message, Usage};
 use crate::store::transcript::{FORMAT_VERSION, Record, Transcript};
 use crate::store::{SessionRow, now_ms};
-use crate::tools::Registry;
-use crate::tools::policy::ToolPolicy;
 
 /// The surface's handle to a session actor.
 #[derive(Debug, Clone)]
@@ -567,16 +565,7 @@ impl Actor {
     /// The system prompt and tool schemas the next request would carry.
     fn request_parts(&self) -> (context::SystemPrompt, Vec<crate::providers::ToolSpec>) {
         let config = self.shared.config();
-        let system = context::build(&context::Inputs {
-            cwd: &self.settings.cwd,
-            additional_dirs: &self.settings.additional_dirs,
-            model: &self.settings.model,
-            home: &config.home,
-            max_file_chars: config.bootstrap_max_chars,
-        });
-        let registry =
-            Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
-        (system, registry.specs())
+        (turn::system_prompt(&config, &self.settings), turn::registry(&config).specs())
     }
 
     fn report(&self, command: &Command) -> String {
@@ -740,15 +729,8 @@ impl CompactJob {
         }
         let config = self.shared.config();
         let (client, model) = self.shared.client_for(&self.settings.model).await?;
-        let system = context::build(&context::Inputs {
-            cwd: &self.settings.cwd,
-            additional_dirs: &self.settings.additional_dirs,
-            model: &self.settings.model,
-            home: &config.home,
-            max_file_chars: config.bootstrap_max_chars,
-        });
-        let registry =
-            Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
+        let system = turn::system_prompt(&config, &self.settings);
+        let tools = turn::registry(&config).specs();
         let env = CompactEnv {
             client: &client,
             model: &model,
@@ -756,7 +738,7 @@ impl CompactJob {
             config: &config.compaction,
             cancel: &self.cancel,
             events: &self.events,
-            fixed_chars: turn::fixed_chars(&system.text, &registry.specs()),
+            fixed_chars: turn::fixed_chars(&system.text, &tools),
         };
         let done =
             compaction::compact(&env, &mut self.conversation, &mut self.accounting, self.instructions.as_deref())

@@ -40,6 +40,22 @@ pub(crate) struct TurnResult {
 }
 
 /// Characters the system prompt and the tool schemas add to every request.
+/// The tools a session under `config` is offered.
+pub(crate) fn registry(config: &crate::config::Config) -> Registry {
+    Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() })
+}
+
+/// The system prompt for a session with these settings.
+pub(crate) fn system_prompt(config: &crate::config::Config, settings: &SessionSettings) -> context::SystemPrompt {
+    context::build(&context::Inputs {
+        cwd: &settings.cwd,
+        additional_dirs: &settings.additional_dirs,
+        model: &settings.model,
+        home: &config.home,
+        max_file_chars: config.bootstrap_max_chars,
+    })
+}
+
 pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
     system.len()
         + tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum::<usize>()
@@ -60,7 +76,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             };
         }
     };
-    let registry = Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() });
+    let registry = registry(&config);
     let env = CallEnv {
         shared: shared.clone(),
         events: events.clone(),
@@ -70,14 +86,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         cancel: cancel.clone(),
         config: config.clone(),
     };
-    let system = context::build(&context::Inputs {
-        cwd: &settings.cwd,
-        additional_dirs: &settings.additional_dirs,
-        model: &settings.model,
-        home: &config.home,
-        max_file_chars: config.bootstrap_max_chars,
-    })
-    .text;
+    let system = system_prompt(&config, &settings).text;
     let tool_specs = registry.specs();
     let fixed = fixed_chars(&system, &tool_specs);
     let compact_env = CompactEnv {

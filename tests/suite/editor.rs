@@ -11,7 +11,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, result_for, text};
+use crate::support::script::{self, calls, result_for};
 use crate::support::workspace;
 
 /// A log entry's event name and a test of its fields.
@@ -68,12 +68,7 @@ fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
     let ws = workspace("calc");
     let mock = MockModel::start();
     let api = "anthropic";
-    mock.push(calls(
-        api,
-        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
-    ));
-    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
-    mock.push(text(api, "Fixed."));
+    script::push_fix_and_check(&mock, api);
     let report = run_editor("fix", ws.path(), &mock, "anthropic/claude-sonnet-4-5");
     let log = report["log"].as_array().unwrap().clone();
     let lib = ws.path().join("src/lib.rs").display().to_string();

@@ -604,12 +604,7 @@ fn the_editor_scenario_without_editor_capabilities_uses_disk_and_local_processes
     let ws = workspace("calc");
     let mock = MockModel::start();
     let api = "anthropic";
-    mock.push(calls(
-        api,
-        &[("e1", "edit", json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}))],
-    ));
-    mock.push(calls(api, &[("x1", "exec", json!({"command": "sh check.sh"}))]));
-    mock.push(text(api, "Fixed."));
+    script::push_fix_and_check(&mock, api);
     let (mut agent, session) = start(api, &mock, ws.path(), "code");
     let mut asked = Vec::new();
     let (msgs, response) =

@@ -269,3 +269,18 @@ pub fn offered_tools(api: &str, body: &Value) -> Vec<String> {
         })
         .collect()
 }
+
+/// The editor scenario's model script: fix `add` in src/lib.rs, run `sh check.sh`, say "Fixed."
+/// (tests/suite/editor.rs with an editor's fs and terminals, tests/suite/tools.rs without).
+pub fn push_fix_and_check(mock: &super::mock_model::MockModel, api: &str) {
+    mock.push(calls(
+        api,
+        &[(
+            "e1",
+            "edit",
+            serde_json::json!({"path": "src/lib.rs", "old_string": "    a - b", "new_string": "    a + b"}),
+        )],
+    ));
+    mock.push(calls(api, &[("x1", "exec", serde_json::json!({"command": "sh check.sh"}))]));
+    mock.push(text(api, "Fixed."));
+}
