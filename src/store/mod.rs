@@ -148,11 +148,19 @@ impl Store {
         std::fs::create_dir_all(&sessions).map_err(|e| StoreError(format!("{}: {e}", sessions.display())))?;
         let path = home.join("acp.db");
         let db = Connection::open(&path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
-        db.busy_timeout(Duration::from_secs(10))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.busy_timeout(BUSY_TIMEOUT)?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
-        migrate(&db)?;
+        let journal: String = db.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if !journal.eq_ignore_ascii_case("wal") || schema_version(&db)? != MIGRATIONS.len() as i64 {
+            // A new (or older) database. Switching it to WAL upgrades a read lock to an exclusive
+            // one, and SQLite answers SQLITE_BUSY at once rather than wait when another connection
+            // holds a read lock on it (a deadlock guard the busy timeout does not cover). So the
+            // processes that set up one home take turns, under a lock on the home directory.
+            let _setup = SetupLock::take(home)?;
+            db.pragma_update(None, "journal_mode", "WAL")?;
+            migrate(&db)?;
+        }
         Ok(Self { home: home.to_path_buf(), db: Mutex::new(db) })
     }
 
@@ -330,25 +338,64 @@ impl Store {
     }
 }
 
-/// Brings the schema up to date. Several processes may open a new home at once: the version is
-/// read inside a write transaction (taken at once, waiting for the others), so each migration
-/// runs exactly once.
+/// How long a statement waits for another process's write to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema version (`PRAGMA user_version`); a database from a newer acp is refused.
+fn schema_version(db: &Connection) -> Result<i64, StoreError> {
+    let current = MIGRATIONS.len() as i64;
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > current {
+        return Err(StoreError(format!(
+            "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"
+        )));
+    }
+    Ok(version)
+}
+
+/// An exclusive `flock` on the home directory while a process sets its database up; released when
+/// dropped, or by the kernel if the process dies. Waits at most `BUSY_TIMEOUT` for another process.
+struct SetupLock {
+    _dir: std::fs::File,
+}
+
+impl SetupLock {
+    fn take(home: &Path) -> Result<Self, StoreError> {
+        use rustix::fs::{FlockOperation, flock};
+        let dir = std::fs::File::open(home).map_err(|e| StoreError(format!("{}: {e}", home.display())))?;
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match flock(&dir, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(Self { _dir: dir }),
+                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR)
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(StoreError(format!(
+                        "{}: another acp process has been setting up the session database for {} s",
+                        home.display(),
+                        BUSY_TIMEOUT.as_secs()
+                    )));
+                }
+                Err(e) => return Err(StoreError(format!("{}: could not lock: {e}", home.display()))),
+            }
+        }
+    }
+}
+
+/// Brings the schema up to date, inside a write transaction, so each migration runs exactly once
+/// even if a process that does not take the setup lock (an older acp) migrates at the same time.
 fn migrate(db: &Connection) -> Result<(), StoreError> {
     let current = MIGRATIONS.len() as i64;
-    let read = |db: &Connection| -> Result<i64, StoreError> {
-        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version > current {
-            return Err(StoreError(format!(
-                "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"
-            )));
-        }
-        Ok(version)
-    };
-    if read(db)? == current {
+    if schema_version(db)? == current {
         return Ok(());
     }
     let tx = rusqlite::Transaction::new_unchecked(db, rusqlite::TransactionBehavior::Immediate)?;
-    let version = read(&tx)?;
+    let version = schema_version(&tx)?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;

@@ -313,9 +313,11 @@ fn streamed_text_is_written_in_timed_batches_and_before_anything_else() {
     assert_eq!(r.shown, vec![Shown::Text { id: "m1".into(), text: "abc".into() }, Shown::Plan(vec![])]);
 }
 
-#[test]
-fn processes_opening_a_new_home_at_once_all_get_the_store() {
-    for _ in 0..5 {
+/// Eight connections open one new home at the same instant, `rounds` times; every one must get the
+/// store (the first open switches the database to WAL, which SQLite refuses at once, without
+/// waiting, while another connection reads it).
+fn open_a_new_home_at_once(rounds: usize) {
+    for round in 0..rounds {
         let home = Home::new();
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
         let opened: Vec<_> = (0..8)
@@ -328,7 +330,21 @@ fn processes_opening_a_new_home_at_once_all_get_the_store() {
             })
             .collect();
         for handle in opened {
-            handle.join().unwrap().unwrap();
+            if let Err(e) = handle.join().unwrap() {
+                panic!("round {round}: {e}");
+            }
         }
     }
+}
+
+#[test]
+fn processes_opening_a_new_home_at_once_all_get_the_store() {
+    open_a_new_home_at_once(20);
+}
+
+/// The same, 500 times (`.ci/run` runs it: `cargo test -- --ignored stress_`).
+#[test]
+#[ignore = "stress loop, run by .ci/run"]
+fn stress_processes_opening_a_new_home_at_once() {
+    open_a_new_home_at_once(500);
 }

@@ -547,6 +547,33 @@ fn sessions_without_a_store_still_work() {
     assert_eq!(r["error"]["code"], -32603, "{r}");
 }
 
+/// Four `acp` processes started together on one new `$ACP_HOME`, 500 times: each must open the
+/// store (`.ci/run` runs it: `cargo test -- --ignored stress_`).
+#[test]
+#[ignore = "stress loop, run by .ci/run"]
+fn stress_processes_opening_a_new_home_at_once() {
+    for round in 0..500 {
+        let home = tempfile::tempdir().unwrap();
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+                    .args(["sessions", "list"])
+                    .env_clear()
+                    .env("ACP_HOME", home.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && stdout.trim() == "No sessions.", "round {round}: {stdout}{stderr}");
+        }
+    }
+}
+
 /// `acp sessions …` against a home with one stored session.
 fn cli(home: &Path, args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
