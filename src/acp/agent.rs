@@ -35,7 +35,9 @@ use crate::config::{Config, ModelRef};
 use crate::providers::ReasoningEffort;
 use crate::rpc::{Connection, Incoming, IncomingRequest, Responder};
 use crate::runtime::commands::COMMANDS;
-use crate::runtime::{ListError, LoadError, LoadedSession, Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId};
+use crate::runtime::{
+    CreateError, ListError, LoadError, LoadedSession, Mode, Op, Runtime, SessionHandle, SessionSettings, TurnId,
+};
 use crate::store::SessionRow;
 
 /// Sessions listed per `session/list` page.
@@ -262,7 +264,9 @@ impl Agent {
         let key = match meta::read_string(meta, meta::SESSION_KEY) {
             Some(key) if !crate::store::valid_id(key) => {
                 let msg = format!(
-                    "`_meta.sessionKey`: `{key}` is not a valid session id (1 to 128 letters, digits, `.`, `_` or `-`)"
+                    "`_meta.sessionKey`: `{}` is not a valid session key (1 to {} bytes of printable text)",
+                    key.escape_debug(),
+                    crate::store::MAX_ID_BYTES
                 );
                 return responder.respond_error(ErrorObject::invalid_params(msg));
             }
@@ -270,29 +274,11 @@ impl Agent {
                 let msg = format!("`_meta.sessionKey`: session `{key}` is already open on this connection");
                 return responder.respond_error(ErrorObject::invalid_params(msg));
             }
-            Some(key) => key.to_owned(),
-            None => {
-                let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
-                self.open_new(id, settings, responder);
-                return;
-            }
+            Some(key) => Some(key.to_owned()),
+            None => None,
         };
-        // A chosen key may name a stored session: then this continues it (like session/resume).
         let this = self.handle();
-        self.in_order(async move {
-            match this.runtime.session_exists(&key).await {
-                Ok(true) => this.reopen(Reopen::New, key, settings.cwd, settings.additional_dirs, responder).await,
-                Ok(false) => this.open_new_now(key, settings, responder),
-                Err(e) => {
-                    tracing::warn!(error = %e, "the session store is unavailable; starting a new session");
-                    this.open_new_now(key, settings, responder);
-                }
-            }
-        });
-    }
-
-    fn open_new(&self, id: String, settings: SessionSettings, responder: Responder) {
-        self.handle().open_new_now(id, settings, responder);
+        self.in_order(async move { this.open_new(key, settings, responder).await });
     }
 
     /// What async handlers need of the agent.
@@ -433,16 +419,21 @@ impl Agent {
             })?;
             Ok(id)
         })();
-        match result {
-            Ok(id) => {
-                responder.respond(Ok(SetSessionModeResponse::new()));
-                // Keep the config-option view of the mode in sync.
-                if let Ok(list) = self.config_options_of(&id) {
-                    self.send_update(&id, SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)));
-                }
-            }
-            Err(e) => responder.respond_error(e),
-        }
+        let (id, session, list) = match result.and_then(|id| {
+            let session = self.session(&id, |s| s.handle.clone())?;
+            Ok((id.clone(), session, self.config_options_of(&id)?))
+        }) {
+            Ok(done) => done,
+            Err(e) => return responder.respond_error(e),
+        };
+        // Answered once the change is on disk.
+        let this = self.handle();
+        self.in_order(async move {
+            session.settled().await;
+            responder.respond(Ok(SetSessionModeResponse::new()));
+            // Keep the config-option view of the mode in sync.
+            this.send_update(&id, SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)));
+        });
     }
 
     fn handle_set_config_option(&self, params: Option<Value>, responder: Responder) {
@@ -493,16 +484,22 @@ impl Agent {
             };
             Ok((id, mode_changed))
         })();
-        match result.and_then(|(id, mode)| Ok((self.config_options_of(&id)?, id, mode))) {
-            Ok((list, id, mode)) => {
-                responder.respond(Ok(SetSessionConfigOptionResponse::new(list)));
-                if let Some(mode) = mode {
-                    // Keep the legacy `modes` view in sync.
-                    self.send_update(&id, SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())));
-                }
+        let (list, id, mode, session) = match result.and_then(|(id, mode)| {
+            Ok((self.config_options_of(&id)?, id.clone(), mode, self.session(&id, |s| s.handle.clone())?))
+        }) {
+            Ok(done) => done,
+            Err(e) => return responder.respond_error(e),
+        };
+        // Answered once the change is on disk.
+        let this = self.handle();
+        self.in_order(async move {
+            session.settled().await;
+            responder.respond(Ok(SetSessionConfigOptionResponse::new(list)));
+            if let Some(mode) = mode {
+                // Keep the legacy `modes` view in sync.
+                this.send_update(&id, SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())));
             }
-            Err(e) => responder.respond_error(e),
-        }
+        });
     }
 
     fn handle_close_session(&self, params: Option<Value>) -> Reply<CloseSessionResponse> {
@@ -524,10 +521,6 @@ impl Agent {
             }
             Err(e) => tracing::warn!(error = %e, "ignoring malformed session/cancel"),
         }
-    }
-
-    fn send_update(&self, session_id: &str, update: SessionUpdate) {
-        self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
 
     fn session<T>(&self, id: &str, f: impl FnOnce(&AcpSession) -> T) -> Reply<T> {
@@ -584,10 +577,22 @@ impl AgentHandle {
         self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
 
-    /// Opens a new session and answers `session/new`.
-    fn open_new_now(&self, id: String, settings: SessionSettings, responder: Responder) {
+    /// Opens a new session (stored before the answer, so it can be loaded or resumed at once) and
+    /// answers `session/new`. A chosen key that names a stored session continues it (like
+    /// `session/resume`).
+    async fn open_new(&self, key: Option<String>, settings: SessionSettings, responder: Responder) {
+        let keyed = key.is_some();
+        let id = key.unwrap_or_else(|| format!("sess_{}", uuid::Uuid::new_v4().simple()));
+        let handle = match self.runtime.create_session(Arc::from(id.as_str()), settings.clone()).await {
+            Ok(handle) => handle,
+            Err(CreateError::Exists) if keyed => {
+                return self.reopen(Reopen::New, id, settings.cwd, settings.additional_dirs, responder).await;
+            }
+            Err(e) => {
+                return responder.respond_error(ErrorObject::internal(format!("could not open session {id}: {e}")));
+            }
+        };
         let config = self.runtime.config();
-        let handle = self.runtime.open_session(Arc::from(id.as_str()), settings.clone());
         lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
         tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
         responder.respond(Ok(NewSessionResponse::new(id.clone())

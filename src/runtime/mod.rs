@@ -28,9 +28,10 @@ pub use session::SessionHandle;
 use crate::config::{Config, ModelInfo, ModelRef};
 use crate::providers::client::build_http;
 use crate::providers::{ProviderClient, ReasoningEffort};
+pub use crate::store::CreateError;
 use crate::store::replay::{Shown, StoredSettings};
 use crate::store::transcript::{self, Transcript};
-use crate::store::{Cursor, SessionRow, Store, StoreError};
+use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
 use crate::tools::approval::Rule;
 use crate::tools::host::Host;
 
@@ -96,7 +97,12 @@ pub(crate) struct Shared {
     store: OnceCell<Result<Arc<Store>, StoreError>>,
     /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
     origin: String,
+    /// Whether this process swept never-prompted sessions already.
+    swept: std::sync::atomic::AtomicBool,
 }
+
+/// How long a session that was opened but never prompted is kept.
+const UNPROMPTED_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
 
 impl Shared {
     /// The session store, opened on first use (off the async thread).
@@ -172,6 +178,7 @@ impl Runtime {
             next_turn: AtomicU64::new(1),
             store: OnceCell::new(),
             origin: "acp".into(),
+            swept: Default::default(),
         });
         Self { shared }
     }
@@ -203,9 +210,53 @@ impl Runtime {
         self.shared.next_turn.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Starts a new session. It is saved to the store when its first prompt starts.
-    pub fn open_session(&self, id: SessionId, settings: SessionSettings) -> SessionHandle {
-        session::spawn(id, settings, self.shared.clone(), None)
+    /// Starts a new session, stored (index row and transcript) before this returns, so it can be
+    /// loaded or resumed from now on, here or in another process. Without a usable store it lives
+    /// in memory only (logged; `/status` says so). `Exists`: a session with this id is stored —
+    /// reopen it instead; `Busy`: another process is creating it or has it open.
+    pub async fn create_session(&self, id: SessionId, settings: SessionSettings) -> Result<SessionHandle, CreateError> {
+        let store = match self.shared.store().await {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "sessions cannot be saved; this one lives in memory only");
+                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory));
+            }
+        };
+        let now = now_ms();
+        let row = SessionRow {
+            id: id.to_string(),
+            cwd: settings.cwd.clone(),
+            additional_dirs: settings.additional_dirs.clone(),
+            title: None,
+            created_at: now,
+            updated_at: now,
+            model: settings.model.to_string(),
+            mode: settings.mode.id().to_owned(),
+            reasoning: settings.reasoning.map(|r| r.as_str().to_owned()),
+            input_tokens: 0,
+            output_tokens: 0,
+            context_tokens: 0,
+            parent_id: None,
+            origin: self.shared.origin.clone(),
+            prompted: false,
+        };
+        let record = transcript::Record::Settings {
+            model: row.model.clone(),
+            mode: settings.mode,
+            reasoning: settings.reasoning,
+        };
+        let created = tokio::task::spawn_blocking(move || store.create_session(&row, &record))
+            .await
+            .map_err(|e| CreateError::Store(StoreError(format!("storing the session failed: {e}"))))?;
+        let stored = match created {
+            Ok(t) => session::Stored::New(Arc::new(t)),
+            Err(e @ (CreateError::Exists | CreateError::Busy(_))) => return Err(e),
+            Err(CreateError::Store(e)) => {
+                tracing::warn!(session = %id, error = %e, "could not save the session; it lives in memory only");
+                session::Stored::Memory
+            }
+        };
+        Ok(session::spawn(id, settings, self.shared.clone(), stored))
     }
 
     /// The session store (opened on first use).
@@ -280,8 +331,10 @@ impl Runtime {
             context_tokens: replay.context_tokens,
             turns: replay.last_turn,
             title: row.title.clone(),
+            prompted: row.prompted,
         };
-        let handle = session::spawn(Arc::from(id), settings.clone(), self.shared.clone(), Some(restored));
+        let handle =
+            session::spawn(Arc::from(id), settings.clone(), self.shared.clone(), session::Stored::Restored(restored));
         Ok(LoadedSession {
             handle,
             settings,
@@ -312,15 +365,6 @@ impl Runtime {
         Ok(SessionPage { sessions, next_cursor: next.map(|c| c.encode()) })
     }
 
-    /// Whether a session with this id is stored.
-    pub async fn session_exists(&self, id: &str) -> Result<bool, StoreError> {
-        let store = self.shared.store().await?;
-        let id = id.to_owned();
-        tokio::task::spawn_blocking(move || store.get(&id).map(|r| r.is_some()))
-            .await
-            .map_err(|e| StoreError(format!("looking up the session failed: {e}")))?
-    }
-
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
     /// another process is not deleted.
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
@@ -347,6 +391,26 @@ impl Runtime {
         tokio::spawn(async move {
             if let Err(e) = shared.store().await {
                 tracing::warn!(error = %e, "the session store cannot be opened; sessions will not be saved");
+            }
+        });
+        self.sweep();
+    }
+
+    /// Once per process, in the background: removes sessions opened more than a day ago and never
+    /// prompted (editors open many they never use).
+    fn sweep(&self) {
+        if self.shared.swept.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let Ok(store) = shared.store().await else { return };
+            let before = now_ms().saturating_sub(UNPROMPTED_KEPT_MS);
+            match tokio::task::spawn_blocking(move || store.sweep_unprompted(before)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::debug!(removed = n, "removed sessions that were never prompted"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not sweep unused sessions"),
+                Err(e) => tracing::warn!(error = %e, "sweeping unused sessions failed"),
             }
         });
     }

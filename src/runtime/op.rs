@@ -8,7 +8,7 @@ pub use crate::tools::approval::Mode;
 /// Identifies one prompt turn within the process.
 pub type TurnId = u64;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Op {
     /// Run a turn; queued behind the running one, if any.
     Prompt { turn: TurnId, input: Vec<UserBlock> },
@@ -22,6 +22,9 @@ pub enum Op {
     SetModel(ModelRef),
     /// Takes effect from the next turn; `None` is the provider's default.
     SetReasoning(Option<ReasoningEffort>),
+    /// Answered once every op sent before it has taken effect and is on disk (a surface answers
+    /// a settings change only then, so a `kill -9` right after cannot lose it).
+    Settled(tokio::sync::oneshot::Sender<()>),
     /// Cancel everything and stop the actor.
     Shutdown,
 }

@@ -4,10 +4,11 @@
 //! queued. Every turn ends with exactly one `TurnEnded` event, in the order the prompts arrived —
 //! except slash commands that answer at once (`/help`, `/status`, …, see `commands.rs`).
 //!
-//! Persistence: a new session is written to the store when its first prompt starts (a session
-//! nobody spoke to is not kept). From then on the transcript records the prompt, everything shown,
-//! every message of the context, settings changes, and the end of each turn — written before the
-//! turn's `TurnEnded`, so a client that got its answer can reload the session and find it all.
+//! Persistence: a new session is stored (index row and transcript) before the surface hears of it,
+//! so it can be loaded or resumed at once, here or in another process; it is listed from its first
+//! prompt on. The transcript records every prompt, everything shown, every message of the context,
+//! settings changes, and the end of each turn — written before the turn's `TurnEnded`, so a client
+//! that got its answer can reload the session and find it all.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -26,8 +27,8 @@ use super::op::{Op, TurnId};
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
 use super::{LiveState, SessionSettings, Shared};
 use crate::providers::{Message, Usage};
-use crate::store::transcript::{FORMAT_VERSION, Record, Transcript};
-use crate::store::{SessionRow, now_ms};
+use crate::store::now_ms;
+use crate::store::transcript::{Record, Transcript};
 
 /// The surface's handle to a session actor.
 #[derive(Debug, Clone)]
@@ -47,6 +48,15 @@ impl SessionHandle {
         self.ops.send(op).is_ok()
     }
 
+    /// Resolves once every op sent so far has taken effect and is on disk (at once if the actor
+    /// has stopped).
+    pub async fn settled(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.send(Op::Settled(tx)) {
+            let _ = rx.await;
+        }
+    }
+
     /// Resolves once the actor has stopped (after `Op::Shutdown`): its transcript is closed.
     pub async fn closed(&self) {
         self.closed.cancelled().await;
@@ -61,14 +71,19 @@ pub(crate) struct Restored {
     pub context_tokens: Option<u64>,
     pub turns: u64,
     pub title: Option<String>,
+    pub prompted: bool,
 }
 
-pub(crate) fn spawn(
-    id: SessionId,
-    settings: SessionSettings,
-    shared: Arc<Shared>,
-    restored: Option<Restored>,
-) -> SessionHandle {
+/// Where a session's history lives.
+pub(crate) enum Stored {
+    /// In memory only: the store cannot be used.
+    Memory,
+    /// Just stored, empty.
+    New(Arc<Transcript>),
+    Restored(Restored),
+}
+
+pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>, stored: Stored) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let rules = crate::config::saved_rules(&shared.config().home, &settings.cwd);
     let live = Arc::new(LiveState::new(settings.mode, rules));
@@ -81,7 +96,7 @@ pub(crate) fn spawn(
         conversation: Conversation::default(),
         accounting: Accounting::default(),
         transcript: None,
-        persist: Persist::NotYet,
+        prompted: false,
         title: None,
         usage: Usage::default(),
         context_tokens: None,
@@ -90,15 +105,22 @@ pub(crate) fn spawn(
         cancelled: Vec::new(),
         stops: Vec::new(),
     };
-    if let Some(r) = restored {
-        actor.conversation = r.conversation;
-        actor.conversation.set_transcript(Some(r.transcript.clone()));
-        actor.transcript = Some(r.transcript);
-        actor.persist = Persist::Done;
-        actor.usage = r.usage;
-        actor.context_tokens = r.context_tokens;
-        actor.turns = r.turns;
-        actor.title = r.title;
+    match stored {
+        Stored::Memory => {}
+        Stored::New(t) => {
+            actor.conversation.set_transcript(Some(t.clone()));
+            actor.transcript = Some(t);
+        }
+        Stored::Restored(r) => {
+            actor.conversation = r.conversation;
+            actor.conversation.set_transcript(Some(r.transcript.clone()));
+            actor.transcript = Some(r.transcript);
+            actor.usage = r.usage;
+            actor.context_tokens = r.context_tokens;
+            actor.turns = r.turns;
+            actor.title = r.title;
+            actor.prompted = r.prompted;
+        }
     }
     let guard = closed.clone().drop_guard();
     tokio::spawn(async move {
@@ -106,14 +128,6 @@ pub(crate) fn spawn(
         drop(guard);
     });
     SessionHandle { id, ops: tx, closed }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Persist {
-    NotYet,
-    Done,
-    /// The store could not be used; the session lives in memory only.
-    Unavailable,
 }
 
 struct Running {
@@ -131,8 +145,10 @@ struct Actor {
     shared: Arc<Shared>,
     conversation: Conversation,
     accounting: Accounting,
+    /// `None`: the store could not be used; the session lives in memory only.
     transcript: Option<Arc<Transcript>>,
-    persist: Persist,
+    /// Whether the session was ever sent a model prompt (then it is listed).
+    prompted: bool,
     title: Option<String>,
     /// Summed over the session's turns.
     usage: Usage,
@@ -210,6 +226,9 @@ impl Actor {
                     self.settings.reasoning = level;
                     self.settings_changed();
                 }
+                Wake::Op(Some(Op::Settled(done))) => {
+                    let _ = done.send(());
+                }
                 Wake::Op(Some(Op::Shutdown) | None) => {
                     self.cancel_all(running.as_ref());
                     if let Some(mut r) = running.take() {
@@ -243,7 +262,7 @@ impl Actor {
             return self.run_command(turn, input, command).await;
         }
 
-        self.ensure_persisted().await;
+        self.mark_prompted();
         let seq = self.begin_recorded(&input);
         if self.title.is_none()
             && let Some(title) = input::title_of(&input)
@@ -440,61 +459,17 @@ impl Actor {
 
     // ---- persistence ----
 
-    /// Writes the session to the store on its first prompt.
-    async fn ensure_persisted(&mut self) {
-        if self.persist != Persist::NotYet {
+    /// The first model prompt: the session is listed from now on.
+    fn mark_prompted(&mut self) {
+        if self.prompted {
             return;
         }
-        let store = match self.shared.store().await {
-            Ok(store) => store,
-            Err(e) => {
-                tracing::warn!(session = %self.id, error = %e, "sessions cannot be saved; this one lives in memory only");
-                self.persist = Persist::Unavailable;
-                return;
-            }
-        };
-        let now = now_ms();
-        let s = &self.settings;
-        let row = SessionRow {
-            id: self.id.to_string(),
-            cwd: s.cwd.clone(),
-            additional_dirs: s.additional_dirs.clone(),
-            title: None,
-            created_at: now,
-            updated_at: now,
-            model: s.model.to_string(),
-            mode: s.mode.id().to_owned(),
-            reasoning: s.reasoning.map(|r| r.as_str().to_owned()),
-            input_tokens: 0,
-            output_tokens: 0,
-            context_tokens: 0,
-            parent_id: None,
-            origin: self.shared.origin.clone(),
-        };
-        let header = Record::Session { v: FORMAT_VERSION, id: row.id.clone(), cwd: row.cwd.clone(), created_at: now };
-        let settings = self.settings_record();
-        let created = tokio::task::spawn_blocking(move || {
-            store.create(&row)?;
-            let t = Transcript::create(&store.transcript_path(&row.id), &header)?;
-            t.record(&settings);
-            Ok::<_, crate::store::StoreError>(t)
-        })
-        .await;
-        match created {
-            Ok(Ok(t)) => {
-                let t = Arc::new(t);
-                self.conversation.set_transcript(Some(t.clone()));
-                self.transcript = Some(t);
-                self.persist = Persist::Done;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(session = %self.id, error = %e, "could not save the session; it lives in memory only");
-                self.persist = Persist::Unavailable;
-            }
-            Err(e) => {
-                tracing::error!(session = %self.id, error = %e, "saving the session failed");
-                self.persist = Persist::Unavailable;
-            }
+        self.prompted = true;
+        if self.transcript.is_some()
+            && let Some(store) = self.shared.store_if_open()
+            && let Err(e) = store.mark_prompted(&self.id)
+        {
+            tracing::warn!(session = %self.id, error = %e, "could not update the session index");
         }
     }
 
@@ -532,7 +507,7 @@ impl Actor {
 
     fn set_title(&mut self, turn: TurnId, title: String) {
         self.title = Some(title.clone());
-        if self.persist == Persist::Done
+        if self.transcript.is_some()
             && let Some(store) = self.shared.store_if_open()
             && let Err(e) = store.set_title(&self.id, &title)
         {
@@ -592,10 +567,9 @@ impl Actor {
 
     fn status(&self) -> String {
         let s = &self.settings;
-        let transcript = match (&self.transcript, self.persist) {
-            (Some(t), _) => format!("`{}`", t.path().display()),
-            (None, Persist::Unavailable) => "not saved (the session store is unavailable; see the log)".into(),
-            (None, _) => "not saved yet (it is saved with the first prompt)".into(),
+        let transcript = match &self.transcript {
+            Some(t) => format!("`{}`", t.path().display()),
+            None => "not saved (the session store is unavailable; see the log)".into(),
         };
         format!(
             "**Session** `{id}`\n\n\

@@ -188,6 +188,7 @@ mod tests {
             context_tokens: 15,
             parent_id: None,
             origin: "acp".into(),
+            prompted: true,
         }
     }
 

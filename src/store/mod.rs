@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
+use transcript::Transcript;
 
 /// An error of the store, with the context a user needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,38 @@ impl std::fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// Why a session could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// A session with this id is stored already.
+    Exists,
+    /// Another process is creating, or has open, a session with this id.
+    Busy(StoreError),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for CreateError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<rusqlite::Error> for CreateError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exists => f.write_str("a session with this id exists"),
+            Self::Busy(e) | Self::Store(e) => e.fmt(f),
+        }
+    }
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -51,6 +84,8 @@ pub struct SessionRow {
     pub parent_id: Option<String>,
     /// Which surface created it (`acp`, `run`, `gateway`, …).
     pub origin: String,
+    /// Whether it was ever sent a prompt for the model (listings leave the others out).
+    pub prompted: bool,
 }
 
 /// Where a listing goes on from: (updated_at, id) of the last row shown.
@@ -79,7 +114,8 @@ impl Cursor {
 }
 
 /// Migrations, in order; `PRAGMA user_version` says how many have run.
-const MIGRATIONS: &[&str] = &["CREATE TABLE sessions (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         cwd TEXT NOT NULL,
         additional_dirs TEXT NOT NULL DEFAULT '[]',
@@ -96,7 +132,11 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE sessions (
         origin TEXT NOT NULL DEFAULT 'acp'
     );
     CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id DESC);
-    CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC);"];
+    CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC);",
+    // Sessions are stored from `session/new` on; until their first prompt they are left out of
+    // listings. Every session stored before this was stored at its first prompt.
+    "ALTER TABLE sessions ADD COLUMN prompted INTEGER NOT NULL DEFAULT 1;",
+];
 
 pub struct Store {
     home: PathBuf,
@@ -109,12 +149,33 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Session ids become file names: only letters, digits, `.`, `_` and `-`, 1 to 128 of them, not
-/// starting with a dot.
+/// The longest session id, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// A session id is any printable text of 1 to 256 bytes (`sess_…`, `demo`, `agent:main:main`,
+/// `agent:main:telegram:dm:123`); control characters are refused.
 pub fn valid_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    (1..=MAX_ID_BYTES).contains(&id.len()) && !id.chars().any(char::is_control)
+}
+
+/// The transcript's file name for a session id. Ids of lower-case letters, digits, `.`, `_` and `-`
+/// (not starting with a dot) are their own name; any other id gets a name no plain id can have: a
+/// lower-cased slug of it, `~`, and 16 hex digits of its SHA-256. So no id reaches outside
+/// `sessions/`, and two ids never share a file, even on a case-insensitive file system.
+pub fn file_name(id: &str) -> String {
+    let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
+    if id.len() <= 128 && !id.is_empty() && !id.starts_with('.') && id.chars().all(plain) {
+        return format!("{id}.jsonl");
+    }
+    let slug: String = id
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if plain(c) && c != '.' { c } else { '_' })
+        .take(48)
+        .collect();
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{slug}~{hex}.jsonl")
 }
 
 pub fn now_ms() -> i64 {
@@ -138,6 +199,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         context_tokens: r.get::<_, i64>("context_tokens")? as u64,
         parent_id: r.get("parent_id")?,
         origin: r.get("origin")?,
+        prompted: r.get("prompted")?,
     })
 }
 
@@ -173,15 +235,94 @@ impl Store {
     }
 
     pub fn transcript_path(&self, id: &str) -> PathBuf {
-        self.home.join("sessions").join(format!("{id}.jsonl"))
+        let path = self.home.join("sessions").join(file_name(id));
+        // Before ids could be any text, every id was its own file name (mixed case included).
+        let legacy = || self.home.join("sessions").join(format!("{id}.jsonl"));
+        if !path.exists()
+            && id.len() <= 128
+            && !id.starts_with('.')
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && legacy().exists()
+        {
+            return legacy();
+        }
+        path
+    }
+
+    /// Stores a new session: its transcript, begun with `header` and `settings` and locked (this
+    /// process is its writer from now on), then its index row. Two processes creating one id at
+    /// once cannot both succeed: the transcript is created exclusively, and the loser is told the
+    /// session is open elsewhere (or that it exists, once the winner has stored it).
+    pub fn create_session(&self, s: &SessionRow, settings: &transcript::Record) -> Result<Transcript, CreateError> {
+        if !valid_id(&s.id) {
+            return Err(CreateError::Store(StoreError(format!("`{}` is not a valid session id", s.id.escape_debug()))));
+        }
+        if self.get(&s.id)?.is_some() {
+            return Err(CreateError::Exists);
+        }
+        let path = self.transcript_path(&s.id);
+        let header = transcript::Record::Session {
+            v: transcript::FORMAT_VERSION,
+            id: s.id.clone(),
+            cwd: s.cwd.clone(),
+            created_at: s.created_at,
+        };
+        let t = match Transcript::create(&path, &header) {
+            Ok(t) => t,
+            Err(_) if path.exists() => {
+                // Being created by another process (locked: refused here), or left by one that
+                // stopped before storing the row: then it is ours to start over.
+                let t = Transcript::open(&path).map_err(CreateError::Busy)?;
+                if self.get(&s.id)?.is_some() {
+                    return Err(CreateError::Exists);
+                }
+                t.restart(&header)?;
+                t
+            }
+            Err(e) => return Err(e.into()),
+        };
+        t.record(settings);
+        t.flush();
+        if let Err(e) = self.create(s) {
+            drop(t);
+            if self.get(&s.id).ok().flatten().is_some() {
+                return Err(CreateError::Exists);
+            }
+            let _ = std::fs::remove_file(&path);
+            return Err(e.into());
+        }
+        Ok(t)
+    }
+
+    /// The session got its first prompt: listings show it from now on.
+    pub fn mark_prompted(&self, id: &str) -> Result<(), StoreError> {
+        self.db().execute("UPDATE sessions SET prompted = 1, updated_at = ?2 WHERE id = ?1", params![id, now_ms()])?;
+        Ok(())
+    }
+
+    /// Removes sessions that were opened but never prompted and not touched since `before` (Unix
+    /// ms), unless a process has them open. Returns how many went.
+    pub fn sweep_unprompted(&self, before: i64) -> Result<usize, StoreError> {
+        let ids: Vec<String> = self
+            .db()
+            .prepare("SELECT id FROM sessions WHERE prompted = 0 AND updated_at < ?1")?
+            .query_map([before], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut removed = 0;
+        for id in ids {
+            if self.delete_if_closed(&id).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     pub fn create(&self, s: &SessionRow) -> Result<(), StoreError> {
         let dirs = serde_json::to_string(&s.additional_dirs).unwrap_or_else(|_| "[]".into());
         self.db().execute(
             "INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, model, mode, reasoning,
-                 input_tokens, output_tokens, context_tokens, parent_id, origin)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 input_tokens, output_tokens, context_tokens, parent_id, origin, prompted)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 s.id,
                 s.cwd.to_string_lossy(),
@@ -196,7 +337,8 @@ impl Store {
                 s.output_tokens as i64,
                 s.context_tokens as i64,
                 s.parent_id,
-                s.origin
+                s.origin,
+                s.prompted
             ],
         )?;
         Ok(())
@@ -308,22 +450,25 @@ impl Store {
         let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
         let take = limit as i64 + 1;
         const ORDER: &str = "ORDER BY updated_at DESC, id DESC LIMIT";
+        // Sessions opened but never prompted are left out (editors open many they never use).
         let mut rows: Vec<SessionRow> = match (&cwd, after) {
             (None, None) => db
-                .prepare_cached(&format!("SELECT * FROM sessions {ORDER} ?1"))?
+                .prepare_cached(&format!("SELECT * FROM sessions WHERE prompted {ORDER} ?1"))?
                 .query_map(params![take], row)?
                 .collect::<Result<_, _>>()?,
             (Some(cwd), None) => db
-                .prepare_cached(&format!("SELECT * FROM sessions WHERE cwd = ?1 {ORDER} ?2"))?
+                .prepare_cached(&format!("SELECT * FROM sessions WHERE prompted AND cwd = ?1 {ORDER} ?2"))?
                 .query_map(params![cwd, take], row)?
                 .collect::<Result<_, _>>()?,
             (None, Some(c)) => db
-                .prepare_cached(&format!("SELECT * FROM sessions WHERE (updated_at, id) < (?1, ?2) {ORDER} ?3"))?
+                .prepare_cached(&format!(
+                    "SELECT * FROM sessions WHERE prompted AND (updated_at, id) < (?1, ?2) {ORDER} ?3"
+                ))?
                 .query_map(params![c.updated_at, c.id, take], row)?
                 .collect::<Result<_, _>>()?,
             (Some(cwd), Some(c)) => db
                 .prepare_cached(&format!(
-                    "SELECT * FROM sessions WHERE cwd = ?1 AND (updated_at, id) < (?2, ?3) {ORDER} ?4"
+                    "SELECT * FROM sessions WHERE prompted AND cwd = ?1 AND (updated_at, id) < (?2, ?3) {ORDER} ?4"
                 ))?
                 .query_map(params![cwd, c.updated_at, c.id, take], row)?
                 .collect::<Result<_, _>>()?,

@@ -44,6 +44,7 @@ fn session(id: &str, cwd: &str, updated_at: i64) -> SessionRow {
         context_tokens: 0,
         parent_id: None,
         origin: "acp".into(),
+        prompted: true,
     }
 }
 
@@ -127,12 +128,93 @@ fn a_database_from_a_newer_acp_is_refused() {
 }
 
 #[test]
-fn ids_that_cannot_be_file_names_are_invalid() {
-    assert!(valid_id("sess_0123abc"));
-    assert!(valid_id("my-session.2"));
-    for bad in ["", ".hidden", "a/b", "..", "a b", "é", &"x".repeat(129)] {
+fn any_printable_key_is_an_id_and_gets_a_safe_distinct_file_name() {
+    let long = "é".repeat(128);
+    let ok = ["sess_0123abc", "agent:main:main", "agent:main:telegram:dm:123", "a b", "..", "a/b", "Demo", &long];
+    for id in ok {
+        assert!(valid_id(id), "{id:?}");
+    }
+    for bad in ["", "a\nb", "tab\there", "nul\0", "del\u{7f}", &"x".repeat(257)] {
         assert!(!valid_id(bad), "{bad:?}");
     }
+    // Plain lower-case ids keep their own name; every other id gets a hashed one.
+    assert_eq!(file_name("sess_0123abc"), "sess_0123abc.jsonl");
+    assert_eq!(file_name("demo"), "demo.jsonl");
+    let mut names = std::collections::HashSet::new();
+    let ids = ["demo", "Demo", "DEMO", "..", ".", "../../etc/passwd", "a/b", "a\\b", "agent:main:main", &long];
+    for id in ids {
+        let name = file_name(id);
+        assert!(!name.contains('/') && !name.contains('\\') && !name.starts_with('.'), "{id:?} → {name}");
+        assert!(name.len() <= 100, "{id:?} → {name}");
+        assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-~".contains(c)), "{name}");
+        // Case-insensitive file systems: no two ids share a name, whatever the case.
+        assert!(names.insert(name.to_ascii_lowercase()), "{id:?} → {name} collides");
+    }
+    // A plain id can never take a hashed id's name.
+    assert!(
+        file_name("Demo").contains('~') && !file_name("demo~0123456789abcdef").contains("demo~0123456789abcdef.jsonl")
+    );
+}
+
+#[test]
+fn a_session_is_stored_when_created_and_listed_once_prompted() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    let mut row = session("agent:main:main", "/w", 10);
+    row.prompted = false;
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    let t = store.create_session(&row, &settings).unwrap();
+    assert!(t.path().starts_with(home.0.join("sessions")));
+    assert_eq!(store.get("agent:main:main").unwrap().unwrap().id, "agent:main:main");
+    assert!(store.list(None, None, 10).unwrap().0.is_empty(), "not listed before its first prompt");
+    // A second creation of the same id: busy while this one holds it, then it exists.
+    assert!(matches!(store.create_session(&row, &settings), Err(CreateError::Exists)));
+    store.mark_prompted("agent:main:main").unwrap();
+    assert_eq!(store.list(None, None, 10).unwrap().0.len(), 1);
+    drop(t);
+    let (_, replayed) = store.read_session("agent:main:main").unwrap().unwrap();
+    assert_eq!(replayed.settings.unwrap().model, "anthropic/x");
+}
+
+#[test]
+fn a_transcript_being_created_elsewhere_is_busy_and_a_left_over_one_is_taken_over() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    let row = session("k", "/w", 10);
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    // Another process has created (and locked) the transcript but not stored the row yet.
+    let other = Transcript::create(&store.transcript_path("k"), &header("k")).unwrap();
+    assert!(matches!(store.create_session(&row, &settings), Err(CreateError::Busy(_))));
+    other.record(&Record::Text { id: "m".into(), text: "left over".into() });
+    drop(other);
+    // That process died: the file is taken over and begun again.
+    let t = store.create_session(&row, &settings).unwrap();
+    drop(t);
+    let records = transcript::read(&store.transcript_path("k")).unwrap().records;
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(matches!(records[0], Record::Session { .. }) && matches!(records[1], Record::Settings { .. }));
+}
+
+#[test]
+fn never_prompted_sessions_are_swept_unless_open() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    let mut open = Vec::new();
+    for id in ["old-unused", "old-unused-open", "old-used", "new-unused"] {
+        let mut row = session(id, "/w", if id == "new-unused" { 5000 } else { 1 });
+        row.prompted = id == "old-used";
+        open.push(store.create_session(&row, &settings).unwrap());
+    }
+    let keep_open = open.remove(1);
+    drop(open);
+    assert_eq!(store.sweep_unprompted(1000).unwrap(), 1);
+    assert!(store.get("old-unused").unwrap().is_none());
+    assert!(!store.transcript_path("old-unused").exists());
+    for id in ["old-unused-open", "old-used", "new-unused"] {
+        assert!(store.get(id).unwrap().is_some(), "{id}");
+    }
+    drop(keep_open);
 }
 
 #[test]

@@ -201,6 +201,17 @@ impl Transcript {
         &self.path
     }
 
+    /// Empties the transcript and begins it again with `header` (a file left by a process that
+    /// stopped before its session was stored).
+    pub fn restart(&self, header: &Record) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        inner.pending = None;
+        inner.open_calls.clear();
+        inner.file.set_len(0).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))?;
+        inner.len = 0;
+        inner.try_append(header).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))
+    }
+
     /// Appends a record (after any pending text).
     pub fn record(&self, record: &Record) {
         let mut inner = lock(&self.inner);

@@ -53,6 +53,7 @@ fn row(id: &str, cwd: &str, at: i64) -> SessionRow {
         context_tokens: 40_000,
         parent_id: None,
         origin: "acp".into(),
+        prompted: true,
     }
 }
 

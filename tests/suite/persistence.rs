@@ -236,8 +236,10 @@ fn resume_restores_without_replaying_and_new_with_a_stored_key_continues() {
     assert_eq!(r["error"]["code"], -32002, "{r}");
     let r = c.request("session/load", json!({"sessionId": "../etc/passwd", "cwd": cwd, "mcpServers": []}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
-    let r = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"sessionKey": "a/b"}}));
-    assert_eq!(r["error"]["code"], -32602, "{r}");
+    for bad in ["a\nb", "nul\u{0}", &"k".repeat(257)] {
+        let r = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"sessionKey": bad}}));
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
     let r = c.request("session/load", json!({"sessionId": "chat-1", "cwd": "relative", "mcpServers": []}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
@@ -642,4 +644,150 @@ fn the_sessions_command_lists_shows_exports_and_deletes() {
     assert!(err.contains(&format!("no session `{session}`")), "{err}");
     let (ok, _, err) = cli(home.path(), &["delete", "never-was"]);
     assert!(!ok && err.contains("no session `never-was`"), "{err}");
+}
+
+/// Reopens `id` with `session/load` or `session/resume`; returns the response (the replay and the
+/// setup updates that follow are read and dropped).
+fn reopen(agent: &mut Agent, method: &str, id: &str, cwd: &Path) -> Value {
+    let mut params = json!({"sessionId": id, "cwd": cwd});
+    if method == "session/load" {
+        params["mcpServers"] = json!([]);
+    }
+    let request = agent.send_request(method, params);
+    let (_, response) = agent.until_response(request);
+    if response.get("result").is_some() {
+        assert_eq!(agent.recv()["params"]["update"]["sessionUpdate"], "available_commands_update");
+    }
+    response
+}
+
+#[test]
+fn a_session_never_prompted_can_be_loaded_and_resumed_on_its_own_connection() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    agent.initialize();
+    let session = agent.new_session_in(home.path(), json!({}));
+    for method in ["session/load", "session/resume"] {
+        let r = reopen(&mut agent, method, &session, home.path());
+        assert!(r.get("result").is_some(), "{method}: {r}\n{}", agent.stderr());
+        assert_eq!(r["result"]["modes"]["currentModeId"], "code", "{r}");
+        let _usage = agent.recv();
+    }
+    // The session is still there: it answers a prompt and closes.
+    mock.push(text("anthropic", "Still here."));
+    let (updates, response) = agent.prompt(&session, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(updates.iter().any(|u| u["content"]["text"] == "Still here."));
+    let r = agent.request("session/close", json!({"sessionId": session}));
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+#[test]
+fn a_session_never_prompted_is_resumed_from_another_process_with_its_settings() {
+    // As acpx does: one process creates the session and sets it up, the next runs the prompt.
+    let home = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let mut a = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    a.initialize();
+    let session = a.new_session_in(home.path(), json!({}));
+    let r = a.request("session/set_mode", json!({"sessionId": session, "modeId": "auto"}));
+    assert!(r.get("result").is_some(), "{r}");
+    let r = a.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "anthropic/claude-opus-4-6"}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    drop(a); // kill -9: what was answered is on disk
+
+    let list = |agent: &mut Agent| agent.request("session/list", json!({}))["result"]["sessions"].clone();
+    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    b.initialize();
+    assert_eq!(list(&mut b), json!([]), "a session never prompted is not listed");
+    let r = reopen(&mut b, "session/resume", &session, home.path());
+    assert_eq!(r["result"]["modes"]["currentModeId"], "auto", "{r}\n{}", b.stderr());
+    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "anthropic/claude-opus-4-6", "{r}");
+    let _usage = b.recv();
+    mock.push(text("anthropic", "Hello from the second process."));
+    let (_, response) = b.prompt(&session, "first prompt");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(mock.requests().last().unwrap().body["model"], "claude-opus-4-6");
+    let listed = list(&mut b);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["sessionId"], session.as_str());
+}
+
+#[test]
+fn session_keys_of_any_printable_text_are_stored_safely_and_distinctly() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let keys = ["agent:main:main", "agent:main:telegram:dm:123", "Demo", "demo", "../../escape", "a b/c"];
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    agent.initialize();
+    for key in keys {
+        let id = agent.new_session_in(home.path(), json!({"_meta": {"sessionKey": key}}));
+        assert_eq!(id, key);
+        mock.push(text("anthropic", &format!("I am {key}.")));
+        let (_, response) = agent.prompt(key, "who are you?");
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    drop(agent);
+    // Every transcript is a file directly in sessions/, one per key, and nothing else was written.
+    let names: Vec<String> = std::fs::read_dir(home.path().join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), keys.len(), "{names:?}");
+    let lower: std::collections::HashSet<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+    assert_eq!(lower.len(), keys.len(), "names differ only by case: {names:?}");
+    assert!(!home.path().parent().unwrap().join("escape.jsonl").exists());
+    // Each loads back as itself in another process.
+    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    b.initialize();
+    for key in keys {
+        let request = b.send_request("session/load", json!({"sessionId": key, "cwd": home.path(), "mcpServers": []}));
+        let (replayed, response) = b.until_response(request);
+        assert!(response.get("result").is_some(), "{key}: {response}");
+        let said = updates_of(&replayed).iter().any(|u| u["content"]["text"] == format!("I am {key}."));
+        assert!(said, "{key}: {replayed:?}");
+    }
+}
+
+#[test]
+fn one_session_key_in_two_processes_at_once_is_refused_clearly_in_one() {
+    let mock = MockModel::start();
+    for round in 0..10 {
+        let home = tempfile::tempdir().unwrap();
+        let mut agents: Vec<Agent> =
+            (0..2).map(|_| Agent::spawn(options_for("anthropic", &mock).home(home.path()))).collect();
+        for agent in &mut agents {
+            agent.initialize();
+        }
+        let params = json!({"cwd": home.path(), "mcpServers": [], "_meta": {"sessionKey": "shared"}});
+        let ids: Vec<i64> = agents.iter_mut().map(|a| a.send_request("session/new", params.clone())).collect();
+        let answers: Vec<Value> = agents.iter_mut().zip(ids).map(|(a, id)| a.until_response(id).1).collect();
+        let won: Vec<&Value> = answers.iter().filter(|r| r.get("result").is_some()).collect();
+        assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+        let lost = answers.iter().find(|r| r.get("error").is_some()).unwrap();
+        let message = lost["error"]["message"].as_str().unwrap();
+        assert!(message.contains("open in another acp process"), "round {round}: {lost}");
+        for agent in &agents {
+            assert!(!agent.stderr().contains("UNIQUE"), "round {round}: {}", agent.stderr());
+        }
+    }
+    // Once the first is closed, the key opens elsewhere with what it holds.
+    let home = tempfile::tempdir().unwrap();
+    let mut a = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    a.initialize();
+    a.new_session_in(home.path(), json!({"_meta": {"sessionKey": "shared"}}));
+    mock.push(text("anthropic", "Saved."));
+    a.prompt("shared", "remember me");
+    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    b.initialize();
+    let r = b.request("session/new", json!({"cwd": home.path(), "mcpServers": [], "_meta": {"sessionKey": "shared"}}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("open in another acp process"), "{r}");
+    let r = a.request("session/close", json!({"sessionId": "shared"}));
+    assert!(r.get("result").is_some(), "{r}");
+    let r = b.request("session/new", json!({"cwd": home.path(), "mcpServers": [], "_meta": {"sessionKey": "shared"}}));
+    assert_eq!(r["result"]["sessionId"], "shared", "{r}");
 }

@@ -202,12 +202,16 @@ fn every_outcome_has_its_exit_code() {
         (&["--model", "nope/model-1", "hi"][..], "--model nope/model-1"),
         (&["--mode", "yolo", "hi"][..], "--mode yolo"),
         (&["   "][..], "the prompt is empty"),
-        (&["--session", "../etc", "hi"][..], "sessionKey"),
+        (&["--session", "two\nlines", "hi"][..], "--session"),
         (&["--no-such-flag", "hi"][..], "--no-such-flag"),
     ] {
         let r = run(home.path(), Some(&mock), cwd, args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        // The user's words, not JSON-RPC's.
+        for wire in ["invalid params", "`value`", "_meta", "-326"] {
+            assert!(!r.stderr.contains(wire), "{args:?}: {}", r.stderr);
+        }
     }
     let r = run(home.path(), Some(&mock), &cwd.join("missing"), &["hi"]);
     assert_eq!(r.code, 2, "{}", r.stderr);

@@ -74,6 +74,22 @@ pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_
     }
 }
 
+/// An agent's error message without what only means something on the wire: the JSON-RPC error
+/// class (`invalid params: `) and the parameter it names (`` `value`: ``).
+fn user_words(message: &str) -> &str {
+    let mut rest = message;
+    for class in ["invalid params: ", "internal error: "] {
+        rest = rest.strip_prefix(class).unwrap_or(rest);
+    }
+    if let Some(after) = rest.strip_prefix('`')
+        && let Some((field, tail)) = after.split_once("`: ")
+        && !field.contains(' ')
+    {
+        rest = tail;
+    }
+    rest
+}
+
 enum Stop {
     Code(u8, String),
 }
@@ -110,8 +126,11 @@ impl State<'_> {
         let id = tx.request("session/new", params)?;
         let opened = self.wait(tx, rx, id, output)?.map_err(|e| match e.code {
             -32000 => Stop::Code(exit::SETUP, e.message),
-            -32602 => Stop::Code(exit::USAGE, e.message),
-            _ => Stop::Code(exit::FAILED, format!("could not open a session: {e}")),
+            -32602 if self.opts.session.is_some() => {
+                Stop::Code(exit::USAGE, format!("--session: {}", user_words(&e.message)))
+            }
+            -32602 => Stop::Code(exit::USAGE, user_words(&e.message).to_owned()),
+            _ => Stop::Code(exit::FAILED, format!("could not open a session: {}", user_words(&e.message))),
         })?;
         let session = opened["sessionId"]
             .as_str()
@@ -124,12 +143,12 @@ impl State<'_> {
             let params = json!({"sessionId": session, "configId": "model", "value": model});
             let id = tx.request("session/set_config_option", params)?;
             self.wait(tx, rx, id, output)?
-                .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", e.message)))?;
+                .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", user_words(&e.message))))?;
         }
         if let Some(mode) = &self.opts.mode {
             let id = tx.request("session/set_mode", json!({"sessionId": session, "modeId": mode}))?;
             self.wait(tx, rx, id, output)?
-                .map_err(|e| Stop::Code(exit::USAGE, format!("--mode {mode}: {}", e.message)))?;
+                .map_err(|e| Stop::Code(exit::USAGE, format!("--mode {mode}: {}", user_words(&e.message))))?;
         }
 
         let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": self.opts.prompt}]});
