@@ -65,13 +65,34 @@ pub(super) type Sessions = Mutex<HashMap<String, AcpSession>>;
 pub(super) struct AcpSession {
     pub handle: SessionHandle,
     pub model: ModelRef,
+    /// Every model the session has had on this connection (they stay among the choices).
+    pub models_used: Vec<ModelRef>,
     pub mode: Mode,
     pub reasoning: Option<ReasoningEffort>,
 }
 
 impl AcpSession {
     fn new(handle: SessionHandle, settings: &SessionSettings) -> Self {
-        Self { handle, model: settings.model.clone(), mode: settings.mode, reasoning: settings.reasoning }
+        Self {
+            handle,
+            model: settings.model.clone(),
+            models_used: vec![settings.model.clone()],
+            mode: settings.mode,
+            reasoning: settings.reasoning,
+        }
+    }
+
+    /// Switches the model the client is shown, remembering the one before.
+    pub fn set_model(&mut self, model: ModelRef) {
+        if !self.models_used.contains(&model) {
+            self.models_used.push(model.clone());
+        }
+        self.model = model;
+    }
+
+    /// The config options as the client should now see them.
+    pub fn options(&self, config: &Config) -> Vec<acp_protocol::acp::schema::SessionConfigOption> {
+        options::config_options(config, &self.model, &self.models_used, self.mode, self.reasoning)
     }
 }
 
@@ -451,7 +472,7 @@ impl Agent {
                         .resolve_model(value)
                         .map_err(|e| ErrorObject::invalid_params(format!("`value`: {e}")))?;
                     self.session_mut(&id, |s| {
-                        s.model = model.clone();
+                        s.set_model(model.clone());
                         s.handle.send(Op::SetModel(model));
                     })?;
                     None
@@ -533,7 +554,7 @@ impl Agent {
 
     fn config_options_of(&self, id: &str) -> Reply<Vec<acp_protocol::acp::schema::SessionConfigOption>> {
         let config = self.runtime.config();
-        self.session(id, |s| options::config_options(&config, &s.model, s.mode, s.reasoning))
+        self.session(id, |s| s.options(&config))
     }
 
     /// Cancels every running and queued turn (SIGINT/SIGTERM).
@@ -595,9 +616,9 @@ impl AgentHandle {
         let config = self.runtime.config();
         lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
         tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
-        responder.respond(Ok(NewSessionResponse::new(id.clone())
-            .modes(options::modes(settings.mode))
-            .config_options(options::config_options(&config, &settings.model, settings.mode, settings.reasoning))));
+        responder.respond(Ok(NewSessionResponse::new(id.clone()).modes(options::modes(settings.mode)).config_options(
+            options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning),
+        )));
         // Setup updates go out after the response: clients drop updates for sessions they do not know yet.
         let window = config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
         self.announce(&id, Some(0), window);
@@ -632,7 +653,7 @@ impl AgentHandle {
         tracing::info!(session = %id, ?how, replayed, cwd = %settings.cwd.display(), "session reopened");
         let config = self.runtime.config();
         let modes = options::modes(settings.mode);
-        let list = options::config_options(&config, &settings.model, settings.mode, settings.reasoning);
+        let list = options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning);
         match how {
             Reopen::Load => responder.respond(Ok(LoadSessionResponse::new().modes(modes).config_options(list))),
             Reopen::Resume => responder.respond(Ok(ResumeSessionResponse::new().modes(modes).config_options(list))),

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::updates;
 use crate::rpc::{Connection, RequestError};
 use crate::tools::host::{
     self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
@@ -74,10 +75,32 @@ impl AcpHost {
         // Our own side cancels by dropping the future; cleanup calls (kill, release) must not be
         // cancelled, so no token is used here.
         let value = self.conn.request(method, &params, &CancellationToken::new()).await.map_err(|e| match e {
-            RequestError::Remote(e) => e.message,
+            RequestError::Remote(e) => remote_reason(&e.message, e.data.as_ref()),
             other => other.to_string(),
         })?;
         serde_json::from_value(value).map_err(|e| format!("unexpected answer to {method}: {e}"))
+    }
+}
+
+/// What an editor's error says: its message, and the reason it put in `data` (`details`, or
+/// `message`, or the data itself as text) — "Internal error" alone helps nobody.
+fn remote_reason(message: &str, data: Option<&Value>) -> String {
+    let detail = match data {
+        None | Some(Value::Null) => return message.to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(d) => match d.get("details").or_else(|| d.get("message")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => d.to_string(),
+        },
+    };
+    let detail = detail.trim();
+    if detail.is_empty() || message.contains(detail) {
+        message.to_owned()
+    } else if detail.contains(message) {
+        detail.to_owned()
+    } else {
+        format!("{message}: {detail}")
     }
 }
 
@@ -147,8 +170,17 @@ impl Host for AcpHost {
                     PermissionOption::new(o.id.clone(), o.label.clone(), kind)
                 })
                 .collect();
-            let tool_call =
-                ToolCallUpdate::new(request.call_id.clone(), ToolCallUpdateFields::new().title(request.title.clone()));
+            // Everything known of the call, so that clients deciding by kind or policy (and people
+            // reading the question) see what will run.
+            let call = &request.call;
+            let fields = ToolCallUpdateFields::new()
+                .title(call.title.clone())
+                .kind(updates::kind(call.kind))
+                .raw_input(call.raw_input.clone())
+                .locations(call.locations.iter().map(updates::location).collect::<Vec<_>>())
+                .content(call.content.iter().map(updates::content).collect::<Vec<_>>());
+            let tool_call = ToolCallUpdate::new(call.id.clone(), fields)
+                .meta(serde_json::Map::from_iter([("toolName".to_owned(), json!(call.name))]));
             let params = json!({ "sessionId": session, "toolCall": tool_call, "options": options });
             match self.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
                 Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
@@ -222,5 +254,32 @@ impl Terminals for AcpHost {
         Box::pin(async move {
             self.call::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::remote_reason;
+
+    #[test]
+    fn an_editors_error_shows_the_reason_in_its_data() {
+        let ts = json!({"details": "Permission denied for fs/write_text_file"});
+        assert_eq!(
+            remote_reason("Internal error", Some(&ts)),
+            "Internal error: Permission denied for fs/write_text_file"
+        );
+        assert_eq!(
+            remote_reason("Internal error", Some(&json!({"message": "disk full"}))),
+            "Internal error: disk full"
+        );
+        assert_eq!(
+            remote_reason("Internal error", Some(&json!("read-only buffer"))),
+            "Internal error: read-only buffer"
+        );
+        assert_eq!(remote_reason("Internal error", Some(&json!({"errno": 13}))), "Internal error: {\"errno\":13}");
+        assert_eq!(remote_reason("No such file", None), "No such file");
+        assert_eq!(remote_reason("No such file", Some(&json!({"details": "No such file"}))), "No such file");
     }
 }

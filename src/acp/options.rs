@@ -26,10 +26,14 @@ pub fn modes(current: Mode) -> SessionModeState {
     SessionModeState::new(current.id(), available)
 }
 
-/// The complete list of config options (ACP replaces its whole state with each list).
+/// The complete list of config options (ACP replaces its whole state with each list). The model
+/// choices are every model of a usable provider, plus the configured default, every model the
+/// session has used (`used`) and the current one even if no provider lists them — clients that
+/// only offer advertised values must always be able to switch back.
 pub fn config_options(
     config: &Config,
     model: &ModelRef,
+    used: &[ModelRef],
     mode: Mode,
     reasoning: Option<ReasoningEffort>,
 ) -> Vec<SessionConfigOption> {
@@ -39,9 +43,15 @@ pub fn config_options(
         .map(|(r, name)| SessionConfigSelectOption::new(r.to_string(), name))
         .collect();
     let current = model.to_string();
-    if !choices.iter().any(|c| c.value.0.as_ref() == current) {
-        choices.insert(0, SessionConfigSelectOption::new(current.clone(), current.clone()));
+    let default = config.default_model_ref().ok();
+    let mut missing: Vec<String> = Vec::new();
+    for r in default.iter().chain(used).chain(std::iter::once(model)) {
+        let value = r.to_string();
+        if !choices.iter().any(|c| c.value.0.as_ref() == value) && !missing.contains(&value) {
+            missing.push(value);
+        }
     }
+    choices.splice(0..0, missing.into_iter().map(|v| SessionConfigSelectOption::new(v.clone(), v)));
     let modes: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
         .map(|m| SessionConfigSelectOption::new(m.id(), m.name()).description(m.description()))

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::agent::{Prompts, Sessions};
 use super::client_bridge::ClientCaps;
-use super::{options, prompt};
+use super::prompt;
 use crate::providers;
 use crate::rpc::Connection;
 use crate::runtime::{self, CompactionEvent, CompactionPhase, ConfigSource, Event, EventKind, EventSink, TurnOutcome};
@@ -69,16 +69,15 @@ impl AcpSink {
     /// A slash command changed the session's settings: update the client's view of them.
     fn settings(&self, session: &str, change: runtime::SettingsChange) {
         let Some(config) = self.config.get().and_then(ConfigSource::get) else { return };
-        let mode_changed = {
+        let (mode_changed, list) = {
             let mut sessions = lock(&self.sessions);
             let Some(s) = sessions.get_mut(session) else { return };
             let changed = s.mode != change.mode;
-            s.model = change.model.clone();
+            s.set_model(change.model.clone());
             s.mode = change.mode;
             s.reasoning = change.reasoning;
-            changed
+            (changed, s.options(&config))
         };
-        let list = options::config_options(&config, &change.model, change.mode, change.reasoning);
         self.update(session, SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(list)));
         if mode_changed {
             self.update(session, SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(change.mode.id())));
@@ -378,7 +377,7 @@ fn chunk(text: String, message_id: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id))
 }
 
-fn kind(k: tools::ToolKind) -> ToolKind {
+pub(super) fn kind(k: tools::ToolKind) -> ToolKind {
     match k {
         tools::ToolKind::Read => ToolKind::Read,
         tools::ToolKind::Edit => ToolKind::Edit,
@@ -402,7 +401,7 @@ fn status(s: ToolStatus) -> ToolCallStatus {
     }
 }
 
-fn content(c: &tools::ToolContent) -> ToolCallContent {
+pub(super) fn content(c: &tools::ToolContent) -> ToolCallContent {
     match c {
         tools::ToolContent::Text(text) => ToolCallContent::Content(Content::new(ContentBlock::from(text.clone()))),
         tools::ToolContent::Diff { path, old_text, new_text } => {
@@ -412,7 +411,7 @@ fn content(c: &tools::ToolContent) -> ToolCallContent {
     }
 }
 
-fn location(l: &tools::Location) -> ToolCallLocation {
+pub(super) fn location(l: &tools::Location) -> ToolCallLocation {
     ToolCallLocation::new(l.path.clone()).line(l.line)
 }
 

@@ -238,8 +238,8 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
         }
         Decision::Ask => {
             let options = approval::options(&name, &ready.prepared, ready.inside);
-            let request =
-                PermissionRequest { call_id: ready.call.id.clone(), title: ready.prepared.title.clone(), options };
+            let call = ready.state.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let request = PermissionRequest { call, options };
             env.events.flush();
             let answer = env.shared.host.request_permission(&env.events.session, &request, &env.cancel).await;
             let chosen = match &answer {

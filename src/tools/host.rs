@@ -56,10 +56,10 @@ pub struct PermissionOption {
 }
 
 /// A question to the user about one tool call (already announced to them).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PermissionRequest {
-    pub call_id: String,
-    pub title: String,
+    /// The call as announced: id, title, kind, input, locations and the diff it would make.
+    pub call: super::ToolCallState,
     pub options: Vec<PermissionOption>,
 }
 

@@ -275,3 +275,46 @@ fn thought_level_reaches_every_wire_api() {
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"thinkingLevel": "medium"}}));
     assert_eq!(r["result"]["configOptions"][2]["currentValue"], "medium");
 }
+
+#[test]
+fn the_default_model_and_every_model_used_stay_among_the_choices() {
+    // A default no provider lists (a local model name, say): once the user switches away, clients
+    // that only offer advertised values must still be able to switch back.
+    let mock = MockModel::start();
+    let mut agent = Agent::spawn(
+        options_for("openai-chat", &mock)
+            .env("ANTHROPIC_API_KEY", "k2")
+            .env("ANTHROPIC_BASE_URL", &mock.base())
+            .env("ACP_MODEL", "openai/mock-model"),
+    );
+    agent.initialize();
+    let cwd = agent.home.path().display().to_string();
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"model": "anthropic/x-1"}}));
+    let session = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let values = |r: &Value| -> Vec<String> {
+        let list = r["configOptions"].as_array().unwrap();
+        list[0]["options"].as_array().unwrap().iter().map(|o| o["value"].as_str().unwrap().to_owned()).collect()
+    };
+    let first = values(&r["result"]);
+    assert!(first.contains(&"openai/mock-model".to_owned()), "the configured default: {first:?}");
+    assert!(first.contains(&"anthropic/x-1".to_owned()), "the current model: {first:?}");
+    for (to, kept) in [
+        ("openai/gpt-5", ["openai/mock-model", "anthropic/x-1"]),
+        ("openai/gpt-4.1", ["openai/gpt-5", "anthropic/x-1"]),
+    ] {
+        let r =
+            agent.request("session/set_config_option", json!({"sessionId": session, "configId": "model", "value": to}));
+        let now = values(&r["result"]);
+        for model in kept {
+            assert!(now.contains(&model.to_owned()), "after switching to {to}, {model} is gone: {now:?}");
+        }
+        let unique: std::collections::HashSet<&String> = now.iter().collect();
+        assert_eq!(unique.len(), now.len(), "no duplicates: {now:?}");
+    }
+    // And back to the default.
+    let r = agent.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "openai/mock-model"}),
+    );
+    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "openai/mock-model", "{r}");
+}

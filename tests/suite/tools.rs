@@ -196,6 +196,15 @@ fn code_mode_asks_before_edits_and_commands_and_remembers_always() {
     assert_eq!(asked.len(), 1, "only the edit asks: {asked:?}");
     let ask = &asked[0]["params"];
     assert_eq!(ask["toolCall"]["toolCallId"], "e1");
+    // Everything a client deciding by kind or policy needs, in the question itself.
+    let call = &ask["toolCall"];
+    assert_eq!(call["kind"], "edit", "{call}");
+    assert_eq!(call["rawInput"]["path"], "src/lib.rs", "{call}");
+    assert_eq!(call["_meta"]["toolName"], "edit", "{call}");
+    assert!(call["locations"][0]["path"].as_str().unwrap().ends_with("src/lib.rs"), "{call}");
+    assert_eq!(call["content"][0]["type"], "diff", "{call}");
+    assert!(call["content"][0]["oldText"].as_str().unwrap().contains("a - b"), "{call}");
+    assert!(call["content"][0]["newText"].as_str().unwrap().contains("a + b"), "{call}");
     let kinds: Vec<&str> = ask["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, vec!["allow_once", "allow_always", "reject_once", "reject_always"]);
     assert_eq!(ask["options"][1]["name"], "Always allow `edit`");
@@ -647,4 +656,39 @@ fn the_editor_scenario_without_editor_capabilities_uses_disk_and_local_processes
     let x1 = tool_updates(&updates_of(&msgs), "x1");
     let last = x1.last().unwrap();
     assert!(last["content"].to_string().contains("ok: 1 passed"), "the output is shown: {last}");
+}
+
+#[test]
+fn an_editor_that_cannot_write_says_why_and_the_model_hears_it() {
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(api, &[("w1", "write", json!({"path": "NOTES.md", "content": "notes"}))]));
+    mock.push(text(api, "ok"));
+    let mut agent = Agent::spawn(options_for(api, &mock));
+    let caps = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let r = agent.request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+    assert!(r.get("result").is_some(), "{r}");
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    let id = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "note"}]}));
+    let mut updates = Vec::new();
+    loop {
+        let msg = agent.recv();
+        match msg["method"].as_str() {
+            // The official TypeScript SDK's shape for a handler that throws.
+            Some("fs/write_text_file") => agent.send(&json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
+                "code": -32603, "message": "Internal error",
+                "data": {"details": "Permission denied for fs/write_text_file"}}})),
+            Some("fs/read_text_file") => agent.send(&json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
+                "code": -32002, "message": "Resource not found"}})),
+            Some("session/update") => updates.push(msg["params"]["update"].clone()),
+            _ if msg["id"] == id => break,
+            _ => panic!("unexpected: {msg}"),
+        }
+    }
+    let end = tool_updates(&updates, "w1").last().cloned().unwrap();
+    assert_eq!(end["status"], "failed", "{end}");
+    assert!(end.to_string().contains("Permission denied for fs/write_text_file"), "{end}");
+    assert!(result_for(api, &mock.requests()[1].body, "w1").contains("Permission denied for fs/write_text_file"));
 }
