@@ -181,6 +181,10 @@ pub enum Decision {
 /// Model requests one prompt may make before the turn stops with `max_turn_requests`.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 100;
 
+/// Bytes of text and thoughts one model reply may stream: far above any model's output limit (a
+/// 128k-token reply is about 0.5 MiB), so only a runaway or hostile server reaches it.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 4 << 20;
+
 /// Characters of each instruction or agent-workspace file injected into the system prompt.
 pub const DEFAULT_BOOTSTRAP_MAX_CHARS: usize = 20_000;
 
@@ -216,6 +220,8 @@ pub struct Config {
     pub max_line_bytes: usize,
     pub tools: ToolsConfig,
     pub max_turn_requests: u32,
+    /// Bytes of text and thoughts one model reply may stream before it is stopped.
+    pub max_reply_bytes: usize,
     pub bootstrap_max_chars: usize,
     pub compaction: CompactionConfig,
     pub permissions: Vec<PermissionEntry>,
@@ -284,18 +290,30 @@ impl Config {
         }
         let t = file.timeouts.unwrap_or_default();
         let defaults = Timeouts::default();
+        let file_path = home.join("config.toml");
+        let mut secs = |section: &str, key: &str, value: Option<f64>, max: u64| {
+            let checked = seconds(value, max);
+            if checked.is_err() {
+                load_error.get_or_insert(format!(
+                    "{}: [{section}] {key} = {}: must be a number of seconds above 0 and at most {max}",
+                    file_path.display(),
+                    value.unwrap_or_default()
+                ));
+            }
+            checked.ok().flatten()
+        };
         let timeouts = Timeouts {
-            connect: secs(t.connect).unwrap_or(defaults.connect),
-            first_event: secs(t.first_event).unwrap_or(defaults.first_event),
-            idle: secs(t.idle).unwrap_or(defaults.idle),
+            connect: secs("timeouts", "connect", t.connect, DAY).unwrap_or(defaults.connect),
+            first_event: secs("timeouts", "first_event", t.first_event, DAY).unwrap_or(defaults.first_event),
+            idle: secs("timeouts", "idle", t.idle, DAY).unwrap_or(defaults.idle),
         };
         let r = file.retry.unwrap_or_default();
         let rd = RetryConfig::default();
         let retry = RetryConfig {
-            max_retries: r.max_retries.unwrap_or(rd.max_retries),
-            initial_delay: secs(r.initial_delay).unwrap_or(rd.initial_delay),
-            max_backoff: secs(r.max_backoff).unwrap_or(rd.max_backoff),
-            max_retry_after: secs(r.max_retry_after).unwrap_or(rd.max_retry_after),
+            max_retries: r.max_retries.unwrap_or(rd.max_retries).min(MAX_RETRIES),
+            initial_delay: secs("retry", "initial_delay", r.initial_delay, HOUR).unwrap_or(rd.initial_delay),
+            max_backoff: secs("retry", "max_backoff", r.max_backoff, HOUR).unwrap_or(rd.max_backoff),
+            max_retry_after: secs("retry", "max_retry_after", r.max_retry_after, DAY).unwrap_or(rd.max_retry_after),
         };
         let c = file.compaction.unwrap_or_default();
         let cd = CompactionConfig::default();
@@ -334,6 +352,7 @@ impl Config {
             max_line_bytes: file.max_line_bytes.unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
             tools: file.tools.unwrap_or_default(),
             max_turn_requests: file.max_turn_requests.unwrap_or(DEFAULT_MAX_TURN_REQUESTS).max(1),
+            max_reply_bytes: file.max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES).max(1024),
             bootstrap_max_chars: file.bootstrap_max_chars.unwrap_or(DEFAULT_BOOTSTRAP_MAX_CHARS).max(100),
             compaction,
             permissions: file.permissions,
@@ -478,8 +497,21 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
     std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn secs(value: Option<f64>) -> Option<Duration> {
-    value.filter(|v| v.is_finite() && *v > 0.0).map(Duration::from_secs_f64)
+const HOUR: u64 = 60 * 60;
+const DAY: u64 = 24 * HOUR;
+/// Retries per model request at most, whatever the file says.
+const MAX_RETRIES: u32 = 100;
+
+/// A duration in seconds from the file: absent is `Ok(None)`; anything not above 0 and at most
+/// `max` seconds (NaN, infinity, 1e300) is an error rather than a panic or an eternity.
+fn seconds(value: Option<f64>, max: u64) -> Result<Option<Duration>, ()> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 && v <= max as f64 => {
+            Duration::try_from_secs_f64(v).map(Some).map_err(|_| ())
+        }
+        Some(_) => Err(()),
+    }
 }
 
 fn trim_base(url: &str) -> String {
@@ -565,6 +597,7 @@ struct FileConfig {
     reasoning: Option<String>,
     tools: Option<ToolsConfig>,
     max_turn_requests: Option<u32>,
+    max_reply_bytes: Option<usize>,
     bootstrap_max_chars: Option<usize>,
     compaction: Option<FileCompaction>,
     #[serde(default)]

@@ -110,9 +110,53 @@ pub fn parse_line(line: &[u8]) -> Result<Message, Box<Invalid>> {
         let detail = format!("line is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to());
         return Err(Invalid::new(RequestId::Null, ErrorObject::parse_error(detail)));
     }
-    let value: Value =
-        serde_json::from_slice(line).map_err(|e| Invalid::new(RequestId::Null, ErrorObject::parse_error(e)))?;
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        // JavaScript's JSON.stringify writes a broken emoji as a lone surrogate escape
+        // (`"\ud83d"`), which is not Unicode: read it as U+FFFD rather than lose the message.
+        Err(e) => match std::str::from_utf8(line).ok().and_then(replace_lone_surrogates) {
+            Some(fixed) => {
+                serde_json::from_str(&fixed).map_err(|_| Invalid::new(RequestId::Null, ErrorObject::parse_error(e)))?
+            }
+            None => return Err(Invalid::new(RequestId::Null, ErrorObject::parse_error(e))),
+        },
+    };
     classify(value)
+}
+
+/// The line with every `\uXXXX` escape of an unpaired UTF-16 surrogate replaced by `\ufffd`;
+/// `None` if it has none.
+fn replace_lone_surrogates(line: &str) -> Option<String> {
+    let unit = |s: &str, at: usize| -> Option<u16> {
+        let hex = s.get(at..at + 6)?.strip_prefix("\\u")?;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let mut out = String::with_capacity(line.len());
+    let mut changed = false;
+    let mut i = 0;
+    while let Some(off) = line[i..].find('\\') {
+        let at = i + off;
+        out.push_str(&line[i..at]);
+        match unit(line, at) {
+            Some(0xD800..=0xDBFF) if unit(line, at + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) => {
+                out.push_str(&line[at..at + 12]);
+                i = at + 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.push_str("\\ufffd");
+                changed = true;
+                i = at + 6;
+            }
+            _ => {
+                // Any other escape (a `\\` included) is copied with the character it escapes.
+                let next = line[at + 1..].chars().next().map_or(0, char::len_utf8);
+                out.push_str(&line[at..at + 1 + next]);
+                i = at + 1 + next;
+            }
+        }
+    }
+    out.push_str(&line[i..]);
+    changed.then_some(out)
 }
 
 /// Classifies an already-parsed JSON value.
@@ -291,6 +335,19 @@ pub fn meta_of(params: &Value) -> Option<&Map<String, Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogate_escapes_become_replacement_characters() {
+        let line = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"t":"a\ud83d b \udc00 \ud83d\ude00 \\ud83d"}}"#;
+        let Ok(Message::Request { id, params, .. }) = parse_line(line) else { panic!("not accepted") };
+        assert_eq!(id, RequestId::Number(7));
+        assert_eq!(params.unwrap()["t"], "a\u{fffd} b \u{fffd} \u{1f600} \\ud83d");
+        // Other broken JSON is still a parse error.
+        assert!(parse_line(br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"t":"\ud83d}"#).is_err());
+        assert_eq!(replace_lone_surrogates(r#""\\ud83d""#), None, "an escaped backslash is not an escape");
+        assert_eq!(replace_lone_surrogates("no escapes"), None);
+        assert_eq!(replace_lone_surrogates(r#""\ud83d" é \"#).as_deref(), Some(r#""\ufffd" é \"#));
+    }
     use serde_json::json;
 
     fn check_invalid(line: &str, code: i32, id: RequestId, message_part: &str) {

@@ -40,6 +40,10 @@ use crate::runtime::{
 };
 use crate::store::SessionRow;
 
+/// How long `session/close` waits for the session to stop (its turn is cancelled first, which
+/// ends within a few seconds whatever the tools or the editor do).
+const CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Sessions listed per `session/list` page.
 const LIST_PAGE: usize = 50;
 
@@ -108,6 +112,8 @@ enum Reopen {
 /// A `session/prompt` waiting for its turn to end.
 pub(super) struct PendingPrompt {
     pub responder: Responder,
+    /// The session it was sent to.
+    pub session: String,
     /// Keeps `wait_idle` waiting until the prompt is answered.
     _work: TaskTrackerToken,
     /// Stops the `$/cancel_request` watcher once answered.
@@ -154,11 +160,19 @@ impl Agent {
                 m::SESSION_PROMPT => self.handle_prompt(params, responder),
                 m::SESSION_SET_MODE => self.handle_set_mode(params, responder),
                 m::SESSION_SET_CONFIG_OPTION => self.handle_set_config_option(params, responder),
-                m::SESSION_CLOSE => responder.respond(self.handle_close_session(params)),
+                m::SESSION_CLOSE => self.handle_close_session(params, responder),
                 m::SESSION_LOAD => self.handle_load_session(params, responder),
                 m::SESSION_RESUME => self.handle_resume_session(params, responder),
                 m::SESSION_LIST => self.handle_list_sessions(params, responder),
                 m::SESSION_DELETE => self.handle_delete_session(params, responder),
+                // A notification, sent by some clients as a request: cancel, and answer null.
+                m::SESSION_CANCEL => match parse::<CancelNotification>(params.clone()) {
+                    Ok(_) => {
+                        self.handle_cancel(params);
+                        responder.respond(Ok(Value::Null));
+                    }
+                    Err(e) => responder.respond_error(e),
+                },
                 _ => responder.respond_error(ErrorObject::method_not_found(&method)),
             },
             Incoming::Notification { method, params } => match method.as_str() {
@@ -308,6 +322,7 @@ impl Agent {
             conn: self.conn.clone(),
             runtime: self.runtime.clone(),
             sessions: self.sessions.clone(),
+            prompts: self.prompts.clone(),
             caps: self.caps.clone(),
         }
     }
@@ -420,7 +435,12 @@ impl Agent {
                 () = watch.cancelled() => {}
             }
         });
-        let pending = PendingPrompt { responder, _work: self.tracker.token(), _watch: answered.drop_guard() };
+        let pending = PendingPrompt {
+            responder,
+            session: id.clone(),
+            _work: self.tracker.token(),
+            _watch: answered.drop_guard(),
+        };
         lock(&self.prompts).insert(turn, pending);
         if !handle.send(Op::Prompt { turn, input })
             && let Some(p) = lock(&self.prompts).remove(&turn)
@@ -523,13 +543,23 @@ impl Agent {
         });
     }
 
-    fn handle_close_session(&self, params: Option<Value>) -> Reply<CloseSessionResponse> {
-        let req: CloseSessionRequest = parse(params)?;
-        let id = req.session_id.0.to_string();
-        let session = lock(&self.sessions).remove(&id).ok_or_else(|| session_not_found(&id))?;
-        // Cancels like `session/cancel` (pending prompts end `cancelled`), then frees the session.
+    fn handle_close_session(&self, params: Option<Value>, responder: Responder) {
+        let id = match parse::<CloseSessionRequest>(params) {
+            Ok(req) => req.session_id.0.to_string(),
+            Err(e) => return responder.respond_error(e),
+        };
+        let Some(session) = lock(&self.sessions).remove(&id) else {
+            return responder.respond_error(session_not_found(&id));
+        };
+        // Cancels like `session/cancel` (pending prompts end `cancelled`), then frees the session:
+        // answered once it is released, so it can be loaded at once (here or elsewhere).
         session.handle.send(Op::Shutdown);
-        Ok(CloseSessionResponse::new())
+        self.in_order(async move {
+            if tokio::time::timeout(CLOSE_LIMIT, session.handle.closed()).await.is_err() {
+                tracing::warn!(session = %id, "the session did not close in time");
+            }
+            responder.respond(Ok(CloseSessionResponse::new()));
+        });
     }
 
     fn handle_cancel(&self, params: Option<Value>) {
@@ -590,10 +620,41 @@ struct AgentHandle {
     conn: Connection,
     runtime: Runtime,
     sessions: Arc<Sessions>,
+    prompts: Arc<Prompts>,
     caps: Arc<ClientCaps>,
 }
 
 impl AgentHandle {
+    /// Registers an open session, and watches it: should its actor ever stop while it is still
+    /// open (an internal error), its prompts are answered with an error instead of never.
+    fn register(&self, id: &str, handle: SessionHandle, settings: &SessionSettings) {
+        let stopped = handle.stopped();
+        lock(&self.sessions).insert(id.to_owned(), AcpSession::new(handle, settings));
+        let (sessions, prompts, id) = (self.sessions.clone(), self.prompts.clone(), id.to_owned());
+        tokio::spawn(async move {
+            stopped.await;
+            let mut open = lock(&sessions);
+            // Closed on purpose (removed first), or replaced: nothing to do. Still registered: its
+            // actor died.
+            if !open.get(&id).is_some_and(|s| s.handle.is_stopped()) {
+                return;
+            }
+            open.remove(&id);
+            drop(open);
+            tracing::error!(session = %id, "the session stopped unexpectedly (an internal error)");
+            let stranded: Vec<PendingPrompt> = {
+                let mut pending = lock(&prompts);
+                let turns: Vec<TurnId> = pending.iter().filter(|(_, p)| p.session == id).map(|(t, _)| *t).collect();
+                turns.into_iter().filter_map(|t| pending.remove(&t)).collect()
+            };
+            for p in stranded {
+                p.responder.respond_error(ErrorObject::internal(format!(
+                    "session {id} stopped unexpectedly (an internal error); load it again to go on"
+                )));
+            }
+        });
+    }
+
     fn send_update(&self, session_id: &str, update: SessionUpdate) {
         self.conn.notify(SESSION_UPDATE, &SessionNotification::new(session_id.to_owned(), update));
     }
@@ -614,7 +675,7 @@ impl AgentHandle {
             }
         };
         let config = self.runtime.config();
-        lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
+        self.register(&id, handle, &settings);
         tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
         responder.respond(Ok(NewSessionResponse::new(id.clone()).modes(options::modes(settings.mode)).config_options(
             options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning),
@@ -649,7 +710,7 @@ impl AgentHandle {
                 self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(id.clone(), update));
             }
         }
-        lock(&self.sessions).insert(id.clone(), AcpSession::new(handle, &settings));
+        self.register(&id, handle, &settings);
         tracing::info!(session = %id, ?how, replayed, cwd = %settings.cwd.display(), "session reopened");
         let config = self.runtime.config();
         let modes = options::modes(settings.mode);

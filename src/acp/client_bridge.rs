@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use acp_protocol::acp::client_methods as m;
 use acp_protocol::acp::schema::{
@@ -71,16 +72,38 @@ impl AcpHost {
         Self { conn, caps }
     }
 
-    async fn call<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, String> {
-        // Our own side cancels by dropping the future; cleanup calls (kill, release) must not be
-        // cancelled, so no token is used here.
-        let value = self.conn.request(method, &params, &CancellationToken::new()).await.map_err(|e| match e {
+    /// Calls the editor and waits — until the answer, `cancel`, or `limit`, whichever comes
+    /// first (an editor that never answers cannot hold a turn, or its cancellation).
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+        limit: Duration,
+    ) -> Result<T, String> {
+        let value = self.conn.request_within(method, &params, cancel, Some(limit)).await.map_err(|e| match e {
             RequestError::Remote(e) => remote_reason(&e.message, e.data.as_ref()),
+            RequestError::TimedOut(limit) => format!("the editor did not answer {method} within {} s", limit.as_secs()),
             other => other.to_string(),
         })?;
         serde_json::from_value(value).map_err(|e| format!("unexpected answer to {method}: {e}"))
     }
+
+    /// A call made after the turn's end or cancellation (kill, output, release): not cancelled,
+    /// but short.
+    async fn cleanup<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, String> {
+        self.call(method, params, &CancellationToken::new(), CLEANUP_LIMIT).await
+    }
 }
+
+/// How long the editor may take to answer, by call. Reads and terminal starts are quick; a write
+/// may wait for the user to review it; cleanup after a cancel must not hold the cancel up.
+const READ_LIMIT: Duration = Duration::from_secs(60);
+const WRITE_LIMIT: Duration = Duration::from_secs(600);
+const TERMINAL_LIMIT: Duration = Duration::from_secs(30);
+const CLEANUP_LIMIT: Duration = Duration::from_secs(2);
+/// A command runs as long as the exec tool lets it (its own timeout ends it first).
+const COMMAND_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// What an editor's error says: its message, and the reason it put in `data` (`details`, or
 /// `message`, or the data itself as text) — "Internal error" alone helps nobody.
@@ -110,17 +133,20 @@ impl Host for AcpHost {
         session: &'a str,
         path: &'a Path,
         range: Option<LineRange>,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<String, FsError>> {
         Box::pin(async move {
             if !self.caps.read_text_file.load(Ordering::Relaxed) {
-                return host::LocalHost.read_text_file(session, path, range).await;
+                return host::LocalHost.read_text_file(session, path, range, cancel).await;
             }
+            // A FIFO or device on disk is refused before the editor is asked to open it.
+            host::ensure_regular(path).await?;
             let mut params = json!({ "sessionId": session, "path": path });
             if let Some(r) = range {
                 params["line"] = json!(r.line);
                 params["limit"] = json!(r.limit);
             }
-            match self.call::<ReadTextFileResponse>(m::FS_READ_TEXT_FILE, params).await {
+            match self.call::<ReadTextFileResponse>(m::FS_READ_TEXT_FILE, params, cancel, READ_LIMIT).await {
                 Ok(r) => Ok(r.content),
                 // Clients answer a missing file with some error; any error for a file that is not
                 // on disk means "new file".
@@ -137,13 +163,15 @@ impl Host for AcpHost {
         session: &'a str,
         path: &'a Path,
         content: &'a str,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), FsError>> {
         Box::pin(async move {
             if !self.caps.write_text_file.load(Ordering::Relaxed) {
-                return host::write_local(path, content).await;
+                return host::LocalHost.write_text_file(session, path, content, cancel).await;
             }
+            host::ensure_regular(path).await?;
             let params = json!({ "sessionId": session, "path": path, "content": content });
-            self.call::<Value>(m::FS_WRITE_TEXT_FILE, params)
+            self.call::<Value>(m::FS_WRITE_TEXT_FILE, params, cancel, WRITE_LIMIT)
                 .await
                 .map(|_| ())
                 .map_err(|e| FsError::Other(format!("the editor could not write it: {e}")))
@@ -207,7 +235,12 @@ impl Host for AcpHost {
 }
 
 impl Terminals for AcpHost {
-    fn create<'a>(&'a self, session: &'a str, spec: &'a TerminalSpec) -> BoxFuture<'a, Result<String, String>> {
+    fn create<'a>(
+        &'a self,
+        session: &'a str,
+        spec: &'a TerminalSpec,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
             let env: Vec<Value> = spec.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect();
             let mut params = json!({
@@ -220,14 +253,23 @@ impl Terminals for AcpHost {
             if let Some(limit) = spec.output_byte_limit {
                 params["outputByteLimit"] = json!(limit);
             }
-            self.call::<CreateTerminalResponse>(m::TERMINAL_CREATE, params).await.map(|r| r.terminal_id.0.to_string())
+            self.call::<CreateTerminalResponse>(m::TERMINAL_CREATE, params, cancel, TERMINAL_LIMIT)
+                .await
+                .map(|r| r.terminal_id.0.to_string())
         })
     }
 
-    fn wait_for_exit<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, String>> {
+    fn wait_for_exit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ExitStatus, String>> {
         Box::pin(async move {
             let params = json!({ "sessionId": session, "terminalId": id });
-            let r = self.call::<WaitForTerminalExitResponse>(m::TERMINAL_WAIT_FOR_EXIT, params).await?;
+            let r = self
+                .call::<WaitForTerminalExitResponse>(m::TERMINAL_WAIT_FOR_EXIT, params, cancel, COMMAND_LIMIT)
+                .await?;
             Ok(ExitStatus { code: r.exit_status.exit_code.map(i64::from), signal: r.exit_status.signal })
         })
     }
@@ -235,7 +277,7 @@ impl Terminals for AcpHost {
     fn output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>> {
         Box::pin(async move {
             let params = json!({ "sessionId": session, "terminalId": id });
-            let r = self.call::<TerminalOutputResponse>(m::TERMINAL_OUTPUT, params).await?;
+            let r = self.cleanup::<TerminalOutputResponse>(m::TERMINAL_OUTPUT, params).await?;
             Ok(TerminalOutput {
                 output: r.output,
                 truncated: r.truncated,
@@ -246,13 +288,15 @@ impl Terminals for AcpHost {
 
     fn kill<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            self.call::<Value>(m::TERMINAL_KILL, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
+            self.cleanup::<Value>(m::TERMINAL_KILL, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
         })
     }
 
     fn release<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            self.call::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
+            self.cleanup::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id }))
+                .await
+                .map(|_| ())
         })
     }
 }

@@ -197,6 +197,8 @@ pub struct Decoder {
     finished: bool,
     /// Tool-use blocks being streamed, by block index: (id, name, JSON text so far).
     tools: std::collections::HashMap<u64, (String, String, String)>,
+    /// Argument text streamed so far, all calls together.
+    argument_bytes: usize,
 }
 
 impl Decoder {
@@ -249,6 +251,7 @@ impl Decoder {
                     Some("input_json_delta") => {
                         let index = v["index"].as_u64().unwrap_or(0);
                         if let (Some(call), Some(part)) = (self.tools.get_mut(&index), delta["partial_json"].as_str()) {
+                            super::count_arguments(&mut self.argument_bytes, part.len())?;
                             call.2.push_str(part);
                         }
                     }
@@ -286,7 +289,7 @@ impl Decoder {
 
     /// Usage counts are cumulative: later values overwrite earlier ones; absent fields keep theirs.
     fn read_usage(&mut self, u: &Value) {
-        let get = |k: &str| u[k].as_u64();
+        let get = |k: &str| super::tokens(&u[k]);
         let uncached = get("input_tokens");
         let write = get("cache_creation_input_tokens");
         let read = get("cache_read_input_tokens");
@@ -297,14 +300,15 @@ impl Decoder {
             if let Some(r) = read {
                 self.usage.cache_read = r;
             }
-            let uncached =
-                uncached.unwrap_or(self.usage.input.saturating_sub(self.usage.cache_read + self.usage.cache_write));
-            self.usage.input = uncached + self.usage.cache_write + self.usage.cache_read;
+            let uncached = uncached.unwrap_or(
+                self.usage.input.saturating_sub(self.usage.cache_read.saturating_add(self.usage.cache_write)),
+            );
+            self.usage.input = uncached.saturating_add(self.usage.cache_write).saturating_add(self.usage.cache_read);
         }
         if let Some(o) = get("output_tokens") {
             self.usage.output = o;
         }
-        if let Some(t) = u["output_tokens_details"]["thinking_tokens"].as_u64() {
+        if let Some(t) = super::tokens(&u["output_tokens_details"]["thinking_tokens"]) {
             self.usage.reasoning = Some(t);
         }
     }

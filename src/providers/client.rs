@@ -369,19 +369,32 @@ async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
+/// The longest delay a server's answer is taken to ask for: anything longer (`retry-after: 1e30`)
+/// is this, which is past any `max_retry_after`, so the request is not retried and the user hears
+/// why at once.
+pub const MAX_SERVER_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A delay in seconds that a server sent: negative or NaN is none; huge ones are capped (never a
+/// panic, whatever the number).
+pub fn server_delay(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).map_or(MAX_SERVER_DELAY, |d| d.min(MAX_SERVER_DELAY)))
+}
+
 /// `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+    if let Some(delay) =
+        get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).and_then(|ms| server_delay(ms / 1000.0))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(delay);
     }
     let value = get("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return server_delay(secs);
     }
     let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(SystemTime::now()).unwrap_or_default())
+    Some(when.duration_since(SystemTime::now()).unwrap_or_default().min(MAX_SERVER_DELAY))
 }

@@ -229,7 +229,7 @@ pub fn delay_from_message(message: &str) -> Option<Duration> {
     } else {
         return None;
     };
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    super::client::server_delay(secs)
 }
 
 #[cfg(test)]

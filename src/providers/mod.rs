@@ -140,20 +140,20 @@ pub struct Usage {
 
 impl Usage {
     pub fn total(&self) -> u64 {
-        self.input + self.output
+        self.input.saturating_add(self.output)
     }
 
-    /// The sum of two usages.
+    /// The sum of two usages (saturating: a server's absurd count never wraps around).
     #[must_use]
     pub fn plus(self, other: Usage) -> Usage {
         Usage {
-            input: self.input + other.input,
-            output: self.output + other.output,
-            cache_read: self.cache_read + other.cache_read,
-            cache_write: self.cache_write + other.cache_write,
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cache_read: self.cache_read.saturating_add(other.cache_read),
+            cache_write: self.cache_write.saturating_add(other.cache_write),
             reasoning: match (self.reasoning, other.reasoning) {
                 (None, None) => None,
-                (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
             },
         }
     }
@@ -259,6 +259,31 @@ pub(crate) fn arguments_raw(raw: &str) -> &serde_json::value::RawValue {
         Ok(v) if v.get().trim_start().starts_with('{') => v,
         _ => EMPTY.get_or_init(|| serde_json::value::RawValue::from_string("{}".to_owned()).unwrap_or_default()),
     }
+}
+
+/// The largest token count taken from a provider's usage report; larger ones (`2^64 − 1`) are
+/// this. Far above any real count, and low enough that sums of them never overflow.
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 48;
+
+/// A token count from a usage report.
+pub(crate) fn tokens(v: &serde_json::Value) -> Option<u64> {
+    v.as_u64().map(|n| n.min(MAX_REPORTED_TOKENS))
+}
+
+/// The most tool-call argument text one reply may stream, all its calls together: no real call
+/// comes near it; a server streaming arguments forever is stopped here.
+pub const MAX_ARGUMENTS_BYTES: usize = 8 << 20;
+
+/// Counts streamed argument bytes against [`MAX_ARGUMENTS_BYTES`].
+pub(crate) fn count_arguments(total: &mut usize, added: usize) -> Result<(), ProviderError> {
+    *total = total.saturating_add(added);
+    if *total > MAX_ARGUMENTS_BYTES {
+        return Err(ProviderError::new(
+            ErrorKind::Protocol,
+            format!("the model's tool-call arguments passed {} MiB; stopped", MAX_ARGUMENTS_BYTES >> 20),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses a JSON body from a provider, naming the provider in the error.

@@ -267,6 +267,8 @@ pub struct Decoder {
     /// Tool calls being assembled, keyed by their `index` (not their id, which some servers repeat
     /// or omit): (id, name, arguments so far).
     calls: std::collections::BTreeMap<u64, (String, String, String)>,
+    /// Argument text streamed so far, all calls together.
+    argument_bytes: usize,
 }
 
 impl Decoder {
@@ -324,6 +326,7 @@ impl Decoder {
                         entry.1 = name.to_owned();
                     }
                     if let Some(args) = call["function"]["arguments"].as_str() {
+                        super::count_arguments(&mut self.argument_bytes, args.len())?;
                         entry.2.push_str(args);
                     }
                 }
@@ -340,11 +343,11 @@ impl Decoder {
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.push(ResponseEvent::Usage(Usage {
-                input: u["prompt_tokens"].as_u64().unwrap_or(0),
-                output: u["completion_tokens"].as_u64().unwrap_or(0),
-                cache_read: u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
+                input: super::tokens(&u["prompt_tokens"]).unwrap_or(0),
+                output: super::tokens(&u["completion_tokens"]).unwrap_or(0),
+                cache_read: super::tokens(&u["prompt_tokens_details"]["cached_tokens"]).unwrap_or(0),
                 cache_write: 0,
-                reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
+                reasoning: super::tokens(&u["completion_tokens_details"]["reasoning_tokens"]),
             }));
         }
         Ok(())

@@ -243,11 +243,11 @@ impl Decoder {
                 let response = &v["response"];
                 if let Some(u) = response.get("usage").filter(|u| u.is_object()) {
                     out.push(ResponseEvent::Usage(Usage {
-                        input: u["input_tokens"].as_u64().unwrap_or(0),
-                        output: u["output_tokens"].as_u64().unwrap_or(0),
-                        cache_read: u["input_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
+                        input: super::tokens(&u["input_tokens"]).unwrap_or(0),
+                        output: super::tokens(&u["output_tokens"]).unwrap_or(0),
+                        cache_read: super::tokens(&u["input_tokens_details"]["cached_tokens"]).unwrap_or(0),
                         cache_write: 0,
-                        reasoning: u["output_tokens_details"]["reasoning_tokens"].as_u64(),
+                        reasoning: super::tokens(&u["output_tokens_details"]["reasoning_tokens"]),
                     }));
                 }
                 let reason = if kind == "response.incomplete" {

@@ -21,7 +21,7 @@ pub enum Failure {
 pub fn backoff(policy: &RetryConfig, retries_made: u32) -> Duration {
     let base = policy.initial_delay.as_secs_f64() * 2f64.powi(retries_made.min(30) as i32);
     let capped = base.min(policy.max_backoff.as_secs_f64());
-    Duration::from_secs_f64(capped * (1.0 - 0.25 * fastrand::f64()))
+    Duration::try_from_secs_f64(capped * (1.0 - 0.25 * fastrand::f64())).unwrap_or(policy.max_backoff)
 }
 
 /// The delay before the next attempt, or `None` when the error must not be retried.
@@ -43,6 +43,12 @@ pub trait StreamSink {
     /// Every event received so far has been handed over and the next one needs more input from
     /// the network: a good moment to flush what was produced.
     fn idle(&mut self) {}
+
+    /// The sink takes no more: the stream is dropped (hanging up stops the generation) and the
+    /// request ends as if it had completed.
+    fn full(&self) -> bool {
+        false
+    }
 }
 
 /// Runs `request`, handing every event to `sink`, retrying per `policy` while nothing has been
@@ -81,6 +87,10 @@ pub async fn stream_with_retry(
                             delivered |= event.is_output();
                             emitted = true;
                             sink.event(event);
+                            if sink.full() {
+                                sink.idle();
+                                return Ok(());
+                            }
                             if !stream.has_buffered() {
                                 sink.idle();
                             }

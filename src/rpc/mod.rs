@@ -42,6 +42,8 @@ pub enum RequestError {
     Remote(ErrorObject),
     /// We cancelled it, or the peer's input ended (so no answer can come).
     Cancelled,
+    /// No answer came within the time given (the peer is told with `$/cancel_request`).
+    TimedOut(std::time::Duration),
     /// The request could not be serialized.
     Internal(String),
 }
@@ -51,6 +53,7 @@ impl std::fmt::Display for RequestError {
         match self {
             Self::Remote(e) => write!(f, "the client answered with an error: {e}"),
             Self::Cancelled => f.write_str("the request was cancelled"),
+            Self::TimedOut(limit) => write!(f, "no answer within {} s", limit.as_secs()),
             Self::Internal(e) => write!(f, "could not send the request: {e}"),
         }
     }
@@ -65,6 +68,11 @@ pub struct Rpc {
     pub incoming: IncomingRx,
 }
 
+/// Messages read but not yet dispatched, at most. When the dispatcher falls behind (its answers
+/// cannot be written because the peer does not read them), the reader stops reading: a peer that
+/// floods input without reading output is held back instead of filling memory.
+const INCOMING_QUEUE: usize = 16;
+
 /// What the reader hands over, in input order.
 #[derive(Debug)]
 enum FromReader {
@@ -78,7 +86,7 @@ enum FromReader {
 /// The dispatcher's end: yields messages in input order, answering rejected lines on the way.
 #[derive(Debug)]
 pub struct IncomingRx {
-    rx: mpsc::UnboundedReceiver<FromReader>,
+    rx: mpsc::Receiver<FromReader>,
     conn: Connection,
 }
 
@@ -100,7 +108,7 @@ pub fn start(
     output: impl std::io::Write + Send + 'static,
     max_line_bytes: usize,
 ) -> std::io::Result<Rpc> {
-    let (incoming_tx, rx) = mpsc::unbounded_channel();
+    let (incoming_tx, rx) = mpsc::channel(INCOMING_QUEUE);
     let conn = Connection {
         inner: Arc::new(Inner {
             out: writer::Writer::new(output),
@@ -174,6 +182,19 @@ impl Connection {
         params: &P,
         cancel: &CancellationToken,
     ) -> Result<Value, RequestError> {
+        self.request_within(method, params, cancel, None).await
+    }
+
+    /// [`Self::request`], giving up (`TimedOut`) after `limit`. However the wait ends — cancelled,
+    /// timed out, or the future dropped — an unanswered request is withdrawn with
+    /// `$/cancel_request`, and its answer, should it still come, is ignored.
+    pub async fn request_within<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        cancel: &CancellationToken,
+        limit: Option<std::time::Duration>,
+    ) -> Result<Value, RequestError> {
         if self.input_closed() {
             return Err(RequestError::Cancelled);
         }
@@ -181,22 +202,26 @@ impl Connection {
         let line = jsonrpc::request_line(&id, method, params).map_err(|e| RequestError::Internal(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(id.clone(), tx);
+        let mut waiting = Waiting { conn: self, id: Some(id) };
         self.send_line(line);
+        let expired = async {
+            match limit {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            answer = rx => match answer {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(RequestError::Remote(error)),
-                Err(_) => Err(RequestError::Cancelled),
-            },
-            () = cancel.cancelled() => {
-                lock(&self.inner.pending).remove(&id);
-                self.notify(CANCEL_REQUEST, &serde_json::json!({ "requestId": id }));
-                Err(RequestError::Cancelled)
+            answer = rx => {
+                waiting.id = None;
+                match answer {
+                    Ok(Ok(value)) => Ok(value),
+                    Ok(Err(error)) => Err(RequestError::Remote(error)),
+                    Err(_) => Err(RequestError::Cancelled),
+                }
             }
-            () = self.inner.input_closed.cancelled() => {
-                lock(&self.inner.pending).remove(&id);
-                Err(RequestError::Cancelled)
-            }
+            () = cancel.cancelled() => Err(RequestError::Cancelled),
+            () = expired => Err(RequestError::TimedOut(limit.unwrap_or_default())),
+            () = self.inner.input_closed.cancelled() => Err(RequestError::Cancelled),
         }
     }
 
@@ -253,6 +278,21 @@ impl Connection {
     fn close_input(&self) {
         self.inner.input_closed.cancel();
         lock(&self.inner.pending).clear();
+    }
+}
+
+/// One of our requests still waiting for its answer; withdrawn when the wait ends without one.
+struct Waiting<'a> {
+    conn: &'a Connection,
+    id: Option<RequestId>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        if lock(&self.conn.inner.pending).remove(&id).is_some() && !self.conn.input_closed() {
+            self.conn.notify(CANCEL_REQUEST, &serde_json::json!({ "requestId": id }));
+        }
     }
 }
 

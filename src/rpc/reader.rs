@@ -16,7 +16,7 @@ pub(super) fn spawn(
     input: impl Read + Send + 'static,
     max_line_bytes: usize,
     conn: Connection,
-    incoming: mpsc::UnboundedSender<FromReader>,
+    incoming: mpsc::Sender<FromReader>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new().name("rpc-reader".into()).spawn(move || {
         let mut reader = Reader { conn, incoming };
@@ -27,7 +27,7 @@ pub(super) fn spawn(
 
 struct Reader {
     conn: Connection,
-    incoming: mpsc::UnboundedSender<FromReader>,
+    incoming: mpsc::Sender<FromReader>,
 }
 
 impl Reader {
@@ -84,7 +84,7 @@ impl Reader {
                 if method == CANCEL_REQUEST {
                     self.cancel_request(params);
                 } else {
-                    let _ = self.incoming.send(FromReader::Message(Incoming::Notification { method, params }));
+                    let _ = self.incoming.blocking_send(FromReader::Message(Incoming::Notification { method, params }));
                 }
             }
             Ok(Message::Response { id, result }) => {
@@ -103,12 +103,15 @@ impl Reader {
         };
         let responder = Responder { id, conn: self.conn.clone(), cancel, answered: false };
         // If the dispatcher is gone the responder is dropped here and answers with an error.
-        let _ =
-            self.incoming.send(FromReader::Message(Incoming::Request(IncomingRequest { method, params, responder })));
+        let _ = self.incoming.blocking_send(FromReader::Message(Incoming::Request(IncomingRequest {
+            method,
+            params,
+            responder,
+        })));
     }
 
     fn reject(&self, id: &RequestId, error: &ErrorObject) {
-        let _ = self.incoming.send(FromReader::Reject { line: jsonrpc::error_line(id, error) });
+        let _ = self.incoming.blocking_send(FromReader::Reject { line: jsonrpc::error_line(id, error) });
     }
 
     fn cancel_request(&mut self, params: Option<Value>) {

@@ -3,6 +3,7 @@
 //! transcript as it happens, so replaying the records rebuilds exactly this state (replay calls the
 //! same operations). Tool calls stay paired with their results through every operation.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::providers::{Message, UserPart};
@@ -14,6 +15,9 @@ pub struct Conversation {
     /// Where the running turn's messages start.
     turn_start: usize,
     transcript: Option<Arc<Transcript>>,
+    /// Every tool-call id the session has used (compacted ones included): a new call gets an id
+    /// none of them has, whatever the provider sent.
+    call_ids: HashSet<String>,
 }
 
 /// The user message a compaction summary becomes.
@@ -64,6 +68,37 @@ impl Conversation {
         if let Some(t) = &self.transcript {
             t.record(&Record::Message { message: message.clone() });
         }
+        self.note_call_ids(&message);
+        self.messages.push(message);
+    }
+
+    fn note_call_ids(&mut self, message: &Message) {
+        if let Message::Assistant(parts) = message {
+            for part in parts {
+                if let crate::providers::AssistantPart::ToolCall { id, .. } = part {
+                    self.call_ids.insert(id.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether a tool-call id was used in this session.
+    pub fn call_id_taken(&self, id: &str) -> bool {
+        self.call_ids.contains(id)
+    }
+
+    /// Adds the model's reply, whose text and thoughts were recorded as they streamed under
+    /// `text_id` and `thought_id`: the transcript gets the rest (see [`Record::Reply`]).
+    pub fn push_reply(&mut self, parts: Vec<crate::providers::AssistantPart>, text_id: &str, thought_id: &str) {
+        if let Some(t) = &self.transcript {
+            t.record(&Record::Reply {
+                text_id: text_id.to_owned(),
+                thought_id: thought_id.to_owned(),
+                parts: crate::store::transcript::ReplyPart::of(&parts),
+            });
+        }
+        let message = Message::Assistant(parts);
+        self.note_call_ids(&message);
         self.messages.push(message);
     }
 
@@ -109,7 +144,14 @@ impl Conversation {
     pub fn apply(&mut self, record: &Record) -> bool {
         match record {
             Record::User { .. } => self.turn_start = self.messages.len(),
-            Record::Message { message } => self.messages.push(message.clone()),
+            Record::Message { message } => {
+                self.note_call_ids(message);
+                self.messages.push(message.clone());
+            }
+            Record::Tool { state } => {
+                self.call_ids.insert(state.id.clone());
+                return false;
+            }
             Record::Discard => self.messages.truncate(self.turn_start),
             Record::Compaction { summary, kept, .. } => self.apply_compaction(summary, *kept),
             Record::Reset => {

@@ -57,6 +57,17 @@ impl SessionHandle {
         }
     }
 
+    /// Whether the actor has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Resolves once the actor has stopped, without keeping it alive meanwhile (unlike a clone of
+    /// the handle, which it serves until dropped).
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.closed.clone().cancelled_owned()
+    }
+
     /// Resolves once the actor has stopped (after `Op::Shutdown`): its transcript is closed.
     pub async fn closed(&self) {
         self.closed.cancelled().await;

@@ -113,6 +113,23 @@ fn is_free_read(env: &CallEnv<'_>, ready: &Ready) -> bool {
             == Decision::Allow
 }
 
+/// How long a cancelled tool may take to clean up (kill its command, release its terminal).
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The deepest tool arguments accepted. No tool needs more, and what is shown and stored must be
+/// readable back (JSON readers stop at 128 levels, wrappers included).
+const MAX_ARGUMENT_DEPTH: usize = 32;
+
+/// How deeply a JSON value nests (a scalar is 0). Parsed values are at most 128 deep, so the
+/// recursion is bounded.
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Parses, prepares and announces a call; a call that cannot run is announced as failed and its
 /// result returned.
 async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
@@ -137,6 +154,14 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         })
     };
     let args: Value = match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(v) if depth(&v) > MAX_ARGUMENT_DEPTH => {
+            let message = format!(
+                "the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not run. Call `{}` again with flatter arguments",
+                call.name
+            );
+            let shown = Value::String(crate::tools::truncate::line(&call.arguments, 2000).into_owned());
+            return Err(fail(call.name.clone(), kind::kind_for_name(&call.name), shown, message));
+        }
         Ok(v @ Value::Object(_)) => v,
         Ok(other) => {
             let message = format!("the arguments must be a JSON object, got {other}; call `{}` again", call.name);
@@ -308,7 +333,19 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
     let output = if env.cancel.is_cancelled() {
         crate::tools::ToolOutput::error("cancelled")
     } else {
-        prepared.action.run(&ctx).await
+        // Tools stop on cancel themselves (a command is killed, a wait on the editor ends); one
+        // that does not is dropped after a grace period, so a cancel always ends the turn.
+        let mut run = prepared.action.run(&ctx);
+        tokio::select! {
+            output = &mut run => output,
+            () = env.cancel.cancelled() => match tokio::time::timeout(CANCEL_GRACE, run).await {
+                Ok(output) => output,
+                Err(_) => {
+                    tracing::warn!(tool = %call.name, "the tool did not stop when cancelled; dropped it");
+                    crate::tools::ToolOutput::error("cancelled")
+                }
+            },
+        }
     };
     let cancelled = env.cancel.is_cancelled();
     {

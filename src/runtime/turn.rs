@@ -141,7 +141,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             reasoning: settings.reasoning,
             tools: &tool_specs,
         };
-        let mut reply = Reply::new(events.clone());
+        let mut reply = Reply::new(events.clone(), &conversation, config.max_reply_bytes);
         let result = retry::stream_with_retry(&client, &request, &config.retry, &cancel, &mut reply).await;
         drop(request);
         events.flush();
@@ -151,8 +151,30 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             usage = usage.plus(reply_usage);
             context = Some(reply_usage.total());
         }
+        let ids = (reply.text_id.clone(), reply.thought_id.clone());
+        let full = reply.full;
         let (parts, calls, finish) = reply.finish();
+        // Adds the reply to the conversation (its text was recorded as it streamed).
+        let push_assistant = |conversation: &mut Conversation, parts: Vec<AssistantPart>| {
+            if !parts.is_empty() {
+                conversation.push_reply(parts, &ids.0, &ids.1);
+            }
+        };
         match result {
+            Ok(()) if full => {
+                // An endless (or absurdly long) reply: what was shown stays, the turn ends.
+                let limit = config.max_reply_bytes;
+                tracing::warn!(limit, "the model's reply passed max_reply_bytes; stopped it");
+                push_assistant(
+                    &mut conversation,
+                    parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
+                );
+                let error = TurnError::internal(format!(
+                    "the model's reply passed {} of text and was stopped (`max_reply_bytes` in config.toml)",
+                    human_bytes(limit)
+                ));
+                finish!(TurnOutcome::Failed { error, usage });
+            }
             Ok(()) => {}
             Err(Failure::Cancelled) => {
                 // Keep what the user saw; calls that never ran are not kept.
@@ -250,34 +272,57 @@ fn observe(accounting: &mut Accounting, usage: Usage, fixed: usize, conversation
     }
 }
 
-fn push_assistant(conversation: &mut Conversation, parts: Vec<AssistantPart>) {
-    if !parts.is_empty() {
-        conversation.push(Message::Assistant(parts));
-    }
-}
-
 /// Assembles one assistant message from the stream and forwards its deltas as events.
-struct Reply {
+struct Reply<'a> {
     events: Emitter,
+    /// The session's conversation, for the tool-call ids it has used.
+    conversation: &'a Conversation,
     parts: Vec<AssistantPart>,
     calls: Vec<Call>,
     text_id: Arc<str>,
     thought_id: Arc<str>,
     usage: Usage,
     finish: Option<FinishReason>,
+    /// Bytes of text and thoughts a reply may have (`max_reply_bytes`), and how many it has.
+    limit: usize,
+    bytes: usize,
+    /// The limit was reached: the rest of the stream is dropped.
+    full: bool,
 }
 
-impl Reply {
-    fn new(events: Emitter) -> Self {
+impl<'a> Reply<'a> {
+    fn new(events: Emitter, conversation: &'a Conversation, limit: usize) -> Self {
         Self {
             events,
+            conversation,
             parts: Vec::new(),
             calls: Vec::new(),
             text_id: new_message_id(),
             thought_id: new_message_id(),
             usage: Usage::default(),
             finish: None,
+            limit,
+            bytes: 0,
+            full: false,
         }
+    }
+
+    /// What of a delta still fits under the limit (all of it, or its head at a char boundary).
+    fn admit(&mut self, mut text: String) -> Option<String> {
+        if self.full {
+            return None;
+        }
+        let room = self.limit.saturating_sub(self.bytes);
+        if text.len() > room {
+            let mut end = room;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            self.full = true;
+        }
+        self.bytes += text.len();
+        (!text.is_empty()).then_some(text)
     }
 
     fn finish(self) -> (Vec<AssistantPart>, Vec<Call>, Option<FinishReason>) {
@@ -285,14 +330,35 @@ impl Reply {
     }
 }
 
-impl retry::StreamSink for Reply {
+impl Reply<'_> {
+    /// A tool-call id unique in the session: the provider's, unless the session (or this reply)
+    /// used it already or it is empty; then it gets a suffix. The model sees the same id back.
+    fn unique_call_id(&self, id: String) -> String {
+        let taken = |c: &str| self.conversation.call_id_taken(c) || self.calls.iter().any(|call| call.id == c);
+        if !id.is_empty() && !taken(&id) {
+            return id;
+        }
+        let base = if id.is_empty() { "call" } else { id.as_str() };
+        (2u64..)
+            .map(|n| format!("{base}_{n}"))
+            .find(|candidate| !taken(candidate))
+            .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()))
+    }
+}
+
+impl retry::StreamSink for Reply<'_> {
     fn idle(&mut self) {
         self.events.flush();
+    }
+
+    fn full(&self) -> bool {
+        self.full
     }
 
     fn event(&mut self, event: ResponseEvent) {
         match event {
             ResponseEvent::TextDelta(text) => {
+                let Some(text) = self.admit(text) else { return };
                 match self.parts.last_mut() {
                     Some(AssistantPart::Text(t)) => t.push_str(&text),
                     _ => self.parts.push(AssistantPart::Text(text.clone())),
@@ -300,6 +366,7 @@ impl retry::StreamSink for Reply {
                 self.events.emit(EventKind::TextDelta { message_id: self.text_id.clone(), text });
             }
             ResponseEvent::ThoughtDelta(text) => {
+                let Some(text) = self.admit(text) else { return };
                 match self.parts.last_mut() {
                     Some(AssistantPart::Thinking { text: t, signature: None }) => t.push_str(&text),
                     _ => self.parts.push(AssistantPart::Thinking { text: text.clone(), signature: None }),
@@ -316,6 +383,7 @@ impl retry::StreamSink for Reply {
                 self.parts.push(AssistantPart::Reasoning { id, encrypted_content, summary });
             }
             ResponseEvent::ToolCall { id, name, arguments } => {
+                let id = self.unique_call_id(id);
                 self.parts.push(AssistantPart::ToolCall {
                     id: id.clone(),
                     name: name.clone(),
@@ -333,6 +401,16 @@ impl retry::StreamSink for Reply {
                 self.finish = None;
             }
         }
+    }
+}
+
+fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
     }
 }
 

@@ -178,6 +178,11 @@ pub fn file_name(id: &str) -> String {
     format!("{slug}~{hex}.jsonl")
 }
 
+/// A count as SQLite stores it (saturating at `i64::MAX`).
+fn sql_count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
@@ -194,9 +199,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         model: r.get("model")?,
         mode: r.get("mode")?,
         reasoning: r.get("reasoning")?,
-        input_tokens: r.get::<_, i64>("input_tokens")? as u64,
-        output_tokens: r.get::<_, i64>("output_tokens")? as u64,
-        context_tokens: r.get::<_, i64>("context_tokens")? as u64,
+        input_tokens: r.get::<_, i64>("input_tokens")?.max(0) as u64,
+        output_tokens: r.get::<_, i64>("output_tokens")?.max(0) as u64,
+        context_tokens: r.get::<_, i64>("context_tokens")?.max(0) as u64,
         parent_id: r.get("parent_id")?,
         origin: r.get("origin")?,
         prompted: r.get("prompted")?,
@@ -333,9 +338,9 @@ impl Store {
                 s.model,
                 s.mode,
                 s.reasoning,
-                s.input_tokens as i64,
-                s.output_tokens as i64,
-                s.context_tokens as i64,
+                sql_count(s.input_tokens),
+                sql_count(s.output_tokens),
+                sql_count(s.context_tokens),
                 s.parent_id,
                 s.origin,
                 s.prompted
@@ -375,11 +380,13 @@ impl Store {
         // Once per turn: the statement is prepared once per connection.
         self.db()
             .prepare_cached(
-                "UPDATE sessions SET updated_at = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+                "UPDATE sessions SET updated_at = ?2,
+                     input_tokens = CAST(MIN(input_tokens + ?3, 9223372036854775807) AS INTEGER),
+                     output_tokens = CAST(MIN(output_tokens + ?4, 9223372036854775807) AS INTEGER),
                      context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6)
                  WHERE id = ?1",
             )?
-            .execute(params![id, now_ms(), input as i64, output as i64, context.map(|c| c as i64), title])?;
+            .execute(params![id, now_ms(), sql_count(input), sql_count(output), context.map(sql_count), title])?;
         Ok(())
     }
 

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use super::now_ms;
-use super::transcript::Record;
+use super::transcript::{Record, ReplyPart};
 use crate::providers::{AssistantPart, Message, ReasoningEffort, ToolResult, Usage, UserPart};
 use crate::runtime::conversation::Conversation;
 use crate::runtime::event::PlanEntry;
@@ -102,10 +102,48 @@ struct Builder {
     out: Replay,
     tools: HashMap<String, usize>,
     open: Option<Open>,
+    /// Text and thoughts streamed in the open turn, by message id, until a reply takes them.
+    streamed: HashMap<String, String>,
 }
 
 impl Builder {
+    /// The message a [`Record::Reply`] stands for: its parts, with the text streamed before it.
+    fn resolve(&mut self, text_id: &str, thought_id: &str, parts: Vec<ReplyPart>) -> Message {
+        let mut text = self.streamed.remove(text_id).unwrap_or_default();
+        let mut thought = self.streamed.remove(thought_id).unwrap_or_default();
+        let (mut at_text, mut at_thought) = (0, 0);
+        // The next `len` bytes of `all` from `*at` (less if fewer were written).
+        fn take(all: &str, at: &mut usize, len: usize) -> String {
+            let start = (*at).min(all.len());
+            let mut end = start.saturating_add(len).min(all.len());
+            while !all.is_char_boundary(end) {
+                end -= 1;
+            }
+            *at = end;
+            all[start..end].to_owned()
+        }
+        let parts = parts
+            .into_iter()
+            .map(|p| match p {
+                ReplyPart::Text { len } => AssistantPart::Text(take(&text, &mut at_text, len)),
+                ReplyPart::Thinking { len, signature } => {
+                    AssistantPart::Thinking { text: take(&thought, &mut at_thought, len), signature }
+                }
+                ReplyPart::Other { part } => part,
+            })
+            .collect();
+        text.clear();
+        thought.clear();
+        Message::Assistant(parts)
+    }
+
     fn apply(&mut self, record: Record) {
+        let record = match record {
+            Record::Reply { text_id, thought_id, parts } => {
+                Record::Message { message: self.resolve(&text_id, &thought_id, parts) }
+            }
+            other => other,
+        };
         if matches!(record, Record::User { .. }) && self.open.is_some() {
             // A turn that never ended, followed by more: close it where it stopped.
             self.close_open_turn();
@@ -125,16 +163,22 @@ impl Builder {
             Record::Text { id, text } => {
                 if let Some(open) = &mut self.open {
                     open.partial.push_str(&text);
+                    self.streamed.entry(id.clone()).or_default().push_str(&text);
                 }
                 match self.out.shown.last_mut() {
                     Some(Shown::Text { id: last, text: t }) if *last == id => t.push_str(&text),
                     _ => self.out.shown.push(Shown::Text { id, text }),
                 }
             }
-            Record::Thought { id, text } => match self.out.shown.last_mut() {
-                Some(Shown::Thought { id: last, text: t }) if *last == id => t.push_str(&text),
-                _ => self.out.shown.push(Shown::Thought { id, text }),
-            },
+            Record::Thought { id, text } => {
+                if self.open.is_some() {
+                    self.streamed.entry(id.clone()).or_default().push_str(&text);
+                }
+                match self.out.shown.last_mut() {
+                    Some(Shown::Thought { id: last, text: t }) if *last == id => t.push_str(&text),
+                    _ => self.out.shown.push(Shown::Thought { id, text }),
+                }
+            }
             Record::Tool { state } => {
                 if let Some(open) = &mut self.open
                     && !matches!(state.status, ToolStatus::Completed | ToolStatus::Failed)
@@ -163,12 +207,14 @@ impl Builder {
                 }
             }
             Record::Discard | Record::Reset => {}
+            Record::Reply { .. } => {} // resolved into a message above
             Record::Compaction { id, summary, tokens_before, tokens_after, .. } => {
                 self.out.compactions += 1;
                 self.out.shown.push(Shown::Compaction { id, summary, tokens_before, tokens_after });
             }
             Record::End { turn, stop, error, usage, context, interrupted, .. } => {
                 self.open = None;
+                self.streamed.clear();
                 self.out.usage = self.out.usage.plus(usage);
                 if context.is_some() {
                     self.out.context_tokens = context;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
-use crate::providers::{Message, ReasoningEffort, Usage};
+use crate::providers::{AssistantPart, Message, ReasoningEffort, Usage};
 use crate::runtime::event::{EventKind, PlanEntry, StopReason};
 use crate::runtime::input::UserBlock;
 use crate::stream::tool_update::{self, Patch};
@@ -78,6 +78,14 @@ pub enum Record {
     Message {
         message: Message,
     },
+    /// An assistant message added to the model's context whose text and thinking are the `text`
+    /// and `thought` records already written under `text_id` and `thought_id` as they streamed:
+    /// only their lengths are here, so a reply is written once.
+    Reply {
+        text_id: String,
+        thought_id: String,
+        parts: Vec<ReplyPart>,
+    },
     /// The current turn's messages leave the model's context (a refusal, or a failure before
     /// anything was shown).
     Discard,
@@ -107,6 +115,38 @@ pub enum Record {
         interrupted: bool,
         at: i64,
     },
+}
+
+/// A part of a [`Record::Reply`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ReplyPart {
+    /// The next `len` bytes of the text streamed under `text_id`.
+    Text { len: usize },
+    /// The next `len` bytes of the thoughts streamed under `thought_id`.
+    Thinking {
+        len: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Any other part, whole.
+    Other { part: AssistantPart },
+}
+
+impl ReplyPart {
+    /// A reply's parts without their streamed text.
+    pub fn of(parts: &[AssistantPart]) -> Vec<Self> {
+        parts
+            .iter()
+            .map(|p| match p {
+                AssistantPart::Text(text) => Self::Text { len: text.len() },
+                AssistantPart::Thinking { text, signature } => {
+                    Self::Thinking { len: text.len(), signature: signature.clone() }
+                }
+                other => Self::Other { part: other.clone() },
+            })
+            .collect()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -341,6 +381,59 @@ fn whole_length(file: &mut File, len: u64) -> std::io::Result<u64> {
     Ok(0)
 }
 
+/// The longest transcript line that is loaded: far above any record this build writes (a reply's
+/// text is capped by `max_reply_bytes`, tool arguments by `MAX_ARGUMENTS_BYTES`); a longer one
+/// (from a hostile or broken writer) is skipped without being held in memory.
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+enum Line {
+    End,
+    /// A line (with its newline, unless it is the torn last one) is in the buffer.
+    Read,
+    /// A line longer than the limit was skipped: its length.
+    TooLong(usize),
+}
+
+/// `read_until(b'\n')` that never holds more than `max` bytes: a longer line is read through and
+/// dropped.
+fn read_line_bounded(reader: &mut impl std::io::BufRead, line: &mut Vec<u8>, max: usize) -> std::io::Result<Line> {
+    let mut skipped: Option<usize> = None;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(match skipped {
+                Some(n) => Line::TooLong(n),
+                None if line.is_empty() => Line::End,
+                None => Line::Read,
+            });
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let used = chunk.len();
+        match &mut skipped {
+            Some(n) => *n += used,
+            None if line.len() + used > max => skipped = Some(line.len() + used),
+            None => line.extend_from_slice(chunk),
+        }
+        if skipped.is_some() {
+            line.clear();
+        }
+        reader.consume(used);
+        if done {
+            return Ok(match skipped {
+                Some(n) => Line::TooLong(n),
+                None => Line::Read,
+            });
+        }
+    }
+}
+
 /// A transcript as read back.
 #[derive(Debug, Default)]
 pub struct Loaded {
@@ -394,9 +487,20 @@ impl<R: std::io::BufRead> Iterator for Records<R> {
     fn next(&mut self) -> Option<Record> {
         loop {
             self.line.clear();
-            match self.reader.read_until(b'\n', &mut self.line) {
-                Ok(0) => return None,
-                Ok(_) => {}
+            match read_line_bounded(&mut self.reader, &mut self.line, MAX_RECORD_BYTES) {
+                Ok(Line::End) => return None,
+                Ok(Line::Read) => {}
+                Ok(Line::TooLong(bytes)) => {
+                    self.number += 1;
+                    self.skipped_lines += 1;
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        line = self.number,
+                        bytes,
+                        "skipping a transcript line too long to load"
+                    );
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(path = %self.path.display(), error = %e, "could not read the transcript to its end");
                     return None;

@@ -365,13 +365,15 @@ async fn apply(ctx: &ToolContext, c: &Change) -> Result<(), String> {
     match (&c.new, &c.new_path) {
         (None, _) => tokio::fs::remove_file(&c.path).await.map_err(|e| e.to_string()),
         (Some(new), Some(to)) => {
-            ctx.host.write_text_file(&ctx.session, to, new).await.map_err(|e| e.to_string())?;
+            ctx.host.write_text_file(&ctx.session, to, new, &ctx.cancel).await.map_err(|e| e.to_string())?;
             if to != &c.path {
                 tokio::fs::remove_file(&c.path).await.map_err(|e| e.to_string())?;
             }
             Ok(())
         }
-        (Some(new), None) => ctx.host.write_text_file(&ctx.session, &c.path, new).await.map_err(|e| e.to_string()),
+        (Some(new), None) => {
+            ctx.host.write_text_file(&ctx.session, &c.path, new, &ctx.cancel).await.map_err(|e| e.to_string())
+        }
     }
 }
 

@@ -104,7 +104,7 @@ impl Action for EditAction {
     fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let shown = ctx.display(&self.path);
-            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.new).await {
+            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.new, &ctx.cancel).await {
                 return ToolOutput::error(format!("could not write {shown}: {e}"));
             }
             let plural = if self.count == 1 { "" } else { "s" };

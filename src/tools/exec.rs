@@ -134,15 +134,16 @@ impl ExecAction {
             cwd: self.cwd.clone(),
             output_byte_limit: Some(1024 * 1024),
         };
-        let id = match terminals.create(&ctx.session, &spec).await {
+        let id = match terminals.create(&ctx.session, &spec, &ctx.cancel).await {
             Ok(id) => id,
             Err(e) => return ToolOutput::error(format!("the editor could not start a terminal: {e}")),
         };
         // The terminal is shown while it runs (and stays visible after release).
         (ctx.progress)(Progress::Content(vec![ToolContent::Terminal(id.clone())]));
         let ending = tokio::select! {
-            status = terminals.wait_for_exit(&ctx.session, &id) => match status {
+            status = terminals.wait_for_exit(&ctx.session, &id, &ctx.cancel) => match status {
                 Ok(status) => Ending::Exited(status),
+                Err(_) if ctx.cancel.is_cancelled() => Ending::Cancelled,
                 Err(e) => {
                     let _ = terminals.release(&ctx.session, &id).await;
                     return ToolOutput::error(format!("the editor terminal failed: {e}"));

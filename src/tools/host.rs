@@ -109,9 +109,21 @@ pub struct TerminalOutput {
 }
 
 /// Terminals the editor creates and shows.
+/// Terminals the editor creates and shows. Every call ends, whatever the editor does: the ones a
+/// turn waits on end when `cancel` fires, and each has a time limit (so does the cleanup).
 pub trait Terminals: Send + Sync {
-    fn create<'a>(&'a self, session: &'a str, spec: &'a TerminalSpec) -> BoxFuture<'a, Result<String, String>>;
-    fn wait_for_exit<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, String>>;
+    fn create<'a>(
+        &'a self,
+        session: &'a str,
+        spec: &'a TerminalSpec,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, String>>;
+    fn wait_for_exit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ExitStatus, String>>;
     fn output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>>;
     fn kill<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
     fn release<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
@@ -124,6 +136,7 @@ pub struct LineRange {
     pub limit: u32,
 }
 
+/// Every call ends when `cancel` fires (the turn was cancelled), whatever the editor does.
 pub trait Host: Send + Sync {
     /// Reads a text file — or a range of its lines — as the user sees it (an editor includes
     /// unsaved changes).
@@ -132,6 +145,7 @@ pub trait Host: Send + Sync {
         session: &'a str,
         path: &'a Path,
         range: Option<LineRange>,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<String, FsError>>;
 
     /// Writes a text file (an editor shows the change for review).
@@ -140,6 +154,7 @@ pub trait Host: Send + Sync {
         session: &'a str,
         path: &'a Path,
         content: &'a str,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), FsError>>;
 
     /// Asks the user; resolves to `Cancelled` when `cancel` fires.
@@ -166,13 +181,14 @@ impl Host for LocalHost {
         _session: &'a str,
         path: &'a Path,
         range: Option<LineRange>,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<String, FsError>> {
-        Box::pin(async move {
+        Box::pin(until_cancelled(cancel, async move {
             match range {
                 None => read_local(path).await,
                 Some(range) => read_local_lines(path, range).await,
             }
-        })
+        }))
     }
 
     fn write_text_file<'a>(
@@ -180,8 +196,9 @@ impl Host for LocalHost {
         _session: &'a str,
         path: &'a Path,
         content: &'a str,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), FsError>> {
-        Box::pin(write_local(path, content))
+        Box::pin(until_cancelled(cancel, write_local(path, content)))
     }
 
     fn request_permission<'a>(
@@ -195,37 +212,116 @@ impl Host for LocalHost {
     }
 }
 
-/// Reads a UTF-8 file from disk.
+/// `work`, or an error as soon as `cancel` fires.
+async fn until_cancelled<T>(
+    cancel: &CancellationToken,
+    work: impl std::future::Future<Output = Result<T, FsError>>,
+) -> Result<T, FsError> {
+    tokio::select! {
+        done = work => done,
+        () = cancel.cancelled() => Err(FsError::Other("cancelled".into())),
+    }
+}
+
+/// The largest file read or rewritten whole (by `write` and `edit`, for their diffs).
+pub const MAX_WHOLE_FILE: u64 = 32 << 20;
+
+/// The most of one line `read` holds: a file with a 1 GiB line costs no more than this.
+pub const MAX_LINE_KEPT: usize = 8 << 10;
+
+/// Refuses what is not a regular file (a FIFO would block the read forever, a device would never
+/// end); a missing file is fine here.
+pub async fn ensure_regular(path: &Path) -> Result<(), FsError> {
+    match tokio::fs::metadata(path).await {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) if meta.is_dir() => Err(FsError::Other(format!("{} is a directory", path.display()))),
+        Ok(_) => Err(FsError::Other(format!(
+            "{} is not a regular file (a FIFO, socket or device); it is not read or written",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads a UTF-8 file from disk (at most [`MAX_WHOLE_FILE`] bytes).
 pub async fn read_local(path: &Path) -> Result<String, FsError> {
+    ensure_regular(path).await?;
+    let size = tokio::fs::metadata(path).await?.len();
+    if size > MAX_WHOLE_FILE {
+        return Err(FsError::Other(format!(
+            "{} is {} MiB, more than the {} MiB read whole",
+            path.display(),
+            size >> 20,
+            MAX_WHOLE_FILE >> 20
+        )));
+    }
     let bytes = tokio::fs::read(path).await?;
     String::from_utf8(bytes).map_err(|_| FsError::Other(format!("{} is not UTF-8 text", path.display())))
 }
 
-/// Reads a range of lines without loading the whole file (a 1 GB log is fine).
+/// Reads a range of lines without loading the whole file, or any whole line: each line is kept
+/// to its first [`MAX_LINE_KEPT`] bytes (a 1 GB log, or a 1 GB line, is fine).
 pub async fn read_local_lines(path: &Path, range: LineRange) -> Result<String, FsError> {
     use tokio::io::AsyncBufReadExt;
+    ensure_regular(path).await?;
     let file = tokio::fs::File::open(path).await?;
-    let mut lines = tokio::io::BufReader::with_capacity(256 * 1024, file).split(b'\n');
+    let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, file);
     let first = u64::from(range.line.max(1));
     let last = first + u64::from(range.limit) - 1;
-    let mut out = Vec::new();
-    let mut n = 0u64;
-    while let Some(line) = lines.next_segment().await? {
-        n += 1;
-        if n > last {
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut n = 1u64;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            if !line.is_empty() {
+                push_line(&mut out, &line, path)?;
+            }
             break;
         }
-        if n >= first {
-            out.extend_from_slice(&line);
-            out.push(b'\n');
+        let (chunk, ends) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..i], true),
+            None => (available, false),
+        };
+        let used = chunk.len() + usize::from(ends);
+        if n >= first && line.len() < MAX_LINE_KEPT {
+            line.extend_from_slice(&chunk[..chunk.len().min(MAX_LINE_KEPT - line.len())]);
+        }
+        reader.consume(used);
+        if ends {
+            if n >= first {
+                push_line(&mut out, &line, path)?;
+            }
+            line.clear();
+            n += 1;
+            if n > last {
+                break;
+            }
         }
     }
-    String::from_utf8(out).map_err(|_| FsError::Other(format!("{} is not UTF-8 text", path.display())))
+    Ok(out)
+}
+
+/// Appends a kept line (cut to whole characters) and its newline.
+fn push_line(out: &mut String, line: &[u8], path: &Path) -> Result<(), FsError> {
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        // Cut in the middle of a character by MAX_LINE_KEPT.
+        Err(e) if e.error_len().is_none() && line.len() >= MAX_LINE_KEPT => {
+            std::str::from_utf8(&line[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return Err(FsError::Other(format!("{} is not UTF-8 text", path.display()))),
+    };
+    out.push_str(text);
+    out.push('\n');
+    Ok(())
 }
 
 /// Writes a file to disk, creating its directory if needed, through a temporary file and a rename
 /// so a reader never sees half a file.
 pub async fn write_local(path: &Path, content: &str) -> Result<(), FsError> {
+    ensure_regular(path).await?;
     if let Some(dir) = path.parent() {
         tokio::fs::create_dir_all(dir).await?;
     }

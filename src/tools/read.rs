@@ -47,7 +47,9 @@ impl ToolHandler for Read {
         Box::pin(async move {
             let path = ctx.resolve(arg_str(args, "path")?);
             let offset = arg_opt_u64(args, "offset")?.unwrap_or(1).max(1);
-            let limit = arg_opt_u64(args, "limit")?.unwrap_or(u64::from(DEFAULT_LIMIT)).max(1);
+            // At most DEFAULT_LIMIT lines a call (as the description says): memory stays bounded.
+            let limit =
+                arg_opt_u64(args, "limit")?.unwrap_or(u64::from(DEFAULT_LIMIT)).clamp(1, u64::from(DEFAULT_LIMIT));
             let offset = u32::try_from(offset).map_err(|_| "`offset` is too large".to_owned())?;
             let limit = u32::try_from(limit).map_err(|_| "`limit` is too large".to_owned())?;
             let shown = ctx.display(&path);
@@ -83,7 +85,7 @@ impl Action for ReadAction {
             }
             // One extra line tells whether the file goes on.
             let range = LineRange { line: self.offset, limit: self.limit.saturating_add(1) };
-            let text = match ctx.host.read_text_file(&ctx.session, &self.path, Some(range)).await {
+            let text = match ctx.host.read_text_file(&ctx.session, &self.path, Some(range), &ctx.cancel).await {
                 Ok(text) => text,
                 Err(FsError::NotFound) => return ToolOutput::error(format!("{shown}: no such file")),
                 Err(FsError::Other(e)) => return ToolOutput::error(format!("{shown}: {e}")),
@@ -123,6 +125,10 @@ async fn binary_guard(path: &std::path::Path) -> Option<String> {
     let meta = tokio::fs::metadata(path).await.ok()?;
     if meta.is_dir() {
         return Some("is a directory; use `ls` to list it".to_owned());
+    }
+    if !meta.is_file() {
+        // Opening a FIFO would wait for a writer forever; a device may never end.
+        return Some("is not a regular file (a FIFO, socket or device); it is not read".to_owned());
     }
     let mut file = tokio::fs::File::open(path).await.ok()?;
     let mut head = vec![0u8; 8192];

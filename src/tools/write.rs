@@ -63,7 +63,7 @@ pub(crate) async fn current(ctx: &ToolContext, path: &std::path::Path) -> Result
     if tokio::fs::metadata(path).await.is_ok_and(|m| m.is_dir()) {
         return Err(format!("{} is a directory", ctx.display(path)));
     }
-    match ctx.host.read_text_file(&ctx.session, path, None).await {
+    match ctx.host.read_text_file(&ctx.session, path, None, &ctx.cancel).await {
         Ok(text) => Ok(Some(text)),
         Err(FsError::NotFound) => Ok(None),
         Err(FsError::Other(e)) => Err(format!("cannot read {}: {e}", ctx.display(path))),
@@ -81,7 +81,7 @@ impl Action for WriteAction {
     fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let shown = ctx.display(&self.path);
-            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.content).await {
+            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.content, &ctx.cancel).await {
                 return ToolOutput::error(format!("could not write {shown}: {e}"));
             }
             let lines = self.content.lines().count();
