@@ -291,6 +291,28 @@ mod tests {
         assert_eq!(delay_from_message("Please try again in 1.4s."), Some(Duration::from_millis(1400)));
         assert_eq!(delay_from_message("try again in 20ms"), Some(Duration::from_millis(20)));
         assert_eq!(delay_from_message("try again later"), None);
+        // Absurd numbers are capped, never a panic.
+        let day = crate::providers::client::MAX_SERVER_DELAY;
+        assert_eq!(delay_from_message("try again in 100000000000000000000000s"), Some(day));
+        assert_eq!(delay_from_message(&format!("try again in {}ms", "9".repeat(400))), Some(day));
+    }
+
+    #[test]
+    fn server_delays_are_capped_whatever_the_number() {
+        use crate::providers::client::{MAX_SERVER_DELAY, retry_after, server_delay};
+        assert_eq!(server_delay(1.5), Some(Duration::from_millis(1500)));
+        for huge in [1e30, f64::INFINITY, f64::MAX, 1e19] {
+            assert_eq!(server_delay(huge), Some(MAX_SERVER_DELAY), "{huge}");
+        }
+        for none in [-1.0, f64::NAN, f64::NEG_INFINITY] {
+            assert_eq!(server_delay(none), None, "{none}");
+        }
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after-ms", "1e30".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(MAX_SERVER_DELAY));
+        headers.clear();
+        headers.insert("retry-after", "1e300".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(MAX_SERVER_DELAY));
     }
 
     #[test]

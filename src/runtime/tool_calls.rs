@@ -120,6 +120,16 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// readable back (JSON readers stop at 128 levels, wrappers included).
 const MAX_ARGUMENT_DEPTH: usize = 32;
 
+/// The arguments of a call as the history keeps them: as the model wrote them, unless they nest
+/// too deep to be run (or read back), then `{}` — the call's result says why it did not run.
+pub(crate) fn arguments_for_history(arguments: &str) -> String {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v) if depth(&v) > MAX_ARGUMENT_DEPTH => "{}".to_owned(),
+        Err(e) if e.to_string().contains("recursion limit") => "{}".to_owned(),
+        _ => arguments.to_owned(),
+    }
+}
+
 /// How deeply a JSON value nests (a scalar is 0). Parsed values are at most 128 deep, so the
 /// recursion is bounded.
 fn depth(v: &Value) -> usize {

@@ -387,7 +387,7 @@ impl retry::StreamSink for Reply<'_> {
                 self.parts.push(AssistantPart::ToolCall {
                     id: id.clone(),
                     name: name.clone(),
-                    arguments: arguments.clone(),
+                    arguments: tool_calls::arguments_for_history(&arguments),
                 });
                 self.calls.push(Call { id, name, arguments });
             }

@@ -8,6 +8,7 @@ mod context;
 mod editor;
 mod errors;
 mod golden;
+mod hostile;
 mod lifecycle;
 mod persistence;
 mod protocol;

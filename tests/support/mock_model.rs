@@ -37,6 +37,9 @@ pub struct Reply {
     pub delay: Duration,
     /// Write this many pieces, then hold the connection open without writing until the client leaves.
     pub stall_after: Option<usize>,
+    /// After the body, write this piece over and over until the client leaves (a stream that
+    /// never ends).
+    pub forever: Option<Vec<u8>>,
 }
 
 impl Reply {
@@ -80,7 +83,14 @@ impl Reply {
             chunking: Chunking::PerEvent,
             delay: Duration::ZERO,
             stall_after: None,
+            forever: None,
         }
+    }
+
+    /// After the body, `piece` is written again and again until the client hangs up.
+    pub fn forever(mut self, piece: impl Into<Vec<u8>>) -> Self {
+        self.forever = Some(piece.into());
+        self
     }
 
     pub fn chunking(mut self, chunking: Chunking) -> Self {
@@ -344,6 +354,16 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply, piece_times: &mut Ve
     }
     if reply.stall_after.is_some_and(|n| n >= reply.pieces().len()) {
         return wait_for_client_to_leave(socket).await;
+    }
+    if let Some(piece) = &reply.forever {
+        let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+        framed.extend_from_slice(piece);
+        framed.extend_from_slice(b"\r\n");
+        loop {
+            if socket.write_all(&framed).await.is_err() || socket.flush().await.is_err() {
+                return false;
+            }
+        }
     }
     socket.write_all(b"0\r\n\r\n").await.is_ok()
 }
