@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::agent::{Agent, Options};
+use crate::support::agent::Agent;
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::script::{self, calls, result_for, text};
 use crate::support::{FAST_RETRY, options_for, tool_updates, updates_of, workspace};
@@ -23,9 +23,12 @@ fn still_works(agent: &mut Agent, mock: &MockModel, api: &str) {
     assert!(updates.iter().any(|u| u["content"]["text"] == "Still here."));
 }
 
+/// (wire API, error fixture, headers, body).
+type Hostile = (&'static str, &'static str, Vec<(&'static str, &'static str)>, Option<&'static str>);
+
 #[test]
 fn absurd_retry_delays_from_a_server_fail_the_turn_without_a_panic() {
-    let cases: [(&str, &str, Vec<(&str, &str)>, Option<&str>); 4] = [
+    let cases: [Hostile; 4] = [
         ("anthropic", "429", vec![("retry-after", "1e30")], None),
         ("anthropic", "429", vec![("retry-after-ms", "1e30")], None),
         ("anthropic", "529", vec![("retry-after", "inf"), ("retry-after-ms", "-5")], None),
@@ -550,10 +553,10 @@ fn a_corpus_of_malformed_requests_is_answered_one_by_one() {
     let mut answered = std::collections::HashMap::new();
     while answered.len() < sent.len() {
         let m = agent.recv();
-        if let Some(n) = m["id"].as_i64().filter(|n| *n > 1000) {
-            if m.get("method").is_none() {
-                *answered.entry(n).or_insert(0) += 1;
-            }
+        if let Some(n) = m["id"].as_i64().filter(|n| *n > 1000)
+            && m.get("method").is_none()
+        {
+            *answered.entry(n).or_insert(0) += 1;
         }
     }
     assert!(answered.values().all(|n| *n == 1), "{answered:?}");
