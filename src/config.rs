@@ -59,6 +59,10 @@ pub struct ProviderConfig {
     pub key_required: bool,
     pub headers: Vec<(String, String)>,
     pub models: Vec<ModelInfo>,
+    /// Send OpenAI's `prompt_cache_key` (the session id): on for the built-in OpenAI providers,
+    /// off for other servers unless `prompt_cache_key = true` (a strict server may refuse fields
+    /// it does not know).
+    pub prompt_cache_key: bool,
 }
 
 impl ProviderConfig {
@@ -564,6 +568,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             key_required: true,
             headers: Vec::new(),
             models: model_list(WireApi::Anthropic, &["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"]),
+            prompt_cache_key: false,
         },
         ProviderConfig {
             id: "openai".into(),
@@ -574,6 +579,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             key_required: true,
             headers: Vec::new(),
             models: model_list(WireApi::OpenAiChat, &["gpt-5", "gpt-5-mini", "gpt-4.1"]),
+            prompt_cache_key: true,
         },
         ProviderConfig {
             id: "openai-responses".into(),
@@ -584,6 +590,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             key_required: true,
             headers: Vec::new(),
             models: model_list(WireApi::OpenAiResponses, &["gpt-5-codex", "gpt-5", "gpt-5-mini"]),
+            prompt_cache_key: true,
         },
     ]
 }
@@ -645,6 +652,7 @@ struct FileProvider {
     headers: std::collections::BTreeMap<String, String>,
     models: Option<Vec<FileModel>>,
     max_tokens: Option<u32>,
+    prompt_cache_key: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -714,6 +722,9 @@ fn apply_section(
         provider.api_key = Some(key.clone());
     }
     provider.headers.extend(section.headers());
+    if let Some(on) = section.prompt_cache_key {
+        provider.prompt_cache_key = on;
+    }
     if let Some(models) = section.models(provider.api) {
         provider.models = models;
     } else if let Some(max) = section.max_tokens {
@@ -748,6 +759,7 @@ fn new_provider(
         key_required,
         headers: section.headers(),
         models,
+        prompt_cache_key: section.prompt_cache_key.unwrap_or(false),
     })
 }
 

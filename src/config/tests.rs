@@ -145,3 +145,39 @@ fn reasoning_default_level() {
     let c = load(Some("reasoning = \"extreme\"\n"), &[]);
     assert!(c.load_error.unwrap().contains("extreme"));
 }
+
+#[test]
+fn the_prompt_cache_key_goes_to_openai_and_to_servers_that_ask_for_it() {
+    let c = load(
+        Some(concat!(
+            "[providers.local]\napi = \"openai-chat\"\nbase_url = \"http://h/v1\"\nmodels = [\"m\"]\n",
+            "[providers.proxy]\napi = \"openai-responses\"\nbase_url = \"http://p/v1\"\nmodels = [\"m\"]\nprompt_cache_key = true\n",
+            "[providers.openai]\nprompt_cache_key = false\n",
+        )),
+        &[],
+    );
+    let on = |id: &str| c.provider(id).unwrap().prompt_cache_key;
+    assert!(on("openai-responses"), "the built-in OpenAI providers send it");
+    assert!(!on("openai"), "unless the file says not to");
+    assert!(!on("local"), "other servers may refuse a field they do not know");
+    assert!(on("proxy"));
+    assert!(!on("anthropic"));
+}
+
+#[test]
+fn absurd_durations_are_refused_with_the_key_that_has_them() {
+    for (file, key) in [
+        ("[timeouts]\nidle = 1e30\n", "[timeouts] idle"),
+        ("[timeouts]\nconnect = 0\n", "[timeouts] connect"),
+        ("[retry]\ninitial_delay = 1e300\n", "[retry] initial_delay"),
+        ("[retry]\nmax_backoff = inf\n", "[retry] max_backoff"),
+        ("[retry]\nmax_retry_after = -3\n", "[retry] max_retry_after"),
+    ] {
+        let c = load(Some(file), &[("ANTHROPIC_API_KEY", "k")]);
+        let err = c.load_error.clone().unwrap_or_default();
+        assert!(err.contains(key) && err.contains("config.toml"), "{file}: {err}");
+        assert_eq!(c.timeouts, Timeouts::default(), "{file}");
+    }
+    let c = load(Some("[retry]\nmax_retries = 4000000000\n"), &[]);
+    assert_eq!(c.retry.max_retries, 100);
+}

@@ -37,18 +37,38 @@ pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
         }
         Thinking { r#type: "enabled", budget_tokens: budget }
     });
+    let mut messages: Vec<MessageOut<'_>> = turns.iter().map(message).collect();
+    // Prompt caching, four breakpoints at most: the tools, the system prompt, and the end of the
+    // last two user messages — the end of this request (written to the cache) and the end of the
+    // one before it (read from the cache, however many blocks this one added since). As the
+    // conversation grows they move forward with it; the prefix behind them never changes.
+    let users: Vec<usize> = messages.iter().enumerate().filter(|(_, m)| m.role == "user").map(|(i, _)| i).collect();
+    for &i in users.iter().rev().take(2) {
+        if let Some(last) = messages[i].content.last_mut() {
+            last.cache_control = Some(EPHEMERAL);
+        }
+    }
+    let tool_count = req.tools.len();
     let body = Body {
         model: req.model,
         max_tokens,
         stream: true,
-        system: (!req.system.is_empty()).then_some({
-            [SystemBlock { r#type: "text", text: req.system, cache_control: CacheControl { r#type: "ephemeral" } }]
-        }),
-        messages: turns.iter().map(message).collect(),
+        system: (!req.system.is_empty()).then_some([SystemBlock {
+            r#type: "text",
+            text: req.system,
+            cache_control: EPHEMERAL,
+        }]),
+        messages,
         tools: req
             .tools
             .iter()
-            .map(|t| Tool { name: &t.name, description: &t.description, input_schema: &t.parameters })
+            .enumerate()
+            .map(|(i, t)| Tool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+                cache_control: (i + 1 == tool_count).then_some(EPHEMERAL),
+            })
             .collect(),
         thinking,
     };
@@ -76,10 +96,12 @@ struct SystemBlock<'a> {
     cache_control: CacheControl,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Copy)]
 struct CacheControl {
     r#type: &'static str,
 }
+
+const EPHEMERAL: CacheControl = CacheControl { r#type: "ephemeral" };
 
 #[derive(Serialize)]
 struct Thinking {
@@ -92,12 +114,29 @@ struct Tool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
 struct MessageOut<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Cached<'a>>,
+}
+
+/// A content block, maybe a cache breakpoint.
+#[derive(Serialize)]
+struct Cached<'a> {
+    #[serde(flatten)]
+    block: Block<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<'a> From<Block<'a>> for Cached<'a> {
+    fn from(block: Block<'a>) -> Self {
+        Self { block, cache_control: None }
+    }
 }
 
 #[derive(Serialize)]
@@ -153,7 +192,7 @@ fn message<'a>(turn: &Turn<'a>) -> MessageOut<'a> {
                 }
                 UserPart::ToolResult(_) => None,
             });
-            MessageOut { role: "user", content: results.chain(rest).collect() }
+            MessageOut { role: "user", content: results.chain(rest).map(Cached::from).collect() }
         }
         Turn::Assistant(parts) => MessageOut {
             role: "assistant",
@@ -170,6 +209,7 @@ fn message<'a>(turn: &Turn<'a>) -> MessageOut<'a> {
                     }
                     AssistantPart::Reasoning { .. } => None,
                 })
+                .map(Cached::from)
                 .collect(),
         },
     }

@@ -66,9 +66,11 @@ impl ProviderClient {
             WireApi::Anthropic => (anthropic::url(&p.base_url), anthropic::body(req)),
             WireApi::OpenAiChat => {
                 let official = p.base_url.contains("api.openai.com");
-                (openai_chat::url(&p.base_url), openai_chat::body(req, official))
+                (openai_chat::url(&p.base_url), openai_chat::body(req, official, p.prompt_cache_key))
             }
-            WireApi::OpenAiResponses => (openai_responses::url(&p.base_url), openai_responses::body(req)),
+            WireApi::OpenAiResponses => {
+                (openai_responses::url(&p.base_url), openai_responses::body(req, p.prompt_cache_key))
+            }
         };
         let body = body.map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
         let mut headers = HeaderMap::new();

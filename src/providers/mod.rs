@@ -124,6 +124,9 @@ pub struct ModelRequest<'a> {
     pub max_output_tokens: Option<u32>,
     pub reasoning: Option<ReasoningEffort>,
     pub tools: &'a [ToolSpec],
+    /// Groups requests that share a prefix (a session's id), for providers that route on it
+    /// (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<&'a str>,
 }
 
 /// Token usage of one model request, normalised across providers.

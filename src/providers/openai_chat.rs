@@ -19,7 +19,7 @@ pub fn url(base_url: &str) -> String {
 
 /// The request body, serialized straight from the borrowed conversation. `official` selects
 /// `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the compatible servers know).
-pub fn body(req: &ModelRequest<'_>, official: bool) -> serde_json::Result<Vec<u8>> {
+pub fn body(req: &ModelRequest<'_>, official: bool, cache_key: bool) -> serde_json::Result<Vec<u8>> {
     // Chat Completions takes back text and tool calls: reasoning is never replayed.
     let turns = super::turns(
         &req.messages,
@@ -55,6 +55,7 @@ pub fn body(req: &ModelRequest<'_>, official: bool) -> serde_json::Result<Vec<u8
             })
             .collect(),
         reasoning_effort: req.reasoning.map(|e| e.as_str()),
+        prompt_cache_key: if cache_key { req.cache_key } else { None },
     };
     serde_json::to_vec(&body)
 }
@@ -73,6 +74,9 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    /// Requests with one key are routed to the same cache (one per session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]

@@ -18,7 +18,7 @@ pub fn url(base_url: &str) -> String {
 
 /// The request body (stateless: `store: false`), serialized straight from the borrowed
 /// conversation.
-pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+pub fn body(req: &ModelRequest<'_>, cache_key: bool) -> serde_json::Result<Vec<u8>> {
     // Text, tool calls and the reasoning items that can be replayed (those with encrypted content).
     let turns = super::turns(
         &req.messages,
@@ -54,6 +54,7 @@ pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
             .collect(),
         reasoning: req.reasoning.map(|e| Reasoning { effort: e.as_str(), summary: "auto" }),
         include: if req.reasoning.is_some() { vec!["reasoning.encrypted_content"] } else { Vec::new() },
+        prompt_cache_key: if cache_key { req.cache_key } else { None },
     };
     serde_json::to_vec(&body)
 }
@@ -74,6 +75,9 @@ struct Body<'a> {
     reasoning: Option<Reasoning>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     include: Vec<&'static str>,
+    /// Requests with one key are routed to the same cache (one per session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]

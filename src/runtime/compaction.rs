@@ -279,6 +279,7 @@ pub(crate) async fn compact(
         max_output_tokens: Some(env.model.max_output_tokens.unwrap_or(4_096).min(4_096)),
         reasoning: None,
         tools: &[],
+        cache_key: None,
     };
     let mut sink = Collect::default();
     let result = retry::stream_with_retry(env.client, &request, env.retry, env.cancel, &mut sink).await;

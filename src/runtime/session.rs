@@ -616,6 +616,11 @@ impl Actor {
         if let Some(r) = u.reasoning {
             out.push_str(&format!(" (reasoning {})", thousands(r)));
         }
+        if u.input > 0 {
+            // What prompt caching saved, as the provider reported it.
+            let share = (u128::from(u.cache_read) * 100 / u128::from(u.input)).min(100);
+            out.push_str(&format!("\n- Read from the prompt cache: {share}% of input"));
+        }
         out.push_str(&format!("\n- Total: {} tokens\n- Context now: {}\n", thousands(u.total()), self.fill()));
         out
     }

@@ -140,6 +140,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             max_output_tokens: model.max_output_tokens,
             reasoning: settings.reasoning,
             tools: &tool_specs,
+            cache_key: Some(&events.session),
         };
         let mut reply = Reply::new(events.clone(), &conversation, config.max_reply_bytes);
         let result = retry::stream_with_retry(&client, &request, &config.retry, &cancel, &mut reply).await;

@@ -64,6 +64,7 @@ fn every_command_once() {
         usage.contains("Input: 50 tokens") && usage.contains("Output: 20 tokens") && usage.contains("Total: 70"),
         "{usage}"
     );
+    assert!(usage.contains("Read from the prompt cache: 0% of input"), "{usage}");
 
     let (context, _) = command(&mut agent, &session, "/context");
     assert!(context.contains("| System prompt |") && context.contains("Tool schemas (10 tools)"), "{context}");
@@ -195,4 +196,35 @@ fn stop_ends_the_running_turn_and_the_queue() {
         vec![(running, "cancelled".to_owned()), (queued, "cancelled".to_owned()), (stop, "end_turn".to_owned())]
     );
     assert_eq!(mock.requests().len(), 1, "the queued prompt never ran");
+}
+
+#[test]
+fn usage_shows_the_share_of_input_the_provider_read_from_its_cache() {
+    let mock = MockModel::start();
+    let reply = |read: u64| {
+        let usage = json!({"input_tokens": 100, "cache_read_input_tokens": read, "cache_creation_input_tokens": 0, "output_tokens": 5});
+        let events = [
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [], "usage": usage}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
+            json!({"type": "message_stop"}),
+        ];
+        Reply::sse(
+            events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())).collect::<String>(),
+        )
+    };
+    mock.push(reply(0));
+    mock.push(reply(1900));
+    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    agent.initialize();
+    let session = agent.new_session();
+    agent.prompt(&session, "first");
+    let (_, response) = agent.prompt(&session, "second");
+    assert_eq!(response["result"]["usage"]["cachedReadTokens"], 1900, "{response}");
+    // 100 + (100 + 1900) input tokens, 1900 of them read from the cache: 90 %.
+    let (usage, _) = command(&mut agent, &session, "/usage");
+    assert!(usage.contains("Input: 2,100 tokens (cache read 1,900"), "{usage}");
+    assert!(usage.contains("Read from the prompt cache: 90% of input"), "{usage}");
 }

@@ -98,16 +98,23 @@ fn requests_carry_auth_model_system_and_history() {
                 assert_eq!(first["model"], "claude-sonnet-4-5");
                 assert!(first["max_tokens"].as_u64().unwrap() > 0);
                 assert!(first["system"][0]["text"].as_str().unwrap().contains("Working directory: "));
+                // Cache breakpoints: the tools, the system prompt, the end of the last two user
+                // messages (this request's end, and the previous request's).
+                let cached = json!({"type": "ephemeral"});
+                assert_eq!(first["system"][0]["cache_control"], cached);
+                let tools = first["tools"].as_array().unwrap();
+                assert_eq!(tools.last().unwrap()["cache_control"], cached);
+                assert!(tools[..tools.len() - 1].iter().all(|t| t.get("cache_control").is_none()));
                 assert_eq!(
                     first["messages"],
-                    json!([{"role": "user", "content": [{"type": "text", "text": "first question"}]}])
+                    json!([{"role": "user", "content": [{"type": "text", "text": "first question", "cache_control": cached}]}])
                 );
                 assert_eq!(
                     second["messages"],
                     json!([
-                        {"role": "user", "content": [{"type": "text", "text": "first question"}]},
+                        {"role": "user", "content": [{"type": "text", "text": "first question", "cache_control": cached}]},
                         {"role": "assistant", "content": [{"type": "text", "text": "Hello, wörld! 👋"}]},
-                        {"role": "user", "content": [{"type": "text", "text": "second question"}]},
+                        {"role": "user", "content": [{"type": "text", "text": "second question", "cache_control": cached}]},
                     ])
                 );
             }
@@ -115,6 +122,9 @@ fn requests_carry_auth_model_system_and_history() {
                 assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key"));
                 assert_eq!(first["model"], "gpt-4.1");
                 assert_eq!(first["stream_options"], json!({"include_usage": true}));
+                // One cache key per session, on every request of it.
+                assert_eq!(first["prompt_cache_key"], session.as_str());
+                assert_eq!(second["prompt_cache_key"], session.as_str());
                 assert_eq!(first["messages"][0]["role"], "system");
                 assert_eq!(
                     second["messages"].as_array().unwrap()[1..],
@@ -129,6 +139,8 @@ fn requests_carry_auth_model_system_and_history() {
                 assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key"));
                 assert_eq!(first["model"], "gpt-5-codex");
                 assert_eq!(first["store"], false);
+                assert_eq!(first["prompt_cache_key"], session.as_str());
+                assert_eq!(second["prompt_cache_key"], session.as_str());
                 assert!(first["instructions"].as_str().unwrap().contains("Working directory: "));
                 assert_eq!(
                     second["input"],
