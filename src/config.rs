@@ -268,7 +268,7 @@ impl Config {
         let (file, load_error) = match std::fs::read_to_string(&path) {
             Ok(text) => match toml::from_str::<FileConfig>(&text) {
                 Ok(file) => (file, None),
-                Err(e) => (FileConfig::default(), Some(format!("{}: {}", path.display(), e.to_string().trim()))),
+                Err(e) => (FileConfig::default(), Some(toml_error(&path, &text, &e))),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
             Err(e) => (FileConfig::default(), Some(format!("{}: {e}", path.display()))),
@@ -412,7 +412,7 @@ impl Config {
     /// The model new sessions start with.
     pub fn default_model_ref(&self) -> Result<ModelRef, NoModel> {
         if let Some(err) = &self.load_error {
-            return Err(NoModel(format!("could not read the configuration: {err}")));
+            return Err(NoModel(format!("the configuration file is broken: {err}")));
         }
         if let Some(reference) = &self.default_model {
             return self.resolve_model(reference).map(|(r, _)| r);
@@ -499,6 +499,20 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
     let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A TOML error as an editor's error line: `file:line:column: what is wrong`.
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("{}:{line}:{column}: {message}", path.display())
+        }
+        None => format!("{}: {message}", path.display()),
+    }
 }
 
 const HOUR: u64 = 60 * 60;

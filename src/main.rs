@@ -12,10 +12,18 @@ use tracing_subscriber::EnvFilter;
 use acp::config::Config;
 
 #[derive(Parser, Debug)]
-#[command(name = "acp", version, about = "An Agent Client Protocol agent server for editors")]
+#[command(
+    name = "acp",
+    version,
+    about = "An Agent Client Protocol agent server for editors",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand, `acp` is `acp serve`, and takes its options.
+    #[command(flatten)]
+    serve: ServeArgs,
     /// Debug logging to stderr (RUST_LOG, when set, takes precedence).
     #[arg(long, short, global = true)]
     verbose: bool,
@@ -52,9 +60,13 @@ enum SessionsCommand {
         json: bool,
     },
     /// A session's details and conversation, as Markdown.
-    Show { id: String },
+    Show {
+        /// The session's id, as `acp sessions list` shows it.
+        id: String,
+    },
     /// A session as a Markdown document or as JSON.
     Export {
+        /// The session's id, as `acp sessions list` shows it.
         id: String,
         #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
         format: ExportFormat,
@@ -62,8 +74,11 @@ enum SessionsCommand {
         #[arg(long, short, value_name = "FILE")]
         output: Option<std::path::PathBuf>,
     },
-    /// Deletes a session and its transcript.
-    Delete { id: String },
+    /// Deletes a session and its transcript (deleting one that is not there is not an error).
+    Delete {
+        /// The session's id, as `acp sessions list` shows it.
+        id: String,
+    },
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -75,8 +90,9 @@ enum ExportFormat {
 const RUN_HELP: &str = "\
 Exit codes: 0 the reply finished (end_turn) · 1 other failure (the agent stopped mid-turn) · \
 2 bad usage (arguments, unknown model or mode, empty prompt, bad directory) · 3 the model provider failed · \
-4 no usable provider (set an API key or configure one) · 5 the model refused · \
-6 the reply stopped early (token or request limit) · 130 cancelled (Ctrl-C, SIGTERM).
+4 authentication: no usable provider, or the provider rejected the key (HTTP 401/403) · 5 the model refused · \
+6 the reply stopped early (token or request limit) · 7 the configuration file is broken · \
+130 cancelled (Ctrl-C, SIGTERM).
 
 Anything that would ask for permission is refused unless --allow names it: a tool (edit, write, \
 apply_patch, exec, web_fetch, …) or a kind (edit, execute, fetch, …), `*` as a wildcard, or `all`.";
@@ -148,7 +164,7 @@ fn main() -> ExitCode {
         Some(Command::Sessions { command }) => return sessions(command),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),
-        None => ServeArgs::default(),
+        None => cli.serve,
     };
     let shutdown = CancellationToken::new();
     if let Err(e) = watch_signals(shutdown.clone()) {
@@ -177,6 +193,14 @@ async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
     }
     if let Some(err) = &config.load_error {
         tracing::error!("{err}");
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // Started by hand: say what this is, rather than sit silent.
+        let _ = writeln!(
+            std::io::stderr(),
+            "acp serve speaks the Agent Client Protocol (JSON-RPC, one message per line) on stdin and stdout, \
+             for editors to start. To chat in this terminal, run `acp client`. Ctrl-D quits."
+        );
     }
     let rpc = match acp::rpc::start(std::io::stdin(), std::io::stdout(), config.max_line_bytes) {
         Ok(rpc) => rpc,
@@ -273,7 +297,8 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
 
     let config = Config::load();
     if let Some(err) = &config.load_error {
-        tracing::error!("{err}");
+        let _ = writeln!(std::io::stderr(), "acp run: the configuration file is broken: {err}");
+        return ExitCode::from(exit::CONFIG);
     }
     let pipes = std::io::pipe().and_then(|a| std::io::pipe().map(|b| (a, b)));
     let ((agent_in, client_out), (client_in, agent_out)) = match pipes {
@@ -416,11 +441,13 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
             }
         }
         SessionsCommand::Delete { id } => {
+            // As `session/delete`: deleting what is not there succeeds (scripts may delete twice).
             if !acp::store::valid_id(&id) || store.get(&id)?.is_none() {
-                return Err(format!("no session `{id}` in {}", config.home.display()).into());
+                writeln!(out, "No session `{id}` in {}; nothing to delete.", config.home.display())?;
+            } else {
+                store.delete_if_closed(&id)?;
+                writeln!(out, "Deleted {id}.")?;
             }
-            store.delete_if_closed(&id)?;
-            writeln!(out, "Deleted {id}.")?;
         }
     }
     out.flush()?;

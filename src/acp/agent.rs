@@ -260,7 +260,11 @@ impl Agent {
         let model = match model {
             Ok(model) => model,
             Err(e) => {
-                let error = ErrorObject::new(code::AUTH_REQUIRED, format!("authentication required: {e}"))
+                // A broken file is said as such (still -32000: once it is fixed, the `config-file`
+                // method reloads it).
+                let message =
+                    if config.load_error.is_some() { e.to_string() } else { format!("authentication required: {e}") };
+                let error = ErrorObject::new(code::AUTH_REQUIRED, message)
                     .with_data(json!({ "configPath": config.config_path(), "authMethods": [AUTH_ANTHROPIC, AUTH_OPENAI, AUTH_CONFIG] }));
                 return responder.respond_error(error);
             }

@@ -207,7 +207,10 @@ impl AcpSink {
                 // Tell the user in the conversation itself, then fail the request.
                 let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
                 let text = format!("\n\n**Error:** {}", error.message);
-                self.update(session, SessionUpdate::AgentMessageChunk(chunk(text, &id)));
+                // Marked, so clients that report the error themselves (`acp run`) can leave it out
+                // of the reply.
+                let notice = chunk(text, &id).meta(meta(json!({ "error": true })));
+                self.update(session, SessionUpdate::AgentMessageChunk(notice));
                 let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
                 let provider = error.provider.as_ref();
                 let data = json!({

@@ -125,7 +125,7 @@ fn bad_files_are_reported_not_ignored() {
     let c = load(Some("model = 5\n"), &[("ANTHROPIC_API_KEY", "k")]);
     let err = c.load_error.clone().unwrap();
     assert!(err.contains("config.toml"), "{err}");
-    assert!(c.default_model_ref().unwrap_err().to_string().contains("could not read the configuration"));
+    assert!(c.default_model_ref().unwrap_err().to_string().contains("the configuration file is broken"));
 
     let c = load(Some("modle = \"x\"\n"), &[]);
     assert!(c.load_error.unwrap().contains("modle"), "unknown keys are typos, not silence");

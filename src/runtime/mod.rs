@@ -307,6 +307,15 @@ impl Runtime {
         .await
         .map_err(|e| LoadError::Store(StoreError(format!("loading the session failed: {e}"))))??;
         let (row, replay, writer) = opened;
+        let answered =
+            replay.conversation.messages().iter().any(|m| matches!(m, crate::providers::Message::Assistant(_)));
+        if answered
+            && !row.prompted
+            && let Some(store) = self.shared.store_if_open()
+            && let Err(e) = store.mark_prompted(id)
+        {
+            tracing::warn!(session = %id, error = %e, "could not update the session index");
+        }
         let config = self.config();
         let stored = replay.settings.clone().unwrap_or(StoredSettings {
             model: row.model.clone(),
@@ -331,7 +340,8 @@ impl Runtime {
             context_tokens: replay.context_tokens,
             turns: replay.last_turn,
             title: row.title.clone(),
-            prompted: row.prompted,
+            // A session whose first answer was cut off by a crash is listed once it is reopened.
+            prompted: row.prompted || answered,
         };
         let handle =
             session::spawn(Arc::from(id), settings.clone(), self.shared.clone(), session::Stored::Restored(restored));

@@ -5,8 +5,8 @@
 //! except slash commands that answer at once (`/help`, `/status`, …, see `commands.rs`).
 //!
 //! Persistence: a new session is stored (index row and transcript) before the surface hears of it,
-//! so it can be loaded or resumed at once, here or in another process; it is listed from its first
-//! prompt on. The transcript records every prompt, everything shown, every message of the context,
+//! so it can be loaded or resumed at once, here or in another process; it is listed once the model
+//! has answered in it. The transcript records every prompt, everything shown, every message of the context,
 //! settings changes, and the end of each turn — written before the turn's `TurnEnded`, so a client
 //! that got its answer can reload the session and find it all.
 
@@ -158,7 +158,7 @@ struct Actor {
     accounting: Accounting,
     /// `None`: the store could not be used; the session lives in memory only.
     transcript: Option<Arc<Transcript>>,
-    /// Whether the session was ever sent a model prompt (then it is listed).
+    /// Whether the model ever answered in this session (then it is listed).
     prompted: bool,
     title: Option<String>,
     /// Summed over the session's turns.
@@ -273,7 +273,6 @@ impl Actor {
             return self.run_command(turn, input, command).await;
         }
 
-        self.mark_prompted();
         let seq = self.begin_recorded(&input);
         if self.title.is_none()
             && let Some(title) = input::title_of(&input)
@@ -393,6 +392,9 @@ impl Actor {
             Ok(result) => {
                 self.conversation = result.conversation;
                 self.accounting = result.accounting;
+                if self.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
+                    self.mark_prompted();
+                }
                 (result.outcome, result.context)
             }
             Err(e) => {
@@ -470,7 +472,8 @@ impl Actor {
 
     // ---- persistence ----
 
-    /// The first model prompt: the session is listed from now on.
+    /// The model answered for the first time: the session is listed from now on (one whose turns
+    /// all failed before any answer — no key, a provider down — is not).
     fn mark_prompted(&mut self) {
         if self.prompted {
             return;

@@ -84,7 +84,7 @@ pub struct SessionRow {
     pub parent_id: Option<String>,
     /// Which surface created it (`acp`, `run`, `gateway`, …).
     pub origin: String,
-    /// Whether it was ever sent a prompt for the model (listings leave the others out).
+    /// Whether the model ever answered in it (listings leave the others out).
     pub prompted: bool,
 }
 
@@ -299,7 +299,7 @@ impl Store {
         Ok(t)
     }
 
-    /// The session got its first prompt: listings show it from now on.
+    /// The model answered in the session for the first time: listings show it from now on.
     pub fn mark_prompted(&self, id: &str) -> Result<(), StoreError> {
         self.db().execute("UPDATE sessions SET prompted = 1, updated_at = ?2 WHERE id = ?1", params![id, now_ms()])?;
         Ok(())

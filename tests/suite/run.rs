@@ -189,8 +189,23 @@ fn every_outcome_has_its_exit_code() {
     assert_eq!(last["error"]["data"]["status"], 400);
     assert_eq!(last["exitCode"], 3);
 
+    // Text mode: the error goes to stderr, once; stdout holds only the reply (none here).
+    mock.push(Reply::fixture("anthropic", "400"));
+    let r = run(home.path(), Some(&mock), cwd, &["hi"]);
+    assert_eq!(r.code, 3, "provider error: {}", r.stderr);
+    assert_eq!(r.stdout, "", "nothing but the reply on stdout");
+    assert_eq!(r.stderr.matches("acp run:").count(), 1, "{}", r.stderr);
+
     mock.push(Reply::fixture("anthropic", "401"));
     assert_eq!(run(home.path(), Some(&mock), cwd, &["hi"]).code, 4, "rejected key");
+
+    // A broken config file has its own code and says where.
+    let broken = tempfile::tempdir().unwrap();
+    std::fs::write(broken.path().join("config.toml"), "model = \"anthropic/x\"\nmodle = 1\n").unwrap();
+    let r = run(broken.path(), Some(&mock), cwd, &["hi"]);
+    assert_eq!(r.code, 7, "broken config: {}", r.stderr);
+    assert!(r.stderr.contains("config.toml:2:1: unknown field `modle`"), "{}", r.stderr);
+    assert!(!r.stderr.contains("authentication"), "{}", r.stderr);
 
     let r = run(home.path(), None, cwd, &["hi"]);
     assert_eq!(r.code, 4, "no provider");
@@ -236,4 +251,31 @@ fn an_interrupt_cancels_the_turn() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(r.stderr.contains("cancelled"), "{}", r.stderr);
     assert!(mock.wait_done(0).client_left, "the model request was dropped");
+}
+
+#[test]
+fn failed_runs_leave_nothing_in_the_session_list() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let listed = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["sessions", "list", "--json"])
+            .env_clear()
+            .env("ACP_HOME", home.path())
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().lines().count()
+    };
+    mock.push(Reply::fixture("anthropic", "401"));
+    assert_eq!(run(home.path(), Some(&mock), ws.path(), &["hi"]).code, 4);
+    mock.push(Reply::fixture("anthropic", "400"));
+    assert_eq!(run(home.path(), Some(&mock), ws.path(), &["--session", "nightly", "hi"]).code, 3);
+    assert_eq!(listed(), 0, "sessions in which the model never answered are not listed");
+    // The named one is kept, and listed once it has an answer.
+    mock.push(text("anthropic", "Now it works."));
+    assert_eq!(run(home.path(), Some(&mock), ws.path(), &["--session", "nightly", "again"]).code, 0);
+    assert_eq!(listed(), 1);
+    let history = mock.requests().last().unwrap().body["messages"].clone();
+    assert_eq!(history[0]["content"][0]["text"], "again", "the failed prompt left the context: {history}");
 }

@@ -73,6 +73,15 @@ fn a_broken_config_file_is_reported_on_session_new() {
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     assert_eq!(r["error"]["code"], -32000);
     assert!(r["error"]["message"].as_str().unwrap().contains("config.toml"), "{r}");
+    // Said as what it is, with the line, and the unknown key named.
+    let mut agent =
+        Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = \"anthropic/x\"\n\nmodle = 1\n"));
+    agent.initialize();
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("the configuration file is broken: "), "{r}");
+    assert!(message.contains("config.toml:3:1: unknown field `modle`"), "{r}");
+    assert!(!message.contains("authentication required"), "{r}");
 }
 
 #[test]

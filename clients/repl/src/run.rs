@@ -21,12 +21,15 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The model provider failed (after the agent's retries).
     pub const PROVIDER: u8 = 3;
-    /// No usable provider: an API key or a provider in config.toml is missing.
+    /// Authentication: no usable provider (an API key or a provider in config.toml is missing),
+    /// or the provider rejected the key (HTTP 401/403).
     pub const SETUP: u8 = 4;
     /// The model refused.
     pub const REFUSAL: u8 = 5;
     /// The reply stopped early: output token limit or turn request limit.
     pub const INCOMPLETE: u8 = 6;
+    /// The configuration file (`$ACP_HOME/config.toml`) could not be read.
+    pub const CONFIG: u8 = 7;
     /// Cancelled by Ctrl-C / SIGINT / SIGTERM.
     pub const CANCELLED: u8 = 130;
 }
@@ -231,6 +234,8 @@ impl State<'_> {
         }
         let update = &params["update"];
         match update["sessionUpdate"].as_str() {
+            // The agent's note of a failed turn: the error goes to stderr, not into the reply.
+            Some("agent_message_chunk") if update["_meta"]["error"] == true => {}
             Some("agent_message_chunk") => {
                 if let Some(text) = update["content"]["text"].as_str() {
                     let _ = output.out.write_all(text.as_bytes());
