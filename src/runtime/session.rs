@@ -2,7 +2,8 @@
 //! runs one turn at a time, each under its own cancellation token. A prompt that arrives while a
 //! turn runs is queued and runs next (FIFO); `Op::Cancel` cancels the running turn and everything
 //! queued. Every turn ends with exactly one `TurnEnded` event, in the order the prompts arrived —
-//! except slash commands that answer at once (`/help`, `/status`, …, see `commands.rs`).
+//! except slash commands that answer at once: `/help` and `/stop` always, the reports (`/status`,
+//! `/usage`, `/context`) when nothing runs or waits (see `commands.rs`).
 //!
 //! Persistence: a new session is stored (index row and transcript) before the surface hears of it,
 //! so it can be loaded or resumed at once, here or in another process; it is listed once the model
@@ -208,7 +209,11 @@ impl Actor {
                         }
                         None => self.answer(turn, "Nothing is running.".into()),
                     },
-                    Parsed::Command(c) if c.is_immediate() => {
+                    // Reports answer at once when the session is idle; behind running or queued
+                    // prompts they wait for them, so their figures include those turns.
+                    Parsed::Command(c)
+                        if c.is_immediate() && (c == Command::Help || (running.is_none() && self.queue.is_empty())) =>
+                    {
                         let text = self.report(&c);
                         self.answer(turn, text);
                     }

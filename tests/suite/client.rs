@@ -331,3 +331,24 @@ fn without_a_terminal_the_output_is_plain_text() {
     assert!(!stdout.contains('\x1b'), "no escape codes: {stdout:?}");
     assert!(stdout.contains("Plain **and** simple.\n"), "{stdout:?}");
 }
+
+#[test]
+fn acp_serve_started_by_hand_in_a_terminal_says_what_it_is() {
+    let home = tempfile::tempdir().unwrap();
+    let env = [("ACP_HOME", home.path().display().to_string()), ("HOME", home.path().display().to_string())];
+    let mut pty = Pty::spawn(Path::new(env!("CARGO_BIN_EXE_acp")), &["serve"], &env, home.path());
+    let screen = pty.wait_for("acp client");
+    assert!(screen.contains("speaks the Agent Client Protocol"), "{screen}");
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+    // Spoken to through pipes (as editors do), it says nothing but protocol.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .arg("serve")
+        .env_clear()
+        .env("ACP_HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+}

@@ -177,15 +177,18 @@ fn stop_ends_the_running_turn_and_the_queue() {
     let queued = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "next"}]}));
     mock.wait_requests(1);
-    // /status answers at once, while the turn runs.
+    // /help answers at once, while the turn runs.
+    let help = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/help"}]}));
+    let (_, r) = agent.until_response(help);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    // /status waits behind the running and queued prompts (its figures would miss them).
     let status = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/status"}]}));
-    let (_, r) = agent.until_response(status);
-    assert_eq!(r["result"]["stopReason"], "end_turn");
     let stop = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/stop"}]}));
     let mut answers = Vec::new();
-    while answers.len() < 3 {
+    while answers.len() < 4 {
         let msg = agent.recv();
         if let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) {
             answers.push((id.as_i64().unwrap(), msg["result"]["stopReason"].as_str().unwrap().to_owned()));
@@ -193,7 +196,12 @@ fn stop_ends_the_running_turn_and_the_queue() {
     }
     assert_eq!(
         answers,
-        vec![(running, "cancelled".to_owned()), (queued, "cancelled".to_owned()), (stop, "end_turn".to_owned())]
+        vec![
+            (running, "cancelled".to_owned()),
+            (queued, "cancelled".to_owned()),
+            (status, "cancelled".to_owned()),
+            (stop, "end_turn".to_owned())
+        ]
     );
     assert_eq!(mock.requests().len(), 1, "the queued prompt never ran");
 }

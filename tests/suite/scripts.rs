@@ -68,6 +68,8 @@ fn the_ndjson_scripts_run_as_written() {
     let messages = mock.requests()[1].body["messages"].as_array().unwrap().clone();
     assert_eq!(messages[1]["content"][0]["text"], "Hello there.", "the history went along");
     assert!(said(&lines).contains("**Usage**"), "{}", said(&lines));
+    // /usage (id 3) waited for the prompt before it (id 2): both turns are counted.
+    assert!(said(&lines).contains("Input: 100 tokens"), "{}", said(&lines));
 
     let (answers, _) = run_script(home.path(), &mock, "sessions.ndjson");
     let titles: Vec<&str> =
