@@ -1,7 +1,8 @@
 """A small ACP agent written with the official Python SDK (agent-client-protocol on PyPI), used to
 show that `acp client` drives agents other than acp. Each prompt: a reply chunk, then a tool call
 that asks permission, runs `echo` in a client terminal and reads a file through the client, then a
-closing chunk. The prompt "crash" makes it exit in the middle of a turn."""
+closing chunk. The prompt "crash" makes it exit in the middle of a turn; "late" makes it wait for a
+cancel and then still send text (as an agent with output in flight does) before it answers."""
 
 import asyncio
 import os
@@ -24,6 +25,7 @@ class PyAgent:
     def on_connect(self, conn):
         self.conn = conn
         self.cwd = "."
+        self.cancelled = asyncio.Event()
 
     async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kwargs):
         return InitializeResponse(
@@ -40,6 +42,7 @@ class PyAgent:
         return None
 
     async def cancel(self, session_id, **kwargs):
+        self.cancelled.set()
         return None
 
     async def say(self, session_id, text):
@@ -52,6 +55,11 @@ class PyAgent:
             sys.stdout.flush()
             await asyncio.sleep(0.2)
             os._exit(3)
+        if said.strip() == "late":
+            self.cancelled.clear()
+            await self.cancelled.wait()
+            await self.say(session_id, "LATE TEXT AFTER THE CANCEL")
+            return PromptResponse(stop_reason="cancelled")
         await self.conn.session_update(
             session_id=session_id,
             update=start_tool_call("py-call-1", "Run echo", kind="execute", status="pending", raw_input={"command": "echo from-terminal"}),

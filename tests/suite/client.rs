@@ -352,3 +352,62 @@ fn acp_serve_started_by_hand_in_a_terminal_says_what_it_is() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
 }
+
+#[test]
+fn text_that_arrives_after_a_cancel_is_not_shown() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let agent = py_agent();
+    let mut pty = client(home.path(), &mock, ws.path(), &["--agent", &agent]);
+    pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.send("late\r");
+    pty.wait_for("Python agent heard: late");
+    pty.send("\x03");
+    let screen = pty.wait_for("stopped: cancelled");
+    assert!(screen.contains("cancelling…"), "{screen}");
+    assert!(!screen.contains("LATE TEXT"), "{screen}");
+    pty.wait_for_prompt();
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn an_answered_question_leaves_one_line_and_the_diff_once() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("call_w", "write", json!({"path": "NOTES.md", "content": "add() adds.\n"}))]));
+    mock.push(text("anthropic", "Done."));
+    // Ctrl-C at the second question cancels the turn: the call is cancelled, not rejected.
+    mock.push(calls("anthropic", &[("call_x", "exec", json!({"command": "echo hi"}))]));
+    let mut pty = client(home.path(), &mock, ws.path(), &["--review"]);
+    pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.send("Write the notes\r");
+    pty.wait_for("❯ 1. Allow");
+    pty.send("1");
+    let screen = pty.wait_for("Done.");
+    assert!(screen.contains("→ Allow"), "the answer in one line: {screen}");
+    assert!(!screen.contains("2. Always allow"), "the menu is gone: {screen}");
+    assert_eq!(screen.matches("+add() adds.").count(), 1, "the diff once: {screen}");
+    // --review did not ask again about the write just approved.
+    assert!(!screen.contains("Write it"), "{screen}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("NOTES.md")).unwrap(), "add() adds.\n");
+    pty.wait_for_prompt();
+    pty.send("Run it\r");
+    pty.wait_for("❯ 1. Allow");
+    pty.send("\x03");
+    let screen = pty.wait_for("stopped: cancelled");
+    assert!(screen.contains("→ Cancelled (Ctrl-C)"), "{screen}");
+    assert!(!screen.contains("Rejected by the user"), "{screen}");
+    assert!(screen.contains("│ Cancelled"), "the call is shown cancelled: {screen}");
+    let body = &mock.requests().len();
+    assert_eq!(*body, 3, "no request after the cancel");
+    pty.wait_for_prompt();
+    pty.send("/help\r");
+    pty.wait_for("/quit or /exit");
+    pty.send("/quit\r");
+    assert_eq!(pty.wait_exit(), 0);
+}

@@ -1,5 +1,6 @@
 //! Asking the user to pick a permission option: arrow keys (or j/k) and Enter, or the option's
-//! number; Esc or Ctrl-C refuses. Without a terminal the options are numbered and a line is read.
+//! number; Esc refuses, Ctrl-C cancels the turn. Without a terminal the options are numbered and a
+//! line is read.
 
 use std::io::{self, BufRead, Write};
 
@@ -43,11 +44,29 @@ impl Drop for RawMode {
     }
 }
 
-/// Asks on the terminal: the options as a menu with a highlighted choice.
+/// Asks on the terminal: the options as a menu with a highlighted choice. Once answered the menu
+/// is erased (the caller says in one line what was chosen).
 pub fn choose_interactive(out: &mut impl Write, options: &[Value]) -> io::Result<Choice> {
     if options.is_empty() {
         return Ok(Choice::Refused { cancel_turn: false });
     }
+    let choice = menu(out, options);
+    // Up over the menu's lines, and clear from there down.
+    write!(out, "\x1b[{}A\r\x1b[J", options.len())?;
+    out.flush()?;
+    choice
+}
+
+/// What the user picked, in words: the option's name, or why nothing was.
+pub fn describe(choice: &Choice, options: &[Value]) -> String {
+    match choice {
+        Choice::Option(id) => options.iter().find(|o| o["optionId"] == id.as_str()).map_or_else(|| id.clone(), label),
+        Choice::Refused { cancel_turn: true } => "Cancelled (Ctrl-C)".into(),
+        Choice::Refused { cancel_turn: false } => "Refused".into(),
+    }
+}
+
+fn menu(out: &mut impl Write, options: &[Value]) -> io::Result<Choice> {
     let mut selected = 0usize;
     let draw = |out: &mut dyn Write, selected: usize, first: bool| -> io::Result<()> {
         if !first {

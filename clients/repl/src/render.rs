@@ -81,6 +81,8 @@ pub struct Renderer<W: Write> {
     frame: usize,
     pub terminals: Option<Terminals>,
     usage: Option<(u64, u64)>,
+    /// Tool calls whose diff the user saw already (in a permission question): not shown again.
+    diff_shown: std::collections::HashSet<String>,
 }
 
 impl<W: Write> std::fmt::Debug for Renderer<W> {
@@ -111,7 +113,13 @@ impl<W: Write> Renderer<W> {
             frame: 0,
             terminals: None,
             usage: None,
+            diff_shown: std::collections::HashSet::new(),
         }
+    }
+
+    /// The user saw this call's diff already (it was the subject of a question).
+    pub fn diff_was_shown(&mut self, call_id: &str) {
+        self.diff_shown.insert(call_id.to_owned());
     }
 
     pub fn into_inner(self) -> W {
@@ -317,7 +325,7 @@ impl<W: Write> Renderer<W> {
 
     fn raw(&mut self, s: &str) {
         self.w(s);
-        self.col += s.chars().count();
+        self.col += visible_len(s);
     }
 
     /// Prints the held word, on a new line if it would not fit.
@@ -517,7 +525,8 @@ impl<W: Write> Renderer<W> {
                 }
             }
             _ => {
-                for item in &view.content {
+                let seen = self.diff_shown.remove(id);
+                for item in view.content.iter().filter(|c| !(seen && c["type"] == "diff")) {
                     self.content(item);
                 }
             }
@@ -572,7 +581,7 @@ impl<W: Write> Renderer<W> {
             self.w(&format!("  {d}… {skip} lines above{r}\n"));
         }
         for line in &lines[skip..] {
-            let line: String = line.chars().take(self.width.saturating_sub(4)).collect();
+            let line = fit(line, self.width.saturating_sub(4));
             self.w(&format!("  {d}│ {line}{r}\n"));
         }
     }
@@ -713,9 +722,23 @@ pub fn strip_escapes(s: &str) -> String {
     out
 }
 
-/// Characters that take a column (escape sequences do not).
+/// Columns the text takes on a terminal: escape sequences none, CJK and most emoji two.
 fn visible_len(s: &str) -> usize {
-    if s.contains('\x1b') { strip_escapes(s).chars().count() } else { s.chars().count() }
+    use unicode_width::UnicodeWidthStr;
+    if s.contains('\x1b') { strip_escapes(s).width() } else { s.width() }
+}
+
+/// The longest head of `line` that fits in `columns`.
+fn fit(line: &str, columns: usize) -> &str {
+    use unicode_width::UnicodeWidthChar;
+    let mut used = 0;
+    for (i, c) in line.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > columns {
+            return &line[..i];
+        }
+    }
+    line
 }
 
 fn duration(d: Duration) -> String {
@@ -760,6 +783,22 @@ mod tests {
         }
         r.turn_end(Some("end_turn"), None);
         assert_eq!(text_of(r), "Hello world\n```rust\nfn main() {}\n```\n# Done now\n");
+    }
+
+    #[test]
+    fn wide_characters_wrap_by_the_columns_they_take() {
+        use unicode_width::UnicodeWidthStr;
+        let mut r = Renderer::new(Vec::new(), true, 20, Thoughts::Show);
+        // Six CJK words of 4 columns each (2 characters), and emoji, which take two columns too.
+        r.update(&chunk("漢字 漢字 漢字 漢字 漢字 漢字 👋👋 👋👋 👋👋 👋👋\n"));
+        r.turn_end(None, None);
+        let visible = strip(&text_of(r));
+        let lines: Vec<&str> = visible.lines().filter(|l| !l.trim().is_empty()).take(3).collect();
+        for line in &lines {
+            assert!(line.width() <= 20, "{line:?} is {} columns in {visible:?}", line.width());
+        }
+        assert_eq!(lines[0], "漢字 漢字 漢字 漢字", "four words of 4 columns and 3 spaces: 19 columns");
+        assert_eq!(fit("漢字漢字", 5), "漢字", "a wide character never straddles the edge");
     }
 
     #[test]

@@ -143,6 +143,14 @@ struct Session<'a> {
     interactive: bool,
     /// When Ctrl-C last cancelled a turn: another one soon after leaves, even at the prompt.
     last_interrupt: Option<Instant>,
+    /// The running turn is being cancelled: its late text is not shown.
+    cancelling: bool,
+    /// Writes the user approved in a permission question, as (path, new text): `--review` does
+    /// not ask about the same diff twice.
+    approved_writes: Vec<(String, String)>,
+    /// The session's model and mode, for the header.
+    model: Option<String>,
+    mode: Option<String>,
 }
 
 /// Runs the client; returns the exit code.
@@ -212,6 +220,10 @@ pub fn run(opts: &ClientOptions) -> u8 {
         opts,
         interactive: io::stdin().is_terminal(),
         last_interrupt: None,
+        cancelling: false,
+        approved_writes: Vec::new(),
+        model: None,
+        mode: None,
     };
     // The line editor installs its own SIGINT handler; ours is registered after it and chains to it.
     let config =
@@ -287,27 +299,56 @@ impl Session<'_> {
                 }
                 let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
                 self.id.clone_from(&id);
-                self.call("session/load", params)?
+                let loaded = self
+                    .call("session/load", params)?
                     .map_err(|e| self.fail(&format!("could not load session {id}: {}", e.message), exit::USAGE))?;
+                self.note_settings(&loaded);
                 self.renderer.turn_end(None, None);
             }
             None => {
                 let answer = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}))?;
                 let session = answer.map_err(|e| self.fail(&e.message, exit::AGENT))?;
                 self.id = session["sessionId"].as_str().unwrap_or_default().to_owned();
+                self.note_settings(&session);
             }
         }
         if let Some(model) = self.opts.model.clone() {
             let params = json!({"sessionId": self.id, "configId": "model", "value": model});
-            self.call("session/set_config_option", params)?
+            let set = self
+                .call("session/set_config_option", params)?
                 .map_err(|e| self.fail(&format!("--model {model}: {}", e.message), exit::USAGE))?;
+            self.note_settings(&set);
         }
         if let Some(mode) = self.opts.mode.clone() {
             self.call("session/set_mode", json!({"sessionId": self.id, "modeId": mode}))?
                 .map_err(|e| self.fail(&format!("--mode {mode}: {}", e.message), exit::USAGE))?;
+            self.mode = Some(mode);
         }
-        self.renderer.notice(&format!("{agent} · session {} · /help for commands, Ctrl-D to leave", self.id));
+        let mut header = vec![agent];
+        header.extend(self.model.clone());
+        header.extend(self.mode.as_ref().map(|m| format!("{m} mode")));
+        header.push(format!("session {}", self.id));
+        header.push("/help for commands, /quit or Ctrl-D to leave".into());
+        self.renderer.notice(&header.join(" · "));
         Ok(())
+    }
+
+    /// The model and mode an answer (`session/new|load`, `set_config_option`) reports.
+    fn note_settings(&mut self, answer: &Value) {
+        let options = answer["configOptions"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let current = |category: &str| {
+            options
+                .iter()
+                .find(|o| o["category"] == category || o["id"] == category)
+                .and_then(|o| o["currentValue"].as_str())
+                .map(str::to_owned)
+        };
+        if let Some(model) = current("model") {
+            self.model = Some(model);
+        }
+        if let Some(mode) = answer["modes"]["currentModeId"].as_str().map(str::to_owned).or_else(|| current("mode")) {
+            self.mode = Some(mode);
+        }
     }
 
     fn fail(&mut self, message: &str, code: u8) -> u8 {
@@ -352,6 +393,11 @@ impl Session<'_> {
             if let Err(code) = self.prompt(&text) {
                 break code;
             }
+            if text.trim() == "/help" {
+                self.renderer.notice(
+                    "In this client: /quit or /exit (or Ctrl-D) leaves · Ctrl-C cancels a turn, twice leaves · Tab completes commands",
+                );
+            }
         };
         if let Some(path) = &self.opts.history {
             if let Some(dir) = path.parent() {
@@ -377,6 +423,7 @@ impl Session<'_> {
     /// Handles everything until the answer to `id`.
     fn wait(&mut self, id: i64) -> Wait {
         let mut interrupted = false;
+        self.cancelling = false;
         loop {
             let Some(message) = self.rx.recv_timeout(Duration::from_millis(80)) else {
                 self.renderer.tick();
@@ -389,7 +436,13 @@ impl Session<'_> {
                 }
                 Incoming::Response { .. } => {}
                 Incoming::Notification { method, params } if method == "session/update" => {
-                    self.renderer.update(&params["update"]);
+                    let update = &params["update"];
+                    // Once the cancel is shown, text still on its way from the turn is dropped.
+                    let late_text =
+                        matches!(update["sessionUpdate"].as_str(), Some("agent_message_chunk" | "agent_thought_chunk"));
+                    if !(self.cancelling && late_text) {
+                        self.renderer.update(update);
+                    }
                 }
                 Incoming::Notification { .. } => {}
                 Incoming::Request { id, method, params } => {
@@ -397,7 +450,7 @@ impl Session<'_> {
                         if let Some(code) = self.permission(&id, &params) {
                             return Wait::Quit(code);
                         }
-                    } else if method == "fs/write_text_file" && self.opts.review && !self.approve_write(&params) {
+                    } else if method == "fs/write_text_file" && self.opts.review && !self.review_write(&params) {
                         let _ = self.tx.respond(&id, Err(RpcError::new(-32603, "the user declined this write")));
                     } else {
                         host::answer(&self.tx, &self.terminals, id, &method, params);
@@ -410,6 +463,7 @@ impl Session<'_> {
                         return Wait::Quit(exit::INTERRUPTED);
                     }
                     interrupted = true;
+                    self.cancelling = true;
                     self.last_interrupt = Some(Instant::now());
                     self.renderer.notice("cancelling… (Ctrl-C again to leave)");
                     let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
@@ -479,18 +533,54 @@ impl Session<'_> {
             ask::choose_line(&mut out, &mut io::stdin().lock(), &options)
         };
         let choice = choice.unwrap_or(Choice::Refused { cancel_turn: false });
+        self.renderer.notice(&format!("→ {}", ask::describe(&choice, &options)));
         let outcome = match &choice {
-            Choice::Option(option) => json!({"outcome": "selected", "optionId": option}),
-            Choice::Refused { .. } => match ask::option_of(&options, &["reject_once", "reject_always"]) {
+            Choice::Option(option) => {
+                let allowed = options.iter().any(|o| {
+                    o["optionId"] == option.as_str() && o["kind"].as_str().is_some_and(|k| k.starts_with("allow"))
+                });
+                if allowed {
+                    self.remember_approved_writes(call_id);
+                }
+                json!({"outcome": "selected", "optionId": option})
+            }
+            // Ctrl-C: the turn is cancelled, and so is the question (not "rejected").
+            Choice::Refused { cancel_turn: true } => {
+                self.cancelling = true;
+                self.last_interrupt = Some(Instant::now());
+                let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
+                json!({"outcome": "cancelled"})
+            }
+            Choice::Refused { cancel_turn: false } => match ask::option_of(&options, &["reject_once", "reject_always"])
+            {
                 Some(option) => json!({"outcome": "selected", "optionId": option}),
                 None => json!({"outcome": "cancelled"}),
             },
         };
         let _ = self.tx.respond(id, Ok(json!({"outcome": outcome})));
-        if choice == (Choice::Refused { cancel_turn: true }) {
-            let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
-        }
         None
+    }
+
+    /// The writes an allowed call will make, as its diffs show them.
+    fn remember_approved_writes(&mut self, call_id: &str) {
+        let Some(tool) = self.renderer.tool(call_id) else { return };
+        for item in tool.content.iter().filter(|c| c["type"] == "diff") {
+            if let (Some(path), Some(new)) = (item["path"].as_str(), item["newText"].as_str()) {
+                self.approved_writes.push((path.to_owned(), new.to_owned()));
+            }
+        }
+    }
+
+    /// `--review`: a write the user approved as a diff a moment ago goes ahead; any other is shown
+    /// and asked about.
+    fn review_write(&mut self, params: &Value) -> bool {
+        let path = params["path"].as_str().unwrap_or_default();
+        let content = params["content"].as_str().unwrap_or_default();
+        if let Some(i) = self.approved_writes.iter().position(|(p, new)| p == path && new == content) {
+            self.approved_writes.remove(i);
+            return true;
+        }
+        self.approve_write(params)
     }
 
     /// `--review`: the write as a diff against the file on disk, then Write or Skip.
@@ -511,12 +601,17 @@ impl Session<'_> {
         } else {
             ask::choose_line(&mut out, &mut io::stdin().lock(), &options)
         };
-        matches!(choice, Ok(Choice::Option(ref id)) if id == "write")
+        let choice = choice.unwrap_or(Choice::Refused { cancel_turn: false });
+        self.renderer.notice(&format!("→ {}", ask::describe(&choice, &options)));
+        matches!(choice, Choice::Option(ref id) if id == "write")
     }
 
-    /// What the question is about: the diff, or the command.
+    /// What the question is about: the diff (not shown again when the call ends), or the command.
     fn show_request(&mut self, call_id: &str) {
         let Some(tool) = self.renderer.tool(call_id).cloned() else { return };
+        if tool.content.iter().any(|c| c["type"] == "diff") {
+            self.renderer.diff_was_shown(call_id);
+        }
         for item in &tool.content {
             if item["type"] == "diff" {
                 let lines = crate::render::diff_lines(
