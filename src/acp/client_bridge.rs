@@ -214,16 +214,18 @@ impl Host for AcpHost {
                 Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
                     Ok(r) => match r.outcome {
                         RequestPermissionOutcome::Selected(s) => PermissionAnswer::Selected(s.option_id.0.to_string()),
+                        // ACP: the client answers `cancelled` when the user cancelled the turn.
                         _ => PermissionAnswer::Cancelled,
                     },
                     Err(e) => {
                         tracing::warn!(error = %e, "unexpected answer to session/request_permission");
-                        PermissionAnswer::Cancelled
+                        PermissionAnswer::NoAnswer
                     }
                 },
+                Err(_) if cancel.is_cancelled() => PermissionAnswer::Cancelled,
                 Err(e) => {
                     tracing::debug!(error = %e, "permission request ended without a choice");
-                    PermissionAnswer::Cancelled
+                    PermissionAnswer::NoAnswer
                 }
             }
         })

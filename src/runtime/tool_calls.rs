@@ -279,7 +279,13 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
             let answer = env.shared.host.request_permission(&env.events.session, &request, &env.cancel).await;
             let chosen = match &answer {
                 PermissionAnswer::Selected(id) => request.options.iter().find(|o| &o.id == id).map(|o| o.kind),
-                PermissionAnswer::Cancelled => None,
+                PermissionAnswer::Cancelled => {
+                    // The user cancelled in the question itself: the turn ends here, even if the
+                    // client's `session/cancel` has not arrived yet.
+                    env.cancel.cancel();
+                    None
+                }
+                PermissionAnswer::NoAnswer => None,
             };
             match chosen {
                 Some(kind) => {

@@ -66,8 +66,10 @@ pub struct PermissionRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionAnswer {
     Selected(String),
-    /// The prompt was cancelled (or the user could not be asked).
+    /// The turn was cancelled (the user said so in the question itself, or cancelled the turn).
     Cancelled,
+    /// No choice came back: the user could not be asked, or the answer made no sense.
+    NoAnswer,
 }
 
 /// A command to run in an editor terminal.
@@ -208,7 +210,7 @@ impl Host for LocalHost {
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, PermissionAnswer> {
         let reject = request.options.iter().find(|o| o.kind == OptionKind::RejectOnce).map(|o| o.id.clone());
-        Box::pin(async move { reject.map_or(PermissionAnswer::Cancelled, PermissionAnswer::Selected) })
+        Box::pin(async move { reject.map_or(PermissionAnswer::NoAnswer, PermissionAnswer::Selected) })
     }
 }
 

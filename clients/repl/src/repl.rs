@@ -372,6 +372,9 @@ impl Session<'_> {
             let _ = editor.load_history(path);
         }
         let code = loop {
+            if let Some(code) = self.between_turns() {
+                break code;
+            }
             let line = match editor.readline("› ") {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => {
@@ -406,6 +409,40 @@ impl Session<'_> {
             let _ = editor.save_history(path);
         }
         code
+    }
+
+    /// Handles what arrived after the last turn ended and before the prompt is shown: late
+    /// updates, and a Ctrl-C that came in between (the terminal was not in the line editor's hands,
+    /// so it arrived as a signal): a second one soon after a cancel leaves, as at the prompt.
+    fn between_turns(&mut self) -> Option<u8> {
+        while let Some(message) = self.rx.recv_timeout(Duration::ZERO) {
+            match message {
+                Incoming::Interrupt => {
+                    if self.last_interrupt.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+                        self.renderer.notice("interrupted");
+                        return Some(exit::INTERRUPTED);
+                    }
+                    self.last_interrupt = Some(Instant::now());
+                }
+                Incoming::Notification { method, params } if method == "session/update" => {
+                    if !self.cancelling {
+                        self.renderer.update(&params["update"]);
+                    }
+                }
+                Incoming::Request { id, method, params } => {
+                    host::answer(&self.tx, &self.terminals, id, &method, params)
+                }
+                Incoming::Closed(why) => {
+                    let why = why.unwrap_or_else(|| self.agent_exit());
+                    let tail = self.agent_log_tail();
+                    self.renderer.notice(&format!("acp client: {why}{tail}"));
+                    return Some(exit::AGENT);
+                }
+                Incoming::Notification { .. } | Incoming::Response { .. } => {}
+            }
+        }
+        self.renderer.flush();
+        None
     }
 
     fn prompt(&mut self, text: &str) -> Result<(), u8> {
