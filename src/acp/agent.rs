@@ -154,7 +154,11 @@ impl Agent {
     pub fn dispatch(&self, incoming: Incoming) {
         match incoming {
             Incoming::Request(IncomingRequest { method, params, responder }) => match method.as_str() {
-                m::INITIALIZE => responder.respond(self.handle_initialize(params)),
+                m::INITIALIZE => {
+                    responder.respond(self.handle_initialize(params));
+                    // Sessions come next: have the store ready for them.
+                    self.runtime.open_store();
+                }
                 m::AUTHENTICATE => responder.respond(self.handle_authenticate(params)),
                 m::SESSION_NEW => self.handle_new_session(params, responder),
                 m::SESSION_PROMPT => self.handle_prompt(params, responder),

@@ -397,6 +397,15 @@ impl Runtime {
                 tracing::warn!(error = %e.message, "HTTP client setup failed");
             }
         });
+        self.open_store();
+    }
+
+    /// Opens the session store in the background (a `session/new` that comes meanwhile waits for
+    /// the same opening), then sweeps it once.
+    pub fn open_store(&self) {
+        if self.shared.store.initialized() {
+            return;
+        }
         let shared = self.shared.clone();
         tokio::spawn(async move {
             if let Err(e) = shared.store().await {
