@@ -9,6 +9,8 @@
 mod agent;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
+#[path = "../support/script.rs"]
+mod script;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -39,22 +41,6 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
-}
-
-/// An Anthropic stream that sends 32 KiB text deltas until the client hangs up.
-fn endless() -> Reply {
-    let start = concat!(
-        "event: message_start\n",
-        r#"data: {"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
-        "\n\nevent: content_block_start\n",
-        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-        "\n\n"
-    );
-    let piece = format!(
-        "event: content_block_delta\ndata: {}\n\n",
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "y".repeat(32 * 1024)}})
-    );
-    Reply::sse(start).forever(piece)
 }
 
 fn session(a: &mut Agent) -> String {
@@ -109,7 +95,7 @@ fn main() {
         let runs = if streamed > 10 << 20 { 3 } else { RUNS };
         let mut took = Vec::new();
         for _ in 0..runs {
-            mock.push(endless());
+            mock.push(script::endless_text(""));
             let mut a = Agent::spawn(options(&mock).config(config));
             let s = session(&mut a);
             took.push(cancel_after(&mut a, &s, streamed));
@@ -118,7 +104,7 @@ fn main() {
     }
 
     // An endless reply with the default limit: the turn ends by itself; what did it cost?
-    mock.push(endless());
+    mock.push(script::endless_text(""));
     let mut a = Agent::spawn(options(&mock));
     let s = session(&mut a);
     let id = a.send_request("session/prompt", json!({"sessionId": s, "prompt": [{"type": "text", "text": "go"}]}));

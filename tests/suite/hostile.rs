@@ -83,26 +83,6 @@ fn absurd_durations_in_the_config_are_a_clear_error() {
     }
 }
 
-/// An Anthropic stream that starts a text block and then sends 32 KB deltas forever.
-fn endless(marker: &str) -> Reply {
-    let start = concat!(
-        "event: message_start\n",
-        r#"data: {"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
-        "\n\nevent: content_block_start\n",
-        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-        "\n\n"
-    );
-    let first = format!(
-        "event: content_block_delta\ndata: {}\n\n",
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": marker}})
-    );
-    let piece = format!(
-        "event: content_block_delta\ndata: {}\n\n",
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "y".repeat(32 * 1024)}})
-    );
-    Reply::sse(format!("{start}{first}")).forever(piece)
-}
-
 fn transcript_of(home: &Path, session: &str) -> String {
     let dir = home.join("sessions");
     let name = std::fs::read_dir(&dir)
@@ -116,7 +96,7 @@ fn transcript_of(home: &Path, session: &str) -> String {
 #[test]
 fn an_endless_reply_is_stopped_at_the_limit_and_written_once() {
     let mock = MockModel::start();
-    mock.push(endless("MARKER-START "));
+    mock.push(script::endless_text("MARKER-START "));
     let home = tempfile::tempdir().unwrap();
     let options = options_for("anthropic", &mock).home(home.path()).config("max_reply_bytes = 262144\n");
     let mut agent = Agent::spawn(options);
@@ -169,7 +149,7 @@ fn an_endless_reply_is_stopped_at_the_limit_and_written_once() {
 #[test]
 fn cancel_ends_an_endless_reply_and_keeps_it_once() {
     let mock = MockModel::start();
-    mock.push(endless("MARKER-CANCEL "));
+    mock.push(script::endless_text("MARKER-CANCEL "));
     let home = tempfile::tempdir().unwrap();
     let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();

@@ -284,3 +284,22 @@ pub fn push_fix_and_check(mock: &super::mock_model::MockModel, api: &str) {
     mock.push(calls(api, &[("x1", "exec", serde_json::json!({"command": "sh check.sh"}))]));
     mock.push(text(api, "Fixed."));
 }
+
+/// An Anthropic reply that starts a text block with `first` and then streams 32 KiB text deltas
+/// until the client hangs up (a model that never stops).
+pub fn endless_text(first: &str) -> Reply {
+    let start = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
+        "\n\nevent: content_block_start\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        "\n\n"
+    );
+    let delta = |text: &str| {
+        event(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        )
+    };
+    Reply::sse(format!("{start}{}", delta(first))).forever(delta(&"y".repeat(32 * 1024)))
+}
