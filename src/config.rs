@@ -265,7 +265,7 @@ impl Config {
     pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
         let home = Self::home_with(env);
         let path = home.join("config.toml");
-        let (file, load_error) = match std::fs::read_to_string(&path) {
+        let (file, load_error) = match read_config(&path) {
             Ok(text) => match toml::from_str::<FileConfig>(&text) {
                 Ok(file) => (file, None),
                 Err(e) => (FileConfig::default(), Some(toml_error(&path, &text, &e))),
@@ -459,7 +459,7 @@ pub fn saved_rules(home: &Path, workspace: &Path) -> Vec<Rule> {
         #[serde(default)]
         permissions: Vec<PermissionEntry>,
     }
-    let Ok(text) = std::fs::read_to_string(home.join("config.toml")) else { return Vec::new() };
+    let Ok(text) = read_config(&home.join("config.toml")) else { return Vec::new() };
     let Ok(file) = toml::from_str::<OnlyPermissions>(&text) else { return Vec::new() };
     rules_in(&file.permissions, workspace)
 }
@@ -476,7 +476,7 @@ fn rules_in(entries: &[PermissionEntry], workspace: &Path) -> Vec<Rule> {
 /// the rest of the file (comments included) as it was.
 pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), String> {
     let path = home.join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
+    let text = match read_config(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -499,6 +499,13 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
     let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The config file's text: a regular file of at most 16 MiB (a FIFO in its place must not hang
+/// the agent).
+fn read_config(path: &Path) -> std::io::Result<String> {
+    let bytes = crate::tools::host::read_capped(path, 16 << 20)?;
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8 text"))
 }
 
 /// A TOML error as an editor's error line: `file:line:column: what is wrong`.

@@ -265,6 +265,9 @@ impl Decoder {
                         let index = v["index"].as_u64().unwrap_or(0);
                         let id = block["id"].as_str().unwrap_or_default().to_owned();
                         let name = block["name"].as_str().unwrap_or_default().to_owned();
+                        if self.tools.len() >= super::MAX_CALLS_PER_REPLY {
+                            return Err(super::too_many_calls());
+                        }
                         self.tools.insert(index, (id, name, String::new()));
                     }
                     _ => {}

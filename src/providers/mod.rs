@@ -277,6 +277,17 @@ pub(crate) fn tokens(v: &serde_json::Value) -> Option<u64> {
 /// comes near it; a server streaming arguments forever is stopped here.
 pub const MAX_ARGUMENTS_BYTES: usize = 8 << 20;
 
+/// The most tool calls one reply may make: far above any real reply; a server that opens call
+/// after call is stopped here.
+pub const MAX_CALLS_PER_REPLY: usize = 256;
+
+pub(crate) fn too_many_calls() -> ProviderError {
+    ProviderError::new(
+        ErrorKind::Protocol,
+        format!("the model's reply opened more than {MAX_CALLS_PER_REPLY} tool calls; stopped"),
+    )
+}
+
 /// Counts streamed argument bytes against [`MAX_ARGUMENTS_BYTES`].
 pub(crate) fn count_arguments(total: &mut usize, added: usize) -> Result<(), ProviderError> {
     *total = total.saturating_add(added);

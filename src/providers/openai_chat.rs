@@ -319,6 +319,9 @@ impl Decoder {
                 }
                 for call in delta["tool_calls"].as_array().map(Vec::as_slice).unwrap_or_default() {
                     let index = call["index"].as_u64().unwrap_or(self.calls.len() as u64);
+                    if !self.calls.contains_key(&index) && self.calls.len() >= super::MAX_CALLS_PER_REPLY {
+                        return Err(super::too_many_calls());
+                    }
                     let entry = self.calls.entry(index).or_default();
                     if let Some(id) = call["id"].as_str().filter(|s| !s.is_empty())
                         && entry.0.is_empty()

@@ -198,6 +198,9 @@ pub fn error_from_body(status: u16, body: &str) -> ProviderError {
 pub struct Decoder {
     refused: bool,
     finished: bool,
+    /// Tool calls and their argument text so far.
+    calls: usize,
+    argument_bytes: usize,
 }
 
 impl Decoder {
@@ -225,6 +228,11 @@ impl Decoder {
                 let item = &v["item"];
                 if item["type"] == "function_call" {
                     let arguments = item["arguments"].as_str().unwrap_or_default();
+                    super::count_arguments(&mut self.argument_bytes, arguments.len())?;
+                    self.calls += 1;
+                    if self.calls > super::MAX_CALLS_PER_REPLY {
+                        return Err(super::too_many_calls());
+                    }
                     out.push(ResponseEvent::ToolCall {
                         id: item["call_id"].as_str().unwrap_or_default().to_owned(),
                         name: item["name"].as_str().unwrap_or_default().to_owned(),

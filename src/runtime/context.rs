@@ -200,7 +200,9 @@ fn file_name(path: &Path) -> String {
 
 /// The file's text without trailing whitespace; `None` if it cannot be read.
 fn read_trimmed(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
+    // Instruction files are cut to a few thousand characters anyway; a larger one (or a FIFO, or
+    // a link to something endless) is not read.
+    let bytes = crate::tools::host::read_capped(path, 4 << 20).ok()?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     text.truncate(text.trim_end().len());
     Some(text)

@@ -302,7 +302,7 @@ impl Actor {
     fn begin_recorded(&mut self, input: &[UserBlock]) -> Option<u64> {
         self.conversation.begin_turn();
         let t = self.transcript.as_ref()?;
-        self.turns += 1;
+        self.turns = self.turns.saturating_add(1);
         t.record(&Record::User {
             turn: self.turns,
             id: new_message_id().to_string(),

@@ -154,6 +154,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         }
         let ids = (reply.text_id.clone(), reply.thought_id.clone());
         let full = reply.full;
+        let text_overflow = reply.bytes >= reply.limit;
         let (parts, calls, finish) = reply.finish();
         // Adds the reply to the conversation (its text was recorded as it streamed).
         let push_assistant = |conversation: &mut Conversation, parts: Vec<AssistantPart>| {
@@ -165,15 +166,25 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             Ok(()) if full => {
                 // An endless (or absurdly long) reply: what was shown stays, the turn ends.
                 let limit = config.max_reply_bytes;
-                tracing::warn!(limit, "the model's reply passed max_reply_bytes; stopped it");
+                tracing::warn!(limit, "the model's reply passed its limits; stopped it");
                 push_assistant(
                     &mut conversation,
                     parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
                 );
-                let error = TurnError::internal(format!(
-                    "the model's reply passed {} of text and was stopped (`max_reply_bytes` in config.toml)",
-                    human_bytes(limit)
-                ));
+                let message = if text_overflow {
+                    format!(
+                        "the model's reply passed {} of text and was stopped (`max_reply_bytes` in config.toml)",
+                        human_bytes(limit)
+                    )
+                } else {
+                    format!(
+                        "the model's reply carried more than {} of tool arguments, signatures and reasoning, or more \
+                         than {} tool calls, and was stopped",
+                        human_bytes(crate::providers::MAX_ARGUMENTS_BYTES),
+                        crate::providers::MAX_CALLS_PER_REPLY
+                    )
+                };
+                let error = TurnError::internal(message);
                 finish!(TurnOutcome::Failed { error, usage });
             }
             Ok(()) => {}
@@ -287,6 +298,11 @@ struct Reply<'a> {
     /// Bytes of text and thoughts a reply may have (`max_reply_bytes`), and how many it has.
     limit: usize,
     bytes: usize,
+    /// Bytes of everything else it carries (signatures, redacted thinking, reasoning items, tool
+    /// arguments), capped at `MAX_ARGUMENTS_BYTES`.
+    other_bytes: usize,
+    /// The next suffix to try for a reused tool-call id, by id.
+    suffixes: std::collections::HashMap<String, u64>,
     /// The limit was reached: the rest of the stream is dropped.
     full: bool,
 }
@@ -304,8 +320,21 @@ impl<'a> Reply<'a> {
             finish: None,
             limit,
             bytes: 0,
+            other_bytes: 0,
+            suffixes: std::collections::HashMap::new(),
             full: false,
         }
+    }
+
+    /// Counts bytes of a part that is not text; false (and the reply is full) past the cap.
+    fn admit_other(&mut self, bytes: usize) -> bool {
+        self.other_bytes = self.other_bytes.saturating_add(bytes);
+        if self.other_bytes > crate::providers::MAX_ARGUMENTS_BYTES
+            || self.calls.len() >= crate::providers::MAX_CALLS_PER_REPLY
+        {
+            self.full = true;
+        }
+        !self.full
     }
 
     /// What of a delta still fits under the limit (all of it, or its head at a char boundary).
@@ -334,16 +363,23 @@ impl<'a> Reply<'a> {
 impl Reply<'_> {
     /// A tool-call id unique in the session: the provider's, unless the session (or this reply)
     /// used it already or it is empty; then it gets a suffix. The model sees the same id back.
-    fn unique_call_id(&self, id: String) -> String {
-        let taken = |c: &str| self.conversation.call_id_taken(c) || self.calls.iter().any(|call| call.id == c);
+    fn unique_call_id(&mut self, id: String) -> String {
+        let (conversation, calls) = (self.conversation, &self.calls);
+        let taken = |c: &str| conversation.call_id_taken(c) || calls.iter().any(|call| call.id == c);
         if !id.is_empty() && !taken(&id) {
             return id;
         }
-        let base = if id.is_empty() { "call" } else { id.as_str() };
-        (2u64..)
-            .map(|n| format!("{base}_{n}"))
-            .find(|candidate| !taken(candidate))
-            .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()))
+        let base = if id.is_empty() { "call".to_owned() } else { id };
+        // Suffixes count up per id, so a provider repeating one id costs one try each time.
+        let next = self.suffixes.entry(base.clone()).or_insert(2);
+        for _ in 0..64 {
+            let candidate = format!("{base}_{next}");
+            *next += 1;
+            if !taken(&candidate) {
+                return candidate;
+            }
+        }
+        format!("call_{}", uuid::Uuid::new_v4().simple())
     }
 }
 
@@ -374,6 +410,13 @@ impl retry::StreamSink for Reply<'_> {
                 }
                 self.events.emit(EventKind::ThoughtDelta { message_id: self.thought_id.clone(), text });
             }
+            ResponseEvent::ThinkingSignature(sig) if !self.admit_other(sig.len()) => {}
+            ResponseEvent::RedactedThinking(data) if !self.admit_other(data.len()) => {}
+            ResponseEvent::ReasoningItem { ref encrypted_content, ref summary, .. }
+                if !self.admit_other(
+                    encrypted_content.as_ref().map_or(0, String::len) + summary.iter().map(String::len).sum::<usize>(),
+                ) => {}
+            ResponseEvent::ToolCall { ref arguments, .. } if !self.admit_other(arguments.len()) => {}
             ResponseEvent::ThinkingSignature(sig) => match self.parts.last_mut() {
                 Some(AssistantPart::Thinking { signature: s @ None, .. }) => *s = Some(sig),
                 // A signature for an empty thinking block.

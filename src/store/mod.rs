@@ -497,6 +497,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 fn schema_version(db: &Connection) -> Result<i64, StoreError> {
     let current = MIGRATIONS.len() as i64;
     let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version < 0 {
+        return Err(StoreError(format!("the session database's schema version ({version}) is damaged")));
+    }
     if version > current {
         return Err(StoreError(format!(
             "the session database is from a newer acp (schema {version}, this one knows {current}); upgrade acp"

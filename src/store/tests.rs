@@ -125,6 +125,12 @@ fn a_database_from_a_newer_acp_is_refused() {
     drop(db);
     let err = Store::open(&home.0).unwrap_err();
     assert!(err.0.contains("newer acp"), "{err}");
+    // A negative version is damage, not "nothing to migrate".
+    let db = rusqlite::Connection::open(home.0.join("acp.db")).unwrap();
+    db.pragma_update(None, "user_version", -5).unwrap();
+    drop(db);
+    let err = Store::open(&home.0).unwrap_err();
+    assert!(err.0.contains("damaged"), "{err}");
 }
 
 #[test]

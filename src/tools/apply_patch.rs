@@ -285,7 +285,17 @@ async fn plan(ctx: &ToolContext, op: FileOp) -> Result<Change, String> {
             let path = ctx.resolve(&path);
             let shown = ctx.display(&path);
             let old = current(ctx, &path).await?.ok_or_else(|| format!("{shown} does not exist"))?;
-            let new = apply_hunks(&old, &hunks).map_err(|e| format!("{shown}: {e}"))?;
+            // Finding where hunks go is CPU work that grows with file × hunk: off the async thread,
+            // and given up on when the turn is cancelled.
+            let search = tokio::task::spawn_blocking(move || {
+                let new = apply_hunks(&old, &hunks);
+                (old, new)
+            });
+            let (old, new) = tokio::select! {
+                done = search => done.map_err(|e| format!("{shown}: {e}"))?,
+                () = ctx.cancel.cancelled() => return Err("cancelled".into()),
+            };
+            let new = new.map_err(|e| format!("{shown}: {e}"))?;
             let new_path = match move_to {
                 Some(to) => {
                     let to = ctx.resolve(&to);

@@ -81,6 +81,14 @@ pub fn replace(text: &str, from: &str, to: &str, all: bool) -> Result<(String, u
         _ => (from.to_owned(), to.to_owned()),
     };
     let count = text.matches(from.as_str()).count();
+    // The result is held whole: an edit may not make a file past the size edits read.
+    let grows = to.len().saturating_sub(from.len()).saturating_mul(if all { count } else { 1 });
+    if text.len().saturating_add(grows) as u64 > crate::tools::host::MAX_WHOLE_FILE {
+        return Err(format!(
+            "the edit would make the file larger than {} MiB; make it in smaller steps",
+            crate::tools::host::MAX_WHOLE_FILE >> 20
+        ));
+    }
     match count {
         0 => Err("`old_string` was not found. Read the file again and copy the text exactly (whitespace matters; \
                   leave out the line numbers)."
@@ -118,6 +126,15 @@ impl Action for EditAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_edit_that_would_blow_a_file_up_is_refused_before_it_is_built() {
+        let text = "e".repeat(1 << 20);
+        let huge = "x".repeat(1 << 20);
+        let err = replace(&text, "e", &huge, true).unwrap_err();
+        assert!(err.contains("larger than 32 MiB"), "{err}");
+        assert_eq!(replace("a e b", "e", "xyz", true).unwrap(), ("a xyz b".to_owned(), 1));
+    }
 
     #[test]
     fn unique_replacement() {

@@ -196,9 +196,10 @@ impl ExecAction {
         let batch_timer = tokio::time::sleep(BATCH_EVERY);
         tokio::pin!(batch_timer);
         let mut exited: Option<ExitStatus> = None;
+        let mut pipes_open = true;
         let ending = loop {
             tokio::select! {
-                chunk = rx.recv() => match chunk {
+                chunk = rx.recv(), if pipes_open => match chunk {
                     Some(bytes) => {
                         if let Some(text) = output.push(&bytes) {
                             if batch.add(text) {
@@ -212,10 +213,9 @@ impl ExecAction {
                     // Both pipes closed: everything was read.
                     None => match exited.take() {
                         Some(status) => break Ending::Exited(status),
-                        None => match child.wait().await {
-                            Ok(status) => break Ending::Exited(exit_status(status)),
-                            Err(e) => return ToolOutput::error(format!("waiting for the command failed: {e}")),
-                        },
+                        // The command goes on with its output elsewhere (`exec >log 2>&1; …`): it is
+                        // still waited for within its time limit, and still cancellable.
+                        None => pipes_open = false,
                     },
                 },
                 status = child.wait(), if exited.is_none() => {

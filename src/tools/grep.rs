@@ -95,7 +95,10 @@ impl Search {
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return WalkState::Continue;
                 }
-                let mut sink = Collect { lines: Vec::new(), matches: 0, files_only };
+                // A file stops being searched once the matches found so far reach the limit (a
+                // log of a million matching lines is not held whole), or the search is stopped.
+                let room = max.saturating_sub(matches.load(Ordering::Relaxed));
+                let mut sink = Collect { lines: Vec::new(), matches: 0, files_only, room, stop };
                 if searcher.search_path(&matcher, entry.path(), &mut sink).is_err() || sink.matches == 0 {
                     return WalkState::Continue;
                 }
@@ -114,13 +117,16 @@ impl Search {
     }
 }
 
-struct Collect {
+struct Collect<'a> {
     lines: Vec<Line>,
     matches: usize,
     files_only: bool,
+    /// Matches this file may still add.
+    room: usize,
+    stop: &'a AtomicBool,
 }
 
-impl Sink for Collect {
+impl Sink for Collect<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
@@ -132,7 +138,7 @@ impl Sink for Collect {
         for (i, line) in mat.lines().enumerate() {
             self.lines.push(Line { number: first + i as u64, text: text_of(line), is_match: true });
         }
-        Ok(true)
+        Ok(self.matches < self.room && !self.stop.load(Ordering::Relaxed))
     }
 
     fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, Self::Error> {
@@ -284,4 +290,29 @@ fn render(ctx: &ToolContext, search: &Search, found: &Found) -> ToolOutput {
     }
     let for_model = truncate::for_model(&out, truncate::MODEL_BUDGET, "narrow the search with `path` or `glob`");
     ToolOutput::ok(for_model, vec![ToolContent::Text(summary)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_full_of_matches_is_searched_only_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.log"), "match me\n".repeat(200_000)).unwrap();
+        let search = Search {
+            pattern: "match".into(),
+            root: dir.path().to_path_buf(),
+            globs: Vec::new(),
+            case_insensitive: false,
+            fixed_strings: false,
+            context: 0,
+            max_matches: 10,
+            files_only: false,
+        };
+        let found = search.run(&AtomicBool::new(false)).unwrap();
+        assert!(found.capped);
+        assert_eq!(found.matches, 10);
+        assert_eq!(found.files[0].1.len(), 10, "only the lines within the limit are held");
+    }
 }

@@ -100,17 +100,25 @@ impl Action for FetchAction {
                 }
                 Ok::<_, String>((status, content_type, body, cut))
             };
+            let deadline = tokio::time::Instant::now() + TIME_LIMIT;
             let (status, content_type, body, cut) = tokio::select! {
-                r = tokio::time::timeout(TIME_LIMIT, fetch) => match r {
+                r = tokio::time::timeout_at(deadline, fetch) => match r {
                     Ok(Ok(done)) => done,
                     Ok(Err(e)) => return ToolOutput::error(format!("fetching {url} failed: {e}")),
                     Err(_) => return ToolOutput::error(format!("fetching {url} took longer than {} s", TIME_LIMIT.as_secs())),
                 },
                 () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
             };
-            let text = match to_text(&content_type, &body) {
-                Ok(text) => text,
-                Err(e) => return ToolOutput::error(format!("{url}: {e}")),
+            // Converting HTML is CPU work: off the async thread, within the same time limit.
+            let convert = tokio::task::spawn_blocking(move || to_text(&content_type, &body).map(|t| (t, content_type)));
+            let (text, content_type) = tokio::select! {
+                r = tokio::time::timeout_at(deadline, convert) => match r {
+                    Ok(Ok(Ok(done))) => done,
+                    Ok(Ok(Err(e))) => return ToolOutput::error(format!("{url}: {e}")),
+                    Ok(Err(e)) => return ToolOutput::error(format!("{url}: {e}")),
+                    Err(_) => return ToolOutput::error(format!("reading {url} took longer than {} s", TIME_LIMIT.as_secs())),
+                },
+                () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
             };
             let mut head = format!("{url} — HTTP {}", status.as_u16());
             if !content_type.is_empty() {
@@ -131,13 +139,69 @@ impl Action for FetchAction {
     }
 }
 
+/// HTML converted to text, at most (the model sees 30 KB of it anyway).
+const MAX_HTML_CONVERTED: usize = 2 << 20;
+/// Deeper than any real page (browsers' own parsers cap nesting at a few hundred levels).
+const MAX_HTML_NESTING: usize = 512;
+
+/// How deeply the elements of an HTML document nest, roughly: open tags less close tags, not
+/// counting void elements and self-closed ones.
+fn nesting(html: &[u8]) -> usize {
+    const VOID: [&[u8]; 14] = [
+        b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta", b"source", b"track",
+        b"wbr", b"!",
+    ];
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for at in memchr::memchr_iter(b'<', html) {
+        let rest = &html[at + 1..];
+        if rest.first() == Some(&b'/') {
+            depth = depth.saturating_sub(1);
+            continue;
+        }
+        let name_len = rest.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'!').count();
+        if name_len == 0 {
+            continue;
+        }
+        let name = rest[..name_len].to_ascii_lowercase();
+        let tag_end = memchr::memchr(b'>', rest).unwrap_or(rest.len());
+        let self_closed = tag_end > 0 && rest[tag_end - 1] == b'/';
+        if !self_closed && !VOID.iter().any(|v| name.starts_with(v) && (name.len() == v.len() || *v == b"!")) {
+            depth += 1;
+            deepest = deepest.max(depth);
+        }
+    }
+    deepest
+}
+
+/// The text of an HTML document with its tags removed.
+fn strip_tags(html: &[u8]) -> String {
+    let text = String::from_utf8_lossy(html);
+    let mut out = String::with_capacity(text.len() / 2);
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Text for the model from a body: HTML converted, text and JSON as they are, binary refused.
 pub fn to_text(content_type: &str, body: &[u8]) -> Result<String, String> {
     let head = String::from_utf8_lossy(&body[..body.len().min(512)]).to_ascii_lowercase();
     let looks_html = content_type.contains("html")
         || (content_type.is_empty() && (head.contains("<html") || head.contains("<!doctype html")));
     if looks_html {
-        return html2text::from_read(body, 100).map_err(|e| format!("could not read the HTML: {e}"));
+        // The converter's time grows with the square of the nesting: markup nested deeper than
+        // any real page is shown as its text with the tags taken out instead.
+        if nesting(body) > MAX_HTML_NESTING {
+            return Ok(strip_tags(&body[..body.len().min(MAX_HTML_CONVERTED)]));
+        }
+        let html = &body[..body.len().min(MAX_HTML_CONVERTED)];
+        return html2text::from_read(html, 100).map_err(|e| format!("could not read the HTML: {e}"));
     }
     let textual = content_type.is_empty()
         || content_type.starts_with("text/")
@@ -162,6 +226,21 @@ mod tests {
         let text = to_text("text/html; charset=utf-8", html).unwrap();
         assert!(text.contains("Hello") && text.contains("link"), "{text}");
         assert!(!text.contains("<p>") && !text.contains("var x"), "{text}");
+    }
+
+    #[test]
+    fn absurdly_nested_html_is_not_given_to_the_converter() {
+        let mut html = String::from("<html><body>");
+        for _ in 0..100_000 {
+            html.push_str("<div>");
+        }
+        html.push_str("deep text");
+        assert!(nesting(html.as_bytes()) > 100_000);
+        let text = to_text("text/html", html.as_bytes()).unwrap();
+        assert_eq!(text.trim(), "deep text");
+        // Void and self-closed elements do not nest.
+        let page = "<html><head><meta charset=utf-8><link rel=x></head><body><p>a<br>b<img src=x/></p></body></html>";
+        assert_eq!(nesting(page.repeat(2000).as_bytes()), 3);
     }
 
     #[test]

@@ -543,3 +543,61 @@ fn a_corpus_of_malformed_requests_is_answered_one_by_one() {
     assert!(!agent.stderr().contains("panicked"), "{}", agent.stderr());
     still_works(&mut agent, &mock, "anthropic");
 }
+
+#[test]
+fn a_reply_that_opens_call_after_call_is_stopped() {
+    let mock = MockModel::start();
+    let many: Vec<(String, &str, Value)> =
+        (0..300).map(|i| (format!("c{i}"), "read", json!({"path": "README.md"}))).collect();
+    let many: Vec<script::Call<'_>> = many.iter().map(|(id, n, a)| (id.as_str(), *n, a.clone())).collect();
+    mock.push(calls("anthropic", &many));
+    let ws = workspace("calc");
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(FAST_RETRY));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    let (updates, response) = agent.prompt(&session, "call everything");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("256 tool calls"), "{response}");
+    assert!(!updates.iter().any(|u| u["sessionUpdate"] == "tool_call"), "none of them ran");
+    still_works(&mut agent, &mock, "anthropic");
+}
+
+#[test]
+fn an_instruction_file_that_never_ends_is_not_read() {
+    // /proc/self/pagemap says it is a regular file of 0 bytes and reads on for gigabytes.
+    let ws = workspace("calc");
+    std::os::unix::fs::symlink("/proc/self/pagemap", ws.path().join("AGENTS.md")).unwrap();
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Fine."));
+    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({}));
+    let (_, response) = agent.prompt(&session, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let system = mock.requests()[0].body["system"][0]["text"].as_str().unwrap().to_owned();
+    assert!(system.len() < 200_000, "{} bytes of system prompt", system.len());
+}
+
+#[test]
+fn a_transcript_with_the_largest_turn_number_loads_and_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "First."));
+    let mut a = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    a.initialize();
+    let session = a.new_session_in(home.path(), json!({}));
+    a.prompt(&session, "one");
+    drop(a);
+    let path = home.path().join("sessions").join(format!("{session}.jsonl"));
+    let records = std::fs::read_to_string(&path).unwrap().replace("\"turn\":1,", &format!("\"turn\":{},", u64::MAX));
+    std::fs::write(&path, records).unwrap();
+    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    b.initialize();
+    let id = b.send_request("session/load", json!({"sessionId": session, "cwd": home.path(), "mcpServers": []}));
+    let (_, response) = b.until_response(id);
+    assert!(response.get("result").is_some(), "{response}");
+    mock.push(text("anthropic", "Second."));
+    let (_, response) = b.prompt(&session, "two");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", b.stderr());
+    assert!(!b.stderr().contains("panicked"), "{}", b.stderr());
+}

@@ -588,6 +588,8 @@ fn options_reach_the_process_env_and_cwd() {
         &[("x", "exec", json!({"command": "pwd; echo $GREETING; exit 3", "cwd": "docs", "env": {"GREETING": "hi"}}))],
     ));
     mock.push(calls(api, &[("t", "exec", json!({"command": "sleep 5", "timeout_ms": 200}))]));
+    // A command that sends its output elsewhere and goes on: its time limit still holds.
+    mock.push(calls(api, &[("q", "exec", json!({"command": "exec >/dev/null 2>&1; sleep 30", "timeout_ms": 300}))]));
     mock.push(text(api, "ok"));
     let (mut agent, session) = start(api, &mock, ws.path(), "auto");
     let (msgs, _) = agent.prompt_answering(&session, "go", no_requests);
@@ -604,6 +606,8 @@ fn options_reach_the_process_env_and_cwd() {
     );
     let t = result_for(api, &mock.requests()[2].body, "t");
     assert!(t.contains("timed out after 200 ms"), "{t}");
+    let q = result_for(api, &mock.requests()[3].body, "q");
+    assert!(q.contains("timed out after 300 ms"), "{q}");
 }
 
 #[test]

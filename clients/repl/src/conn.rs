@@ -2,7 +2,7 @@
 //! agent in the same process): requests and notifications out, answers, notifications and the
 //! agent's own requests in, one reader thread, everything in arrival order on one channel.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
@@ -181,17 +181,25 @@ pub fn connect_with_tap(
     Ok((sender, Receiver { rx, inject }))
 }
 
+/// The longest line taken from an agent; a longer one is skipped (and reported), never held.
+const MAX_LINE: usize = 64 << 20;
+
 fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool, tap: &dyn Fn(&Incoming)) {
     let mut reader = BufReader::new(from);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => {
+        match read_line(&mut reader, &mut line) {
+            Ok(None) => {
                 let _ = tx.send(Incoming::Closed(None));
                 return;
             }
-            Ok(_) => {}
+            Ok(Some(0)) => {}
+            Ok(Some(skipped)) => {
+                let _ =
+                    writeln!(io::stderr(), "acp client: skipped a line of {skipped} bytes from the agent (too long)");
+                continue;
+            }
             Err(e) => {
                 let _ = tx.send(Incoming::Closed(Some(format!("reading from the agent failed: {e}"))));
                 return;
@@ -219,6 +227,43 @@ fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool, tap: &
                     clip(text)
                 );
             }
+        }
+    }
+}
+
+/// Reads one line into `line`: `None` at the end of input, `Some(0)` for a line, `Some(n)` when a
+/// line of `n` bytes was longer than [`MAX_LINE`] and skipped.
+fn read_line(reader: &mut impl io::BufRead, line: &mut Vec<u8>) -> io::Result<Option<usize>> {
+    let mut skipped = 0usize;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(if skipped > 0 {
+                Some(skipped)
+            } else if line.is_empty() {
+                None
+            } else {
+                Some(0)
+            });
+        }
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let used = chunk.len();
+        if skipped > 0 || line.len() + used > MAX_LINE {
+            skipped += line.len() + used;
+            line.clear();
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        reader.consume(used);
+        if done {
+            return Ok(Some(skipped));
         }
     }
 }
@@ -260,6 +305,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_line_too_long_is_skipped_without_being_held() {
+        let mut input = vec![b'x'; MAX_LINE + 10];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n");
+        let mut reader = io::BufReader::with_capacity(64 * 1024, &input[..]);
+        let mut line = Vec::new();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), Some(MAX_LINE + 11));
+        assert!(line.capacity() <= MAX_LINE + 64 * 1024, "never grew past the limit");
+        line.clear();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), Some(0));
+        assert!(classify(std::str::from_utf8(&line).unwrap().trim()).is_some());
+        line.clear();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), None);
+    }
+
+    #[test]
     fn lines_are_classified() {
         assert!(matches!(
             classify(r#"{"jsonrpc":"2.0","id":3,"result":{"a":1}}"#),
@@ -290,7 +350,7 @@ mod tests {
         let (tx, rx) = connect(client_in, client_out, false).unwrap();
         let id = tx.request("initialize", json!({"protocolVersion": 1})).unwrap();
         let mut line = String::new();
-        BufReader::new(agent_in).read_line(&mut line).unwrap();
+        io::BufRead::read_line(&mut BufReader::new(agent_in), &mut line).unwrap();
         let sent: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(sent["method"], "initialize");
         writeln!(agent_out, r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":1}}}}"#).unwrap();

@@ -22,10 +22,29 @@ fn invalid(message: impl Into<String>) -> RpcError {
     RpcError::new(-32602, message)
 }
 
+/// The largest file the client reads for the agent.
+const MAX_READ: u64 = 64 << 20;
+
+/// A whole regular file of at most [`MAX_READ`] bytes, as text: a FIFO (which would block the
+/// client) or a file that never ends is refused.
+pub fn read_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file (a directory, FIFO, socket or device)"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_READ + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_READ {
+        return Err(std::io::Error::other(format!("larger than {} MiB", MAX_READ >> 20)));
+    }
+    String::from_utf8(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Reads a text file, optionally from 1-based `line` for `limit` lines.
 pub fn read_text_file(params: &Value) -> Result<Value, RpcError> {
     let path = params["path"].as_str().ok_or_else(|| invalid("`path` is required"))?;
-    let content = std::fs::read_to_string(path).map_err(|e| RpcError::new(-32603, format!("{path}: {e}")))?;
+    let content = read_file(Path::new(path)).map_err(|e| RpcError::new(-32603, format!("{path}: {e}")))?;
     let line = params["line"].as_u64().map(|l| l.max(1) as usize);
     let limit = params["limit"].as_u64().map(|l| l as usize);
     let content = match (line, limit) {
@@ -62,6 +81,9 @@ struct TermState {
     limit: usize,
     /// Both output pipes are drained.
     streams_done: usize,
+    /// When the command was first seen to have exited (its pipes may stay open in the hands of
+    /// something it left running; the exit is reported anyway soon after).
+    exited_at: Option<std::time::Instant>,
     exit: Option<Value>,
     command: String,
 }
@@ -114,6 +136,9 @@ impl Terminals {
             }
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Its own process group, so a kill reaches whatever it started.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().map_err(|e| RpcError::new(-32603, format!("could not start `{command}`: {e}")))?;
         let limit = params["outputByteLimit"].as_u64().map_or(DEFAULT_OUTPUT_LIMIT, |l| l as usize);
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -125,6 +150,7 @@ impl Terminals {
                 truncated: false,
                 limit,
                 streams_done: 0,
+                exited_at: None,
                 exit: None,
                 command: shown,
             }),
@@ -179,14 +205,14 @@ impl Terminals {
     /// `terminal/kill`: stops the command; the terminal stays for `output`.
     pub fn kill(&self, params: &Value) -> Result<Value, RpcError> {
         let t = self.get(params)?;
-        let _ = lock(&t.child).kill();
+        t.kill();
         Ok(Value::Null)
     }
 
     /// `terminal/release`: kills it if needed and forgets it.
     pub fn release(&self, params: &Value) -> Result<Value, RpcError> {
         let t = self.get(params)?;
-        let _ = lock(&t.child).kill();
+        t.kill();
         let _ = lock(&t.child).wait();
         t.poll_exit();
         if let Some(id) = params["terminalId"].as_str() {
@@ -219,20 +245,32 @@ impl Terminals {
     /// Kills every terminal (the client is leaving).
     pub fn kill_all(&self) {
         for t in lock(&self.map).values() {
-            let _ = lock(&t.child).kill();
+            t.kill();
         }
     }
 }
 
 impl Terminal {
+    /// Kills the command and its process group.
+    fn kill(&self) {
+        let mut child = lock(&self.child);
+        #[cfg(unix)]
+        if let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = child.kill();
+    }
+
     fn poll_exit(&self) {
         let mut s = lock(&self.state);
         if s.exit.is_some() {
             return;
         }
         if let Ok(Some(status)) = lock(&self.child).try_wait() {
-            // Wait for the pipes too, so the output is complete when the exit is reported.
-            if s.streams_done < 2 {
+            // Wait for the pipes too, so the output is complete when the exit is reported — but
+            // not for long: something the command left running may hold them open.
+            let since = *s.exited_at.get_or_insert_with(std::time::Instant::now);
+            if s.streams_done < 2 && since.elapsed() < std::time::Duration::from_millis(200) {
                 return;
             }
             #[cfg(unix)]
@@ -318,6 +356,23 @@ pub fn answer(tx: &Sender, terminals: &Terminals, id: Value, method: &str, param
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_not_a_regular_file_is_not_read() {
+        let dir = tempfile_dir("fifo");
+        let fifo = dir.join("pipe");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let err = read_text_file(&json!({"path": fifo})).unwrap_err();
+        assert!(err.message.contains("not a regular file"), "{}", err.message);
+        assert!(read_file(Path::new("/dev/zero")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("acp-repl-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 
     #[test]
     fn files_are_read_by_line_window_and_written() {

@@ -623,7 +623,7 @@ impl Session<'_> {
     /// `--review`: the write as a diff against the file on disk, then Write or Skip.
     fn approve_write(&mut self, params: &Value) -> bool {
         let path = params["path"].as_str().unwrap_or_default();
-        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let old = host::read_file(std::path::Path::new(path)).unwrap_or_default();
         let new = params["content"].as_str().unwrap_or_default();
         self.renderer.notice(&format!("Write {path}?"));
         self.renderer.diff(path, &crate::render::diff_lines(&old, new));
