@@ -123,21 +123,27 @@ const MAX_ARGUMENT_DEPTH: usize = 32;
 /// The arguments of a call as the history keeps them: as the model wrote them, unless they nest
 /// too deep to be run (or read back), then `{}` — the call's result says why it did not run.
 pub(crate) fn arguments_for_history(arguments: &str) -> String {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v) if depth(&v) > MAX_ARGUMENT_DEPTH => "{}".to_owned(),
-        Err(e) if e.to_string().contains("recursion limit") => "{}".to_owned(),
-        _ => arguments.to_owned(),
-    }
+    if nesting(arguments) > MAX_ARGUMENT_DEPTH { "{}".to_owned() } else { arguments.to_owned() }
 }
 
-/// How deeply a JSON value nests (a scalar is 0). Parsed values are at most 128 deep, so the
-/// recursion is bounded.
-fn depth(v: &Value) -> usize {
-    match v {
-        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
-        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
-        _ => 0,
+/// How deeply a JSON text nests its arrays and objects, found by one pass over its bytes (no
+/// parse, no recursion; brackets inside strings do not count).
+fn nesting(json: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if in_string => escaped = true,
+            b'"' => in_string = !in_string,
+            b'[' | b'{' if !in_string => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' if !in_string => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
+    deepest
 }
 
 /// Parses, prepares and announces a call; a call that cannot run is announced as failed and its
@@ -163,15 +169,15 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
             is_error: true,
         })
     };
+    if nesting(&call.arguments) > MAX_ARGUMENT_DEPTH {
+        let message = format!(
+            "the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not run. Call `{}` again with flatter arguments",
+            call.name
+        );
+        let shown = Value::String(crate::tools::truncate::line(&call.arguments, 2000).into_owned());
+        return Err(fail(call.name.clone(), kind::kind_for_name(&call.name), shown, message));
+    }
     let args: Value = match serde_json::from_str::<Value>(&call.arguments) {
-        Ok(v) if depth(&v) > MAX_ARGUMENT_DEPTH => {
-            let message = format!(
-                "the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not run. Call `{}` again with flatter arguments",
-                call.name
-            );
-            let shown = Value::String(crate::tools::truncate::line(&call.arguments, 2000).into_owned());
-            return Err(fail(call.name.clone(), kind::kind_for_name(&call.name), shown, message));
-        }
         Ok(v @ Value::Object(_)) => v,
         Ok(other) => {
             let message = format!("the arguments must be a JSON object, got {other}; call `{}` again", call.name);
@@ -383,4 +389,18 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
         content: output.for_model,
         is_error: output.is_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nesting;
+
+    #[test]
+    fn nesting_counts_brackets_outside_strings() {
+        assert_eq!(nesting(r#"{"path": "a.rs"}"#), 1);
+        assert_eq!(nesting(r#"{"a": [1, {"b": [[]]}]}"#), 5);
+        assert_eq!(nesting(r#"{"text": "[[[{{{ \" ]]] \\"}"#), 1, "brackets in strings, escaped quotes");
+        assert_eq!(nesting(&format!("{}1{}", "[".repeat(127), "]".repeat(127))), 127);
+        assert_eq!(nesting("not json ]]]"), 0);
+    }
 }

@@ -133,8 +133,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id DESC);
     CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC);",
-    // Sessions are stored from `session/new` on; until their first prompt they are left out of
-    // listings. Every session stored before this was stored at its first prompt.
+    // Sessions are stored from `session/new` on; until the model has answered in one (`prompted`)
+    // it is left out of listings. Every session stored before this was stored at its first prompt.
     "ALTER TABLE sessions ADD COLUMN prompted INTEGER NOT NULL DEFAULT 1;",
 ];
 

@@ -109,8 +109,8 @@ struct Builder {
 impl Builder {
     /// The message a [`Record::Reply`] stands for: its parts, with the text streamed before it.
     fn resolve(&mut self, text_id: &str, thought_id: &str, parts: Vec<ReplyPart>) -> Message {
-        let mut text = self.streamed.remove(text_id).unwrap_or_default();
-        let mut thought = self.streamed.remove(thought_id).unwrap_or_default();
+        let text = self.streamed.remove(text_id).unwrap_or_default();
+        let thought = self.streamed.remove(thought_id).unwrap_or_default();
         let (mut at_text, mut at_thought) = (0, 0);
         // The next `len` bytes of `all` from `*at` (less if fewer were written).
         fn take(all: &str, at: &mut usize, len: usize) -> String {
@@ -132,8 +132,6 @@ impl Builder {
                 ReplyPart::Other { part } => part,
             })
             .collect();
-        text.clear();
-        thought.clear();
         Message::Assistant(parts)
     }
 
