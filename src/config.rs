@@ -164,6 +164,59 @@ pub struct ToolsConfig {
     pub deny: Vec<String>,
 }
 
+/// The `[sandbox]` section: how `exec` commands are confined (see docs/tools.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// `false` runs every command unconfined, so each one asks first (as on a kernel without
+    /// Landlock).
+    pub enabled: bool,
+    /// Whether sandboxed commands may use the network; `/network on|off` changes it per session.
+    pub network: bool,
+    /// More directories sandboxed commands may write (the workspace roots and the temp dir always).
+    pub writable: Vec<PathBuf>,
+    /// Paths sandboxed commands may not read (`~` is the home directory). `$ACP_HOME` is never
+    /// readable, whatever this says.
+    pub deny_read: Vec<String>,
+}
+
+/// Credentials a command has no business reading.
+pub const DEFAULT_DENY_READ: &[&str] = &[
+    "~/.ssh",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.docker/config.json",
+    "~/.gnupg",
+    "~/.kube",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pypirc",
+    "~/.cargo/credentials.toml",
+    "~/.cargo/credentials",
+];
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            network: false,
+            writable: Vec::new(),
+            deny_read: DEFAULT_DENY_READ.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+}
+
+/// The `[web_fetch]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebFetchConfig {
+    /// Hosts `web_fetch` may reach although they are on this machine or a private network
+    /// (`localhost`, `intranet.example`, `10.0.0.5`).
+    pub allow_private_hosts: Vec<String>,
+}
+
 /// A remembered "always" answer, for one workspace (`[[permissions]]` in config.toml).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -229,6 +282,8 @@ pub struct Config {
     pub bootstrap_max_chars: usize,
     pub compaction: CompactionConfig,
     pub permissions: Vec<PermissionEntry>,
+    pub sandbox: SandboxConfig,
+    pub web_fetch: WebFetchConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -360,6 +415,8 @@ impl Config {
             bootstrap_max_chars: file.bootstrap_max_chars.unwrap_or(DEFAULT_BOOTSTRAP_MAX_CHARS).max(100),
             compaction,
             permissions: file.permissions,
+            sandbox: file.sandbox.unwrap_or_default(),
+            web_fetch: file.web_fetch.unwrap_or_default(),
             load_error,
         }
     }
@@ -468,13 +525,26 @@ fn rules_in(entries: &[PermissionEntry], workspace: &Path) -> Vec<Rule> {
     entries
         .iter()
         .filter(|p| p.workspace == workspace)
-        .map(|p| Rule { tool: p.tool.clone(), command_prefix: p.command.clone(), allow: p.decision == Decision::Allow })
+        .map(|p| Rule { tool: p.tool.clone(), command: p.command.clone(), allow: p.decision == Decision::Allow })
         .collect()
 }
 
 /// Appends a remembered answer to `$ACP_HOME/config.toml` as a `[[permissions]]` entry, keeping
 /// the rest of the file (comments included) as it was.
 pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), String> {
+    std::fs::create_dir_all(home).map_err(|e| format!("{}: {e}", home.display()))?;
+    // Another answer, in this process or another, may be saving at the same moment: one writer at
+    // a time, each re-reading the file under the lock so no answer is lost.
+    let lock_path = home.join(".config.toml.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    // Held until `lock` is dropped (closed) at the end of this function.
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
     let path = home.join("config.toml");
     let text = match read_config(&path) {
         Ok(t) => t,
@@ -490,15 +560,18 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
     let mut entry = toml_edit::Table::new();
     entry.insert("workspace", toml_edit::value(workspace.display().to_string()));
     entry.insert("tool", toml_edit::value(rule.tool.clone()));
-    if let Some(command) = &rule.command_prefix {
+    if let Some(command) = &rule.command {
         entry.insert("command", toml_edit::value(command.clone()));
     }
     entry.insert("decision", toml_edit::value(if rule.allow { "allow" } else { "reject" }));
     entries.push(entry);
-    std::fs::create_dir_all(home).map_err(|e| format!("{}: {e}", home.display()))?;
     let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+    let renamed = std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
 }
 
 /// The config file's text: a regular file of at most 16 MiB (a FIFO in its place must not hang
@@ -633,6 +706,8 @@ struct FileConfig {
     max_line_bytes: Option<usize>,
     timeouts: Option<FileTimeouts>,
     retry: Option<FileRetry>,
+    sandbox: Option<SandboxConfig>,
+    web_fetch: Option<WebFetchConfig>,
     #[serde(default)]
     providers: toml::map::Map<String, toml::Value>,
 }

@@ -30,6 +30,7 @@ pub mod config;
 pub mod providers;
 pub mod rpc;
 pub mod runtime;
+pub mod sandbox;
 pub mod store;
 pub mod stream;
 pub mod tools;

@@ -157,6 +157,11 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
+    // The exec sandbox's launcher: before anything else starts (it must stay single-threaded).
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == acp::sandbox::LAUNCHER_ARG) {
+        return acp::sandbox::launch::main(args);
+    }
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     let args = match cli.command {

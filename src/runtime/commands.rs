@@ -4,7 +4,7 @@
 //! the command's usage, never an error and never a hang.
 //!
 //! `/help`, `/status`, `/usage`, `/context` and `/stop` answer at once, even while a turn runs;
-//! the others (`/compact`, `/model`, `/think`, `/new`, `/reset`) wait for the running turn, like a
+//! the others (`/compact`, `/model`, `/think`, `/new`, `/reset`, `/network`) wait for the running turn, like a
 //! prompt, because they change what the next request sends.
 
 use crate::providers::ReasoningEffort;
@@ -31,6 +31,8 @@ pub enum Command {
         model: Option<String>,
     },
     Reset,
+    /// Network for sandboxed commands: `None` shows the sandbox's state.
+    Network(Option<bool>),
 }
 
 impl Command {
@@ -96,6 +98,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         usage: "/stop",
     },
     CommandInfo { name: "usage", description: "Tokens used by this session", hint: None, usage: "/usage" },
+    CommandInfo {
+        name: "network",
+        description: "Let sandboxed commands use the network, or not (this session)",
+        hint: Some("on | off"),
+        usage: "/network [on|off]",
+    },
 ];
 
 /// A prompt, read as a command.
@@ -145,6 +153,12 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
             0 => Parsed::Command(Command::New { model: None }),
             1 => Parsed::Command(Command::New { model: Some(args.to_owned()) }),
             _ => bad("Give at most one model, as `provider/model`."),
+        },
+        "network" => match args {
+            "" => Parsed::Command(Command::Network(None)),
+            "on" => Parsed::Command(Command::Network(Some(true))),
+            "off" => Parsed::Command(Command::Network(Some(false))),
+            other => bad(&format!("Unknown argument `{other}`: use `on` or `off`.")),
         },
         "think" => match args {
             "off" | "default" | "none" => Parsed::Command(Command::Think(None)),

@@ -54,11 +54,13 @@ impl SessionSettings {
     }
 }
 
-/// What a running turn must see change at once: the mode, and "always" answers.
+/// What a running turn must see change at once: the mode, "always" answers and whether
+/// sandboxed commands may use the network.
 #[derive(Debug, Default)]
 pub(crate) struct LiveState {
     mode: Mutex<Mode>,
     rules: Mutex<Vec<Rule>>,
+    network: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,8 +68,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl LiveState {
-    pub(crate) fn new(mode: Mode, rules: Vec<Rule>) -> Self {
-        Self { mode: Mutex::new(mode), rules: Mutex::new(rules) }
+    pub(crate) fn new(mode: Mode, rules: Vec<Rule>, network: bool) -> Self {
+        Self { mode: Mutex::new(mode), rules: Mutex::new(rules), network: network.into() }
+    }
+
+    pub(crate) fn network(&self) -> bool {
+        self.network.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_network(&self, on: bool) {
+        self.network.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(crate) fn mode(&self) -> Mode {

@@ -98,7 +98,8 @@ pub(crate) enum Stored {
 pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>, stored: Stored) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let rules = crate::config::saved_rules(&shared.config().home, &settings.cwd);
-    let live = Arc::new(LiveState::new(settings.mode, rules));
+    let network = shared.config().sandbox.network;
+    let live = Arc::new(LiveState::new(settings.mode, rules, network));
     let closed = CancellationToken::new();
     let mut actor = Actor {
         id: id.clone(),
@@ -377,6 +378,13 @@ impl Actor {
                 self.clear_context(turn);
                 say("The context is cleared: the model sees an empty conversation from here on.".into());
             }
+            Command::Network(on) => {
+                if let Some(on) = on {
+                    self.live.set_network(on);
+                }
+                let config = self.shared.config();
+                say(format!("Sandbox: {}", crate::sandbox::status(&config, self.live.network())));
+            }
             Command::Help | Command::Status | Command::Usage | Command::Context { .. } | Command::Stop => {}
         }
         self.end_turn(turn, seq, TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() }, None);
@@ -598,6 +606,7 @@ impl Actor {
              - Tokens: {input} in · {output} out\n\
              - Turns: {turns} · Messages in context: {messages}\n\
              - Working directory: `{cwd}`\n\
+             - Sandbox: {sandbox}\n\
              - Transcript: {transcript}\n",
             id = self.id,
             model = s.model,
@@ -609,6 +618,7 @@ impl Actor {
             turns = self.turns,
             messages = self.conversation.len(),
             cwd = s.cwd.display(),
+            sandbox = crate::sandbox::status(&self.shared.config(), self.live.network()),
         )
     }
 

@@ -223,8 +223,20 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     };
     let roots = env.settings.roots();
     let access = &prepared.access;
-    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| paths::is_inside(p, &roots))
-        && access.exec.as_ref().is_none_or(|(_, cwd)| paths::is_inside(cwd, &roots));
+    // The agent's own home (config, rules, keys, transcripts) is never written by a tool, and
+    // reading it always asks — even when the workspace contains it.
+    let home = [env.config.home.clone()];
+    if let Some(path) = access.writes.iter().find(|p| paths::is_inside(p, &home)) {
+        let message = format!(
+            "{} belongs to the agent itself (its configuration, permissions and sessions); no tool may change it",
+            path.display()
+        );
+        return Err(fail(prepared.title, prepared.kind, args, message));
+    }
+    let exec_logs = [env.config.home.join("tmp")];
+    let private = |p: &std::path::PathBuf| paths::is_inside(p, &home) && !paths::is_inside(p, &exec_logs);
+    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| paths::is_inside(p, &roots) && !private(p))
+        && access.exec.as_ref().is_none_or(|e| paths::is_inside(&e.cwd, &roots));
     let hidden = handler.hidden();
     {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -264,6 +276,7 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
         config: env.config.clone(),
         cancel: env.cancel.clone(),
         http: env.shared.http().await.ok(),
+        network: env.live.network(),
         progress: Box::new(progress),
     }
 }

@@ -1,9 +1,9 @@
 //! When a tool call needs the user's approval, what they are offered, and the rules their "always"
 //! answers leave behind. The session mode sets the baseline; remembered rules refine it; anything
-//! outside the workspace always asks.
+//! outside the workspace, and any command that would run outside the sandbox, always asks.
 
 use super::host::{OptionKind, PermissionOption};
-use super::{Access, Prepared};
+use super::{Access, Confinement, ExecAccess, Prepared};
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -11,10 +11,10 @@ use super::{Access, Prepared};
 pub enum Mode {
     /// Every edit, command and fetch asks.
     Ask,
-    /// Reads inside the workspace are free; edits, commands and fetches ask.
+    /// Reads and edits inside the workspace and sandboxed commands run; fetches ask.
     #[default]
     Code,
-    /// Nothing inside the workspace asks.
+    /// As `code`, and fetches of public addresses run too.
     Auto,
 }
 
@@ -40,8 +40,10 @@ impl Mode {
     pub fn description(self) -> &'static str {
         match self {
             Self::Ask => "Ask before every edit, command and fetch",
-            Self::Code => "Read freely inside the workspace; ask before edits, commands and fetches",
-            Self::Auto => "Act inside the workspace without asking",
+            Self::Code => {
+                "Edit the workspace and run sandboxed commands without asking; ask before fetches and before leaving the sandbox"
+            }
+            Self::Auto => "As Code, and fetch without asking; still ask before leaving the sandbox",
         }
     }
 
@@ -50,11 +52,12 @@ impl Mode {
     }
 }
 
-/// A remembered answer: for `exec` it covers a command prefix, for other tools the whole tool.
+/// A remembered answer: for `exec` it covers one command exactly as shown, for other tools the
+/// whole tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub tool: String,
-    pub command_prefix: Option<String>,
+    pub command: Option<String>,
     pub allow: bool,
 }
 
@@ -63,43 +66,50 @@ impl Rule {
         if self.tool != tool {
             return false;
         }
-        match (&self.command_prefix, &access.exec) {
-            (Some(prefix), Some((command, _))) => command_matches(prefix, command),
+        match (&self.command, &access.exec) {
+            (Some(rule), Some(exec)) => command_matches(rule, exec),
             (Some(_), None) => false,
             (None, _) => true,
         }
     }
 }
 
-/// The shell operators that could smuggle a second command past a prefix rule.
-fn has_operators(command: &str) -> bool {
-    ["&&", "||", ";", "|", "`", "$(", ">", "<", "&", "\n"].iter().any(|op| command.contains(op))
+/// What makes a command more than one program with its arguments: chaining, pipes, redirection,
+/// substitution, expansion, globs, comments, background jobs. Such a command is never covered by
+/// a rule (the rule would not say what it runs).
+fn is_compound(command: &str) -> bool {
+    command.contains(['&', '|', ';', '`', '$', '>', '<', '\n', '\r', '(', ')', '{', '}', '*', '?', '[', '#', '~', '\\'])
 }
 
-fn command_matches(prefix: &str, command: &str) -> bool {
-    let command = command.trim();
-    if command == prefix {
-        return true;
+/// The program and its arguments, when the command is nothing more.
+fn argv(command: &str) -> Option<Vec<String>> {
+    if is_compound(command) {
+        return None;
     }
-    !has_operators(command) && command.starts_with(prefix) && command[prefix.len()..].starts_with(' ')
+    let words = shlex::split(command)?;
+    // `NAME=value cmd` sets the environment for the program.
+    if words.is_empty() || words[0].contains('=') {
+        return None;
+    }
+    Some(words)
 }
 
-/// The prefix an "always" answer to `command` covers: the program and its first argument unless
-/// that is a flag (`cargo test`, `git status`, `sh check.sh`, `ls`), or the whole command when it
-/// chains several.
-pub fn command_prefix(command: &str) -> String {
-    let command = command.trim();
-    if has_operators(command) {
-        return command.to_owned();
+/// A rule covers a command when both are the same program with the same arguments, and the call
+/// sets no variables of its own (`BASH_ENV`, `PATH` and the like change what runs).
+fn command_matches(rule: &str, exec: &ExecAccess) -> bool {
+    if !exec.env.is_empty() {
+        return false;
     }
-    let mut words = command.split_whitespace();
-    let Some(program) = words.next() else { return String::new() };
-    match words.next() {
-        Some(sub) if !sub.starts_with('-') && !sub.contains(['\'', '"', '$', '*', '?', '=']) => {
-            format!("{program} {sub}")
-        }
-        _ => program.to_owned(),
+    match (argv(rule), argv(&exec.command)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
     }
+}
+
+/// Whether an "always" answer can cover this command (one program with its arguments, nothing
+/// set around it).
+pub fn rememberable(exec: &ExecAccess) -> bool {
+    exec.env.is_empty() && argv(&exec.command).is_some()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,43 +122,45 @@ pub enum Decision {
 /// Decides one call. `inside` says whether every path it touches (and the directory a command
 /// runs in) is inside the workspace.
 pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Rule]) -> Decision {
-    // A "never" rule wins; an "always" rule is honoured only inside the workspace.
+    let confinement = access.exec.as_ref().map(|e| e.confinement);
+    // A "never" rule wins; an "always" rule is honoured only inside the workspace, and never lets
+    // a command out of the sandbox.
     if let Some(rule) = rules.iter().rev().find(|r| r.matches(tool, access)) {
         if !rule.allow {
             return Decision::Deny(format!("the user chose to always reject {}", rule_subject(rule)));
         }
-        if inside {
+        if inside && confinement != Some(Confinement::Escape) {
             return Decision::Allow;
         }
     }
-    if !inside {
+    if !inside || matches!(confinement, Some(Confinement::Escape | Confinement::NoSandbox)) {
         return Decision::Ask;
     }
-    let touches_outside_world = access.is_mutating() || access.network.is_some();
     match mode {
-        Mode::Auto => Decision::Allow,
-        Mode::Ask | Mode::Code if touches_outside_world => Decision::Ask,
-        Mode::Ask | Mode::Code => Decision::Allow,
+        Mode::Ask if access.is_mutating() || access.network.is_some() => Decision::Ask,
+        Mode::Code if access.network.is_some() => Decision::Ask,
+        Mode::Ask | Mode::Code | Mode::Auto => Decision::Allow,
     }
 }
 
 fn rule_subject(rule: &Rule) -> String {
-    match &rule.command_prefix {
-        Some(prefix) => format!("`{prefix}`"),
+    match &rule.command {
+        Some(command) => format!("`{command}`"),
         None => format!("`{}`", rule.tool),
     }
 }
 
 /// The choices offered for a call; "always" choices only inside the workspace (outside, the
-/// question is asked every time anyway).
+/// question is asked every time anyway) and only for what a rule can name exactly.
 pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionOption> {
-    let subject = match &prepared.access.exec {
-        Some((command, _)) => format!("`{}`", command_prefix(command)),
-        None => format!("`{tool}`"),
+    let (subject, can_remember) = match &prepared.access.exec {
+        Some(exec) => (format!("`{}`", super::exec::shown(&exec.command)), rememberable(exec)),
+        None => (format!("`{tool}`"), true),
     };
+    let always = inside && can_remember;
     let mut options =
         vec![PermissionOption { id: "allow-once".into(), label: "Allow once".into(), kind: OptionKind::AllowOnce }];
-    if inside {
+    if always {
         options.push(PermissionOption {
             id: "allow-always".into(),
             label: format!("Always allow {subject}"),
@@ -156,7 +168,7 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
         });
     }
     options.push(PermissionOption { id: "reject-once".into(), label: "Reject".into(), kind: OptionKind::RejectOnce });
-    if inside {
+    if always {
         options.push(PermissionOption {
             id: "reject-always".into(),
             label: format!("Always reject {subject}"),
@@ -168,7 +180,7 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
 
 /// The rule an "always" answer leaves.
 pub fn rule_for(tool: &str, access: &Access, allow: bool) -> Rule {
-    Rule { tool: tool.to_owned(), command_prefix: access.exec.as_ref().map(|(c, _)| command_prefix(c)), allow }
+    Rule { tool: tool.to_owned(), command: access.exec.as_ref().map(|e| e.command.trim().to_owned()), allow }
 }
 
 #[cfg(test)]
@@ -185,7 +197,35 @@ mod tests {
     }
 
     fn exec(cmd: &str) -> Access {
-        Access { exec: Some((cmd.to_owned(), PathBuf::from("/w"))), ..Access::default() }
+        Access {
+            exec: Some(ExecAccess {
+                command: cmd.to_owned(),
+                cwd: PathBuf::from("/w"),
+                env: Vec::new(),
+                confinement: Confinement::Sandboxed,
+            }),
+            ..Access::default()
+        }
+    }
+
+    fn confined(cmd: &str, confinement: Confinement) -> Access {
+        let mut access = exec(cmd);
+        if let Some(e) = access.exec.as_mut() {
+            e.confinement = confinement;
+        }
+        access
+    }
+
+    fn unconfined(cmd: &str) -> Access {
+        confined(cmd, Confinement::Escape)
+    }
+
+    fn with_env(cmd: &str, name: &str, value: &str) -> Access {
+        let mut access = exec(cmd);
+        if let Some(e) = access.exec.as_mut() {
+            e.env.push((name.into(), value.into()));
+        }
+        access
     }
 
     fn fetch() -> Access {
@@ -199,14 +239,19 @@ mod tests {
             (Mode::Ask, read(), Allow),
             (Mode::Ask, write(), Ask),
             (Mode::Ask, exec("ls"), Ask),
+            (Mode::Ask, unconfined("ls"), Ask),
             (Mode::Ask, fetch(), Ask),
             (Mode::Code, read(), Allow),
-            (Mode::Code, write(), Ask),
-            (Mode::Code, exec("cargo test"), Ask),
+            (Mode::Code, write(), Allow),
+            (Mode::Code, exec("cargo test"), Allow),
+            (Mode::Code, unconfined("cargo test"), Ask),
             (Mode::Code, fetch(), Ask),
             (Mode::Auto, read(), Allow),
             (Mode::Auto, write(), Allow),
             (Mode::Auto, exec("rm -rf target"), Allow),
+            (Mode::Auto, unconfined("cargo publish"), Ask),
+            (Mode::Code, confined("ls", Confinement::NoSandbox), Ask),
+            (Mode::Auto, confined("ls", Confinement::NoSandbox), Ask),
             (Mode::Auto, fetch(), Allow),
         ];
         for (mode, access, want) in table {
@@ -219,40 +264,51 @@ mod tests {
         for mode in Mode::ALL {
             assert_eq!(decide(mode, "read", &read(), false, &[]), Decision::Ask, "{mode:?}");
         }
-        let always = [Rule { tool: "read".into(), command_prefix: None, allow: true }];
+        let always = [Rule { tool: "read".into(), command: None, allow: true }];
         assert_eq!(decide(Mode::Auto, "read", &read(), false, &always), Decision::Ask);
     }
 
     #[test]
-    fn remembered_rules() {
+    fn remembered_rules_cover_exactly_the_command_shown() {
         let rules = [
-            Rule { tool: "exec".into(), command_prefix: Some("cargo test".into()), allow: true },
-            Rule { tool: "exec".into(), command_prefix: Some("rm".into()), allow: false },
-            Rule { tool: "edit".into(), command_prefix: None, allow: true },
+            Rule { tool: "exec".into(), command: Some("git status".into()), allow: true },
+            Rule { tool: "exec".into(), command: Some("rm -rf x".into()), allow: false },
+            Rule { tool: "edit".into(), command: None, allow: true },
         ];
-        assert_eq!(decide(Mode::Code, "exec", &exec("cargo test --lib"), true, &rules), Decision::Allow);
-        assert_eq!(decide(Mode::Code, "exec", &exec("cargo test"), true, &rules), Decision::Allow);
-        assert_eq!(decide(Mode::Code, "exec", &exec("cargo testing"), true, &rules), Decision::Ask);
-        assert_eq!(decide(Mode::Code, "exec", &exec("cargo test && rm -rf /"), true, &rules), Decision::Ask);
+        let allowed = |access: &Access| decide(Mode::Ask, "exec", access, true, &rules) == Decision::Allow;
+        assert!(allowed(&exec("git status")));
+        assert!(allowed(&exec("  git   'status' ")), "the same argv, spelled differently");
+        for smuggled in [
+            "git status --short",
+            "git status && touch PWNED",
+            "git status; touch PWNED",
+            "git status\ntouch PWNED",
+            "git status > out",
+            "git status $(touch PWNED)",
+            "git status `touch PWNED`",
+            "BASH_ENV=evil.sh git status",
+            "git status | sh",
+            "git status &",
+        ] {
+            assert!(!allowed(&exec(smuggled)), "{smuggled:?}");
+        }
+        assert!(!allowed(&with_env("git status", "BASH_ENV", "/w/evil.sh")));
+        assert!(!allowed(&with_env("git status", "PATH", "/w/bin")));
+        assert_eq!(decide(Mode::Ask, "exec", &unconfined("git status"), true, &rules), Decision::Ask, "leaving asks");
+        assert!(allowed(&confined("git status", Confinement::NoSandbox)), "without a sandbox, rules still hold");
         assert!(matches!(decide(Mode::Auto, "exec", &exec("rm -rf x"), true, &rules), Decision::Deny(_)));
         assert_eq!(decide(Mode::Ask, "edit", &write(), true, &rules), Decision::Allow);
         assert_eq!(decide(Mode::Ask, "write", &write(), true, &rules), Decision::Ask, "rules are per tool");
     }
 
     #[test]
-    fn prefixes() {
-        for (cmd, want) in [
-            ("cargo test --lib foo", "cargo test"),
-            ("git status", "git status"),
-            ("ls -la", "ls"),
-            ("python3 script.py", "python3 script.py"),
-            ("sh check.sh --verbose", "sh check.sh"),
-            ("echo \"$HOME\"", "echo"),
-            ("npm run build", "npm run"),
-            ("make", "make"),
-            ("cargo build && cargo test", "cargo build && cargo test"),
-        ] {
-            assert_eq!(command_prefix(cmd), want, "{cmd}");
-        }
+    fn only_plain_commands_can_be_remembered() {
+        let plain = |c: &str| ExecAccess { command: c.into(), ..ExecAccess::default() };
+        assert!(rememberable(&plain("cargo test --lib")));
+        assert!(rememberable(&plain("git log --oneline -n 5")));
+        assert!(!rememberable(&plain("cargo build && cargo test")));
+        assert!(!rememberable(&plain("echo \"$HOME\"")));
+        assert!(!rememberable(&plain("FOO=1 make")));
+        assert!(!rememberable(&ExecAccess { env: vec![("A".into(), "1".into())], ..plain("make") }));
     }
 }

@@ -1,7 +1,8 @@
 //! `exec`: a shell command with a timeout, a working directory and extra environment. In an editor
 //! terminal when the editor offers one (`terminal/create` → `wait_for_exit` → `output` →
 //! `release`); otherwise as a local process group whose output is reported as it arrives, once,
-//! and which is killed whole on timeout or cancel.
+//! and which is killed whole on timeout or cancel. Commands run inside the sandbox (see
+//! [`crate::sandbox`]) unless the model asks to leave it and the user agrees.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,8 +15,8 @@ use tokio::sync::mpsc;
 
 use super::host::{ExitStatus, TerminalSpec, Terminals};
 use super::{
-    Access, Action, Prepared, Progress, ToolContent, ToolContext, ToolHandler, ToolOutput, arg_opt_str, arg_opt_u64,
-    arg_str, kind, truncate,
+    Access, Action, Confinement, ExecAccess, Prepared, Progress, ToolContent, ToolContext, ToolHandler, ToolOutput,
+    arg_opt_str, arg_opt_u64, arg_str, kind, truncate,
 };
 use crate::providers::ToolSpec;
 
@@ -40,7 +41,10 @@ impl ToolHandler for Exec {
                 "Run a shell command (bash -c) and return its combined stdout and stderr and its exit code. \
                  Runs in the workspace root unless `cwd` is given. Times out after `timeout_ms` \
                  (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS}). Do not start commands that wait for input \
-                 or never end (servers, watchers)."
+                 or never end (servers, watchers). Commands run in a sandbox: they may write only inside the \
+                 workspace and the temp dir, cannot read credentials, and have no network unless the user turned it on. \
+                 Set `sandbox` to false only when a command fails because of the sandbox; the user is then asked \
+                 whether it may run unconfined."
             ),
             parameters: json!({
                 "type": "object",
@@ -48,7 +52,8 @@ impl ToolHandler for Exec {
                     "command": {"type": "string", "description": "The command line"},
                     "cwd": {"type": "string", "description": "Directory to run in (relative to the workspace root)"},
                     "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds"},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables"}
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables"},
+                    "sandbox": {"type": "boolean", "description": "false to ask the user to run this command outside the sandbox (default true)"}
                 },
                 "required": ["command"]
             }),
@@ -77,24 +82,92 @@ impl ToolHandler for Exec {
                     .collect::<Result<_, String>>()?,
                 Some(other) => return Err(format!("`env` must be an object of strings, got {other}")),
             };
-            let first_line = command.lines().next().unwrap_or_default();
-            let shown: String = first_line.chars().take(80).collect();
-            let ellipsis = if shown.len() < command.trim_end().len() { "…" } else { "" };
-            let title = if cwd == ctx.cwd {
-                format!("Run `{shown}{ellipsis}`")
-            } else {
-                format!("Run `{shown}{ellipsis}` in {}", ctx.display(&cwd))
+            let confinement = match args.get("sandbox") {
+                None | Some(Value::Null | Value::Bool(true)) => match crate::sandbox::available(&ctx.config) {
+                    Ok(_) => Confinement::Sandboxed,
+                    Err(_) => Confinement::NoSandbox,
+                },
+                Some(Value::Bool(false)) => Confinement::Escape,
+                Some(other) => return Err(format!("`sandbox` must be true or false, got {other}")),
             };
+            let mut title = format!("Run `{}`", shown_with_env(&command, &env));
+            if cwd != ctx.cwd {
+                title.push_str(&format!(" in {}", ctx.display(&cwd)));
+            }
+            if confinement == Confinement::Escape {
+                title.push_str(" outside the sandbox");
+            }
             Ok(Prepared {
                 title,
                 kind: kind::kind_for_command(&command),
                 locations: Vec::new(),
                 preview: Vec::new(),
-                access: Access { exec: Some((command.clone(), cwd.clone())), ..Access::default() },
-                action: Box::new(ExecAction { command, cwd, env, timeout: Duration::from_millis(timeout) }),
+                access: Access {
+                    exec: Some(ExecAccess {
+                        command: command.clone(),
+                        cwd: cwd.clone(),
+                        env: env.clone(),
+                        confinement,
+                    }),
+                    ..Access::default()
+                },
+                action: Box::new(ExecAction {
+                    command,
+                    cwd,
+                    env,
+                    timeout: Duration::from_millis(timeout),
+                    confinement,
+                }),
             })
         })
     }
+}
+
+/// A command as a title shows it: whole, on one line, with nothing hidden — line breaks, tabs and
+/// other control characters escaped, and a run of more than three spaces counted rather than
+/// drawn (so no payload can sit far off to the right).
+pub fn shown(command: &str) -> String {
+    let mut out = String::with_capacity(command.len());
+    let mut chars = command.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                let mut run = 1;
+                while chars.peek() == Some(&' ') {
+                    chars.next();
+                    run += 1;
+                }
+                if run > 3 {
+                    out.push_str(&format!(" ⟨{run} spaces⟩ "));
+                } else {
+                    out.extend(std::iter::repeat_n(' ', run));
+                }
+            }
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '`' => out.push('\''),
+            c if c.is_control()
+                || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') =>
+            {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The command with the variables the call sets in front, as a shell would read them.
+fn shown_with_env(command: &str, env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (name, value) in env {
+        let quoted = shlex::try_quote(value).map_or_else(|_| format!("{value:?}"), |q| q.into_owned());
+        out.push_str(&shown(&format!("{name}={quoted}")));
+        out.push(' ');
+    }
+    out.push_str(&shown(command));
+    out
 }
 
 struct ExecAction {
@@ -102,6 +175,7 @@ struct ExecAction {
     cwd: PathBuf,
     env: Vec<(String, String)>,
     timeout: Duration,
+    confinement: Confinement,
 }
 
 /// How a command's run ended, besides its output.
@@ -126,10 +200,32 @@ impl Action for ExecAction {
 }
 
 impl ExecAction {
+    /// The program to start and its arguments: the shell, through the sandbox's launcher when the
+    /// command is confined.
+    fn program(&self, ctx: &ToolContext) -> Result<(PathBuf, Vec<std::ffi::OsString>), String> {
+        let shell_args = [std::ffi::OsString::from("-c"), self.command.clone().into()];
+        if self.confinement != Confinement::Sandboxed {
+            return Ok((PathBuf::from(shell()), shell_args.into()));
+        }
+        let launcher = crate::sandbox::available(&ctx.config)?;
+        let mut args = self.policy(ctx).launcher_args();
+        args.push(shell().into());
+        args.extend(shell_args);
+        Ok((launcher.to_path_buf(), args))
+    }
+
+    fn policy(&self, ctx: &ToolContext) -> crate::sandbox::Policy {
+        crate::sandbox::Policy::new(&ctx.config, &ctx.roots, ctx.network)
+    }
+
     async fn in_terminal(&self, ctx: &ToolContext, terminals: &dyn Terminals) -> ToolOutput {
+        let (program, args) = match self.program(ctx) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(format!("the sandbox is not available ({e}); the command was not run")),
+        };
         let spec = TerminalSpec {
-            command: shell().to_owned(),
-            args: vec!["-c".into(), self.command.clone()],
+            command: program.display().to_string(),
+            args: args.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             output_byte_limit: Some(1024 * 1024),
@@ -165,9 +261,12 @@ impl ExecAction {
     }
 
     async fn locally(&self, ctx: &ToolContext) -> ToolOutput {
-        let mut cmd = tokio::process::Command::new(shell());
-        cmd.arg("-c")
-            .arg(&self.command)
+        let (program, args) = match self.program(ctx) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(format!("the sandbox is not available ({e}); the command was not run")),
+        };
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.args(&args)
             .current_dir(&self.cwd)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -299,6 +398,10 @@ impl ExecAction {
             for_model.push('\n');
         }
         for_model.push_str(&status_line);
+        if is_error && self.confinement == Confinement::Sandboxed && !matches!(ending, Ending::Cancelled) {
+            for_model.push('\n');
+            for_model.push_str(&self.policy(ctx).explain());
+        }
         content.push(ToolContent::Text(status_line));
         ToolOutput { for_model, content, is_error, raw_output: Some(raw) }
     }
@@ -480,6 +583,18 @@ fn sanitize(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn titles_hide_nothing() {
+        assert_eq!(shown("cargo test"), "cargo test");
+        assert_eq!(shown(&format!("ls{}&& touch PWNED1", " ".repeat(100))), "ls ⟨100 spaces⟩ && touch PWNED1");
+        assert_eq!(shown("cat README.md\ntouch PWNED2"), "cat README.md\\ntouch PWNED2");
+        assert_eq!(shown("echo `id`\t\u{202e}x"), "echo 'id'\\t\\u{202e}x");
+        assert_eq!(
+            shown_with_env("git status", &[("BASH_ENV".into(), "/w/evil file.sh".into())]),
+            "BASH_ENV='/w/evil file.sh' git status"
+        );
+    }
 
     #[test]
     fn output_decodes_split_characters() {

@@ -9,6 +9,7 @@ pub mod approval;
 pub mod diff;
 pub mod edit;
 pub mod exec;
+pub mod fetch_guard;
 pub mod glob;
 pub mod grep;
 pub mod host;
@@ -92,10 +93,34 @@ pub struct ToolCallState {
 pub struct Access {
     pub reads: Vec<PathBuf>,
     pub writes: Vec<PathBuf>,
-    /// A shell command, and the directory it runs in.
-    pub exec: Option<(String, PathBuf)>,
+    /// A shell command.
+    pub exec: Option<ExecAccess>,
     /// A URL fetched over the network.
     pub network: Option<String>,
+}
+
+/// A shell command as it will run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecAccess {
+    pub command: String,
+    /// The directory it runs in.
+    pub cwd: PathBuf,
+    /// Variables set for it.
+    pub env: Vec<(String, String)>,
+    pub confinement: Confinement,
+}
+
+/// Where a command runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Confinement {
+    /// In the sandbox.
+    #[default]
+    Sandboxed,
+    /// Unconfined, because there is no sandbox here (or it is turned off): it asks first unless a
+    /// rule covers it.
+    NoSandbox,
+    /// Unconfined, because the model asked to leave the sandbox: it always asks first.
+    Escape,
 }
 
 impl Access {
@@ -165,6 +190,8 @@ pub struct ToolContext {
     pub config: Arc<Config>,
     pub cancel: CancellationToken,
     pub http: Option<reqwest::Client>,
+    /// Whether sandboxed commands may use the network (the session's `/network` switch).
+    pub network: bool,
     pub progress: Box<dyn Fn(Progress) + Send + Sync>,
 }
 

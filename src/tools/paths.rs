@@ -43,27 +43,48 @@ pub fn display(cwd: &Path, path: &Path) -> String {
     }
 }
 
-/// The real location of `path`: symlinks resolved for the part that exists; the rest appended.
+/// The real location of `path`: every symlink on the way resolved — dangling ones included, so a
+/// link to a file that does not exist yet counts where it points — and the missing rest appended.
 pub fn real(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(canon) = existing.canonicalize() {
-            let mut out = canon;
-            for part in rest.iter().rev() {
-                out.push(part);
+    let mut out = PathBuf::from("/");
+    // The components still to walk, last first; links push their target's components.
+    let mut todo: Vec<std::ffi::OsString> =
+        normalize(path).components().rev().map(|c| c.as_os_str().to_os_string()).collect();
+    let mut hops = 0;
+    let mut exists = true;
+    while let Some(part) = todo.pop() {
+        match part.to_str() {
+            Some("/") => {
+                out = PathBuf::from("/");
+                continue;
             }
-            return normalize(&out);
+            Some(".") => continue,
+            Some("..") => {
+                out.pop();
+                continue;
+            }
+            _ => {}
         }
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
+        out.push(&part);
+        if !exists {
+            continue;
+        }
+        match std::fs::symlink_metadata(&out) {
+            Ok(meta) if meta.file_type().is_symlink() && hops < MAX_LINKS => {
+                hops += 1;
+                let Ok(target) = std::fs::read_link(&out) else { continue };
+                out.pop();
+                todo.extend(target.components().rev().map(|c| c.as_os_str().to_os_string()));
             }
-            _ => return normalize(path),
+            Ok(_) => {}
+            Err(_) => exists = false,
         }
     }
+    out
 }
+
+/// Links followed before a path is taken as it stands (the kernel's own limit).
+const MAX_LINKS: usize = 40;
 
 /// Whether `path` (after following symlinks) lies inside one of `roots`.
 pub fn is_inside(path: &Path, roots: &[PathBuf]) -> bool {
@@ -113,5 +134,21 @@ mod tests {
         assert!(!is_inside(&ws.path().join("escape/secret.txt"), &roots));
         assert!(!is_inside(&resolve(ws.path(), "../x"), &roots));
         assert!(!is_inside(Path::new("/etc/passwd"), &roots));
+    }
+
+    #[test]
+    fn dangling_links_count_where_they_point() {
+        let outside = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let roots = vec![ws.path().to_path_buf()];
+        std::os::unix::fs::symlink(outside.path().join("new.txt"), ws.path().join("dangle")).unwrap();
+        std::os::unix::fs::symlink("../../x/y", ws.path().join("rel")).unwrap();
+        std::os::unix::fs::symlink("inner", ws.path().join("ok")).unwrap();
+        std::os::unix::fs::symlink("loop", ws.path().join("loop")).unwrap();
+        assert_eq!(real(&ws.path().join("dangle")), real(outside.path()).join("new.txt"));
+        assert!(!is_inside(&ws.path().join("dangle"), &roots));
+        assert!(!is_inside(&ws.path().join("rel/z"), &roots));
+        assert!(is_inside(&ws.path().join("ok/file"), &roots));
+        assert!(is_inside(&ws.path().join("loop"), &roots), "a loop stays where it is");
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{
     Access, Action, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_u64, arg_str,
-    truncate,
+    fetch_guard, truncate,
 };
 use crate::providers::ToolSpec;
 
@@ -42,13 +42,11 @@ impl ToolHandler for WebFetch {
         }
     }
 
-    fn prepare<'a>(&'a self, args: &'a Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
+    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
         Box::pin(async move {
             let url = arg_str(args, "url")?.trim().to_owned();
             let parsed = reqwest::Url::parse(&url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(format!("only http and https URLs can be fetched, not {}:", parsed.scheme()));
-            }
+            fetch_guard::check_url(&parsed, &fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts))?;
             let max_bytes =
                 arg_opt_u64(args, "max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES).clamp(1, 4 * DEFAULT_MAX_BYTES);
             Ok(Prepared {
@@ -71,13 +69,14 @@ struct FetchAction {
 impl Action for FetchAction {
     fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let Some(http) = ctx.http.clone() else {
-                return ToolOutput::error("no HTTP client is available");
+            let allowed = fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts);
+            let http = match fetch_guard::client(&allowed, ctx.config.timeouts.connect) {
+                Ok(http) => http,
+                Err(e) => return ToolOutput::error(format!("could not set up the HTTP client: {e}")),
             };
             let url = self.url.to_string();
             let fetch = async {
-                let response =
-                    http.get(self.url.clone()).send().await.map_err(|e| crate::providers::client::error_chain(&e))?;
+                let response = follow(&http, self.url.clone(), &allowed).await?;
                 let status = response.status();
                 let content_type = response
                     .headers()
@@ -137,6 +136,26 @@ impl Action for FetchAction {
             if status.is_success() { output } else { ToolOutput { is_error: true, ..output } }
         })
     }
+}
+
+/// GETs `url`, following redirects itself so each hop is checked before it is requested.
+async fn follow(
+    http: &reqwest::Client,
+    mut url: reqwest::Url,
+    allowed: &fetch_guard::Allowed,
+) -> Result<reqwest::Response, String> {
+    for _ in 0..=fetch_guard::MAX_REDIRECTS {
+        fetch_guard::check_url(&url, allowed)?;
+        let response = http.get(url.clone()).send().await.map_err(|e| crate::providers::client::error_chain(&e))?;
+        let location = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
+        match location {
+            Some(location) if response.status().is_redirection() => {
+                url = url.join(location).map_err(|e| format!("{url} redirects to {location:?}, not a URL: {e}"))?;
+            }
+            _ => return Ok(response),
+        }
+    }
+    Err(format!("more than {} redirects", fetch_guard::MAX_REDIRECTS))
 }
 
 /// HTML converted to text, at most (the model sees 30 KB of it anyway).

@@ -119,7 +119,7 @@ try {
         clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
         clientInfo: { name: "acp-editor-test", version: "1" },
       });
-      const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+      const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [], _meta: { mode: "ask" } });
       cancel = () => {
         log.push({ event: "session/cancel" });
         ctx.notify(acp.methods.agent.session.cancel, { sessionId });

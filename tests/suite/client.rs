@@ -30,7 +30,7 @@ fn a_turn_with_a_tool_call_and_a_permission_answered_with_the_keyboard() {
     let mock = MockModel::start();
     mock.push(calls("anthropic", &[("call_w", "write", json!({"path": "NOTES.md", "content": "add() adds.\n"}))]));
     mock.push(text("anthropic", "Wrote **NOTES.md** for you."));
-    let mut pty = client(home.path(), &mock, ws.path(), &[]);
+    let mut pty = client(home.path(), &mock, ws.path(), &["--mode", "ask"]);
     pty.wait_for("/help for commands");
     pty.wait_for_prompt();
     pty.send("Write the notes\r");
@@ -382,7 +382,7 @@ fn an_answered_question_leaves_one_line_and_the_diff_once() {
     mock.push(text("anthropic", "Done."));
     // Ctrl-C at the second question cancels the turn: the call is cancelled, not rejected.
     mock.push(calls("anthropic", &[("call_x", "exec", json!({"command": "echo hi"}))]));
-    let mut pty = client(home.path(), &mock, ws.path(), &["--review"]);
+    let mut pty = client(home.path(), &mock, ws.path(), &["--review", "--mode", "ask"]);
     pty.wait_for("/help for commands");
     pty.wait_for_prompt();
     pty.send("Write the notes\r");

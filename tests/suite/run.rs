@@ -112,10 +112,10 @@ fn permissions_are_refused_unless_allowed() {
     let mock = MockModel::start();
     let write = || calls("anthropic", &[("call_w", "write", json!({"path": "NOTES.md", "content": "hi\n"}))]);
 
-    // Default: refused (the model is told, the file is not written, the run still ends normally).
+    // In ask mode: refused (the model is told, the file is not written, the run still ends normally).
     mock.push(write());
     mock.push(text("anthropic", "I could not write it."));
-    let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
+    let r = run(home.path(), Some(&mock), ws.path(), &["--mode", "ask", "Write NOTES.md"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!ws.path().join("NOTES.md").exists());
     assert!(r.stderr.contains("not allowed: Create NOTES.md (allow it with --allow write)"), "{}", r.stderr);
@@ -127,17 +127,17 @@ fn permissions_are_refused_unless_allowed() {
         std::fs::remove_file(ws.path().join("NOTES.md")).ok();
         mock.push(write());
         mock.push(text("anthropic", "Done."));
-        let r = run(home.path(), Some(&mock), ws.path(), &["--allow", allow, "Write NOTES.md"]);
+        let r = run(home.path(), Some(&mock), ws.path(), &["--mode", "ask", "--allow", allow, "Write NOTES.md"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(std::fs::read_to_string(ws.path().join("NOTES.md")).unwrap(), "hi\n", "--allow {allow}");
         assert!(r.stderr.contains("✓ Create NOTES.md"), "{}", r.stderr);
     }
 
-    // --mode auto: nothing inside the workspace asks.
+    // The default mode (code): edits inside the workspace do not ask.
     std::fs::remove_file(ws.path().join("NOTES.md")).unwrap();
     mock.push(write());
     mock.push(text("anthropic", "Done."));
-    let r = run(home.path(), Some(&mock), ws.path(), &["--mode", "auto", "Write NOTES.md"]);
+    let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(ws.path().join("NOTES.md").exists());
 }

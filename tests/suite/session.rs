@@ -114,7 +114,10 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["help", "status", "context", "compact", "model", "think", "new", "reset", "stop", "usage"]);
+    assert_eq!(
+        names,
+        ["help", "status", "context", "compact", "model", "think", "new", "reset", "stop", "usage", "network"]
+    );
     let setup = agent.recv();
     assert_eq!(setup["params"]["sessionId"], session);
     assert_eq!(setup["params"]["update"], json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000}));

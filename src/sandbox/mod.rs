@@ -1,0 +1,163 @@
+//! The exec sandbox: what a command may touch, and how it is held to it.
+//!
+//! A sandboxed command does not start directly: the agent starts itself again as a small launcher
+//! (`acp __sandbox …`, see [`launch`]) that confines its own process and then runs the command.
+//! The agent itself is never confined. On Linux the launcher uses
+//! - **Landlock** (required): writes only under the writable roots (the workspace roots, the temp
+//!   dir, the command's scratch dir and `[sandbox] writable`); reads anywhere except the hidden
+//!   paths (`$ACP_HOME` and `[sandbox] deny_read`); no signals to processes outside the sandbox;
+//!   with the network off, no TCP `connect`/`bind` (ABI ≥ 4);
+//! - **user + PID namespaces** (when the kernel allows them): the command is the first process of
+//!   its own PID namespace, so everything it starts — `setsid` daemons included — dies with it;
+//!   with the network off also a **network namespace** of its own (only its own loopback), which
+//!   stops UDP and DNS too. Without namespaces the launcher is a child subreaper and kills what the
+//!   command left behind when it ends.
+//!
+//! Where Landlock is missing (or `[sandbox] enabled = false`) nothing runs confined: every
+//! command asks first instead ([`Confinement::NoSandbox`](crate::tools::Confinement)).
+
+pub mod launch;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::config::Config;
+
+/// The first argument that turns `acp` into the launcher.
+pub const LAUNCHER_ARG: &str = "__sandbox";
+
+/// What one command may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Directories (and files) it may change.
+    pub writable: Vec<PathBuf>,
+    /// Paths it may not read (nor write).
+    pub hidden: Vec<PathBuf>,
+    pub network: bool,
+}
+
+impl Policy {
+    /// The policy for a session with these workspace roots.
+    pub fn new(config: &Config, roots: &[PathBuf], network: bool) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let expand = |raw: &str| -> Option<PathBuf> {
+            match raw.strip_prefix("~/") {
+                Some(rest) => home.as_ref().map(|h| h.join(rest)),
+                None if raw == "~" => home.clone(),
+                None => Some(PathBuf::from(raw)),
+            }
+        };
+        let mut writable: Vec<PathBuf> = roots.to_vec();
+        writable.push(std::env::temp_dir());
+        writable.extend(config.sandbox.writable.iter().filter_map(|p| expand(&p.to_string_lossy())));
+        let mut hidden = vec![config.home.clone()];
+        hidden.extend(config.sandbox.deny_read.iter().filter_map(|p| expand(p)));
+        Self { writable, hidden, network }
+    }
+
+    /// The launcher's arguments, up to and including the `--` before the command.
+    pub fn launcher_args(&self) -> Vec<OsString> {
+        let mut args = vec![OsString::from(LAUNCHER_ARG)];
+        if self.network {
+            args.push("--network".into());
+        }
+        for path in &self.writable {
+            args.push("--write".into());
+            args.push(path.clone().into_os_string());
+        }
+        for path in &self.hidden {
+            args.push("--hide".into());
+            args.push(path.clone().into_os_string());
+        }
+        args.push("--".into());
+        args
+    }
+
+    /// What the model is told when a sandboxed command fails.
+    pub fn explain(&self) -> String {
+        let shown =
+            |paths: &[PathBuf]| paths.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", ");
+        format!(
+            "The command ran in the sandbox: it may write only under {}; it may not read {}; {}. \
+             An error such as \"Permission denied\", \"Read-only file system\" or \"Network is unreachable\" \
+             may come from that. If the command truly needs more, call `exec` again with `\"sandbox\": false` \
+             — the user is asked first.",
+            shown(&self.writable),
+            shown(&self.hidden),
+            if self.network { "it may use the network" } else { "it has no network access" },
+        )
+    }
+}
+
+/// What this machine offers, probed once (never at startup: the first command or `/status` pays).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    /// The Landlock ABI version the kernel offers, or why there is none.
+    pub landlock: Result<u8, String>,
+    /// Whether unprivileged user namespaces look available (PID and network isolation).
+    pub namespaces: bool,
+}
+
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let support = Support { landlock: launch::landlock_abi(), namespaces: namespaces_enabled() };
+        match &support.landlock {
+            Ok(abi) => tracing::debug!(abi, namespaces = support.namespaces, "exec sandbox available"),
+            Err(why) => tracing::warn!(
+                "exec sandbox unavailable ({why}): every command asks before it runs, and runs unconfined if allowed"
+            ),
+        }
+        support
+    })
+}
+
+fn namespaces_enabled() -> bool {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != "0")
+        && read("/proc/sys/user/max_user_namespaces").is_none_or(|v| v != "0")
+}
+
+/// The launcher: this very program. `None` when the running program is not `acp` (a test
+/// harness embedding the library), then commands cannot be confined.
+fn launcher() -> Option<&'static Path> {
+    static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LAUNCHER
+        .get_or_init(|| {
+            let exe = std::env::current_exe().ok()?;
+            (exe.file_stem().is_some_and(|s| s == "acp")).then_some(exe)
+        })
+        .as_deref()
+}
+
+/// Whether commands can run confined here, or why not.
+pub fn available(config: &Config) -> Result<&'static Path, String> {
+    if !config.sandbox.enabled {
+        return Err("the sandbox is turned off (`[sandbox] enabled = false` in config.toml)".into());
+    }
+    if let Err(why) = &support().landlock {
+        return Err(why.clone());
+    }
+    launcher().ok_or_else(|| "the launcher (the `acp` program itself) was not found".to_owned())
+}
+
+/// One line for `/status`.
+pub fn status(config: &Config, network: bool) -> String {
+    match available(config) {
+        Ok(_) => {
+            let s = support();
+            let abi = s.landlock.as_ref().map_or(0, |a| *a);
+            let isolation = if s.namespaces {
+                "own PID and network namespaces"
+            } else {
+                "no user namespaces here: a `setsid` daemon can outlive its command; UDP is not blocked"
+            };
+            format!(
+                "on (Landlock ABI {abi}; {isolation}) · network for commands: {}",
+                if network { "on" } else { "off" }
+            )
+        }
+        Err(why) => format!("**off** — {why}; every command asks first"),
+    }
+}
