@@ -283,15 +283,26 @@ impl Rules<'_> {
     /// Grants `access` beneath `path`, except beneath the holes: a directory that contains one
     /// gets only `dir_access` itself, and each of its entries is covered in turn.
     fn cover(&mut self, path: &Path, access: BitFlags<AccessFs>, dir_access: BitFlags<AccessFs>, depth: usize) {
+        self.cover_entry(path, None, access, dir_access, depth);
+    }
+
+    fn cover_entry(
+        &mut self,
+        path: &Path,
+        is_dir: Option<bool>,
+        access: BitFlags<AccessFs>,
+        dir_access: BitFlags<AccessFs>,
+        depth: usize,
+    ) {
         if self.holes.iter().any(|h| path.starts_with(h)) {
             return;
         }
         if !self.holes.iter().any(|h| h.starts_with(path)) {
-            self.add(path, access);
+            self.add_known(path, access, is_dir);
             return;
         }
         if !dir_access.is_empty() {
-            self.add(path, dir_access);
+            self.add_known(path, dir_access, Some(true));
         }
         let Ok(entries) = std::fs::read_dir(path) else { return };
         for entry in entries.flatten() {
@@ -304,14 +315,19 @@ impl Rules<'_> {
                     self.add(&target, access);
                 }
             } else if depth < 32 {
-                self.cover(&entry_path, access, dir_access, depth + 1);
+                self.cover_entry(&entry_path, Some(kind.is_dir()), access, dir_access, depth + 1);
             }
         }
     }
 
     fn add(&mut self, path: &Path, access: BitFlags<AccessFs>) {
+        self.add_known(path, access, None);
+    }
+
+    /// Adds one rule; `is_dir` when already known (from the directory listing), else looked up.
+    fn add_known(&mut self, path: &Path, access: BitFlags<AccessFs>, is_dir: Option<bool>) {
         let Ok(fd) = PathFd::new(path) else { return };
-        let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+        let is_dir = is_dir.unwrap_or_else(|| std::fs::metadata(path).is_ok_and(|m| m.is_dir()));
         let access = if is_dir { access } else { access & AccessFs::from_file(TARGET_ABI) };
         if access.is_empty() {
             return;

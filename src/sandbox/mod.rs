@@ -1,8 +1,8 @@
 //! The exec sandbox: what a command may touch, and how it is held to it.
 //!
-//! A sandboxed command does not start directly: the agent starts itself again as a small launcher
-//! (`acp __sandbox …`, see [`launch`]) that confines its own process and then runs the command.
-//! The agent itself is never confined. On Linux the launcher uses
+//! A sandboxed command does not start directly: the agent starts a small launcher (`acp-sandbox`,
+//! installed beside `acp`, else `acp __sandbox`; see [`launch`]) that confines its own process and
+//! then runs the command. The agent itself is never confined. On Linux the launcher uses
 //! - **Landlock** (required): writes only under the writable roots (the workspace roots, the temp
 //!   dir, the command's scratch dir and `[sandbox] writable`); reads anywhere except the hidden
 //!   paths (`$ACP_HOME` and `[sandbox] deny_read`); no signals to processes outside the sandbox;
@@ -19,7 +19,7 @@
 pub mod launch;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::config::Config;
@@ -57,8 +57,11 @@ impl Policy {
     }
 
     /// The launcher's arguments, up to and including the `--` before the command.
-    pub fn launcher_args(&self) -> Vec<OsString> {
-        let mut args = vec![OsString::from(LAUNCHER_ARG)];
+    pub fn launcher_args(&self, launcher: &Launcher) -> Vec<OsString> {
+        let mut args = Vec::new();
+        if launcher.is_agent {
+            args.push(OsString::from(LAUNCHER_ARG));
+        }
         if self.network {
             args.push("--network".into());
         }
@@ -119,20 +122,36 @@ fn namespaces_enabled() -> bool {
         && read("/proc/sys/user/max_user_namespaces").is_none_or(|v| v != "0")
 }
 
-/// The launcher: this very program. `None` when the running program is not `acp` (a test
-/// harness embedding the library), then commands cannot be confined.
-fn launcher() -> Option<&'static Path> {
-    static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// The program that starts sandboxed commands.
+#[derive(Debug)]
+pub struct Launcher {
+    pub program: PathBuf,
+    /// `acp` itself (`acp __sandbox …`) rather than `acp-sandbox`.
+    pub is_agent: bool,
+}
+
+/// `acp-sandbox` beside the running `acp`, else `acp` itself. `None` when the running program is
+/// not `acp` (a test harness embedding the library): then commands cannot be confined.
+fn launcher() -> Option<&'static Launcher> {
+    static LAUNCHER: OnceLock<Option<Launcher>> = OnceLock::new();
     LAUNCHER
         .get_or_init(|| {
             let exe = std::env::current_exe().ok()?;
-            (exe.file_stem().is_some_and(|s| s == "acp")).then_some(exe)
+            if exe.file_stem().is_none_or(|s| s != "acp") {
+                return None;
+            }
+            let small = exe.with_file_name("acp-sandbox");
+            Some(if small.is_file() {
+                Launcher { program: small, is_agent: false }
+            } else {
+                Launcher { program: exe, is_agent: true }
+            })
         })
-        .as_deref()
+        .as_ref()
 }
 
-/// Whether commands can run confined here, or why not.
-pub fn available(config: &Config) -> Result<&'static Path, String> {
+/// Whether commands can run confined here (and how to start them), or why not.
+pub fn available(config: &Config) -> Result<&'static Launcher, String> {
     if !config.sandbox.enabled {
         return Err("the sandbox is turned off (`[sandbox] enabled = false` in config.toml)".into());
     }

@@ -154,7 +154,11 @@ fn rule_subject(rule: &Rule) -> String {
 /// question is asked every time anyway) and only for what a rule can name exactly.
 pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionOption> {
     let (subject, can_remember) = match &prepared.access.exec {
-        Some(exec) => (format!("`{}`", super::exec::shown(&exec.command)), rememberable(exec)),
+        // Leaving the sandbox is approved one command at a time.
+        Some(exec) => (
+            format!("`{}`", super::exec::shown(&exec.command)),
+            rememberable(exec) && exec.confinement != Confinement::Escape,
+        ),
         None => (format!("`{tool}`"), true),
     };
     let always = inside && can_remember;

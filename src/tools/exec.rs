@@ -4,7 +4,7 @@
 //! and which is killed whole on timeout or cancel. Commands run inside the sandbox (see
 //! [`crate::sandbox`]) unless the model asks to leave it and the user agrees.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -208,10 +208,10 @@ impl ExecAction {
             return Ok((PathBuf::from(shell()), shell_args.into()));
         }
         let launcher = crate::sandbox::available(&ctx.config)?;
-        let mut args = self.policy(ctx).launcher_args();
+        let mut args = self.policy(ctx).launcher_args(launcher);
         args.push(shell().into());
         args.extend(shell_args);
-        Ok((launcher.to_path_buf(), args))
+        Ok((launcher.program.clone(), args))
     }
 
     fn policy(&self, ctx: &ToolContext) -> crate::sandbox::Policy {
@@ -444,13 +444,18 @@ impl Batch {
 }
 
 /// `bash` when there is one, else `sh`.
+/// The shell commands run in: bash, else sh — by its full path, so starting a command does not
+/// search `PATH` each time.
 fn shell() -> &'static str {
-    static SHELL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    static SHELL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SHELL.get_or_init(|| {
-        let found = std::env::var_os("PATH")
-            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("bash").is_file()))
-            .unwrap_or(false);
-        if found || Path::new("/bin/bash").is_file() { "bash" } else { "sh" }
+        let find = |name: &str| {
+            std::env::var_os("PATH")
+                .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|p| p.is_file()))
+        };
+        let found =
+            find("bash").or_else(|| Some(PathBuf::from("/bin/bash")).filter(|p| p.is_file())).or_else(|| find("sh"));
+        found.map_or_else(|| "sh".to_owned(), |p| p.display().to_string())
     })
 }
 

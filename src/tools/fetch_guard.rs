@@ -188,6 +188,17 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn names_that_resolve_to_private_addresses_are_refused() {
+        let name = || "localhost".parse::<Name>().unwrap();
+        let guarded = GuardedResolver { allowed: Allowed::default() };
+        let err = guarded.resolve(name()).await.err().unwrap().to_string();
+        assert!(err.contains("resolved to") && err.contains("private or local"), "{err}");
+        let allowed = GuardedResolver { allowed: Allowed::new(&["LocalHost".into()]) };
+        let addrs: Vec<SocketAddr> = allowed.resolve(name()).await.ok().unwrap().collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()) && !addrs.is_empty());
+    }
+
     #[test]
     fn urls() {
         let none = Allowed::default();

@@ -215,9 +215,84 @@ fn bench_call_overhead() {
     );
 }
 
+/// The exec sandbox's cost per command: `bash -c true` started directly and through the launcher
+/// (`acp-sandbox …`, and `acp __sandbox …` where that is missing, with the policy a session gets: the workspace and temp dir writable, the
+/// agent's home and the default credential paths hidden), alternated, medians of 200 each.
+fn bench_sandbox_overhead() {
+    let ws = tempfile::tempdir().unwrap();
+    // A home as users have one: 40 entries, the agent's home and credentials among them (not under
+    // the temp dir, which is writable and would be split around them).
+    let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/home");
+    for dir in [".acp", ".ssh", ".aws", ".config/gh", ".cargo", ".cache", ".local/share", "src", "Documents"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    for i in 0..30 {
+        std::fs::write(home.join(format!(".rc{i}")), "x").unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_rsa"), "key").unwrap();
+    let mut policy: Vec<String> = vec!["__sandbox".into()];
+    for w in [ws.path().display().to_string(), std::env::temp_dir().display().to_string()] {
+        policy.extend(["--write".into(), w]);
+    }
+    policy.extend(["--hide".into(), home.join(".acp").display().to_string()]);
+    for d in acp::config::DEFAULT_DENY_READ {
+        policy.extend(["--hide".into(), d.replacen('~', &home.display().to_string(), 1)]);
+    }
+    let with_network = {
+        let mut p = policy.clone();
+        p.insert(1, "--network".into());
+        p
+    };
+    // What the agent runs: `acp-sandbox` (`acp __sandbox` where it is missing), bash by its path.
+    let bash = ["--", "/bin/bash", "-c", "true"];
+    let run = |args: &[String]| {
+        let t = Instant::now();
+        let status = Command::new(env!("CARGO_BIN_EXE_acp-sandbox")).args(&args[1..]).args(bash).status().unwrap();
+        assert!(status.success());
+        t.elapsed()
+    };
+    let run_agent = |args: &[String]| {
+        let t = Instant::now();
+        assert!(Command::new(env!("CARGO_BIN_EXE_acp")).args(args).args(bash).status().unwrap().success());
+        t.elapsed()
+    };
+    let plain = |_: &[String]| {
+        let t = Instant::now();
+        assert!(Command::new("/bin/bash").args(["-c", "true"]).status().unwrap().success());
+        t.elapsed()
+    };
+    let (mut direct, mut sandboxed, mut networked, mut by_agent) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..200 {
+        direct.push(plain(&policy));
+        sandboxed.push(run(&policy));
+        networked.push(run(&with_network));
+        by_agent.push(run_agent(&policy));
+    }
+    let (direct, sandboxed, networked, by_agent) =
+        (median(direct), median(sandboxed), median(networked), median(by_agent));
+    let us = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    report("exec `true` unconfined (bash -c true)", us(direct), "median of 200");
+    report("exec `true` sandboxed, network off", us(sandboxed), "Landlock + user/PID/net namespaces");
+    report("  sandbox overhead per command", us(sandboxed.saturating_sub(direct)), "target ≤ 2 ms");
+    report("exec `true` sandboxed, network on", us(networked), "Landlock + user/PID namespaces");
+    report("  sandbox overhead per command", us(networked.saturating_sub(direct)), "target ≤ 2 ms");
+    report("exec `true` through `acp __sandbox` (fallback)", us(by_agent), "network off");
+    report("  sandbox overhead per command", us(by_agent.saturating_sub(direct)), "");
+}
+
 fn main() {
     println!("acp tool benchmarks ({})", env!("CARGO_BIN_EXE_acp"));
-    bench_call_overhead();
-    bench_big_edit();
-    bench_grep();
+    // `cargo bench --bench tools -- sandbox` runs only the benchmarks whose name contains a word.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let benches: [(&str, fn()); 4] = [
+        ("sandbox", bench_sandbox_overhead),
+        ("call", bench_call_overhead),
+        ("edit", bench_big_edit),
+        ("grep", bench_grep),
+    ];
+    for (name, bench) in benches {
+        if only.is_empty() || only.iter().any(|o| name.contains(o.as_str())) {
+            bench();
+        }
+    }
 }

@@ -94,7 +94,9 @@ fn an_editor_with_fs_and_terminals_sees_reviewable_diffs_and_runs_commands() {
             // Through the sandbox's launcher, in the editor's terminal too.
             ("terminal/create", &|e: &Value| {
                 let args = e["args"].as_array().unwrap();
-                args[0] == "__sandbox" && args[args.len() - 2] == "-c" && args[args.len() - 1] == "sh check.sh"
+                e["command"].as_str().unwrap().ends_with("/acp-sandbox")
+                    && args[args.len() - 2] == "-c"
+                    && args[args.len() - 1] == "sh check.sh"
             }),
             ("tool_call_update", &|e: &Value| e["id"] == "x1" && e["terminalId"].is_string()),
             ("terminal/wait_for_exit", &|_| true),

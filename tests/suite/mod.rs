@@ -13,6 +13,7 @@ mod lifecycle;
 mod persistence;
 mod protocol;
 mod run;
+mod sandbox;
 mod scripts;
 mod session;
 mod streaming;
