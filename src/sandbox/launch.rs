@@ -1,4 +1,5 @@
-//! The launcher: `acp __sandbox [--network] [--write PATH]… [--hide PATH]… -- PROGRAM ARGS…`.
+//! The launcher: `acp __sandbox [--network] [--write PATH]… [--hide PATH]… [--unset NAME]… --
+//! PROGRAM ARGS…`.
 //!
 //! Runs in a fresh single-threaded process (before any runtime starts), so it may change its own
 //! namespaces and confine itself, then starts the command as its child and passes on its exit
@@ -33,6 +34,7 @@ struct Spec {
     network: bool,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    unset: Vec<OsString>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -45,6 +47,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             Some("--network") => spec.network = true,
             Some("--write") => spec.writable.push(args.next().ok_or("--write needs a path")?.into()),
             Some("--hide") => spec.hidden.push(args.next().ok_or("--hide needs a path")?.into()),
+            Some("--unset") => spec.unset.push(args.next().ok_or("--unset needs a name")?),
             Some("--") => break,
             _ => return Err(format!("unknown argument {arg:?}")),
         }
@@ -115,6 +118,9 @@ fn run_command(spec: &Spec, scratch: &Path, isolated: bool) -> Result<ExitCode, 
     }
     let mut command = std::process::Command::new(&spec.program);
     command.args(&spec.args).env("TMPDIR", scratch);
+    for name in &spec.unset {
+        command.env_remove(name);
+    }
     // SAFETY: the launcher has one thread, so the forked child can run anything; it only makes one
     // system call (prctl).
     #[allow(unsafe_code)]
@@ -348,7 +354,10 @@ mod tests {
 
     #[test]
     fn arguments() {
-        let spec = parse(args(&["--write", "/w", "--hide", "/h", "--network", "--", "bash", "-c", "ls -- x"])).unwrap();
+        let spec =
+            parse(args(&["--write", "/w", "--hide", "/h", "--network", "--unset", "K", "--", "bash", "-c", "ls -- x"]))
+                .unwrap();
+        assert_eq!(spec.unset, vec![OsString::from("K")]);
         assert_eq!(spec.writable, vec![PathBuf::from("/w")]);
         assert_eq!(spec.hidden, vec![PathBuf::from("/h")]);
         assert!(spec.network);

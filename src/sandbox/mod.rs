@@ -35,6 +35,9 @@ pub struct Policy {
     /// Paths it may not read (nor write).
     pub hidden: Vec<PathBuf>,
     pub network: bool,
+    /// Variables the command does not inherit: the providers' API keys (they are the agent's, like
+    /// its config).
+    pub unset: Vec<String>,
 }
 
 impl Policy {
@@ -53,7 +56,8 @@ impl Policy {
         writable.extend(config.sandbox.writable.iter().filter_map(|p| expand(&p.to_string_lossy())));
         let mut hidden = vec![config.home.clone()];
         hidden.extend(config.sandbox.deny_read.iter().filter_map(|p| expand(p)));
-        Self { writable, hidden, network }
+        let unset = config.providers.iter().filter_map(|p| p.api_key_env.clone()).collect();
+        Self { writable, hidden, network, unset }
     }
 
     /// The launcher's arguments, up to and including the `--` before the command.
@@ -72,6 +76,10 @@ impl Policy {
         for path in &self.hidden {
             args.push("--hide".into());
             args.push(path.clone().into_os_string());
+        }
+        for name in &self.unset {
+            args.push("--unset".into());
+            args.push(name.into());
         }
         args.push("--".into());
         args

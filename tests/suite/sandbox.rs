@@ -110,6 +110,7 @@ fn sandboxed_commands_write_only_the_workspace_and_reach_no_secrets_or_local_ser
             ("ssh", "exec", json!({"command": "cat ~/.ssh/id_rsa"})),
             ("server", "exec", json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")})),
             ("build", "exec", json!({"command": "cargo test --offline 2>&1; touch built-here; echo $TMPDIR"})),
+            ("key", "exec", json!({"command": "echo key=${ANTHROPIC_API_KEY:-unset}"})),
         ],
     ));
     mock.push(text(API, "done"));
@@ -118,8 +119,9 @@ fn sandboxed_commands_write_only_the_workspace_and_reach_no_secrets_or_local_ser
     let (_, response) = agent.prompt_answering(&session, "go", no_requests);
     assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
 
-    let [bashrc, touch, planted, ssh, server, build]: [String; 6] =
-        results(&mock, &["bashrc", "touch", "config", "ssh", "server", "build"]).try_into().unwrap();
+    let [bashrc, touch, planted, ssh, server, build, key]: [String; 7] =
+        results(&mock, &["bashrc", "touch", "config", "ssh", "server", "build", "key"]).try_into().unwrap();
+    assert!(key.contains("key=unset"), "the providers' keys are the agent's: {key}");
     assert_eq!(std::fs::read_to_string(machine.home.join(".bashrc")).unwrap(), "# bashrc\n", "{bashrc}");
     assert!(!machine.home.join("x").exists(), "{touch}");
     assert_eq!(std::fs::read_to_string(&config_path).unwrap(), config, "{planted}");
