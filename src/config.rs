@@ -173,6 +173,9 @@ pub struct SandboxConfig {
     pub enabled: bool,
     /// Whether sandboxed commands may use the network; `/network on|off` changes it per session.
     pub network: bool,
+    /// `false`: Landlock alone, without user, PID and network namespaces (as where the kernel does
+    /// not let unprivileged users create them).
+    pub namespaces: bool,
     /// More directories sandboxed commands may write (the workspace roots and the temp dir always).
     pub writable: Vec<PathBuf>,
     /// Paths sandboxed commands may not read (`~` is the home directory). `$ACP_HOME` is never
@@ -202,6 +205,7 @@ impl Default for SandboxConfig {
         Self {
             enabled: true,
             network: false,
+            namespaces: true,
             writable: Vec::new(),
             deny_read: DEFAULT_DENY_READ.iter().map(|s| (*s).to_owned()).collect(),
         }

@@ -1,4 +1,4 @@
-//! The launcher: `acp __sandbox [--network] [--write PATH]… [--hide PATH]… [--unset NAME]… --
+//! The launcher: `acp __sandbox [--network] [--no-namespaces] [--write PATH]… [--hide PATH]… [--unset NAME]… --
 //! PROGRAM ARGS…`.
 //!
 //! Runs in a fresh single-threaded process (before any runtime starts), so it may change its own
@@ -32,6 +32,7 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random",
 #[derive(Debug, Default, PartialEq)]
 struct Spec {
     network: bool,
+    no_namespaces: bool,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     unset: Vec<OsString>,
@@ -45,6 +46,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
         let Some(arg) = args.next() else { return Err("no command given".into()) };
         match arg.to_str() {
             Some("--network") => spec.network = true,
+            Some("--no-namespaces") => spec.no_namespaces = true,
             Some("--write") => spec.writable.push(args.next().ok_or("--write needs a path")?.into()),
             Some("--hide") => spec.hidden.push(args.next().ok_or("--hide needs a path")?.into()),
             Some("--unset") => spec.unset.push(args.next().ok_or("--unset needs a name")?),
@@ -78,7 +80,7 @@ fn run(args: impl Iterator<Item = OsString>) -> Result<ExitCode, String> {
     if getppid() != parent {
         return Err("the agent is gone".into());
     }
-    let isolated = enter_namespaces(spec.network).is_ok();
+    let isolated = !spec.no_namespaces && enter_namespaces(spec.network).is_ok();
     if !isolated {
         // Orphans of the command come to the launcher, which ends them with the command.
         let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));

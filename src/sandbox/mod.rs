@@ -35,6 +35,8 @@ pub struct Policy {
     /// Paths it may not read (nor write).
     pub hidden: Vec<PathBuf>,
     pub network: bool,
+    /// Whether to isolate the command in namespaces of its own when the kernel allows it.
+    pub namespaces: bool,
     /// Variables the command does not inherit: the providers' API keys (they are the agent's, like
     /// its config).
     pub unset: Vec<String>,
@@ -57,7 +59,7 @@ impl Policy {
         let mut hidden = vec![config.home.clone()];
         hidden.extend(config.sandbox.deny_read.iter().filter_map(|p| expand(p)));
         let unset = config.providers.iter().filter_map(|p| p.api_key_env.clone()).collect();
-        Self { writable, hidden, network, unset }
+        Self { writable, hidden, network, namespaces: config.sandbox.namespaces, unset }
     }
 
     /// The launcher's arguments, up to and including the `--` before the command.
@@ -68,6 +70,9 @@ impl Policy {
         }
         if self.network {
             args.push("--network".into());
+        }
+        if !self.namespaces {
+            args.push("--no-namespaces".into());
         }
         for path in &self.writable {
             args.push("--write".into());
@@ -175,10 +180,14 @@ pub fn status(config: &Config, network: bool) -> String {
         Ok(_) => {
             let s = support();
             let abi = s.landlock.as_ref().map_or(0, |a| *a);
-            let isolation = if s.namespaces {
-                "own PID and network namespaces"
-            } else {
-                "no user namespaces here: a `setsid` daemon can outlive its command; UDP is not blocked"
+            let isolation = match (config.sandbox.namespaces, s.namespaces) {
+                (true, true) => "own PID and network namespaces",
+                (false, _) => {
+                    "namespaces turned off in config.toml: UDP is not blocked, and a `setsid` daemon can outlive a killed command"
+                }
+                (true, false) => {
+                    "no user namespaces here: UDP is not blocked, and a `setsid` daemon can outlive a killed command"
+                }
             };
             format!(
                 "on (Landlock ABI {abi}; {isolation}) · network for commands: {}",

@@ -235,6 +235,46 @@ fn a_setsid_daemon_dies_with_its_command_on_timeout_cancel_and_exit() {
     }
 }
 
+#[test]
+fn landlock_alone_still_confines_files_and_tcp_and_ends_what_a_command_left() {
+    let machine = Machine::new();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let port = mock.base().rsplit(':').next().unwrap().to_owned();
+    let daemon = |name: &str| {
+        format!(
+            "setsid sh -c 'read -r me _ < /proc/self/stat; echo $me > {name}.pid; exec sleep 300' > /dev/null 2>&1 & \
+             while [ ! -s {name}.pid ]; do sleep 0.01; done"
+        )
+    };
+    mock.push(calls(
+        API,
+        &[
+            ("touch", "exec", json!({"command": "touch ~/x"})),
+            ("tcp", "exec", json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")})),
+            ("exit", "exec", json!({"command": format!("{}; echo left", daemon("exit"))})),
+            ("timeout", "exec", json!({"command": format!("{}; sleep 300", daemon("timeout")), "timeout_ms": 1000})),
+        ],
+    ));
+    mock.push(text(API, "ok"));
+    let (mut agent, session) = machine.start(&mock, "[sandbox]\nnamespaces = false\n", ws.path(), "auto");
+    let (msgs, _) = agent.prompt(&session, "/status");
+    let status = crate::support::agent::text_of(&msgs, "agent_message_chunk");
+    assert!(status.contains("namespaces turned off") && status.contains("UDP is not blocked"), "{status}");
+    agent.prompt_answering(&session, "go", no_requests);
+    let [touch, tcp]: [String; 2] = results(&mock, &["touch", "tcp"]).try_into().unwrap();
+    assert!(!machine.home.join("x").exists(), "{touch}");
+    assert!(!tcp.contains("connected") && tcp.contains("Permission denied"), "{tcp}");
+    for name in ["exit", "timeout"] {
+        let pid = std::fs::read_to_string(ws.path().join(format!("{name}.pid"))).unwrap().trim().to_owned();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while is_alive(&pid) {
+            assert!(Instant::now() < deadline, "the {name} daemon ({pid}) outlived its command");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 fn is_alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_none_or(|st| st != "Z"))
