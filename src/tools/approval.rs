@@ -156,7 +156,7 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
     let (subject, can_remember) = match &prepared.access.exec {
         // Leaving the sandbox is approved one command at a time.
         Some(exec) => (
-            format!("`{}`", super::exec::shown(&exec.command)),
+            super::exec::code_span(&super::exec::shown(&exec.command)),
             rememberable(exec) && exec.confinement != Confinement::Escape,
         ),
         None => (format!("`{tool}`"), true),

@@ -90,7 +90,7 @@ impl ToolHandler for Exec {
                 Some(Value::Bool(false)) => Confinement::Escape,
                 Some(other) => return Err(format!("`sandbox` must be true or false, got {other}")),
             };
-            let mut title = format!("Run `{}`", shown_with_env(&command, &env));
+            let mut title = format!("Run {}", code_span(&shown_with_env(&command, &env)));
             if cwd != ctx.cwd {
                 title.push_str(&format!(" in {}", ctx.display(&cwd)));
             }
@@ -146,7 +146,6 @@ pub fn shown(command: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '`' => out.push('\''),
             c if c.is_control()
                 || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') =>
             {
@@ -156,6 +155,19 @@ pub fn shown(command: &str) -> String {
         }
     }
     out
+}
+
+/// `text` as a Markdown code span, its own backticks kept: the fence is one backtick longer than
+/// the longest run inside (and padded when the text starts or ends with one).
+pub fn code_span(text: &str) -> String {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') { " " } else { "" };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// The command with the variables the call sets in front, as a shell would read them.
@@ -594,7 +606,10 @@ mod tests {
         assert_eq!(shown("cargo test"), "cargo test");
         assert_eq!(shown(&format!("ls{}&& touch PWNED1", " ".repeat(100))), "ls ⟨100 spaces⟩ && touch PWNED1");
         assert_eq!(shown("cat README.md\ntouch PWNED2"), "cat README.md\\ntouch PWNED2");
-        assert_eq!(shown("echo `id`\t\u{202e}x"), "echo 'id'\\t\\u{202e}x");
+        assert_eq!(shown("echo `id`\t\u{202e}x"), "echo `id`\\t\\u{202e}x");
+        assert_eq!(code_span("cargo test"), "`cargo test`");
+        assert_eq!(code_span("echo `id`"), "`` echo `id` ``");
+        assert_eq!(code_span("a ``b`` c"), "```a ``b`` c```");
         assert_eq!(
             shown_with_env("git status", &[("BASH_ENV".into(), "/w/evil file.sh".into())]),
             "BASH_ENV='/w/evil file.sh' git status"
