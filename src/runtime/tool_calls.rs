@@ -225,18 +225,22 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     let access = &prepared.access;
     // The agent's own home (config, rules, keys, transcripts) is never written by a tool, and
     // reading it always asks — even when the workspace contains it.
-    let home = [env.config.home.clone()];
-    if let Some(path) = access.writes.iter().find(|p| paths::is_inside(p, &home)) {
+    // Every path is resolved once (symlinks followed) and compared as it really is.
+    let real_roots: Vec<std::path::PathBuf> = roots.iter().map(|r| paths::real(r)).collect();
+    let home = paths::real(&env.config.home);
+    let exec_logs = home.join("tmp");
+    let in_roots = |p: &std::path::Path| real_roots.iter().any(|r| p.starts_with(r));
+    if let Some(path) = access.writes.iter().find(|p| paths::real(p).starts_with(&home)) {
         let message = format!(
             "{} belongs to the agent itself (its configuration, permissions and sessions); no tool may change it",
             path.display()
         );
         return Err(fail(prepared.title, prepared.kind, args, message));
     }
-    let exec_logs = [env.config.home.join("tmp")];
-    let private = |p: &std::path::PathBuf| paths::is_inside(p, &home) && !paths::is_inside(p, &exec_logs);
-    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| paths::is_inside(p, &roots) && !private(p))
-        && access.exec.as_ref().is_none_or(|e| paths::is_inside(&e.cwd, &roots));
+    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| {
+        let p = paths::real(p);
+        in_roots(&p) && (!p.starts_with(&home) || p.starts_with(&exec_logs))
+    }) && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
     let hidden = handler.hidden();
     {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
