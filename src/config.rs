@@ -45,6 +45,26 @@ pub struct ModelInfo {
     pub max_output_tokens: Option<u32>,
 }
 
+/// The configuration in force, shared by the runtime and the surface that serves it; replaced
+/// whole (after `authenticate` re-reads the file), read as a snapshot.
+#[derive(Debug, Clone)]
+pub struct ConfigCell(std::sync::Arc<std::sync::RwLock<std::sync::Arc<Config>>>);
+
+impl ConfigCell {
+    pub fn new(config: Config) -> Self {
+        Self(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(config))))
+    }
+
+    pub fn get(&self) -> std::sync::Arc<Config> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Running turns keep the snapshot they started with.
+    pub fn set(&self, config: Config) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(config);
+    }
+}
+
 /// A resolved provider: built-in defaults, the config file and the environment merged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {

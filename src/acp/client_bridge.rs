@@ -18,8 +18,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::agent::State;
 use super::updates;
-use crate::rpc::{Connection, RequestError};
+use crate::rpc::RequestError;
 use crate::tools::host::{
     self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
     TerminalSpec, Terminals,
@@ -63,13 +64,12 @@ impl ClientCaps {
 
 /// The runtime's [`Host`] for an ACP connection.
 pub struct AcpHost {
-    conn: Connection,
-    caps: std::sync::Arc<ClientCaps>,
+    state: std::sync::Arc<State>,
 }
 
 impl AcpHost {
-    pub fn new(conn: Connection, caps: std::sync::Arc<ClientCaps>) -> Self {
-        Self { conn, caps }
+    pub(super) fn new(state: std::sync::Arc<State>) -> Self {
+        Self { state }
     }
 
     /// Calls the editor and waits — until the answer, `cancel`, or `limit`, whichever comes
@@ -81,11 +81,14 @@ impl AcpHost {
         cancel: &CancellationToken,
         limit: Duration,
     ) -> Result<T, String> {
-        let value = self.conn.request_within(method, &params, cancel, Some(limit)).await.map_err(|e| match e {
-            RequestError::Remote(e) => remote_reason(&e.message, e.data.as_ref()),
-            RequestError::TimedOut(limit) => format!("the editor did not answer {method} within {} s", limit.as_secs()),
-            other => other.to_string(),
-        })?;
+        let value =
+            self.state.conn.request_within(method, &params, cancel, Some(limit)).await.map_err(|e| match e {
+                RequestError::Remote(e) => remote_reason(&e.message, e.data.as_ref()),
+                RequestError::TimedOut(limit) => {
+                    format!("the editor did not answer {method} within {} s", limit.as_secs())
+                }
+                other => other.to_string(),
+            })?;
         serde_json::from_value(value).map_err(|e| format!("unexpected answer to {method}: {e}"))
     }
 
@@ -136,7 +139,7 @@ impl Host for AcpHost {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<String, FsError>> {
         Box::pin(async move {
-            if !self.caps.read_text_file.load(Ordering::Relaxed) {
+            if !self.state.caps.read_text_file.load(Ordering::Relaxed) {
                 return host::LocalHost.read_text_file(session, path, range, cancel).await;
             }
             // A FIFO or device on disk is refused before the editor is asked to open it.
@@ -166,7 +169,7 @@ impl Host for AcpHost {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), FsError>> {
         Box::pin(async move {
-            if !self.caps.write_text_file.load(Ordering::Relaxed) {
+            if !self.state.caps.write_text_file.load(Ordering::Relaxed) {
                 return host::LocalHost.write_text_file(session, path, content, cancel).await;
             }
             host::ensure_regular(path).await?;
@@ -210,7 +213,7 @@ impl Host for AcpHost {
             let tool_call = ToolCallUpdate::new(call.id.clone(), fields)
                 .meta(serde_json::Map::from_iter([("toolName".to_owned(), json!(call.name))]));
             let params = json!({ "sessionId": session, "toolCall": tool_call, "options": options });
-            match self.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
+            match self.state.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
                 Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
                     Ok(r) => match r.outcome {
                         RequestPermissionOutcome::Selected(s) => PermissionAnswer::Selected(s.option_id.0.to_string()),
@@ -232,7 +235,7 @@ impl Host for AcpHost {
     }
 
     fn terminals(&self) -> Option<&dyn Terminals> {
-        self.caps.terminal().then_some(self as &dyn Terminals)
+        self.state.caps.terminal().then_some(self as &dyn Terminals)
     }
 }
 

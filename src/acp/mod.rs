@@ -4,9 +4,11 @@
 
 pub mod agent;
 pub mod client_bridge;
+mod dispatch;
 pub mod meta;
 pub mod options;
 pub mod prompt;
+mod sessions;
 pub mod updates;
 
 use std::future::Future;
@@ -14,8 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use agent::Agent;
+use dispatch::Work;
+use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigCell};
 use crate::rpc::Rpc;
 use crate::runtime::Runtime;
 
@@ -32,46 +36,50 @@ pub enum Ended {
 /// resolves (then cancels running turns and answers them `cancelled`, within a bounded time).
 pub async fn serve(rpc: Rpc, config: Config, shutdown: impl Future<Output = ()>) -> Ended {
     let Rpc { conn, mut incoming } = rpc;
-    let caps = Arc::new(client_bridge::ClientCaps::default());
-    let prompts = Arc::new(agent::Prompts::default());
-    let sessions = Arc::new(agent::Sessions::default());
-    let sink = Arc::new(updates::AcpSink::new(conn.clone(), prompts.clone(), caps.clone(), sessions.clone()));
-    let host = Arc::new(client_bridge::AcpHost::new(conn.clone(), caps.clone()));
-    let runtime = Runtime::new(config, sink.clone(), host);
-    sink.set_config_source(runtime.config_source());
-    let agent = Agent::new(conn, runtime, sessions, prompts, caps);
+    let config = ConfigCell::new(config);
+    let state = Arc::new(agent::State::new(conn, config.clone()));
+    let sink = Arc::new(updates::AcpSink::new(state.clone()));
+    let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
+    let agent = Agent::new(state, Runtime::new(config, sink, host));
+    // Every answer still owed; the connection ends only once they are given.
+    let work = TaskTracker::new();
     tokio::pin!(shutdown);
 
     let mut ended = loop {
         tokio::select! {
             message = incoming.recv() => match message {
-                Some(message) => {
-                    agent.dispatch(message);
-                    // A handler with asynchronous work (loading a session) finishes before the next
-                    // message is handled, so requests take effect in the order they arrived.
-                    if let Some(work) = agent.take_pending() {
+                Some(message) => match agent.dispatch(message) {
+                    Work::Done => {}
+                    Work::Alongside(future) => {
+                        work.spawn(future);
+                    }
+                    // Takes effect before the next message is handled, so a `session/prompt`
+                    // piped right after a `session/load` finds its session.
+                    Work::InOrder(future) => {
+                        let done = work.spawn(future);
                         tokio::select! {
-                            _ = work => {}
+                            _ = done => {}
                             () = &mut shutdown => break Ended::Signal,
                         }
                     }
-                }
+                },
                 None => break Ended::EndOfInput,
             },
             () = &mut shutdown => break Ended::Signal,
         }
     };
+    work.close();
     if ended == Ended::EndOfInput {
         tracing::debug!("input closed; finishing the requests already received");
         tokio::select! {
-            () = agent.wait_idle() => {}
+            () = work.wait() => {}
             () = &mut shutdown => ended = Ended::Signal,
         }
     }
     if ended == Ended::Signal {
         agent.cancel_everything();
         // Cancelled turns answer within milliseconds; do not let a stuck one hold the exit.
-        let _ = tokio::time::timeout(Duration::from_millis(250), agent.wait_idle()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(250), work.wait()).await;
     }
     let limit = if ended == Ended::Signal { Duration::from_millis(100) } else { Duration::from_secs(2) };
     agent.close_all_sessions(limit).await;

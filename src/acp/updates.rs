@@ -11,22 +11,18 @@ use std::time::{Duration, Instant};
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
     CompactionStatus, CompactionUpdate, ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
-    Diff, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptResponse, SessionInfoUpdate,
-    SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
+    Diff, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionInfoUpdate, SessionNotification,
+    SessionUpdate, StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
 };
-use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde_json::{Map, Value, json};
 
-use super::agent::{Prompts, Sessions};
-use super::client_bridge::ClientCaps;
+use super::agent::State;
 use super::prompt;
-use crate::providers;
-use crate::rpc::Connection;
-use crate::runtime::{self, CompactionEvent, CompactionPhase, ConfigSource, Event, EventKind, EventSink, TurnOutcome};
-use crate::store::replay::Shown;
+use crate::runtime::{
+    self, CompactionEvent, CompactionPhase, Event, EventKind, EventSink, Shown, ToolCallState, ToolStatus,
+};
 use crate::stream::tool_update;
-use crate::tools::{self, ToolCallState, ToolStatus};
 
 /// The most command output shown as a running tail to clients without terminal support.
 const TAIL_BYTES: usize = 4 * 1024;
@@ -35,11 +31,7 @@ const TAIL_EVERY: Duration = Duration::from_millis(300);
 
 /// The runtime's [`EventSink`] for an ACP connection.
 pub struct AcpSink {
-    conn: Connection,
-    prompts: Arc<Prompts>,
-    caps: Arc<ClientCaps>,
-    sessions: Arc<Sessions>,
-    config: std::sync::OnceLock<ConfigSource>,
+    state: Arc<State>,
     tools: Mutex<HashMap<String, Tracked>>,
 }
 
@@ -56,21 +48,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl AcpSink {
-    pub(super) fn new(conn: Connection, prompts: Arc<Prompts>, caps: Arc<ClientCaps>, sessions: Arc<Sessions>) -> Self {
-        Self { conn, prompts, caps, sessions, config: std::sync::OnceLock::new(), tools: Mutex::default() }
-    }
+/// A `session/update`'s params.
+pub(super) fn notification(session: &str, update: SessionUpdate) -> SessionNotification {
+    SessionNotification::new(session.to_owned(), update)
+}
 
-    /// Where the sink reads the configuration (set once the runtime exists).
-    pub(super) fn set_config_source(&self, source: ConfigSource) {
-        let _ = self.config.set(source);
+impl AcpSink {
+    pub(super) fn new(state: Arc<State>) -> Self {
+        Self { state, tools: Mutex::default() }
     }
 
     /// A slash command changed the session's settings: update the client's view of them.
     fn settings(&self, session: &str, change: runtime::SettingsChange) {
-        let Some(config) = self.config.get().and_then(ConfigSource::get) else { return };
+        let config = self.state.config.get();
         let (mode_changed, list) = {
-            let mut sessions = lock(&self.sessions);
+            let mut sessions = self.state.sessions();
             let Some(s) = sessions.get_mut(session) else { return };
             let changed = s.mode != change.mode;
             s.set_model(change.model.clone());
@@ -85,17 +77,18 @@ impl AcpSink {
     }
 
     fn compaction(&self, session: &str, event: CompactionEvent) {
-        if let Some(update) = compaction_update(&event, self.caps.compaction()) {
+        if let Some(update) = compaction_update(&event, self.state.caps.compaction()) {
             self.update(session, update);
         }
     }
 
     fn update(&self, session: &str, update: SessionUpdate) {
-        self.conn.notify_batched(SESSION_UPDATE, &SessionNotification::new(session.to_owned(), update));
+        self.state.conn.notify_batched(SESSION_UPDATE, &notification(session, update));
     }
 
     fn tool_call(&self, session: &str, state: ToolCallState) {
-        let meta_terminal = state.name == "exec" && !self.caps.terminal() && self.caps.terminal_output_meta();
+        let meta_terminal =
+            state.streams_output && !self.state.caps.terminal() && self.state.caps.terminal_output_meta();
         let mut call = ToolCall::new(state.id.clone(), state.title.clone())
             .kind(kind(state.kind))
             .status(status(state.status))
@@ -184,51 +177,16 @@ impl AcpSink {
             return;
         }
         tracked.last_tail = Some(Instant::now());
-        let shown = vec![tools::ToolContent::Text(format!("```\n{}\n```", tracked.tail.trim_end()))];
+        let shown = vec![runtime::ToolContent::Text(format!("```\n{}\n```", tracked.tail.trim_end()))];
         let fields = ToolCallUpdateFields::new().content(shown.iter().map(content).collect::<Vec<_>>());
         tracked.shown.content = shown;
         self.update(session, SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id, fields)));
-    }
-
-    fn turn_ended(&self, session: &str, turn: runtime::TurnId, outcome: TurnOutcome) {
-        let Some(pending) = lock(&self.prompts).remove(&turn) else {
-            tracing::warn!(%session, turn, "a turn ended that no prompt is waiting for");
-            return;
-        };
-        match outcome {
-            TurnOutcome::Stopped { reason, usage } => {
-                let mut response = PromptResponse::new(stop_reason(reason));
-                if usage != providers::Usage::default() {
-                    response = response.usage(acp_usage(&usage));
-                }
-                pending.responder.respond(Ok(response));
-            }
-            TurnOutcome::Failed { error, .. } => {
-                // Tell the user in the conversation itself, then fail the request.
-                let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-                let text = format!("\n\n**Error:** {}", error.message);
-                // Marked, so clients that report the error themselves (`acp run`) can leave it out
-                // of the reply.
-                let notice = chunk(text, &id).meta(meta(json!({ "error": true })));
-                self.update(session, SessionUpdate::AgentMessageChunk(notice));
-                let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
-                let provider = error.provider.as_ref();
-                let data = json!({
-                    "kind": error.kind,
-                    "provider": provider.map(|p| p.provider.clone()),
-                    "status": provider.and_then(|p| p.status),
-                    "retryable": provider.is_some_and(providers::ProviderError::is_retryable),
-                    "requestId": provider.and_then(|p| p.request_id.clone()),
-                });
-                pending.responder.respond_error(ErrorObject::new(code, error.message).with_data(data));
-            }
-        }
     }
 }
 
 impl EventSink for AcpSink {
     fn emit(&self, event: Event) {
-        let Event { session, turn, kind } = event;
+        let Event { session, kind, .. } = event;
         match kind {
             EventKind::TextDelta { message_id, text } => {
                 self.update(&session, SessionUpdate::AgentMessageChunk(chunk(text, &message_id)));
@@ -242,7 +200,8 @@ impl EventSink for AcpSink {
             EventKind::ToolCall(state) => self.tool_call(&session, state),
             EventKind::ToolCallUpdate(state) => self.tool_call_update(&session, state),
             EventKind::ToolOutput { call_id, text } => self.tool_output(&session, call_id, text),
-            EventKind::TurnEnded(outcome) => self.turn_ended(&session, turn, outcome),
+            // The prompt's handler answers it, from the outcome its session hands back.
+            EventKind::TurnEnded(_) => {}
             EventKind::Plan(entries) => self.update(&session, SessionUpdate::Plan(plan(&entries))),
             EventKind::Compaction(event) => self.compaction(&session, event),
             EventKind::Settings(change) => self.settings(&session, change),
@@ -254,7 +213,7 @@ impl EventSink for AcpSink {
     }
 
     fn flush(&self) {
-        self.conn.flush();
+        self.state.conn.flush();
     }
 }
 
@@ -369,29 +328,29 @@ fn is_final(s: ToolStatus) -> bool {
     matches!(s, ToolStatus::Completed | ToolStatus::Failed)
 }
 
-fn meta(value: Value) -> Map<String, Value> {
+pub(super) fn meta(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,
         _ => Map::new(),
     }
 }
 
-fn chunk(text: String, message_id: &str) -> ContentChunk {
+pub(super) fn chunk(text: String, message_id: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id))
 }
 
-pub(super) fn kind(k: tools::ToolKind) -> ToolKind {
+pub(super) fn kind(k: runtime::ToolKind) -> ToolKind {
     match k {
-        tools::ToolKind::Read => ToolKind::Read,
-        tools::ToolKind::Edit => ToolKind::Edit,
-        tools::ToolKind::Delete => ToolKind::Delete,
-        tools::ToolKind::Move => ToolKind::Move,
-        tools::ToolKind::Search => ToolKind::Search,
-        tools::ToolKind::Execute => ToolKind::Execute,
-        tools::ToolKind::Think => ToolKind::Think,
-        tools::ToolKind::Fetch => ToolKind::Fetch,
-        tools::ToolKind::SwitchMode => ToolKind::SwitchMode,
-        tools::ToolKind::Other => ToolKind::Other,
+        runtime::ToolKind::Read => ToolKind::Read,
+        runtime::ToolKind::Edit => ToolKind::Edit,
+        runtime::ToolKind::Delete => ToolKind::Delete,
+        runtime::ToolKind::Move => ToolKind::Move,
+        runtime::ToolKind::Search => ToolKind::Search,
+        runtime::ToolKind::Execute => ToolKind::Execute,
+        runtime::ToolKind::Think => ToolKind::Think,
+        runtime::ToolKind::Fetch => ToolKind::Fetch,
+        runtime::ToolKind::SwitchMode => ToolKind::SwitchMode,
+        runtime::ToolKind::Other => ToolKind::Other,
     }
 }
 
@@ -404,21 +363,21 @@ fn status(s: ToolStatus) -> ToolCallStatus {
     }
 }
 
-pub(super) fn content(c: &tools::ToolContent) -> ToolCallContent {
+pub(super) fn content(c: &runtime::ToolContent) -> ToolCallContent {
     match c {
-        tools::ToolContent::Text(text) => ToolCallContent::Content(Content::new(ContentBlock::from(text.clone()))),
-        tools::ToolContent::Diff { path, old_text, new_text } => {
+        runtime::ToolContent::Text(text) => ToolCallContent::Content(Content::new(ContentBlock::from(text.clone()))),
+        runtime::ToolContent::Diff { path, old_text, new_text } => {
             ToolCallContent::Diff(Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()))
         }
-        tools::ToolContent::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
+        runtime::ToolContent::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
     }
 }
 
-pub(super) fn location(l: &tools::Location) -> ToolCallLocation {
+pub(super) fn location(l: &runtime::Location) -> ToolCallLocation {
     ToolCallLocation::new(l.path.clone()).line(l.line)
 }
 
-fn stop_reason(reason: runtime::StopReason) -> StopReason {
+pub(super) fn stop_reason(reason: runtime::StopReason) -> StopReason {
     match reason {
         runtime::StopReason::EndTurn => StopReason::EndTurn,
         runtime::StopReason::MaxTokens => StopReason::MaxTokens,
@@ -428,7 +387,7 @@ fn stop_reason(reason: runtime::StopReason) -> StopReason {
     }
 }
 
-fn acp_usage(u: &providers::Usage) -> Usage {
+pub(super) fn acp_usage(u: &runtime::Usage) -> Usage {
     let mut usage = Usage::new(u.total(), u.input, u.output);
     if let Some(r) = u.reasoning {
         usage = usage.thought_tokens(r);

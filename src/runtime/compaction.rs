@@ -242,12 +242,10 @@ pub(crate) async fn compact(
     let messages = conversation.messages();
     let keep_tokens = (env.model.context_window as f64 * env.config.keep_recent) as u64;
     let Some(cut) = choose_cut(accounting, messages, keep_tokens, conversation.turn_start()) else {
-        return Err(TurnError {
-            message: "there is nothing to compact yet: the conversation is a single message".into(),
-            kind: "compaction",
-            needs_setup: false,
-            provider: None,
-        });
+        return Err(TurnError::new(
+            "compaction",
+            "there is nothing to compact yet: the conversation is a single message",
+        ));
     };
     let before = accounting.estimate(env.fixed_chars, messages);
     env.events.emit(EventKind::Compaction(CompactionEvent { id: id.clone(), phase: CompactionPhase::Started }));
@@ -290,7 +288,7 @@ pub(crate) async fn compact(
         }));
         match error {
             Some(e) => TurnError::from_provider(e),
-            None => TurnError { message, kind: "compaction", needs_setup: false, provider: None },
+            None => TurnError::new("compaction", message),
         }
     };
     match result {

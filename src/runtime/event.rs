@@ -111,7 +111,7 @@ pub enum TurnOutcome {
 }
 
 /// Why a turn failed, ready to show.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TurnError {
     /// What failed and what to do about it.
     pub message: String,
@@ -119,16 +119,25 @@ pub struct TurnError {
     pub kind: &'static str,
     /// Whether fixing credentials or configuration is what helps.
     pub needs_setup: bool,
-    pub provider: Option<ProviderError>,
+    /// When the model provider failed: which one, its HTTP status and request id, and whether
+    /// trying again later may help.
+    pub provider: Option<String>,
+    pub status: Option<u16>,
+    pub request_id: Option<String>,
+    pub retryable: bool,
 }
 
 impl TurnError {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        Self { message: message.into(), kind, ..Self::default() }
+    }
+
     pub fn config(message: impl Into<String>) -> Self {
-        Self { message: message.into(), kind: "config", needs_setup: true, provider: None }
+        Self { needs_setup: true, ..Self::new("config", message) }
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self { message: message.into(), kind: "internal", needs_setup: false, provider: None }
+        Self::new("internal", message)
     }
 
     pub fn from_provider(e: ProviderError) -> Self {
@@ -137,7 +146,10 @@ impl TurnError {
             message: e.user_message(),
             kind: e.kind.as_str(),
             needs_setup: matches!(e.kind, ErrorKind::Auth),
-            provider: Some(e),
+            retryable: e.is_retryable(),
+            provider: Some(e.provider),
+            status: e.status,
+            request_id: e.request_id,
         }
     }
 }

@@ -16,7 +16,7 @@ pub mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::OnceCell;
 
@@ -24,12 +24,24 @@ pub use event::{ChannelSink, Event, EventKind, EventSink, SessionId, StopReason,
 pub use event::{CompactionEvent, CompactionPhase, PlanEntry, PlanPriority, PlanStatus, SettingsChange};
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
+// What surfaces show of a session and its turns.
+pub use crate::providers::{ReasoningEffort, Usage};
+pub use crate::store::replay::Shown;
+pub use crate::tools::{Location, ToolCallState, ToolContent, ToolKind, ToolStatus};
 
-use crate::config::{Config, ModelInfo, ModelRef};
+/// The longest session id, in bytes.
+pub const MAX_SESSION_ID_BYTES: usize = crate::store::MAX_ID_BYTES;
+
+/// Whether `id` can name a session: 1 to [`MAX_SESSION_ID_BYTES`] bytes of printable text.
+pub fn valid_session_id(id: &str) -> bool {
+    crate::store::valid_id(id)
+}
+
+use crate::config::{Config, ConfigCell, ModelInfo, ModelRef};
+use crate::providers::ProviderClient;
 use crate::providers::client::build_http;
-use crate::providers::{ProviderClient, ReasoningEffort};
 pub use crate::store::CreateError;
-use crate::store::replay::{Shown, StoredSettings};
+use crate::store::replay::StoredSettings;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
 use crate::tools::approval::Rule;
@@ -99,7 +111,7 @@ impl LiveState {
 
 /// State shared by every session of the process.
 pub(crate) struct Shared {
-    config: RwLock<Arc<Config>>,
+    config: ConfigCell,
     http: OnceCell<reqwest::Client>,
     sink: Arc<dyn EventSink>,
     host: Arc<dyn Host>,
@@ -135,7 +147,7 @@ impl Shared {
     }
 
     pub(crate) fn config(&self) -> Arc<Config> {
-        self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.config.get()
     }
 
     /// The shared HTTP client, built on first use (off the async thread: it reads the system's
@@ -179,9 +191,9 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Creates the runtime: events go to `sink`, files, approvals and terminals through `host`.
-    pub fn new(config: Config, sink: Arc<dyn EventSink>, host: Arc<dyn Host>) -> Self {
+    pub fn new(config: ConfigCell, sink: Arc<dyn EventSink>, host: Arc<dyn Host>) -> Self {
         let shared = Arc::new(Shared {
-            config: RwLock::new(Arc::new(config)),
+            config,
             http: OnceCell::new(),
             sink,
             host,
@@ -206,14 +218,9 @@ impl Runtime {
         self.shared.config()
     }
 
-    /// Reads the current configuration later, without keeping the runtime alive.
-    pub fn config_source(&self) -> ConfigSource {
-        ConfigSource(Arc::downgrade(&self.shared))
-    }
-
     /// Replaces the configuration (used after `authenticate` re-reads it). Running turns keep theirs.
     pub fn set_config(&self, config: Config) {
-        *self.shared.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        self.shared.config.set(config);
     }
 
     pub fn next_turn_id(&self) -> TurnId {
@@ -382,7 +389,10 @@ impl Runtime {
             .await
             .map_err(|e| ListError::Store(StoreError(format!("listing sessions failed: {e}"))))?
             .map_err(ListError::Store)?;
-        Ok(SessionPage { sessions, next_cursor: next.map(|c| c.encode()) })
+        Ok(SessionPage {
+            sessions: sessions.into_iter().map(SessionSummary::from).collect(),
+            next_cursor: next.map(|c| c.encode()),
+        })
     }
 
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
@@ -445,16 +455,6 @@ impl Runtime {
     }
 }
 
-/// The runtime's current configuration, for parts that outlive or precede it (event sinks).
-#[derive(Clone)]
-pub struct ConfigSource(std::sync::Weak<Shared>);
-
-impl ConfigSource {
-    pub fn get(&self) -> Option<Arc<Config>> {
-        self.0.upgrade().map(|s| s.config())
-    }
-}
-
 /// A session reopened from the store.
 #[derive(Debug)]
 pub struct LoadedSession {
@@ -487,9 +487,47 @@ impl std::fmt::Display for LoadError {
     }
 }
 
+/// A stored session, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub additional_dirs: Vec<PathBuf>,
+    pub title: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub model: String,
+    pub mode: String,
+    /// Which surface created it (`acp`, `run`, …).
+    pub origin: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub context_tokens: u64,
+}
+
+impl From<SessionRow> for SessionSummary {
+    fn from(row: SessionRow) -> Self {
+        Self {
+            id: row.id,
+            cwd: row.cwd,
+            additional_dirs: row.additional_dirs,
+            title: row.title,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            model: row.model,
+            mode: row.mode,
+            origin: row.origin,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            context_tokens: row.context_tokens,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionPage {
-    pub sessions: Vec<SessionRow>,
+    pub sessions: Vec<SessionSummary>,
     pub next_cursor: Option<String>,
 }
 

@@ -2,6 +2,7 @@
 
 use crate::config::ModelRef;
 use crate::providers::ReasoningEffort;
+use crate::runtime::event::TurnOutcome;
 use crate::runtime::input::UserBlock;
 pub use crate::tools::approval::Mode;
 
@@ -10,8 +11,9 @@ pub type TurnId = u64;
 
 #[derive(Debug)]
 pub enum Op {
-    /// Run a turn; queued behind the running one, if any.
-    Prompt { turn: TurnId, input: Vec<UserBlock> },
+    /// Run a turn; queued behind the running one, if any. `done` gets how it ended, after every
+    /// event of the turn was emitted (dropped unsent only if the actor itself failed).
+    Prompt { turn: TurnId, input: Vec<UserBlock>, done: tokio::sync::oneshot::Sender<TurnOutcome> },
     /// Cancel one turn, running or queued.
     CancelTurn(TurnId),
     /// Cancel the running turn and every queued one (`session/cancel`).

@@ -11,10 +11,10 @@
 //! settings changes, and the end of each turn — written before the turn's `TurnEnded`, so a client
 //! that got its answer can reload the session and find it all.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +55,24 @@ impl SessionHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.send(Op::Settled(tx)) {
             let _ = rx.await;
+        }
+    }
+
+    /// Queues a prompt as turn `turn`. Resolves to how the turn ended — once every event of the
+    /// turn has gone to the sink — or to `None` if the session stopped without ending it (an
+    /// internal error).
+    pub fn prompt(
+        &self,
+        turn: TurnId,
+        input: Vec<UserBlock>,
+    ) -> impl std::future::Future<Output = Option<TurnOutcome>> + Send + 'static {
+        let (done, ended) = tokio::sync::oneshot::channel();
+        let sent = self.send(Op::Prompt { turn, input, done });
+        async move {
+            if !sent {
+                return None;
+            }
+            ended.await.ok()
         }
     }
 
@@ -115,6 +133,7 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         context_tokens: None,
         turns: 0,
         queue: VecDeque::new(),
+        waiting: HashMap::new(),
         cancelled: Vec::new(),
         stops: Vec::new(),
     };
@@ -168,6 +187,8 @@ struct Actor {
     context_tokens: Option<u64>,
     turns: u64,
     queue: VecDeque<(TurnId, Vec<UserBlock>)>,
+    /// Where each prompt's outcome goes, by turn.
+    waiting: HashMap<TurnId, oneshot::Sender<TurnOutcome>>,
     /// Queued turns cancelled while another ran; they end right after it, keeping the order.
     cancelled: Vec<TurnId>,
     /// `/stop`s waiting for the turn they stopped to end.
@@ -201,25 +222,29 @@ impl Actor {
                         self.finish(r, *done);
                     }
                 }
-                Wake::Op(Some(Op::Prompt { turn, input })) => match commands::parse(&input) {
-                    Parsed::BadArgs(text) => self.answer(turn, text),
-                    Parsed::Command(Command::Stop) => match running.as_ref() {
-                        Some(r) => {
-                            self.cancel_all(Some(r));
-                            self.stops.push(turn);
+                Wake::Op(Some(Op::Prompt { turn, input, done })) => {
+                    self.waiting.insert(turn, done);
+                    match commands::parse(&input) {
+                        Parsed::BadArgs(text) => self.answer(turn, text),
+                        Parsed::Command(Command::Stop) => match running.as_ref() {
+                            Some(r) => {
+                                self.cancel_all(Some(r));
+                                self.stops.push(turn);
+                            }
+                            None => self.answer(turn, "Nothing is running.".into()),
+                        },
+                        // Reports answer at once when the session is idle; behind running or queued
+                        // prompts they wait for them, so their figures include those turns.
+                        Parsed::Command(c)
+                            if c.is_immediate()
+                                && (c == Command::Help || (running.is_none() && self.queue.is_empty())) =>
+                        {
+                            let text = self.report(&c);
+                            self.answer(turn, text);
                         }
-                        None => self.answer(turn, "Nothing is running.".into()),
-                    },
-                    // Reports answer at once when the session is idle; behind running or queued
-                    // prompts they wait for them, so their figures include those turns.
-                    Parsed::Command(c)
-                        if c.is_immediate() && (c == Command::Help || (running.is_none() && self.queue.is_empty())) =>
-                    {
-                        let text = self.report(&c);
-                        self.answer(turn, text);
+                        _ => self.queue.push_back((turn, input)),
                     }
-                    _ => self.queue.push_back((turn, input)),
-                },
+                }
                 Wake::Op(Some(Op::CancelTurn(turn))) => match running.as_ref() {
                     Some(r) if r.turn == turn => r.cancel.cancel(),
                     _ => {
@@ -446,7 +471,17 @@ impl Actor {
                 tracing::warn!(session = %self.id, error = %e, "could not update the session index");
             }
         }
-        self.emitter(turn, false).emit(EventKind::TurnEnded(outcome));
+        self.ended(turn, outcome);
+    }
+
+    /// The end of a turn: the last event of it, then the outcome to whoever sent the prompt.
+    fn ended(&mut self, turn: TurnId, outcome: TurnOutcome) {
+        let events = self.emitter(turn, false);
+        events.emit(EventKind::TurnEnded(outcome.clone()));
+        events.flush();
+        if let Some(done) = self.waiting.remove(&turn) {
+            let _ = done.send(outcome);
+        }
     }
 
     fn cancel_all(&mut self, running: Option<&Running>) {
@@ -460,18 +495,15 @@ impl Actor {
         }
     }
 
-    fn end_cancelled(&self, turn: TurnId) {
+    fn end_cancelled(&mut self, turn: TurnId) {
         let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
-        self.emitter(turn, false).emit(EventKind::TurnEnded(outcome));
+        self.ended(turn, outcome);
     }
 
     /// Answers a prompt with text at once, without touching the conversation or the transcript.
-    fn answer(&self, turn: TurnId, text: String) {
-        let events = self.emitter(turn, false);
-        events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
-        events
-            .emit(EventKind::TurnEnded(TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() }));
-        events.flush();
+    fn answer(&mut self, turn: TurnId, text: String) {
+        self.emitter(turn, false).emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        self.ended(turn, TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() });
     }
 
     fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {

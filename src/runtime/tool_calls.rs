@@ -160,6 +160,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
             raw_input,
             content: vec![ToolContent::Text(message.clone())],
             raw_output: None,
+            streams_output: false,
         };
         env.events.emit(EventKind::ToolCall(state));
         UserPart::ToolResult(ToolResult {
@@ -212,6 +213,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         raw_input: args.clone(),
         content: Vec::new(),
         raw_output: None,
+        streams_output: false,
     }));
     let ctx = context(env, &call, state.clone()).await;
     let prepared = match handler.prepare(&args, &ctx).await {
@@ -246,6 +248,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
         s.title.clone_from(&prepared.title);
         s.kind = prepared.kind;
+        s.streams_output = access.exec.is_some();
         s.locations.clone_from(&prepared.locations);
         s.content.clone_from(&prepared.preview);
         if !hidden {

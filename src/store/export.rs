@@ -207,6 +207,7 @@ mod tests {
                 new_text: "a + b\n".into(),
             }],
             raw_output: None,
+            streams_output: false,
         };
         Replay {
             shown: vec![

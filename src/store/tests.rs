@@ -278,6 +278,7 @@ fn tool(id: &str, status: ToolStatus, content: Vec<ToolContent>) -> ToolCallStat
         raw_input: serde_json::json!({"path": "a.rs"}),
         content,
         raw_output: None,
+        streams_output: false,
     }
 }
 

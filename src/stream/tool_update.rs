@@ -86,6 +86,7 @@ mod tests {
             raw_input: json!({"path": "a.rs"}),
             content: vec![ToolContent::Text("diff".into())],
             raw_output: None,
+            streams_output: false,
         }
     }
 

@@ -86,6 +86,9 @@ pub struct ToolCallState {
     pub raw_input: Value,
     pub content: Vec<ToolContent>,
     pub raw_output: Option<Value>,
+    /// A command whose output streams as it runs (`ToolOutput` events).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streams_output: bool,
 }
 
 /// What a call will touch, for the approval decision.

@@ -98,6 +98,7 @@ fn long_session(store: &Store, id: &str, cwd: &Path) -> (usize, u64) {
                 new_text: file.replace("f1()", "g1()"),
             }],
             raw_output: None,
+            streams_output: false,
         };
         t.record(&Record::Tool { state: edit });
         t.record(&Record::ToolEnd {
@@ -114,6 +115,7 @@ fn long_session(store: &Store, id: &str, cwd: &Path) -> (usize, u64) {
             raw_input: json!({"path": "src/lexer.rs"}),
             content: vec![],
             raw_output: None,
+            streams_output: false,
         };
         t.record(&Record::Tool { state: read });
         t.record(&Record::ToolEnd {
@@ -290,6 +292,7 @@ fn main() {
         raw_input: json!({"path": "src/lib.rs"}),
         content: vec![],
         raw_output: None,
+        streams_output: false,
     };
     let n2 = 20_000;
     let start = Instant::now();

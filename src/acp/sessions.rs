@@ -1,0 +1,227 @@
+//! The sessions open on a connection: opening one (`session/new`), reopening a stored one
+//! (`session/load`, `session/resume`, `session/new` naming a stored key), what a client is told
+//! about a session once it knows it, and how a prompt's turn is answered.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use acp_protocol::acp::client_methods::SESSION_UPDATE;
+use acp_protocol::acp::schema::{
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, NewSessionResponse, PromptResponse,
+    SessionConfigOption, SessionInfo, SessionInfoUpdate, SessionModeState, SessionNotification, SessionUpdate,
+    UnstructuredCommandInput, UsageUpdate,
+};
+use acp_protocol::jsonrpc::{ErrorObject, code};
+use serde_json::{Value, json};
+
+use super::agent::{Agent, session_not_found};
+use super::dispatch::{Answer, Reply};
+use super::{options, updates};
+use crate::config::{Config, ModelRef};
+use crate::runtime::{
+    self, CreateError, LoadError, LoadedSession, Mode, ReasoningEffort, SessionHandle, SessionSettings, SessionSummary,
+    TurnOutcome, commands::COMMANDS,
+};
+
+/// An open session, with the settings the client was last told.
+pub(super) struct AcpSession {
+    pub handle: SessionHandle,
+    pub model: ModelRef,
+    /// Every model the session has had on this connection (they stay among the choices).
+    pub models_used: Vec<ModelRef>,
+    pub mode: Mode,
+    pub reasoning: Option<ReasoningEffort>,
+}
+
+impl AcpSession {
+    fn new(handle: SessionHandle, settings: &SessionSettings) -> Self {
+        Self {
+            handle,
+            model: settings.model.clone(),
+            models_used: vec![settings.model.clone()],
+            mode: settings.mode,
+            reasoning: settings.reasoning,
+        }
+    }
+
+    /// Switches the model the client is shown, remembering the one before.
+    pub fn set_model(&mut self, model: ModelRef) {
+        if !self.models_used.contains(&model) {
+            self.models_used.push(model.clone());
+        }
+        self.model = model;
+    }
+
+    /// The config options as the client should now see them.
+    pub fn options(&self, config: &Config) -> Vec<SessionConfigOption> {
+        options::config_options(config, &self.model, &self.models_used, self.mode, self.reasoning)
+    }
+}
+
+/// Whether reopening a stored session replays it (`session/load`) or not (`session/resume`, and
+/// `session/new` naming a stored `_meta.sessionKey`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reopen {
+    Load,
+    Resume,
+    New,
+}
+
+/// What answers every way of opening a session: its modes and config options.
+pub(super) type Opened = (SessionModeState, Vec<SessionConfigOption>);
+
+impl Agent {
+    /// Opens a new session (stored before the answer, so it can be loaded or resumed at once). A
+    /// chosen key that names a stored session continues it (like `session/resume`).
+    pub(super) async fn open_new(&self, key: Option<String>, settings: SessionSettings) -> Answer<NewSessionResponse> {
+        let keyed = key.is_some();
+        let id = key.unwrap_or_else(|| format!("sess_{}", uuid::Uuid::new_v4().simple()));
+        let handle = match self.runtime.create_session(Arc::from(id.as_str()), settings.clone()).await {
+            Ok(handle) => handle,
+            Err(CreateError::Exists) if keyed => {
+                let reopened = self.reopen(Reopen::New, id.clone(), settings.cwd, settings.additional_dirs).await;
+                return reopened.map(|(modes, list)| NewSessionResponse::new(id).modes(modes).config_options(list));
+            }
+            Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),
+        };
+        let config = self.runtime.config();
+        self.state.sessions().insert(id.clone(), AcpSession::new(handle, &settings));
+        tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
+        self.runtime.prewarm();
+        let list = options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning);
+        let window = config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
+        Answer {
+            reply: Ok(NewSessionResponse::new(id.clone()).modes(options::modes(settings.mode)).config_options(list)),
+            then: announcement(&id, Some(0), window, None),
+        }
+    }
+
+    /// Reopens a stored session: `session/load` (replaying it first), `session/resume`, or
+    /// `session/new` with a stored key.
+    pub(super) async fn reopen(&self, how: Reopen, id: String, cwd: PathBuf, dirs: Vec<PathBuf>) -> Answer<Opened> {
+        // Reopening a session open on this connection: close it first (it is saved as it goes).
+        let open = self.state.sessions().remove(&id);
+        if let Some(session) = open {
+            session.handle.send(runtime::Op::Shutdown);
+            session.handle.closed().await;
+        }
+        let loaded = match self.runtime.load_session(&id, cwd, dirs).await {
+            Ok(loaded) => loaded,
+            Err(LoadError::NotFound) => return Answer::from(Err(session_not_found(&id))),
+            Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),
+        };
+        let LoadedSession { handle, settings, shown, title, context_tokens, context_window, .. } = loaded;
+        let replayed = shown.len();
+        if how == Reopen::Load {
+            // The whole history, before the answer (the client registered the session already).
+            for update in updates::replay_updates(shown, self.state.caps.compaction()) {
+                self.state.conn.notify_batched(SESSION_UPDATE, &updates::notification(&id, update));
+            }
+        }
+        self.state.sessions().insert(id.clone(), AcpSession::new(handle, &settings));
+        tracing::info!(session = %id, ?how, replayed, cwd = %settings.cwd.display(), "session reopened");
+        self.runtime.prewarm();
+        let config = self.runtime.config();
+        let list = options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning);
+        Answer {
+            reply: Ok((options::modes(settings.mode), list)),
+            then: announcement(&id, context_tokens, context_window, title),
+        }
+    }
+
+    /// How a prompt is answered once its turn ended: a stop reason; or, for a failed turn, the
+    /// error said in the conversation itself, then as the request's error.
+    pub(super) fn prompt_answer(
+        &self,
+        id: &str,
+        handle: &SessionHandle,
+        outcome: Option<TurnOutcome>,
+    ) -> Reply<PromptResponse> {
+        match outcome {
+            Some(TurnOutcome::Stopped { reason, usage }) => {
+                let mut response = PromptResponse::new(updates::stop_reason(reason));
+                if usage != runtime::Usage::default() {
+                    response = response.usage(updates::acp_usage(&usage));
+                }
+                Ok(response)
+            }
+            Some(TurnOutcome::Failed { error, .. }) => {
+                let message_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+                let text = format!("\n\n**Error:** {}", error.message);
+                // Marked, so clients that report the error themselves (`acp run`) can leave it out
+                // of the reply.
+                let notice = updates::chunk(text, &message_id).meta(updates::meta(json!({ "error": true })));
+                self.state.send_update(id, SessionUpdate::AgentMessageChunk(notice));
+                let code = if error.needs_setup { code::AUTH_REQUIRED } else { code::INTERNAL_ERROR };
+                let data = json!({
+                    "kind": error.kind,
+                    "provider": error.provider,
+                    "status": error.status,
+                    "retryable": error.retryable,
+                    "requestId": error.request_id,
+                });
+                Err(ErrorObject::new(code, error.message).with_data(data))
+            }
+            None => {
+                // The session's actor stopped without ending the turn (an internal error): it is
+                // no longer open.
+                let mut open = self.state.sessions();
+                if open.get(id).is_some_and(|s| s.handle.is_stopped() && s.handle.id() == handle.id()) {
+                    open.remove(id);
+                }
+                drop(open);
+                tracing::error!(session = %id, "the session stopped unexpectedly (an internal error)");
+                Err(ErrorObject::internal(format!(
+                    "session {id} stopped unexpectedly (an internal error); load it again to go on"
+                )))
+            }
+        }
+    }
+}
+
+/// What a client learns after opening a session: the slash commands, the context's fill and
+/// the title.
+fn announcement(id: &str, used: Option<u64>, window: Option<u64>, title: Option<String>) -> Vec<SessionNotification> {
+    let mut updates = vec![SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands()))];
+    if let Some(size) = window {
+        updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used.unwrap_or(0), size)));
+    }
+    if let Some(title) = title {
+        updates.push(SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title)));
+    }
+    updates.into_iter().map(|u| updates::notification(id, u)).collect()
+}
+
+fn available_commands() -> Vec<AvailableCommand> {
+    COMMANDS
+        .iter()
+        .map(|c| {
+            let command = AvailableCommand::new(c.name, c.description);
+            match c.hint {
+                Some(hint) => command.input(AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))),
+                None => command,
+            }
+        })
+        .collect()
+}
+
+/// A stored session as `session/list` shows it.
+pub(super) fn session_info(row: SessionSummary) -> SessionInfo {
+    let meta = json!({
+        "createdAt": updates::iso(row.created_at),
+        "model": row.model,
+        "mode": row.mode,
+        "origin": row.origin,
+        "inputTokens": row.input_tokens,
+        "outputTokens": row.output_tokens,
+        "contextTokens": row.context_tokens,
+    });
+    let mut info = SessionInfo::new(row.id, row.cwd)
+        .additional_directories(row.additional_dirs)
+        .title(row.title)
+        .updated_at(updates::iso(row.updated_at));
+    if let Value::Object(map) = meta {
+        info = info.meta(map);
+    }
+    info
+}
