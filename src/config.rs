@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::providers::ReasoningEffort;
-use crate::tools::approval::Rule;
+use crate::settings::ReasoningEffort;
+use crate::settings::Rule;
 
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -601,7 +601,7 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
 /// The config file's text: a regular file of at most 16 MiB (a FIFO in its place must not hang
 /// the agent).
 fn read_config(path: &Path) -> std::io::Result<String> {
-    let bytes = crate::tools::host::read_capped(path, 16 << 20)?;
+    let bytes = crate::files::read_capped(path, 16 << 20)?;
     String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8 text"))
 }
 

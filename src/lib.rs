@@ -27,10 +27,14 @@
 
 pub mod acp;
 pub mod config;
+pub mod files;
+pub mod history;
+pub mod http;
 pub mod providers;
 pub mod rpc;
 pub mod runtime;
 pub mod sandbox;
+pub mod settings;
 pub mod store;
 pub mod stream;
 pub mod tools;

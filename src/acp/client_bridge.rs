@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::agent::State;
 use super::updates;
 use crate::rpc::RequestError;
-use crate::tools::host::{
+use crate::runtime::host::{
     self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
     TerminalSpec, Terminals,
 };

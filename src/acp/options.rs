@@ -6,8 +6,8 @@ use acp_protocol::acp::schema::{
 };
 
 use crate::config::{Config, ModelRef};
-use crate::providers::ReasoningEffort;
 use crate::runtime::Mode;
+use crate::settings::ReasoningEffort;
 
 pub const MODEL_OPTION: &str = "model";
 pub const MODE_OPTION: &str = "mode";

@@ -6,7 +6,7 @@ use acp_protocol::acp::schema::{
     TextResourceContents,
 };
 
-use crate::runtime::input::UserBlock;
+use crate::runtime::UserBlock;
 
 /// Converts a prompt; the error names the offending block.
 pub fn to_user_blocks(blocks: &[ContentBlock]) -> Result<Vec<UserBlock>, String> {

@@ -14,23 +14,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use super::sse::{SseEvent, SseParser};
 use super::{ErrorKind, ModelRequest, ProviderError, ResponseEvent, anthropic, openai_chat, openai_responses};
 use crate::config::{ProviderConfig, Timeouts, WireApi};
+use crate::http::error_chain;
 
 /// Error bodies are read up to this size.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// Builds the shared HTTP client (connection pool, TLS roots). Costly (it loads the system's root
-/// certificates), so callers build it once and off the request path.
-pub fn build_http(timeouts: &Timeouts) -> Result<reqwest::Client, String> {
-    // Only one provider is compiled in; a second install attempt is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .connect_timeout(timeouts.connect)
-        .tcp_keepalive(Duration::from_secs(30))
-        .pool_idle_timeout(Duration::from_secs(90))
-        .user_agent(concat!("acp/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| error_chain(&e))
-}
 
 /// A provider ready to take requests.
 #[derive(Debug, Clone)]
@@ -331,21 +318,6 @@ fn timeout_error(what: &str, after: Duration) -> ProviderError {
 fn transport_error(e: &reqwest::Error) -> ProviderError {
     let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Connect };
     ProviderError::new(kind, error_chain(e))
-}
-
-/// An error with its causes, e.g. "error sending request: connection refused".
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// The first 300 characters of a body, on one line.

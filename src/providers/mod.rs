@@ -11,6 +11,8 @@ pub mod openai_responses;
 pub mod retry;
 pub mod sse;
 
+use crate::settings::ReasoningEffort;
+use crate::tools::ToolSpec;
 pub use client::{ProviderClient, ResponseStream};
 pub use error::{ErrorKind, ProviderError};
 
@@ -44,15 +46,6 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
-}
-
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AssistantPart {
@@ -79,40 +72,6 @@ pub enum AssistantPart {
         name: String,
         arguments: String,
     },
-}
-
-/// How much the model should reason, where the model supports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningEffort {
-    Low,
-    Medium,
-    High,
-}
-
-impl ReasoningEffort {
-    pub const ALL: [ReasoningEffort; 3] = [ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.as_str() == s)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-        }
-    }
-
-    /// Anthropic thinking budget for this effort.
-    pub fn budget_tokens(self) -> u32 {
-        match self {
-            Self::Low => 2_048,
-            Self::Medium => 8_192,
-            Self::High => 24_576,
-        }
-    }
 }
 
 /// One request to a model. It borrows the conversation: building a request copies nothing.

@@ -7,8 +7,8 @@
 //! the others (`/compact`, `/model`, `/think`, `/new`, `/reset`, `/network`) wait for the running turn, like a
 //! prompt, because they change what the next request sends.
 
-use crate::providers::ReasoningEffort;
-use crate::runtime::input::{UserBlock, plain_text};
+use crate::history::input::{UserBlock, plain_text};
+use crate::settings::ReasoningEffort;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

@@ -20,9 +20,9 @@ use std::collections::HashMap;
 
 use tokio_util::sync::CancellationToken;
 
-use super::conversation::{Conversation, is_tool_results};
 use super::event::{CompactionEvent, CompactionPhase, Emitter, EventKind, TurnError};
 use crate::config::{CompactionConfig, ModelInfo, RetryConfig};
+use crate::history::conversation::{Conversation, is_tool_results};
 use crate::providers::retry::{self, Failure, StreamSink};
 use crate::providers::{AssistantPart, Message, ModelRequest, ProviderClient, ResponseEvent, UserPart};
 
@@ -305,7 +305,7 @@ pub(crate) async fn compact(
     }
     let kept = messages.len() - cut;
     let mut after_conv = conversation.clone();
-    after_conv.set_transcript(None);
+    after_conv.set_journal(None);
     after_conv.compact(&id, &summary, kept, 0, 0);
     accounting.forget_report();
     let after = accounting.estimate(env.fixed_chars, after_conv.messages());

@@ -202,7 +202,7 @@ fn file_name(path: &Path) -> String {
 fn read_trimmed(path: &Path) -> Option<String> {
     // Instruction files are cut to a few thousand characters anyway; a larger one (or a FIFO, or
     // a link to something endless) is not read.
-    let bytes = crate::tools::host::read_capped(path, 4 << 20).ok()?;
+    let bytes = crate::files::read_capped(path, 4 << 20).ok()?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     text.truncate(text.trim_end().len());
     Some(text)

@@ -9,10 +9,13 @@ use tokio::sync::mpsc;
 
 use super::op::TurnId;
 use crate::config::ModelRef;
-use crate::providers::{ProviderError, ReasoningEffort, Usage};
-use crate::store::transcript::Transcript;
+pub use crate::history::StopReason;
+use crate::providers::{ProviderError, Usage};
+use crate::settings::Mode;
+use crate::settings::ReasoningEffort;
+use crate::store::transcript::{Live, Transcript};
 use crate::tools::ToolCallState;
-use crate::tools::approval::Mode;
+use crate::tools::plan::PlanEntry;
 
 pub type SessionId = Arc<str>;
 
@@ -49,30 +52,6 @@ pub enum EventKind {
     TurnEnded(TurnOutcome),
 }
 
-/// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlanEntry {
-    pub content: String,
-    pub priority: PlanPriority,
-    pub status: PlanStatus,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanPriority {
-    High,
-    Medium,
-    Low,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionEvent {
     /// Unique within the session.
@@ -92,16 +71,6 @@ pub struct SettingsChange {
     pub model: ModelRef,
     pub mode: Mode,
     pub reasoning: Option<ReasoningEffort>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    MaxTurnRequests,
-    Refusal,
-    Cancelled,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +156,17 @@ pub(crate) struct Emitter {
 impl Emitter {
     pub(crate) fn emit(&self, kind: EventKind) {
         if let Some(t) = &self.transcript {
-            t.record_event(&kind);
+            let live = match &kind {
+                EventKind::TextDelta { message_id, text } => Some(Live::Text { thought: false, message_id, text }),
+                EventKind::ThoughtDelta { message_id, text } => Some(Live::Text { thought: true, message_id, text }),
+                EventKind::ToolCall(state) => Some(Live::ToolCall(state)),
+                EventKind::ToolCallUpdate(state) => Some(Live::ToolCallUpdate(state)),
+                EventKind::Plan(entries) => Some(Live::Plan(entries)),
+                _ => None,
+            };
+            if let Some(live) = live {
+                t.record_live(live);
+            }
         }
         self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
     }

@@ -6,9 +6,7 @@
 pub mod commands;
 pub mod compaction;
 pub mod context;
-pub mod conversation;
 pub mod event;
-pub mod input;
 pub mod op;
 pub mod session;
 mod tool_calls;
@@ -20,13 +18,17 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::OnceCell;
 
+pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 pub use event::{ChannelSink, Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
-pub use event::{CompactionEvent, CompactionPhase, PlanEntry, PlanPriority, PlanStatus, SettingsChange};
+pub use event::{CompactionEvent, CompactionPhase, SettingsChange};
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 // What surfaces show of a session and its turns.
-pub use crate::providers::{ReasoningEffort, Usage};
-pub use crate::store::replay::Shown;
+pub use crate::history::input::UserBlock;
+pub use crate::history::replay::Shown;
+pub use crate::providers::Usage;
+pub use crate::settings::ReasoningEffort;
+pub use crate::tools::host;
 pub use crate::tools::{Location, ToolCallState, ToolContent, ToolKind, ToolStatus};
 
 /// The longest session id, in bytes.
@@ -38,13 +40,14 @@ pub fn valid_session_id(id: &str) -> bool {
 }
 
 use crate::config::{Config, ConfigCell, ModelInfo, ModelRef};
+use crate::history::record::Record;
+use crate::history::replay::StoredSettings;
+use crate::http::build_http;
 use crate::providers::ProviderClient;
-use crate::providers::client::build_http;
+use crate::settings::Rule;
 pub use crate::store::CreateError;
-use crate::store::replay::StoredSettings;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
-use crate::tools::approval::Rule;
 use crate::tools::host::Host;
 
 /// Settings a session starts with; ops change them later.
@@ -257,11 +260,7 @@ impl Runtime {
             origin: self.shared.origin.clone(),
             prompted: false,
         };
-        let record = transcript::Record::Settings {
-            model: row.model.clone(),
-            mode: settings.mode,
-            reasoning: settings.reasoning,
-        };
+        let record = Record::Settings { model: row.model.clone(), mode: settings.mode, reasoning: settings.reasoning };
         let created = tokio::task::spawn_blocking(move || store.create_session(&row, &record))
             .await
             .map_err(|e| CreateError::Store(StoreError(format!("storing the session failed: {e}"))))?;
@@ -303,14 +302,14 @@ impl Runtime {
                 Ok(w) => w,
                 Err(_) if !path.exists() => {
                     tracing::warn!(session = %key, path = %path.display(), "the session's transcript is missing; it starts empty");
-                    let header = transcript::Record::Session { v: transcript::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
+                    let header = Record::Session { v: crate::history::record::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
                     Transcript::create(&path, &header).map_err(LoadError::Store)?
                 }
                 Err(e) => return Err(LoadError::Store(e)),
             };
             // Read after taking the lock: nobody else is writing now.
             let records = transcript::open_records(&path).map_err(LoadError::Store)?;
-            let replay = crate::store::replay::replay(records);
+            let replay = crate::history::replay::replay(records);
             for record in &replay.repair {
                 writer.record(record);
             }

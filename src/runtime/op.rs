@@ -1,10 +1,10 @@
 //! What surfaces ask of a session actor (`Op`).
 
 use crate::config::ModelRef;
-use crate::providers::ReasoningEffort;
+use crate::history::input::UserBlock;
 use crate::runtime::event::TurnOutcome;
-use crate::runtime::input::UserBlock;
-pub use crate::tools::approval::Mode;
+pub use crate::settings::Mode;
+use crate::settings::ReasoningEffort;
 
 /// Identifies one prompt turn within the process.
 pub type TurnId = u64;

@@ -21,15 +21,16 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{self, Command, Parsed, thousands};
 use super::compaction::{self, Accounting, CompactEnv};
 use super::context;
-use super::conversation::Conversation;
 use super::event::{Emitter, EventKind, SessionId, SettingsChange, StopReason, TurnError, TurnOutcome};
-use super::input::{self, UserBlock};
 use super::op::{Op, TurnId};
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
 use super::{LiveState, SessionSettings, Shared};
+use crate::history::conversation::Conversation;
+use crate::history::input::{self, UserBlock};
+use crate::history::record::Record;
 use crate::providers::{Message, Usage};
 use crate::store::now_ms;
-use crate::store::transcript::{Record, Transcript};
+use crate::store::transcript::Transcript;
 
 /// The surface's handle to a session actor.
 #[derive(Debug, Clone)]
@@ -140,12 +141,12 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     match stored {
         Stored::Memory => {}
         Stored::New(t) => {
-            actor.conversation.set_transcript(Some(t.clone()));
+            actor.conversation.set_journal(Some(t.clone()));
             actor.transcript = Some(t);
         }
         Stored::Restored(r) => {
             actor.conversation = r.conversation;
-            actor.conversation.set_transcript(Some(r.transcript.clone()));
+            actor.conversation.set_journal(Some(r.transcript.clone()));
             actor.transcript = Some(r.transcript);
             actor.usage = r.usage;
             actor.context_tokens = r.context_tokens;
@@ -597,7 +598,7 @@ impl Actor {
     }
 
     /// The system prompt and tool schemas the next request would carry.
-    fn request_parts(&self) -> (context::SystemPrompt, Vec<crate::providers::ToolSpec>) {
+    fn request_parts(&self) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
         let config = self.shared.config();
         (turn::system_prompt(&config, &self.settings), turn::registry(&config).specs())
     }

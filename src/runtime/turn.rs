@@ -12,13 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, Accounting, CompactEnv};
 use super::context;
-use super::conversation::Conversation;
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
 use super::tool_calls::{self, Call, CallEnv};
 use super::{LiveState, SessionSettings, Shared};
+use crate::history::conversation::Conversation;
 use crate::providers::retry::{self, Failure};
-use crate::providers::{AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ResponseEvent, ToolSpec, Usage};
+use crate::providers::{AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ResponseEvent, Usage};
 use crate::tools::Registry;
+use crate::tools::ToolSpec;
 use crate::tools::policy::ToolPolicy;
 
 pub(crate) struct TurnContext {

@@ -14,7 +14,7 @@
 //!   command left behind when it ends.
 //!
 //! Where Landlock is missing (or `[sandbox] enabled = false`) nothing runs confined: every
-//! command asks first instead ([`Confinement::NoSandbox`](crate::tools::Confinement)).
+//! command asks first instead (`Confinement::NoSandbox` in the tools).
 
 pub mod launch;
 

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::SessionRow;
-use super::replay::{Replay, Shown};
-use crate::runtime::event::PlanStatus;
-use crate::runtime::input::UserBlock;
+use crate::history::input::UserBlock;
+use crate::history::replay::{Replay, Shown};
+use crate::tools::plan::PlanStatus;
 use crate::tools::{ToolContent, ToolStatus};
 
 /// Unix milliseconds as local time, `2026-11-22 14:03`.
@@ -169,7 +169,7 @@ fn user_block(block: &UserBlock) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::event::{PlanEntry, PlanPriority};
+    use crate::tools::plan::{PlanEntry, PlanPriority};
     use crate::tools::{ToolCallState, ToolKind};
 
     fn row() -> SessionRow {

@@ -4,7 +4,6 @@
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
 pub mod export;
-pub mod replay;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +12,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use transcript::Transcript;
+
+use crate::history::record::Record;
 
 /// An error of the store, with the context a user needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,9 +184,7 @@ fn sql_count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::history::now_ms;
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     let dirs: String = r.get("additional_dirs")?;
@@ -258,7 +257,7 @@ impl Store {
     /// process is its writer from now on), then its index row. Two processes creating one id at
     /// once cannot both succeed: the transcript is created exclusively, and the loser is told the
     /// session is open elsewhere (or that it exists, once the winner has stored it).
-    pub fn create_session(&self, s: &SessionRow, settings: &transcript::Record) -> Result<Transcript, CreateError> {
+    pub fn create_session(&self, s: &SessionRow, settings: &Record) -> Result<Transcript, CreateError> {
         if !valid_id(&s.id) {
             return Err(CreateError::Store(StoreError(format!("`{}` is not a valid session id", s.id.escape_debug()))));
         }
@@ -266,8 +265,8 @@ impl Store {
             return Err(CreateError::Exists);
         }
         let path = self.transcript_path(&s.id);
-        let header = transcript::Record::Session {
-            v: transcript::FORMAT_VERSION,
+        let header = Record::Session {
+            v: crate::history::record::FORMAT_VERSION,
             id: s.id.clone(),
             cwd: s.cwd.clone(),
             created_at: s.created_at,
@@ -407,15 +406,15 @@ impl Store {
 
     /// A session's row and its replayed transcript, read without taking the writer's lock (a
     /// session open elsewhere is shown as far as it is written).
-    pub fn read_session(&self, id: &str) -> Result<Option<(SessionRow, replay::Replay)>, StoreError> {
+    pub fn read_session(&self, id: &str) -> Result<Option<(SessionRow, crate::history::replay::Replay)>, StoreError> {
         if !valid_id(id) {
             return Ok(None);
         }
         let Some(row) = self.get(id)? else { return Ok(None) };
         let path = self.transcript_path(id);
         let replay = match transcript::open_records(&path) {
-            Ok(records) => replay::replay(records),
-            Err(_) if !path.exists() => replay::replay(Vec::new()),
+            Ok(records) => crate::history::replay::replay(records),
+            Err(_) if !path.exists() => crate::history::replay::replay(Vec::new()),
             Err(e) => return Err(e),
         };
         Ok(Some((row, replay)))

@@ -3,13 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::replay::{self, Shown};
-use super::transcript::{self, Record, Transcript};
+use super::transcript::Live;
+use super::transcript::{self, Transcript};
 use super::*;
+use crate::history::StopReason;
+use crate::history::input::UserBlock;
+use crate::history::record::Record;
+use crate::history::replay::{self, Shown};
 use crate::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
-use crate::runtime::event::{EventKind, StopReason};
-use crate::runtime::input::UserBlock;
-use crate::tools::approval::Mode;
+use crate::settings::Mode;
 use crate::tools::{ToolCallState, ToolContent, ToolKind, ToolStatus};
 
 struct Home(PathBuf);
@@ -49,7 +51,7 @@ fn session(id: &str, cwd: &str, updated_at: i64) -> SessionRow {
 }
 
 fn header(id: &str) -> Record {
-    Record::Session { v: transcript::FORMAT_VERSION, id: id.into(), cwd: "/w".into(), created_at: 1 }
+    Record::Session { v: crate::history::record::FORMAT_VERSION, id: id.into(), cwd: "/w".into(), created_at: 1 }
 }
 
 #[test]
@@ -291,14 +293,14 @@ fn events_are_recorded_merged_and_replayed_in_order() {
     t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 1 });
     t.record(&Record::Message { message: Message::User(vec![UserPart::Text("hi".into())]) });
     let id: std::sync::Arc<str> = "m1".into();
-    t.record_event(&EventKind::ThoughtDelta { message_id: "th".into(), text: "hmm".into() });
-    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "Hel".into() });
-    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "lo".into() });
+    t.record_live(Live::Text { thought: true, message_id: &"th".into(), text: "hmm" });
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "Hel" });
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "lo" });
     t.flush();
-    t.record_event(&EventKind::TextDelta { message_id: id, text: "!".into() });
-    t.record_event(&EventKind::ToolCall(tool("c1", ToolStatus::Pending, vec![diff.clone()])));
-    t.record_event(&EventKind::ToolCallUpdate(tool("c1", ToolStatus::InProgress, vec![diff.clone()])));
-    t.record_event(&EventKind::ToolCallUpdate(tool("c1", ToolStatus::Completed, vec![diff.clone()])));
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "!" });
+    t.record_live(Live::ToolCall(&tool("c1", ToolStatus::Pending, vec![diff.clone()])));
+    t.record_live(Live::ToolCallUpdate(&tool("c1", ToolStatus::InProgress, vec![diff.clone()])));
+    t.record_live(Live::ToolCallUpdate(&tool("c1", ToolStatus::Completed, vec![diff.clone()])));
     t.record(&Record::End {
         turn: 1,
         stop: Some(StopReason::EndTurn),
@@ -386,16 +388,16 @@ fn streamed_text_is_written_in_timed_batches_and_before_anything_else() {
     let t = Transcript::create(&path, &header("s")).unwrap();
     let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
     let id: std::sync::Arc<str> = "m1".into();
-    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "a".into() });
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "a" });
     t.flush_due();
-    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "b".into() });
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "b" });
     t.flush_due();
     assert_eq!(lines(), 1, "a fresh burst of text waits in memory");
     std::thread::sleep(transcript::TEXT_FLUSH_INTERVAL);
     t.flush_due();
     assert_eq!(lines(), 2, "text that has waited long enough is written");
-    t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: "c".into() });
-    t.record_event(&EventKind::Plan(vec![]));
+    t.record_live(Live::Text { thought: false, message_id: &id, text: "c" });
+    t.record_live(Live::Plan(&[]));
     assert_eq!(lines(), 4, "the text goes out before the plan");
     drop(t);
     let r = replay::replay(transcript::read(&path).unwrap().records);

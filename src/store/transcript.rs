@@ -16,136 +16,24 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::StoreError;
-use crate::providers::{AssistantPart, Message, ReasoningEffort, Usage};
-use crate::runtime::event::{EventKind, PlanEntry, StopReason};
-use crate::runtime::input::UserBlock;
-use crate::stream::tool_update::{self, Patch};
-use crate::tools::approval::Mode;
+use crate::history::record::Record;
+use crate::stream::tool_update;
+use crate::tools::plan::PlanEntry;
 use crate::tools::{ToolCallState, ToolStatus};
 
-/// The transcript format this build writes (the `v` of the first line).
-pub const FORMAT_VERSION: u32 = 1;
-
-/// One line of a transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-pub enum Record {
-    /// The first line.
-    Session {
-        v: u32,
-        id: String,
-        cwd: PathBuf,
-        created_at: i64,
-    },
-    /// The session's model, mode and reasoning from here on.
-    Settings {
-        model: String,
-        mode: Mode,
-        reasoning: Option<ReasoningEffort>,
-    },
-    /// A turn starts: the prompt as the user sent it.
-    User {
-        turn: u64,
-        id: String,
-        blocks: Vec<UserBlock>,
-        at: i64,
-    },
-    /// Reply text (consecutive records with one id are one message).
-    Text {
-        id: String,
-        text: String,
-    },
-    Thought {
-        id: String,
-        text: String,
-    },
-    /// A tool call, as announced.
-    Tool {
-        state: ToolCallState,
-    },
-    /// A tool call's final state, as the fields that changed since it was announced.
-    ToolEnd {
-        id: String,
-        patch: Patch,
-    },
-    Plan {
-        entries: Vec<PlanEntry>,
-    },
-    /// A message added to the model's context.
-    Message {
-        message: Message,
-    },
-    /// An assistant message added to the model's context whose text and thinking are the `text`
-    /// and `thought` records already written under `text_id` and `thought_id` as they streamed:
-    /// only their lengths are here, so a reply is written once.
-    Reply {
-        text_id: String,
-        thought_id: String,
-        parts: Vec<ReplyPart>,
-    },
-    /// The current turn's messages leave the model's context (a refusal, or a failure before
-    /// anything was shown).
-    Discard,
-    /// The model's context became a summary plus the last `kept` messages.
-    Compaction {
-        id: String,
-        summary: String,
-        kept: usize,
-        tokens_before: u64,
-        tokens_after: u64,
-    },
-    /// The model's context was cleared (`/new`, `/reset`).
-    Reset,
-    /// A turn ended.
-    End {
-        turn: u64,
-        /// `None`: it failed (see `error`).
-        stop: Option<StopReason>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-        usage: Usage,
-        /// Tokens in the context after the turn's last model request.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        context: Option<u64>,
-        /// The turn never ended: acp stopped during it (recorded when the session was next opened).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        interrupted: bool,
-        at: i64,
-    },
+/// Something a live turn shows that a reloaded session must show too.
+#[derive(Debug, Clone, Copy)]
+pub enum Live<'a> {
+    Text { thought: bool, message_id: &'a Arc<str>, text: &'a str },
+    ToolCall(&'a ToolCallState),
+    ToolCallUpdate(&'a ToolCallState),
+    Plan(&'a [PlanEntry]),
 }
 
-/// A part of a [`Record::Reply`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ReplyPart {
-    /// The next `len` bytes of the text streamed under `text_id`.
-    Text { len: usize },
-    /// The next `len` bytes of the thoughts streamed under `thought_id`.
-    Thinking {
-        len: usize,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signature: Option<String>,
-    },
-    /// Any other part, whole.
-    Other { part: AssistantPart },
-}
-
-impl ReplyPart {
-    /// A reply's parts without their streamed text.
-    pub fn of(parts: &[AssistantPart]) -> Vec<Self> {
-        parts
-            .iter()
-            .map(|p| match p {
-                AssistantPart::Text(text) => Self::Text { len: text.len() },
-                AssistantPart::Thinking { text, signature } => {
-                    Self::Thinking { len: text.len(), signature: signature.clone() }
-                }
-                other => Self::Other { part: other.clone() },
-            })
-            .collect()
+impl crate::history::Journal for Transcript {
+    fn record(&self, record: &Record) {
+        Transcript::record(self, record);
     }
 }
 
@@ -264,31 +152,30 @@ impl Transcript {
         inner.try_append(record)
     }
 
-    /// Records what a runtime event means for a reloaded session: text and thoughts (merged until
-    /// the next flush), tool calls as announced and as they end, plans.
-    pub fn record_event(&self, kind: &EventKind) {
+    /// Records what a reloaded session must show: text and thoughts (merged until the next
+    /// flush), tool calls as announced and as they end, plans.
+    pub fn record_live(&self, live: Live<'_>) {
         let mut inner = lock(&self.inner);
-        match kind {
-            EventKind::TextDelta { message_id, text } => inner.delta(false, message_id, text, &self.path),
-            EventKind::ThoughtDelta { message_id, text } => inner.delta(true, message_id, text, &self.path),
-            EventKind::ToolCall(state) => {
+        match live {
+            Live::Text { thought, message_id, text } => inner.delta(thought, message_id, text, &self.path),
+            Live::ToolCall(state) => {
                 inner.write_pending(&self.path);
                 inner.append(&Record::Tool { state: state.clone() }, &self.path);
                 if !matches!(state.status, ToolStatus::Completed | ToolStatus::Failed) {
                     inner.open_calls.insert(state.id.clone(), state.clone());
                 }
             }
-            EventKind::ToolCallUpdate(state) if matches!(state.status, ToolStatus::Completed | ToolStatus::Failed) => {
+            Live::ToolCallUpdate(state) if matches!(state.status, ToolStatus::Completed | ToolStatus::Failed) => {
                 inner.write_pending(&self.path);
                 let Some(announced) = inner.open_calls.remove(&state.id) else { return };
                 let patch = tool_update::changes(&announced, state);
                 inner.append(&Record::ToolEnd { id: state.id.clone(), patch }, &self.path);
             }
-            EventKind::Plan(entries) => {
+            Live::Plan(entries) => {
                 inner.write_pending(&self.path);
-                inner.append(&Record::Plan { entries: entries.clone() }, &self.path);
+                inner.append(&Record::Plan { entries: entries.to_vec() }, &self.path);
             }
-            _ => {}
+            Live::ToolCallUpdate(_) => {}
         }
     }
 

@@ -12,7 +12,7 @@ use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_str, diff,
     truncate, write::current,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 pub struct ApplyPatch;
 

@@ -4,73 +4,17 @@
 
 use super::host::{OptionKind, PermissionOption};
 use super::{Access, Confinement, ExecAccess, Prepared};
+use crate::settings::{Mode, Rule};
 
-/// How much the agent may do without asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Every edit, command and fetch asks.
-    Ask,
-    /// Reads and edits inside the workspace and sandboxed commands run; fetches ask.
-    #[default]
-    Code,
-    /// As `code`, and fetches of public addresses run too.
-    Auto,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Ask, Mode::Code, Mode::Auto];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            Self::Ask => "ask",
-            Self::Code => "code",
-            Self::Auto => "auto",
-        }
+/// Whether `rule` covers a call of `tool` touching `access`.
+fn rule_matches(rule: &Rule, tool: &str, access: &Access) -> bool {
+    if rule.tool != tool {
+        return false;
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ask => "Ask",
-            Self::Code => "Code",
-            Self::Auto => "Auto",
-        }
-    }
-
-    pub fn description(self) -> &'static str {
-        match self {
-            Self::Ask => "Ask before every edit, command and fetch",
-            Self::Code => {
-                "Edit the workspace and run sandboxed commands without asking; ask before fetches and before leaving the sandbox"
-            }
-            Self::Auto => "As Code, and fetch without asking; still ask before leaving the sandbox",
-        }
-    }
-
-    pub fn parse(id: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.id() == id)
-    }
-}
-
-/// A remembered answer: for `exec` it covers one command exactly as shown, for other tools the
-/// whole tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
-    pub tool: String,
-    pub command: Option<String>,
-    pub allow: bool,
-}
-
-impl Rule {
-    fn matches(&self, tool: &str, access: &Access) -> bool {
-        if self.tool != tool {
-            return false;
-        }
-        match (&self.command, &access.exec) {
-            (Some(rule), Some(exec)) => command_matches(rule, exec),
-            (Some(_), None) => false,
-            (None, _) => true,
-        }
+    match (&rule.command, &access.exec) {
+        (Some(rule), Some(exec)) => command_matches(rule, exec),
+        (Some(_), None) => false,
+        (None, _) => true,
     }
 }
 
@@ -125,7 +69,7 @@ pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Ru
     let confinement = access.exec.as_ref().map(|e| e.confinement);
     // A "never" rule wins; an "always" rule is honoured only inside the workspace, and never lets
     // a command out of the sandbox.
-    if let Some(rule) = rules.iter().rev().find(|r| r.matches(tool, access)) {
+    if let Some(rule) = rules.iter().rev().find(|r| rule_matches(r, tool, access)) {
         if !rule.allow {
             return Decision::Deny(format!("the user chose to always reject {}", rule_subject(rule)));
         }

@@ -10,7 +10,7 @@ use super::{
     Access, Action, Location, Prepared, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool, arg_str, diff,
     truncate, write::current,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 pub struct Edit;
 

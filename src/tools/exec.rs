@@ -18,7 +18,7 @@ use super::{
     Access, Action, Confinement, ExecAccess, Prepared, Progress, ToolContent, ToolContext, ToolHandler, ToolOutput,
     arg_opt_str, arg_opt_u64, arg_str, kind, truncate,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;

@@ -152,7 +152,7 @@ pub fn client(allowed: &Allowed, connect_timeout: Duration) -> Result<reqwest::C
         .dns_resolver(Arc::new(GuardedResolver { allowed: allowed.clone() }))
         .user_agent(concat!("acp/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| crate::providers::client::error_chain(&e))?;
+        .map_err(|e| crate::http::error_chain(&e))?;
     *cached = Some((allowed.clone(), client.clone()));
     Ok(client)
 }

@@ -12,7 +12,7 @@ use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_str,
     arg_str,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 const MAX_FILES: usize = 1000;
 

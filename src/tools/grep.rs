@@ -17,7 +17,7 @@ use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool,
     arg_opt_str, arg_opt_u64, arg_str, truncate,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 pub const DEFAULT_MAX_MATCHES: usize = 200;
 pub const MAX_MATCHES: usize = 5000;

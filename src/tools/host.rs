@@ -249,34 +249,10 @@ pub async fn ensure_regular(path: &Path) -> Result<(), FsError> {
 /// Reads a UTF-8 file from disk (at most [`MAX_WHOLE_FILE`] bytes).
 pub async fn read_local(path: &Path) -> Result<String, FsError> {
     let owned = path.to_path_buf();
-    let bytes = tokio::task::spawn_blocking(move || read_capped(&owned, MAX_WHOLE_FILE))
+    let bytes = tokio::task::spawn_blocking(move || crate::files::read_capped(&owned, MAX_WHOLE_FILE))
         .await
         .map_err(|e| FsError::Other(e.to_string()))??;
     String::from_utf8(bytes).map_err(|_| FsError::Other(format!("{} is not UTF-8 text", path.display())))
-}
-
-/// Reads a whole regular file of at most `max` bytes. What is not a regular file (a FIFO would
-/// block the read forever) is refused, and the size is counted as it is read, not taken from the
-/// file system (some files, like those under `/proc`, say 0 and never end).
-pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a regular file (a directory, FIFO, socket or device)",
-            path.display()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
-    std::fs::File::open(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
-            "{} is larger than the {} MiB read whole",
-            path.display(),
-            max >> 20
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Reads a range of lines without loading the whole file, or any whole line: each line is kept

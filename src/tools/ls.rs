@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_str,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 const MAX_ENTRIES: usize = 1000;
 

@@ -33,7 +33,6 @@ use tokio_util::sync::CancellationToken;
 pub use kind::ToolKind;
 
 use crate::config::Config;
-use crate::providers::ToolSpec;
 use host::Host;
 
 /// A place a tool call touches, shown by editors to follow the agent.
@@ -72,6 +71,15 @@ pub enum ToolStatus {
     InProgress,
     Completed,
     Failed,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
 }
 
 /// The full state of one tool call, as surfaces show it.
@@ -179,7 +187,7 @@ pub enum Progress {
     /// Content to show now (replaces what the call showed).
     Content(Vec<ToolContent>),
     /// The agent's plan (complete; replaces the previous one).
-    Plan(Vec<crate::runtime::event::PlanEntry>),
+    Plan(Vec<crate::tools::plan::PlanEntry>),
 }
 
 /// Everything a tool may use while it is prepared and run.

@@ -6,8 +6,31 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{Access, Action, Prepared, Progress, ToolContext, ToolHandler, ToolKind, ToolOutput};
-use crate::providers::ToolSpec;
-use crate::runtime::event::{PlanEntry, PlanPriority, PlanStatus};
+use crate::tools::ToolSpec;
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub priority: PlanPriority,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
 
 const MAX_STEPS: usize = 50;
 

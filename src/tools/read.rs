@@ -9,7 +9,7 @@ use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_u64,
     arg_str, truncate,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 /// Lines returned when no limit is given.
 pub const DEFAULT_LIMIT: u32 = 2000;

@@ -11,7 +11,7 @@ use super::{
     Access, Action, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_u64, arg_str,
     fetch_guard, truncate,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_BYTES: u64 = 5 * 1024 * 1024;
@@ -88,7 +88,7 @@ impl Action for FetchAction {
                 let mut stream = response.bytes_stream();
                 let mut cut = false;
                 while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| crate::providers::client::error_chain(&e))?;
+                    let chunk = chunk.map_err(|e| crate::http::error_chain(&e))?;
                     let room = (self.max_bytes as usize).saturating_sub(body.len());
                     if chunk.len() > room {
                         body.extend_from_slice(&chunk[..room]);
@@ -146,7 +146,7 @@ async fn follow(
 ) -> Result<reqwest::Response, String> {
     for _ in 0..=fetch_guard::MAX_REDIRECTS {
         fetch_guard::check_url(&url, allowed)?;
-        let response = http.get(url.clone()).send().await.map_err(|e| crate::providers::client::error_chain(&e))?;
+        let response = http.get(url.clone()).send().await.map_err(|e| crate::http::error_chain(&e))?;
         let location = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
         match location {
             Some(location) if response.status().is_redirection() => {

@@ -10,7 +10,7 @@ use super::host::FsError;
 use super::{
     Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_str, diff,
 };
-use crate::providers::ToolSpec;
+use crate::tools::ToolSpec;
 
 pub struct Write;
 

@@ -12,12 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use acp::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
-use acp::runtime::event::{EventKind, PlanEntry, PlanPriority, PlanStatus, StopReason};
-use acp::runtime::input::UserBlock;
-use acp::store::transcript::{FORMAT_VERSION, Record, Transcript};
+use acp::history::StopReason;
+use acp::history::input::UserBlock;
+use acp::history::record::{FORMAT_VERSION, Record};
+use acp::settings::Mode;
+use acp::store::transcript::{Live, Transcript};
+use acp::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 use acp::store::{SessionRow, Store};
 use acp::stream::tool_update::Patch;
-use acp::tools::approval::Mode;
 use acp::tools::{ToolCallState, ToolContent, ToolKind, ToolStatus};
 use agent::{Agent, Options};
 use serde_json::{Value, json};
@@ -267,7 +269,7 @@ fn main() {
     // As a stream drives it: an idle flush after every delta, which writes when the text is due.
     let start = Instant::now();
     for i in 0..n {
-        t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: format!("token {i} ") });
+        t.record_live(Live::Text { thought: false, message_id: &id, text: &format!("token {i} ") });
         t.flush_due();
     }
     t.flush();
@@ -275,7 +277,7 @@ fn main() {
     // The worst case: a forced write every 8 deltas.
     let start = Instant::now();
     for i in 0..n {
-        t.record_event(&EventKind::TextDelta { message_id: id.clone(), text: format!("token {i} ") });
+        t.record_live(Live::Text { thought: false, message_id: &id, text: &format!("token {i} ") });
         if i % 8 == 7 {
             t.flush();
         }
@@ -299,10 +301,10 @@ fn main() {
     for i in 0..n2 {
         let mut s = call.clone();
         s.id = format!("c{i}");
-        t.record_event(&EventKind::ToolCall(s.clone()));
+        t.record_live(Live::ToolCall(&s));
         s.status = ToolStatus::Completed;
         s.content = vec![ToolContent::Text("fn main() {}".into())];
-        t.record_event(&EventKind::ToolCallUpdate(s));
+        t.record_live(Live::ToolCallUpdate(&s));
     }
     let tool = start.elapsed() / (2 * n2);
     let message = Message::Assistant(vec![AssistantPart::Text(words(80, 1))]);

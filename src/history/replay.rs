@@ -11,13 +11,14 @@
 use std::collections::HashMap;
 
 use super::now_ms;
-use super::transcript::{Record, ReplyPart};
-use crate::providers::{AssistantPart, Message, ReasoningEffort, ToolResult, Usage, UserPart};
-use crate::runtime::conversation::Conversation;
-use crate::runtime::event::PlanEntry;
-use crate::runtime::input::UserBlock;
+use super::record::{Record, ReplyPart};
+use crate::history::conversation::Conversation;
+use crate::history::input::UserBlock;
+use crate::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
+use crate::settings::Mode;
+use crate::settings::ReasoningEffort;
 use crate::stream::tool_update::Patch;
-use crate::tools::approval::Mode;
+use crate::tools::plan::PlanEntry;
 use crate::tools::{ToolCallState, ToolContent, ToolStatus};
 
 /// One thing a reloaded session shows, in order.

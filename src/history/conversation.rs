@@ -6,15 +6,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::Journal;
+use super::record::Record;
 use crate::providers::{Message, UserPart};
-use crate::store::transcript::{Record, Transcript};
 
 #[derive(Debug, Clone, Default)]
 pub struct Conversation {
     messages: Vec<Message>,
     /// Where the running turn's messages start.
     turn_start: usize,
-    transcript: Option<Arc<Transcript>>,
+    journal: Option<Arc<dyn Journal>>,
     /// Every tool-call id the session has used (compacted ones included): a new call gets an id
     /// none of them has, whatever the provider sent.
     call_ids: HashSet<String>,
@@ -50,12 +51,13 @@ impl Conversation {
         &self.messages[self.turn_start.min(self.messages.len())..]
     }
 
-    pub(crate) fn set_transcript(&mut self, transcript: Option<Arc<Transcript>>) {
-        self.transcript = transcript;
+    /// Where each change is recorded from now on.
+    pub fn set_journal(&mut self, journal: Option<Arc<dyn Journal>>) {
+        self.journal = journal;
     }
 
     fn record(&self, record: &Record) {
-        if let Some(t) = &self.transcript {
+        if let Some(t) = &self.journal {
             t.record(record);
         }
     }
@@ -65,7 +67,7 @@ impl Conversation {
     }
 
     pub fn push(&mut self, message: Message) {
-        if let Some(t) = &self.transcript {
+        if let Some(t) = &self.journal {
             t.record(&Record::Message { message: message.clone() });
         }
         self.note_call_ids(&message);
@@ -90,11 +92,11 @@ impl Conversation {
     /// Adds the model's reply, whose text and thoughts were recorded as they streamed under
     /// `text_id` and `thought_id`: the transcript gets the rest (see [`Record::Reply`]).
     pub fn push_reply(&mut self, parts: Vec<crate::providers::AssistantPart>, text_id: &str, thought_id: &str) {
-        if let Some(t) = &self.transcript {
+        if let Some(t) = &self.journal {
             t.record(&Record::Reply {
                 text_id: text_id.to_owned(),
                 thought_id: thought_id.to_owned(),
-                parts: crate::store::transcript::ReplyPart::of(&parts),
+                parts: super::record::ReplyPart::of(&parts),
             });
         }
         let message = Message::Assistant(parts);
@@ -215,17 +217,23 @@ mod tests {
         assert_eq!(c.messages(), &[summary_message("S"), call("2"), result("2")]);
     }
 
+    /// Keeps records as the transcript would: one JSON line each.
+    #[derive(Debug, Default)]
+    struct Lines(std::sync::Mutex<Vec<String>>);
+
+    impl Journal for Lines {
+        fn record(&self, record: &Record) {
+            self.0.lock().unwrap().push(serde_json::to_string(record).unwrap());
+        }
+    }
+
     #[test]
     fn replaying_records_gives_the_same_context() {
-        let dir = std::env::temp_dir().join(format!("acp-conv-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.jsonl");
-        let header = Record::Session { v: 1, id: "s".into(), cwd: "/w".into(), created_at: 0 };
-        let t = Arc::new(Transcript::create(&path, &header).unwrap());
+        let lines = Arc::new(Lines::default());
         let mut live = Conversation::default();
-        live.set_transcript(Some(t.clone()));
+        live.set_journal(Some(lines.clone()));
         let turn = |c: &mut Conversation, n: u64| {
-            t.record(&Record::User { turn: n, id: format!("u{n}"), blocks: vec![], at: 0 });
+            lines.record(&Record::User { turn: n, id: format!("u{n}"), blocks: vec![], at: 0 });
             c.begin_turn();
         };
         turn(&mut live, 1);
@@ -243,15 +251,12 @@ mod tests {
         turn(&mut live, 4);
         live.reset();
         live.push(user("c"));
-        drop(t);
 
-        let loaded = crate::store::transcript::read(&path).unwrap();
         let mut replayed = Conversation::default();
-        for r in &loaded.records {
-            replayed.apply(r);
+        for line in lines.0.lock().unwrap().iter() {
+            replayed.apply(&serde_json::from_str(line).unwrap());
         }
         assert_eq!(replayed.messages(), live.messages());
         assert_eq!(replayed.turn_start, live.turn_start);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,34 @@
+//! The HTTP client the providers and `web_fetch` share, and how its errors are told.
+
+use std::time::Duration;
+
+use crate::config::Timeouts;
+
+/// Builds the shared HTTP client (connection pool, TLS roots). Costly (it loads the system's root
+/// certificates), so callers build it once and off the request path.
+pub fn build_http(timeouts: &Timeouts) -> Result<reqwest::Client, String> {
+    // Only one provider is compiled in; a second install attempt is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(timeouts.connect)
+        .tcp_keepalive(Duration::from_secs(30))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .user_agent(concat!("acp/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| error_chain(&e))
+}
+
+/// An error with its causes, e.g. "error sending request: connection refused".
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,93 @@
+//! The vocabulary of a session's settings, shared by the configuration, the tools, the providers
+//! and the runtime: how much the agent may do without asking ([`Mode`]), the answers the user
+//! asked to remember ([`Rule`]), and how much the model reasons ([`ReasoningEffort`]).
+
+/// How much the agent may do without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Every edit, command and fetch asks.
+    Ask,
+    /// Reads and edits inside the workspace and sandboxed commands run; fetches ask.
+    #[default]
+    Code,
+    /// As `code`, and fetches of public addresses run too.
+    Auto,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Ask, Mode::Code, Mode::Auto];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Code => "code",
+            Self::Auto => "auto",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ask => "Ask",
+            Self::Code => "Code",
+            Self::Auto => "Auto",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::Ask => "Ask before every edit, command and fetch",
+            Self::Code => {
+                "Edit the workspace and run sandboxed commands without asking; ask before fetches and before leaving the sandbox"
+            }
+            Self::Auto => "As Code, and fetch without asking; still ask before leaving the sandbox",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.id() == id)
+    }
+}
+
+/// A remembered answer: for `exec` it covers one command exactly as shown, for other tools the
+/// whole tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub tool: String,
+    pub command: Option<String>,
+    pub allow: bool,
+}
+
+/// How much the model should reason, where the model supports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub const ALL: [ReasoningEffort; 3] = [ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+
+    /// Anthropic thinking budget for this effort.
+    pub fn budget_tokens(self) -> u32 {
+        match self {
+            Self::Low => 2_048,
+            Self::Medium => 8_192,
+            Self::High => 24_576,
+        }
+    }
+}
