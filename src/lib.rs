@@ -1,24 +1,30 @@
 //! acp — an Agent Client Protocol agent server. The code map:
 //!
 //! - `main.rs` — the CLI (`acp serve`, the default): tracing to stderr, signals, exit codes.
+//! - [`settings`], [`files`], [`http`] — the bottom layer: the settings vocabulary (modes, rules,
+//!   reasoning effort), reading untrusted files, the shared HTTP client.
 //! - [`config`] — `$ACP_HOME/config.toml` + environment → [`config::Config`]; `provider/model` refs.
-//! - [`rpc`] — JSON-RPC over NDJSON: reader thread → dispatcher channel → writer thread (the only
-//!   writer of stdout); our own requests to the client with a pending map and `$/cancel_request`.
-//! - [`acp`] — the only module that knows ACP: the dispatch table (`acp/agent.rs`), runtime events
-//!   → `session/update` (`acp/updates.rs`), calls to the editor (`acp/client_bridge.rs`),
-//!   modes/config options, prompt content, `_meta` readers.
+//! - [`rpc`] — JSON-RPC over NDJSON: reader thread → dispatcher channel → the writer (a lock around
+//!   stdout, the only code that writes it); our own requests to the client with a pending map and
+//!   `$/cancel_request`.
+//! - [`acp`] — the only module that knows ACP: the typed dispatch table (`acp/agent.rs`,
+//!   `acp/dispatch.rs`), runtime events → `session/update` (`acp/updates.rs`), calls to the editor
+//!   (`acp/client_bridge.rs`), modes/config options, prompt content, `_meta` readers.
 //! - [`runtime`] — the in-process agent: one actor per session (`runtime/session.rs`), `Op` in,
 //!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
 //! - [`tools`] — one tool per file behind `ToolHandler`; approval, policy, kinds, paths, diffs; the
 //!   `Host` trait through which tools reach the editor (or the disk).
+//! - [`history`] — the session's history model below the runtime and the store: content blocks, the
+//!   conversation, transcript records, and their replay for `session/load`.
 //! - [`store`] — sessions that last: a SQLite index (`$ACP_HOME/acp.db`) and one append-only JSONL
-//!   transcript per session; replay for `session/load`.
+//!   transcript per session.
 //! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
 //!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
 //!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.
 //!
 //! Wire types (JSON-RPC envelope, NDJSON codec, ACP schema) live in the `acp-protocol` crate.
+//! Each module imports only those below it (docs/architecture.md, checked by `tests/suite/tidy.rs`).
 //! Invariants: only `acp` knows ACP; only `rpc` and `acp-protocol` know JSON-RPC; stdout carries
 //! protocol frames only; every request gets exactly one response; every prompt ends with exactly one
 //! stop reason (or error).

@@ -1,5 +1,5 @@
 //! The ACP dispatch table — one line per method, each handler named after its method — and the
-//! connection's state, held in one place ([`State`]) and shared with the event sink. Handlers
+//! connection's state, held in one place (`State`) and shared with the event sink. Handlers
 //! decide how they are scheduled by what they return (see `dispatch.rs`): answered at once,
 //! finished before the next message (anything that opens, closes or stores a session), or run
 //! alongside later messages (a prompt, answered when its turn ends).

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use super::op::TurnId;
 use crate::config::ModelRef;
 pub use crate::history::StopReason;
@@ -130,17 +128,6 @@ pub trait EventSink: Send + Sync {
     /// A burst of events has ended (e.g. everything decoded from one network read): a good moment
     /// to push buffered output out.
     fn flush(&self) {}
-}
-
-/// A sink that forwards events into a channel, for surfaces that consume them as a stream.
-#[derive(Debug, Clone)]
-pub struct ChannelSink(pub mpsc::UnboundedSender<Event>);
-
-impl EventSink for ChannelSink {
-    fn emit(&self, event: Event) {
-        // If the receiver is gone, nobody is listening anyway.
-        let _ = self.0.send(event);
-    }
 }
 
 /// Stamps events with their session and turn, and records what a reloaded session must show in

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::OnceCell;
 
 pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
-pub use event::{ChannelSink, Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use event::{CompactionEvent, CompactionPhase, SettingsChange};
+pub use event::{Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 // What surfaces show of a session and its turns.

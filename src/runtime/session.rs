@@ -116,7 +116,7 @@ pub(crate) enum Stored {
 
 pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>, stored: Stored) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let rules = crate::config::saved_rules(&shared.config().home, &settings.cwd);
+    let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
     let network = shared.config().sandbox.network;
     let live = Arc::new(LiveState::new(settings.mode, rules, network));
     let closed = CancellationToken::new();

@@ -342,7 +342,7 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
 fn remember(env: &CallEnv<'_>, tool: &str, ready: &Ready, allow: bool) {
     let rule = approval::rule_for(tool, &ready.prepared.access, allow);
     env.live.remember(rule.clone());
-    if let Err(e) = crate::config::remember_rule(&env.config.home, &env.settings.cwd, &rule) {
+    if let Err(e) = crate::config::rules::remember_rule(&env.config.home, &env.settings.cwd, &rule) {
         tracing::warn!(error = %e, "could not save the permission rule to config.toml");
     }
 }

@@ -11,15 +11,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
 use acp::history::StopReason;
 use acp::history::input::UserBlock;
 use acp::history::record::{FORMAT_VERSION, Record};
+use acp::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};
 use acp::settings::Mode;
 use acp::store::transcript::{Live, Transcript};
-use acp::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 use acp::store::{SessionRow, Store};
 use acp::stream::tool_update::Patch;
+use acp::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 use acp::tools::{ToolCallState, ToolContent, ToolKind, ToolStatus};
 use agent::{Agent, Options};
 use serde_json::{Value, json};

@@ -17,4 +17,5 @@ mod sandbox;
 mod scripts;
 mod session;
 mod streaming;
+mod tidy;
 mod tools;

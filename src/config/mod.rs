@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::settings::ReasoningEffort;
-use crate::settings::Rule;
+use file::{FileConfig, apply_section, new_provider};
 
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -532,75 +532,9 @@ impl Config {
     }
 }
 
-/// The remembered answers for a workspace as config.toml has them now (another session, or another
-/// `acp` process, may have added some since this one started).
-pub fn saved_rules(home: &Path, workspace: &Path) -> Vec<Rule> {
-    #[derive(Deserialize)]
-    struct OnlyPermissions {
-        #[serde(default)]
-        permissions: Vec<PermissionEntry>,
-    }
-    let Ok(text) = read_config(&home.join("config.toml")) else { return Vec::new() };
-    let Ok(file) = toml::from_str::<OnlyPermissions>(&text) else { return Vec::new() };
-    rules_in(&file.permissions, workspace)
-}
-
-fn rules_in(entries: &[PermissionEntry], workspace: &Path) -> Vec<Rule> {
-    entries
-        .iter()
-        .filter(|p| p.workspace == workspace)
-        .map(|p| Rule { tool: p.tool.clone(), command: p.command.clone(), allow: p.decision == Decision::Allow })
-        .collect()
-}
-
-/// Appends a remembered answer to `$ACP_HOME/config.toml` as a `[[permissions]]` entry, keeping
-/// the rest of the file (comments included) as it was.
-pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), String> {
-    std::fs::create_dir_all(home).map_err(|e| format!("{}: {e}", home.display()))?;
-    // Another answer, in this process or another, may be saving at the same moment: one writer at
-    // a time, each re-reading the file under the lock so no answer is lost.
-    let lock_path = home.join(".config.toml.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    // Held until `lock` is dropped (closed) at the end of this function.
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    let path = home.join("config.toml");
-    let text = match read_config(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
-    let entries = doc
-        .entry("permissions")
-        .or_insert(toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()))
-        .as_array_of_tables_mut()
-        .ok_or_else(|| format!("{}: `permissions` is not a list of tables", path.display()))?;
-    let mut entry = toml_edit::Table::new();
-    entry.insert("workspace", toml_edit::value(workspace.display().to_string()));
-    entry.insert("tool", toml_edit::value(rule.tool.clone()));
-    if let Some(command) = &rule.command {
-        entry.insert("command", toml_edit::value(command.clone()));
-    }
-    entry.insert("decision", toml_edit::value(if rule.allow { "allow" } else { "reject" }));
-    entries.push(entry);
-    let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    let renamed = std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    renamed
-}
-
 /// The config file's text: a regular file of at most 16 MiB (a FIFO in its place must not hang
 /// the agent).
-fn read_config(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_config(path: &Path) -> std::io::Result<String> {
     let bytes = crate::files::read_capped(path, 16 << 20)?;
     String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8 text"))
 }
@@ -713,175 +647,8 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
     ]
 }
 
-// ---- the file format ----
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    model: Option<String>,
-    reasoning: Option<String>,
-    tools: Option<ToolsConfig>,
-    max_turn_requests: Option<u32>,
-    max_reply_bytes: Option<usize>,
-    bootstrap_max_chars: Option<usize>,
-    compaction: Option<FileCompaction>,
-    #[serde(default)]
-    permissions: Vec<PermissionEntry>,
-    max_line_bytes: Option<usize>,
-    timeouts: Option<FileTimeouts>,
-    retry: Option<FileRetry>,
-    sandbox: Option<SandboxConfig>,
-    web_fetch: Option<WebFetchConfig>,
-    #[serde(default)]
-    providers: toml::map::Map<String, toml::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileCompaction {
-    auto: Option<bool>,
-    threshold: Option<f64>,
-    keep_recent: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileTimeouts {
-    connect: Option<f64>,
-    first_event: Option<f64>,
-    idle: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileRetry {
-    max_retries: Option<u32>,
-    initial_delay: Option<f64>,
-    max_backoff: Option<f64>,
-    max_retry_after: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileProvider {
-    api: Option<WireApi>,
-    base_url: Option<String>,
-    api_key: Option<String>,
-    api_key_env: Option<String>,
-    #[serde(default)]
-    headers: std::collections::BTreeMap<String, String>,
-    models: Option<Vec<FileModel>>,
-    max_tokens: Option<u32>,
-    prompt_cache_key: Option<bool>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum FileModel {
-    Id(String),
-    Detailed { id: String, name: Option<String>, context_window: Option<u64>, max_tokens: Option<u32> },
-}
-
-impl FileProvider {
-    fn parse(value: toml::Value) -> Result<Self, String> {
-        value.try_into::<FileProvider>().map_err(|e| e.to_string().trim().to_owned())
-    }
-
-    fn models(&self, api: WireApi) -> Option<Vec<ModelInfo>> {
-        self.models.as_ref().map(|models| {
-            models
-                .iter()
-                .map(|m| match m {
-                    FileModel::Id(id) => ModelInfo {
-                        id: id.clone(),
-                        name: None,
-                        context_window: default_context_window(id),
-                        max_output_tokens: self.max_tokens.or(default_max_output(api)),
-                    },
-                    FileModel::Detailed { id, name, context_window, max_tokens } => ModelInfo {
-                        id: id.clone(),
-                        name: name.clone(),
-                        context_window: context_window.unwrap_or_else(|| default_context_window(id)),
-                        max_output_tokens: max_tokens.or(self.max_tokens).or(default_max_output(api)),
-                    },
-                })
-                .collect()
-        })
-    }
-
-    fn headers(&self) -> Vec<(String, String)> {
-        self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    }
-}
-
-/// A section named like a built-in provider overrides its fields.
-fn apply_section(
-    value: toml::Value,
-    provider: &mut ProviderConfig,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), String> {
-    let section = FileProvider::parse(value)?;
-    if let Some(api) = section.api {
-        provider.api = api;
-    }
-    // The environment variable (e.g. ANTHROPIC_BASE_URL) wins over the file for built-ins.
-    if let Some(url) = &section.base_url {
-        let env_name = match provider.id.as_str() {
-            "anthropic" => "ANTHROPIC_BASE_URL",
-            _ => "OPENAI_BASE_URL",
-        };
-        if env(env_name).is_none() {
-            provider.base_url = trim_base(url);
-        }
-    }
-    if let Some(var) = &section.api_key_env {
-        provider.api_key_env = Some(var.clone());
-        provider.api_key = env(var);
-    }
-    if let Some(key) = &section.api_key {
-        provider.api_key = Some(key.clone());
-    }
-    provider.headers.extend(section.headers());
-    if let Some(on) = section.prompt_cache_key {
-        provider.prompt_cache_key = on;
-    }
-    if let Some(models) = section.models(provider.api) {
-        provider.models = models;
-    } else if let Some(max) = section.max_tokens {
-        for m in &mut provider.models {
-            m.max_output_tokens = Some(max);
-        }
-    }
-    Ok(())
-}
-
-/// A section with a new name defines a provider.
-fn new_provider(
-    id: String,
-    value: toml::Value,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ProviderConfig, String> {
-    let section = FileProvider::parse(value)?;
-    let api = section.api.ok_or("missing `api` (\"anthropic\", \"openai-chat\" or \"openai-responses\")")?;
-    let base_url = section.base_url.as_deref().map(trim_base).ok_or("missing `base_url`")?;
-    let api_key = section.api_key.clone().or_else(|| section.api_key_env.as_deref().and_then(env));
-    let key_required = section.api_key.is_some() || section.api_key_env.is_some();
-    let models = section.models(api).unwrap_or_default();
-    if models.is_empty() {
-        return Err("missing `models` (a list of model ids)".into());
-    }
-    Ok(ProviderConfig {
-        id,
-        api,
-        base_url,
-        api_key,
-        api_key_env: section.api_key_env.clone(),
-        key_required,
-        headers: section.headers(),
-        models,
-        prompt_cache_key: section.prompt_cache_key.unwrap_or(false),
-    })
-}
+mod file;
+pub mod rules;
 
 #[cfg(test)]
 mod tests;
