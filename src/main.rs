@@ -214,7 +214,7 @@ async fn serve(args: ServeArgs, shutdown: CancellationToken) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ended = acp::acp::serve(rpc, config, shutdown.cancelled_owned()).await;
+    let ended = acp::acp::serve(rpc, config, "acp", shutdown.cancelled_owned()).await;
     tracing::debug!(?ended, "exiting");
     ExitCode::SUCCESS
 }
@@ -321,7 +321,7 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
                 runtime.block_on(async move {
                     match acp::rpc::start(agent_in, agent_out, max_line) {
                         Ok(rpc) => {
-                            acp::acp::serve(rpc, config, std::future::pending::<()>()).await;
+                            acp::acp::serve(rpc, config, "run", std::future::pending::<()>()).await;
                         }
                         Err(e) => tracing::error!(error = %e, "could not start the agent"),
                     }

@@ -34,13 +34,14 @@ pub enum Ended {
 
 /// Serves one ACP connection until its input ends (then finishes what it was asked) or `shutdown`
 /// resolves (then cancels running turns and answers them `cancelled`, within a bounded time).
-pub async fn serve(rpc: Rpc, config: Config, shutdown: impl Future<Output = ()>) -> Ended {
+/// `origin` names the surface in the session index (`acp` for editors, `run` for `acp run`).
+pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future<Output = ()>) -> Ended {
     let Rpc { conn, mut incoming } = rpc;
     let config = ConfigCell::new(config);
     let state = Arc::new(agent::State::new(conn, config.clone()));
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
-    let agent = Agent::new(state, Runtime::new(config, sink, host));
+    let agent = Agent::new(state, Runtime::new(config, sink, host).with_origin(origin));
     // Every answer still owed; the connection ends only once they are given.
     let work = TaskTracker::new();
     tokio::pin!(shutdown);

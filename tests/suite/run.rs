@@ -74,6 +74,8 @@ fn text_mode_prints_the_reply_and_exits_zero() {
     let rows = json_lines(&String::from_utf8(list.stdout).unwrap());
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["title"], "Say hello");
+    // Kept apart from the editors' sessions by where it came from.
+    assert_eq!(rows[0]["origin"], "run");
 }
 
 #[test]
