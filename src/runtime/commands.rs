@@ -6,8 +6,26 @@
 //! `/help`, `/status`, `/usage`, `/context` and `/stop` answer at once, even while a turn runs;
 //! the others (`/compact`, `/model`, `/think`, `/new`, `/reset`, `/network`) wait for the running turn, like a
 //! prompt, because they change what the next request sends.
+//!
+//! This file holds the table and the parser (pure), what each command does to a session
+//! ([`run`]), and the reports (`/status`, `/usage`, `/context`).
 
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionSettings;
+use super::Shared;
+use super::compaction::{self, Accounting, CompactEnv};
+use super::context;
+use super::event::{Emitter, EventKind, SettingsChange, StopReason, TurnError, TurnOutcome};
+use super::op::TurnId;
+use super::session::Session;
+use super::turn::{self, TurnResult, new_message_id};
+use crate::history::conversation::Conversation;
 use crate::history::input::{UserBlock, plain_text};
+use crate::providers::Usage;
 use crate::settings::ReasoningEffort;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +209,330 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// What running a command came to.
+pub(super) enum Ran {
+    /// A report, answered at once; nothing is recorded.
+    Answer(String),
+    /// Done, recorded as the session's turn `seq`.
+    Done { seq: u64 },
+    /// Runs like a turn (cancellable, in order with prompts), recorded as turn `seq`.
+    Job { seq: u64, cancel: CancellationToken, task: JoinHandle<TurnResult> },
+}
+
+/// Runs a command whose turn has come.
+pub(super) fn run(
+    session: &mut Session,
+    turn: TurnId,
+    input: &[crate::history::input::UserBlock],
+    command: Command,
+) -> Ran {
+    if command.is_immediate() {
+        return Ran::Answer(report(session, &command));
+    }
+    let seq = session.begin_turn(input);
+    let events = session.emitter(turn, true);
+    let say = |text: String| {
+        events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        events.flush();
+    };
+    match command {
+        Command::Compact { instructions } => {
+            let cancel = CancellationToken::new();
+            let job = CompactJob {
+                shared: session.shared.clone(),
+                settings: session.settings.clone(),
+                events,
+                cancel: cancel.clone(),
+                conversation: session.conversation.clone(),
+                accounting: session.accounting,
+                instructions,
+            };
+            return Ran::Job { seq, cancel, task: tokio::spawn(job.run()) };
+        }
+        Command::Model(None) => say(model_list(session)),
+        Command::Model(Some(reference)) => match session.shared.config().resolve_model(&reference) {
+            Ok((model, _)) => {
+                session.settings.model = model.clone();
+                settings_changed(session, turn);
+                say(format!("Model: `{model}`, from the next prompt on."));
+            }
+            Err(e) => say(format!("{e}\n\n{}", model_list(session))),
+        },
+        Command::Think(level) => {
+            session.settings.reasoning = level;
+            settings_changed(session, turn);
+            say(format!("Thinking: {}.", level.map_or("off (the provider's default)", |l| l.as_str())));
+        }
+        Command::New { model } => {
+            let switched = match model.map(|m| session.shared.config().resolve_model(&m).map(|(r, _)| r)) {
+                None => Ok(None),
+                Some(Ok(model)) => Ok(Some(model)),
+                Some(Err(e)) => Err(e),
+            };
+            match switched {
+                Err(e) => say(format!("{e}\n\nNothing was changed.")),
+                Ok(model) => {
+                    clear_context(session, turn);
+                    let mut text = String::from("Started over: the model sees an empty conversation from here on.");
+                    if let Some(model) = model {
+                        session.settings.model = model.clone();
+                        settings_changed(session, turn);
+                        text.push_str(&format!(" Model: `{model}`."));
+                    }
+                    say(text);
+                }
+            }
+        }
+        Command::Reset => {
+            clear_context(session, turn);
+            say("The context is cleared: the model sees an empty conversation from here on.".into());
+        }
+        Command::Network(on) => {
+            if let Some(on) = on {
+                session.live.set_network(on);
+            }
+            let config = session.shared.config();
+            say(format!("Sandbox: {}", crate::sandbox::status(&config, session.live.network())));
+        }
+        Command::Help | Command::Status | Command::Usage | Command::Context { .. } | Command::Stop => {}
+    }
+    Ran::Done { seq }
+}
+
+/// A command changed a setting: save it and tell the surface.
+fn settings_changed(session: &Session, turn: TurnId) {
+    let s = &session.settings;
+    session.log.settings(s);
+    session.emitter(turn, false).emit(EventKind::Settings(SettingsChange {
+        model: s.model.clone(),
+        mode: s.mode,
+        reasoning: s.reasoning,
+    }));
+}
+
+fn clear_context(session: &mut Session, turn: TurnId) {
+    session.conversation.reset();
+    session.accounting.forget_report();
+    session.context_tokens = Some(0);
+    if let Some(size) = session.context_window() {
+        session.emitter(turn, false).emit(EventKind::Usage { used: 0, size });
+    }
+}
+
+fn model_list(session: &Session) -> String {
+    let config = session.shared.config();
+    let current = session.settings.model.to_string();
+    let mut out = format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n");
+    for (model, name) in config.model_choices() {
+        let model = model.to_string();
+        let name = if name == model { String::new() } else { format!(" — {name}") };
+        let mark = if model == current { " ← current" } else { "" };
+        out.push_str(&format!("- `{model}`{name}{mark}\n"));
+    }
+    out
+}
+
+// ---- reports ----
+
+/// The text of a report (`/help`, `/status`, `/usage`, `/context`).
+pub(super) fn report(session: &Session, command: &Command) -> String {
+    match command {
+        Command::Help => help_text(),
+        Command::Status => status(session),
+        Command::Usage => usage_report(session),
+        Command::Context { detail } => context_report(session, *detail),
+        _ => String::new(),
+    }
+}
+
+/// The system prompt and tool schemas the next request would carry.
+fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
+    let config = session.shared.config();
+    (turn::system_prompt(&config, &session.settings), turn::registry(&config).specs())
+}
+
+fn fill(session: &Session) -> String {
+    let (system, tools) = request_parts(session);
+    let fixed = turn::fixed_chars(&system.text, &tools);
+    let used = session.accounting.estimate(fixed, session.conversation.messages());
+    match session.context_window() {
+        Some(size) if size > 0 => {
+            format!("~{} of {} tokens ({}%)", thousands(used), thousands(size), (used * 100).div_ceil(size))
+        }
+        _ => format!("~{} tokens", thousands(used)),
+    }
+}
+
+fn status(session: &Session) -> String {
+    let s = &session.settings;
+    let transcript = match session.log.path() {
+        Some(path) => format!("`{}`", path.display()),
+        None => "not saved (the session store is unavailable; see the log)".into(),
+    };
+    format!(
+        "**Session** `{id}`\n\n\
+         - Model: `{model}`\n\
+         - Mode: {mode} · Thinking: {thinking}\n\
+         - Context: {fill}\n\
+         - Tokens: {input} in · {output} out\n\
+         - Turns: {turns} · Messages in context: {messages}\n\
+         - Working directory: `{cwd}`\n\
+         - Sandbox: {sandbox}\n\
+         - Transcript: {transcript}\n",
+        id = session.id,
+        model = s.model,
+        mode = s.mode.name(),
+        thinking = s.reasoning.map_or("default", |r| r.as_str()),
+        fill = fill(session),
+        input = thousands(session.usage.input),
+        output = thousands(session.usage.output),
+        turns = session.turns,
+        messages = session.conversation.len(),
+        cwd = s.cwd.display(),
+        sandbox = crate::sandbox::status(&session.shared.config(), session.live.network()),
+    )
+}
+
+fn usage_report(session: &Session) -> String {
+    let u = &session.usage;
+    let mut out = format!(
+        "**Usage** (this session)\n\n- Input: {} tokens (cache read {}, cache write {})\n- Output: {} tokens",
+        thousands(u.input),
+        thousands(u.cache_read),
+        thousands(u.cache_write),
+        thousands(u.output),
+    );
+    if let Some(r) = u.reasoning {
+        out.push_str(&format!(" (reasoning {})", thousands(r)));
+    }
+    if u.input > 0 {
+        // What prompt caching saved, as the provider reported it.
+        let share = (u128::from(u.cache_read) * 100 / u128::from(u.input)).min(100);
+        out.push_str(&format!("\n- Read from the prompt cache: {share}% of input"));
+    }
+    out.push_str(&format!("\n- Total: {} tokens\n- Context now: {}\n", thousands(u.total()), fill(session)));
+    out
+}
+
+fn context_report(session: &Session, detail: bool) -> String {
+    let (system, tools) = request_parts(session);
+    let per = session.accounting.chars_per_token;
+    let tok = |chars: usize| thousands((chars as f64 / per).ceil() as u64);
+    let tool_chars: usize =
+        tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
+    let history_chars: usize =
+        session.conversation.messages().iter().map(|m| serde_json::to_string(m).map_or(0, |s| s.len())).sum();
+    let mut out = format!(
+        "**Context**: {fill}\n\n\
+         | Part | Characters | ≈ Tokens |\n|---|---:|---:|\n\
+         | System prompt | {sys} | {sys_t} |\n\
+         | Tool schemas ({n} tools) | {tools} | {tools_t} |\n\
+         | Conversation ({m} messages) | {hist} | {hist_t} |\n",
+        fill = fill(session),
+        sys = thousands(system.text.len() as u64),
+        sys_t = tok(system.text.len()),
+        n = tools.len(),
+        tools = thousands(tool_chars as u64),
+        tools_t = tok(tool_chars),
+        m = session.conversation.len(),
+        hist = thousands(history_chars as u64),
+        hist_t = tok(history_chars),
+    );
+    out.push_str("\n**Injected files**\n\n");
+    if system.files.is_empty() {
+        out.push_str("None (no AGENTS.md or CLAUDE.md from the repository root to the working directory).\n");
+    }
+    for f in &system.files {
+        let source = match f.source {
+            context::Source::Project => "project",
+            context::Source::AgentWorkspace => "agent workspace",
+        };
+        let size = match f.chars {
+            None => "missing".to_owned(),
+            Some(c) if f.truncated => {
+                format!("{} of {} chars (truncated)", thousands(f.injected as u64), thousands(c as u64))
+            }
+            Some(c) => format!("{} chars", thousands(c as u64)),
+        };
+        out.push_str(&format!("- `{}` ({source}): {size}\n", f.path.display()));
+    }
+    if detail {
+        out.push_str("\n**Tools**\n\n");
+        for t in &tools {
+            let chars = t.name.len() + t.description.len() + t.parameters.to_string().len();
+            out.push_str(&format!("- `{}`: {} chars\n", t.name, thousands(chars as u64)));
+        }
+        out.push_str("\n**System prompt**\n\n````text\n");
+        out.push_str(&system.text);
+        out.push_str("\n````\n");
+    }
+    out
+}
+
+/// `/compact`, run like a turn (cancellable, in order with prompts).
+struct CompactJob {
+    shared: Arc<Shared>,
+    settings: SessionSettings,
+    events: Emitter,
+    cancel: CancellationToken,
+    conversation: Conversation,
+    accounting: Accounting,
+    instructions: Option<String>,
+}
+
+impl CompactJob {
+    async fn run(mut self) -> TurnResult {
+        let (text, context) = match self.compact().await {
+            Ok(done) => done,
+            Err(e) => (format!("Could not compact the conversation: {}", e.message), None),
+        };
+        let cancelled = self.cancel.is_cancelled();
+        if !cancelled {
+            self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        }
+        self.events.flush();
+        let reason = if cancelled { StopReason::Cancelled } else { StopReason::EndTurn };
+        TurnResult {
+            conversation: self.conversation,
+            accounting: self.accounting,
+            outcome: TurnOutcome::Stopped { reason, usage: Usage::default() },
+            context,
+        }
+    }
+
+    /// The text to answer with, and the context's size after.
+    async fn compact(&mut self) -> Result<(String, Option<u64>), TurnError> {
+        if self.conversation.len() < 2 {
+            return Ok(("Nothing to compact yet.".into(), None));
+        }
+        let config = self.shared.config();
+        let (client, model) = self.shared.client_for(&self.settings.model).await?;
+        let system = turn::system_prompt(&config, &self.settings);
+        let tools = turn::registry(&config).specs();
+        let env = CompactEnv {
+            client: &client,
+            model: &model,
+            retry: &config.retry,
+            config: &config.compaction,
+            cancel: &self.cancel,
+            events: &self.events,
+            fixed_chars: turn::fixed_chars(&system.text, &tools),
+        };
+        let done =
+            compaction::compact(&env, &mut self.conversation, &mut self.accounting, self.instructions.as_deref())
+                .await?;
+        self.events.emit(EventKind::Usage { used: done.tokens_after, size: model.context_window });
+        let text = format!(
+            "Compacted the conversation: ~{} → ~{} tokens ({} messages summarised, {} kept as they were).",
+            thousands(done.tokens_before),
+            thousands(done.tokens_after),
+            done.summarised,
+            done.kept
+        );
+        Ok((text, Some(done.tokens_after)))
+    }
 }
 
 #[cfg(test)]

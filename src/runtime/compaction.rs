@@ -318,6 +318,73 @@ pub(crate) async fn compact(
     Ok(Compacted { id, tokens_before: before, tokens_after: after, summarised: cut, kept })
 }
 
+/// Automatic compaction within one turn: before each request when the context nears the window's
+/// threshold, and once more when the provider still finds the prompt too long.
+#[derive(Debug, Default)]
+pub(crate) struct AutoCompact {
+    /// The conversation's length right after the last compaction: no point compacting it again
+    /// before something new is added.
+    compacted_at: Option<usize>,
+    /// Whether the turn already compacted after an overflow (it does so once).
+    after_overflow: bool,
+}
+
+/// The turn was cancelled while compacting.
+#[derive(Debug)]
+pub(crate) struct Cancelled;
+
+impl AutoCompact {
+    /// Compacts if the next request would pass the threshold. A failure is logged and the request
+    /// goes out anyway (the provider may still take it); only a cancel stops the turn.
+    pub(crate) async fn before_request(
+        &mut self,
+        env: &CompactEnv<'_>,
+        conversation: &mut Conversation,
+        accounting: &mut Accounting,
+    ) -> Result<(), Cancelled> {
+        let estimate = accounting.estimate(env.fixed_chars, conversation.messages());
+        if !env.config.auto
+            || self.compacted_at == Some(conversation.len())
+            || !over_threshold(env.config, env.model, estimate)
+        {
+            return Ok(());
+        }
+        tracing::info!(estimate, window = env.model.context_window, "context nearly full; compacting");
+        let done = compact(env, conversation, accounting, None).await;
+        self.compacted_at = Some(conversation.len());
+        match done {
+            Ok(_) => Ok(()),
+            Err(_) if env.cancel.is_cancelled() => Err(Cancelled),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "automatic compaction failed; sending the request anyway");
+                Ok(())
+            }
+        }
+    }
+
+    /// The provider said the prompt is too long and nothing of the reply was shown: compacts once
+    /// per turn. True if the request should be sent again.
+    pub(crate) async fn after_overflow(
+        &mut self,
+        env: &CompactEnv<'_>,
+        conversation: &mut Conversation,
+        accounting: &mut Accounting,
+    ) -> bool {
+        if !env.config.auto || self.after_overflow {
+            return false;
+        }
+        self.after_overflow = true;
+        tracing::info!("the provider says the prompt is too long; compacting and retrying");
+        match compact(env, conversation, accounting, None).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "compaction after an overflow failed");
+                false
+            }
+        }
+    }
+}
+
 /// The messages as plain text for the summariser, each tool result cut to a few lines, the whole cut
 /// to `budget` characters (head and tail).
 fn render_for_summary(messages: &[Message], budget: usize) -> String {

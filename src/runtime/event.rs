@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use super::op::TurnId;
+use super::persist::SessionLog;
 use crate::config::ModelRef;
 pub use crate::history::StopReason;
 use crate::providers::{ProviderError, Usage};
 use crate::settings::Mode;
 use crate::settings::ReasoningEffort;
-use crate::store::transcript::{Live, Transcript};
 use crate::tools::ToolCallState;
 use crate::tools::plan::PlanEntry;
 
@@ -130,30 +130,20 @@ pub trait EventSink: Send + Sync {
     fn flush(&self) {}
 }
 
-/// Stamps events with their session and turn, and records what a reloaded session must show in
-/// its transcript (when the session has one).
+/// Stamps events with their session and turn, and hands what a reloaded session must show to the
+/// session's log (when the turn is recorded).
 #[derive(Clone)]
 pub(crate) struct Emitter {
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) session: SessionId,
     pub(crate) turn: TurnId,
-    pub(crate) transcript: Option<Arc<Transcript>>,
+    pub(crate) log: Option<Arc<SessionLog>>,
 }
 
 impl Emitter {
     pub(crate) fn emit(&self, kind: EventKind) {
-        if let Some(t) = &self.transcript {
-            let live = match &kind {
-                EventKind::TextDelta { message_id, text } => Some(Live::Text { thought: false, message_id, text }),
-                EventKind::ThoughtDelta { message_id, text } => Some(Live::Text { thought: true, message_id, text }),
-                EventKind::ToolCall(state) => Some(Live::ToolCall(state)),
-                EventKind::ToolCallUpdate(state) => Some(Live::ToolCallUpdate(state)),
-                EventKind::Plan(entries) => Some(Live::Plan(entries)),
-                _ => None,
-            };
-            if let Some(live) = live {
-                t.record_live(live);
-            }
+        if let Some(log) = &self.log {
+            log.shown(&kind);
         }
         self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
     }
@@ -162,8 +152,8 @@ impl Emitter {
     /// transcript when its merged text is due.
     pub(crate) fn flush(&self) {
         self.sink.flush();
-        if let Some(t) = &self.transcript {
-            t.flush_due();
+        if let Some(log) = &self.log {
+            log.flush_due();
         }
     }
 }

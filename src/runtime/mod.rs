@@ -8,6 +8,7 @@ pub mod compaction;
 pub mod context;
 pub mod event;
 pub mod op;
+mod persist;
 pub mod session;
 mod tool_calls;
 pub mod turn;

@@ -1,15 +1,15 @@
-//! One actor per session: a tokio task that owns the conversation, takes [`Op`]s from a channel and
+//! One actor per session: a tokio task that owns the session, takes [`Op`]s from a channel and
 //! runs one turn at a time, each under its own cancellation token. A prompt that arrives while a
 //! turn runs is queued and runs next (FIFO); `Op::Cancel` cancels the running turn and everything
 //! queued. Every turn ends with exactly one `TurnEnded` event, in the order the prompts arrived —
 //! except slash commands that answer at once: `/help` and `/stop` always, the reports (`/status`,
-//! `/usage`, `/context`) when nothing runs or waits (see `commands.rs`).
+//! `/usage`, `/context`) when nothing runs or waits. A prompt is read as a command once, when it
+//! arrives; what commands do is `commands.rs`, what a model turn does is `turn.rs`.
 //!
-//! Persistence: a new session is stored (index row and transcript) before the surface hears of it,
-//! so it can be loaded or resumed at once, here or in another process; it is listed once the model
-//! has answered in it. The transcript records every prompt, everything shown, every message of the context,
-//! settings changes, and the end of each turn — written before the turn's `TurnEnded`, so a client
-//! that got its answer can reload the session and find it all.
+//! Persistence (all of it through the session's [`SessionLog`], `persist.rs`): a new session is
+//! stored before the surface hears of it, so it can be loaded or resumed at once, here or in
+//! another process; it is listed once the model has answered in it. Each turn's end is written
+//! before its `TurnEnded`, so a client that got its answer can reload the session and find it all.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -18,18 +18,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::commands::{self, Command, Parsed, thousands};
-use super::compaction::{self, Accounting, CompactEnv};
-use super::context;
-use super::event::{Emitter, EventKind, SessionId, SettingsChange, StopReason, TurnError, TurnOutcome};
+use super::commands::{self, Command, Parsed, Ran};
+use super::compaction::Accounting;
+use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
 use super::op::{Op, TurnId};
+use super::persist::SessionLog;
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
 use super::{LiveState, SessionSettings, Shared};
 use crate::history::conversation::Conversation;
 use crate::history::input::{self, UserBlock};
-use crate::history::record::Record;
 use crate::providers::{Message, Usage};
-use crate::store::now_ms;
 use crate::store::transcript::Transcript;
 
 /// The surface's handle to a session actor.
@@ -119,42 +117,38 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
     let network = shared.config().sandbox.network;
     let live = Arc::new(LiveState::new(settings.mode, rules, network));
-    let closed = CancellationToken::new();
-    let mut actor = Actor {
+    let (transcript, restored) = match stored {
+        Stored::Memory => (None, None),
+        Stored::New(t) => (Some(t), None),
+        Stored::Restored(r) => (Some(r.transcript.clone()), Some(r)),
+    };
+    let log = Arc::new(SessionLog::new(id.clone(), transcript, shared.clone()));
+    let mut session = Session {
         id: id.clone(),
         settings,
         live,
         shared,
         conversation: Conversation::default(),
         accounting: Accounting::default(),
-        transcript: None,
+        log: log.clone(),
         prompted: false,
         title: None,
         usage: Usage::default(),
         context_tokens: None,
         turns: 0,
-        queue: VecDeque::new(),
-        waiting: HashMap::new(),
-        cancelled: Vec::new(),
-        stops: Vec::new(),
     };
-    match stored {
-        Stored::Memory => {}
-        Stored::New(t) => {
-            actor.conversation.set_journal(Some(t.clone()));
-            actor.transcript = Some(t);
-        }
-        Stored::Restored(r) => {
-            actor.conversation = r.conversation;
-            actor.conversation.set_journal(Some(r.transcript.clone()));
-            actor.transcript = Some(r.transcript);
-            actor.usage = r.usage;
-            actor.context_tokens = r.context_tokens;
-            actor.turns = r.turns;
-            actor.title = r.title;
-            actor.prompted = r.prompted;
-        }
+    if let Some(r) = restored {
+        session.conversation = r.conversation;
+        session.usage = r.usage;
+        session.context_tokens = r.context_tokens;
+        session.turns = r.turns;
+        session.title = r.title;
+        session.prompted = r.prompted;
     }
+    session.conversation.set_journal(Some(log));
+    let actor =
+        Actor { session, queue: VecDeque::new(), waiting: HashMap::new(), cancelled: Vec::new(), stops: Vec::new() };
+    let closed = CancellationToken::new();
     let guard = closed.clone().drop_guard();
     tokio::spawn(async move {
         actor.run(rx).await;
@@ -163,31 +157,87 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     SessionHandle { id, ops: tx, closed }
 }
 
+/// A session's state: what its turns and commands read and change.
+pub(super) struct Session {
+    pub(super) id: SessionId,
+    pub(super) settings: SessionSettings,
+    pub(super) live: Arc<LiveState>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) conversation: Conversation,
+    pub(super) accounting: Accounting,
+    /// Where everything the session saves goes.
+    pub(super) log: Arc<SessionLog>,
+    /// Whether the model ever answered in this session (then it is listed).
+    prompted: bool,
+    title: Option<String>,
+    /// Summed over the session's turns.
+    pub(super) usage: Usage,
+    pub(super) context_tokens: Option<u64>,
+    /// The session's turns so far (model turns and the commands that change it), the number the
+    /// transcript gives each.
+    pub(super) turns: u64,
+}
+
+impl Session {
+    /// An emitter for `turn`; `recorded`: what it shows is saved for a reloaded session.
+    pub(super) fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {
+        Emitter {
+            sink: self.shared.sink.clone(),
+            session: self.id.clone(),
+            turn,
+            log: recorded.then(|| self.log.clone()),
+        }
+    }
+
+    /// Starts the session's next turn with `input`; returns its number.
+    pub(super) fn begin_turn(&mut self, input: &[UserBlock]) -> u64 {
+        self.conversation.begin_turn();
+        self.turns = self.turns.saturating_add(1);
+        self.log.prompt(self.turns, input);
+        self.turns
+    }
+
+    /// The model answered for the first time: the session is listed from now on (one whose turns
+    /// all failed before any answer — no key, a provider down — is not).
+    fn mark_prompted(&mut self) {
+        if !self.prompted {
+            self.prompted = true;
+            self.log.prompted();
+        }
+    }
+
+    fn set_title(&mut self, turn: TurnId, title: String) {
+        self.log.title(&title);
+        self.title = Some(title.clone());
+        self.emitter(turn, false).emit(EventKind::Title(title));
+    }
+
+    /// The context window of the session's model, if it is known.
+    pub(super) fn context_window(&self) -> Option<u64> {
+        let config = self.shared.config();
+        let (model, provider) = config.resolve_model(&self.settings.model.to_string()).ok()?;
+        Some(provider.model(&model.model).context_window)
+    }
+}
+
+/// A prompt waiting for its turn, read as a command (or not) when it arrived.
+struct Queued {
+    turn: TurnId,
+    input: Vec<UserBlock>,
+    command: Option<Command>,
+}
+
 struct Running {
     turn: TurnId,
-    /// The session's own turn number (in the transcript), if recorded.
-    seq: Option<u64>,
+    /// The session's own number for the turn.
+    seq: u64,
     cancel: CancellationToken,
     task: JoinHandle<TurnResult>,
 }
 
 struct Actor {
-    id: SessionId,
-    settings: SessionSettings,
-    live: Arc<LiveState>,
-    shared: Arc<Shared>,
-    conversation: Conversation,
-    accounting: Accounting,
-    /// `None`: the store could not be used; the session lives in memory only.
-    transcript: Option<Arc<Transcript>>,
-    /// Whether the model ever answered in this session (then it is listed).
-    prompted: bool,
-    title: Option<String>,
-    /// Summed over the session's turns.
-    usage: Usage,
-    context_tokens: Option<u64>,
-    turns: u64,
-    queue: VecDeque<(TurnId, Vec<UserBlock>)>,
+    session: Session,
+    queue: VecDeque<Queued>,
     /// Where each prompt's outcome goes, by turn.
     waiting: HashMap<TurnId, oneshot::Sender<TurnOutcome>>,
     /// Queued turns cancelled while another ran; they end right after it, keeping the order.
@@ -206,9 +256,9 @@ impl Actor {
         let mut running: Option<Running> = None;
         loop {
             while running.is_none()
-                && let Some((turn, input)) = self.queue.pop_front()
+                && let Some(queued) = self.queue.pop_front()
             {
-                running = self.start(turn, input).await;
+                running = self.start(queued);
             }
             let wake = match running.as_mut() {
                 Some(r) => tokio::select! {
@@ -217,62 +267,47 @@ impl Actor {
                 },
                 None => Wake::Op(ops.recv().await),
             };
-            match wake {
+            let op = match wake {
                 Wake::Done(done) => {
                     if let Some(r) = running.take() {
                         self.finish(r, *done);
                     }
+                    continue;
                 }
-                Wake::Op(Some(Op::Prompt { turn, input, done })) => {
+                Wake::Op(op) => op,
+            };
+            match op {
+                Some(Op::Prompt { turn, input, done }) => {
                     self.waiting.insert(turn, done);
-                    match commands::parse(&input) {
-                        Parsed::BadArgs(text) => self.answer(turn, text),
-                        Parsed::Command(Command::Stop) => match running.as_ref() {
-                            Some(r) => {
-                                self.cancel_all(Some(r));
-                                self.stops.push(turn);
-                            }
-                            None => self.answer(turn, "Nothing is running.".into()),
-                        },
-                        // Reports answer at once when the session is idle; behind running or queued
-                        // prompts they wait for them, so their figures include those turns.
-                        Parsed::Command(c)
-                            if c.is_immediate()
-                                && (c == Command::Help || (running.is_none() && self.queue.is_empty())) =>
-                        {
-                            let text = self.report(&c);
-                            self.answer(turn, text);
-                        }
-                        _ => self.queue.push_back((turn, input)),
-                    }
+                    self.arrived(turn, input, running.as_ref());
                 }
-                Wake::Op(Some(Op::CancelTurn(turn))) => match running.as_ref() {
+                Some(Op::CancelTurn(turn)) => match running.as_ref() {
                     Some(r) if r.turn == turn => r.cancel.cancel(),
                     _ => {
-                        if let Some(pos) = self.queue.iter().position(|(t, _)| *t == turn) {
+                        if let Some(pos) = self.queue.iter().position(|q| q.turn == turn) {
                             self.queue.remove(pos);
                             self.end_cancelled(turn);
                         }
                     }
                 },
-                Wake::Op(Some(Op::Cancel)) => self.cancel_all(running.as_ref()),
-                Wake::Op(Some(Op::SetMode(mode))) => {
-                    self.settings.mode = mode;
-                    self.live.set_mode(mode);
-                    self.settings_changed();
+                Some(Op::Cancel) => self.cancel_all(running.as_ref()),
+                Some(Op::SetMode(mode)) => {
+                    self.session.settings.mode = mode;
+                    self.session.live.set_mode(mode);
+                    self.session.log.settings(&self.session.settings);
                 }
-                Wake::Op(Some(Op::SetModel(model))) => {
-                    self.settings.model = model;
-                    self.settings_changed();
+                Some(Op::SetModel(model)) => {
+                    self.session.settings.model = model;
+                    self.session.log.settings(&self.session.settings);
                 }
-                Wake::Op(Some(Op::SetReasoning(level))) => {
-                    self.settings.reasoning = level;
-                    self.settings_changed();
+                Some(Op::SetReasoning(level)) => {
+                    self.session.settings.reasoning = level;
+                    self.session.log.settings(&self.session.settings);
                 }
-                Wake::Op(Some(Op::Settled(done))) => {
+                Some(Op::Settled(done)) => {
                     let _ = done.send(());
                 }
-                Wake::Op(Some(Op::Shutdown) | None) => {
+                Some(Op::Shutdown) | None => {
                     self.cancel_all(running.as_ref());
                     if let Some(mut r) = running.take() {
                         let done = (&mut r.task).await;
@@ -281,164 +316,93 @@ impl Actor {
                     for turn in std::mem::take(&mut self.cancelled) {
                         self.end_cancelled(turn);
                     }
-                    if let Some(t) = &self.transcript {
-                        t.flush();
-                    }
-                    tracing::debug!(session = %self.id, "session closed");
+                    self.session.log.flush();
+                    tracing::debug!(session = %self.session.id, "session closed");
                     return;
                 }
             }
         }
     }
 
-    /// Starts a queued prompt: a model turn, or a command (most finish at once; `/compact` runs).
-    async fn start(&mut self, turn: TurnId, input: Vec<UserBlock>) -> Option<Running> {
+    /// A prompt arrived: read it as a command once; answer it now or queue it.
+    fn arrived(&mut self, turn: TurnId, input: Vec<UserBlock>, running: Option<&Running>) {
         let command = match commands::parse(&input) {
-            Parsed::Command(c) => Some(c),
-            Parsed::BadArgs(text) => {
-                self.answer(turn, text);
-                return None;
-            }
             Parsed::NotACommand => None,
+            Parsed::BadArgs(text) => return self.answer(turn, text),
+            Parsed::Command(Command::Stop) => {
+                return match running {
+                    Some(r) => {
+                        self.cancel_all(Some(r));
+                        self.stops.push(turn);
+                    }
+                    None => self.answer(turn, "Nothing is running.".into()),
+                };
+            }
+            Parsed::Command(c) => Some(c),
         };
-        if let Some(command) = command {
-            return self.run_command(turn, input, command).await;
+        // Reports answer at once when the session is idle; behind running or queued prompts they
+        // wait for them, so their figures include those turns.
+        let idle = running.is_none() && self.queue.is_empty();
+        match command {
+            Some(c) if c.is_immediate() && (c == Command::Help || idle) => {
+                let text = commands::report(&self.session, &c);
+                self.answer(turn, text);
+            }
+            command => self.queue.push_back(Queued { turn, input, command }),
         }
+    }
 
-        let seq = self.begin_recorded(&input);
-        if self.title.is_none()
+    /// Starts a queued prompt: a model turn, or a command (most finish at once; `/compact` runs).
+    fn start(&mut self, Queued { turn, input, command }: Queued) -> Option<Running> {
+        if let Some(command) = command {
+            return match commands::run(&mut self.session, turn, &input, command) {
+                Ran::Answer(text) => {
+                    self.answer(turn, text);
+                    None
+                }
+                Ran::Done { seq } => {
+                    let outcome = TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() };
+                    self.end_turn(turn, seq, outcome, None);
+                    None
+                }
+                Ran::Job { seq, cancel, task } => Some(Running { turn, seq, cancel, task }),
+            };
+        }
+        let session = &mut self.session;
+        let seq = session.begin_turn(&input);
+        if session.title.is_none()
             && let Some(title) = input::title_of(&input)
         {
-            self.set_title(turn, title);
+            session.set_title(turn, title);
         }
-        self.conversation.push(Message::User(input::to_model(&input)));
+        session.conversation.push(Message::User(input::to_model(&input)));
         let cancel = CancellationToken::new();
         let ctx = TurnContext {
-            shared: self.shared.clone(),
-            events: self.emitter(turn, true),
-            settings: self.settings.clone(),
-            live: self.live.clone(),
-            conversation: self.conversation.clone(),
-            accounting: self.accounting,
+            shared: session.shared.clone(),
+            events: session.emitter(turn, true),
+            settings: session.settings.clone(),
+            live: session.live.clone(),
+            conversation: session.conversation.clone(),
+            accounting: session.accounting,
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
         Some(Running { turn, seq, cancel, task })
     }
 
-    /// Records the start of a turn (when the session is stored); returns its number.
-    fn begin_recorded(&mut self, input: &[UserBlock]) -> Option<u64> {
-        self.conversation.begin_turn();
-        let t = self.transcript.as_ref()?;
-        self.turns = self.turns.saturating_add(1);
-        t.record(&Record::User {
-            turn: self.turns,
-            id: new_message_id().to_string(),
-            blocks: input.to_vec(),
-            at: now_ms(),
-        });
-        Some(self.turns)
-    }
-
-    async fn run_command(&mut self, turn: TurnId, input: Vec<UserBlock>, command: Command) -> Option<Running> {
-        if command.is_immediate() {
-            let text = self.report(&command);
-            self.answer(turn, text);
-            return None;
-        }
-        let seq = self.begin_recorded(&input);
-        let events = self.emitter(turn, true);
-        let say = |text: String| {
-            events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
-            events.flush();
-        };
-        match command {
-            Command::Compact { instructions } => {
-                let cancel = CancellationToken::new();
-                let job = CompactJob {
-                    shared: self.shared.clone(),
-                    settings: self.settings.clone(),
-                    events,
-                    cancel: cancel.clone(),
-                    conversation: self.conversation.clone(),
-                    accounting: self.accounting,
-                    instructions,
-                };
-                let task = tokio::spawn(job.run());
-                return Some(Running { turn, seq, cancel, task });
-            }
-            Command::Model(None) => say(self.model_list()),
-            Command::Model(Some(reference)) => match self.shared.config().resolve_model(&reference) {
-                Ok((model, _)) => {
-                    self.settings.model = model.clone();
-                    self.settings_changed_from_inside(turn);
-                    say(format!("Model: `{model}`, from the next prompt on."));
-                }
-                Err(e) => say(format!("{e}\n\n{}", self.model_list())),
-            },
-            Command::Think(level) => {
-                self.settings.reasoning = level;
-                self.settings_changed_from_inside(turn);
-                say(format!("Thinking: {}.", level.map_or("off (the provider's default)", |l| l.as_str())));
-            }
-            Command::New { model } => {
-                let switched = match model.map(|m| self.shared.config().resolve_model(&m).map(|(r, _)| r)) {
-                    None => Ok(None),
-                    Some(Ok(model)) => Ok(Some(model)),
-                    Some(Err(e)) => Err(e),
-                };
-                match switched {
-                    Err(e) => say(format!("{e}\n\nNothing was changed.")),
-                    Ok(model) => {
-                        self.clear_context(turn);
-                        let mut text = String::from("Started over: the model sees an empty conversation from here on.");
-                        if let Some(model) = model {
-                            self.settings.model = model.clone();
-                            self.settings_changed_from_inside(turn);
-                            text.push_str(&format!(" Model: `{model}`."));
-                        }
-                        say(text);
-                    }
-                }
-            }
-            Command::Reset => {
-                self.clear_context(turn);
-                say("The context is cleared: the model sees an empty conversation from here on.".into());
-            }
-            Command::Network(on) => {
-                if let Some(on) = on {
-                    self.live.set_network(on);
-                }
-                let config = self.shared.config();
-                say(format!("Sandbox: {}", crate::sandbox::status(&config, self.live.network())));
-            }
-            Command::Help | Command::Status | Command::Usage | Command::Context { .. } | Command::Stop => {}
-        }
-        self.end_turn(turn, seq, TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() }, None);
-        None
-    }
-
-    fn clear_context(&mut self, turn: TurnId) {
-        self.conversation.reset();
-        self.accounting.forget_report();
-        self.context_tokens = Some(0);
-        if let Some(size) = self.context_window() {
-            self.emitter(turn, false).emit(EventKind::Usage { used: 0, size });
-        }
-    }
-
     fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
+        let session = &mut self.session;
         let (outcome, context) = match done {
             Ok(result) => {
-                self.conversation = result.conversation;
-                self.accounting = result.accounting;
-                if self.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
-                    self.mark_prompted();
+                session.conversation = result.conversation;
+                session.accounting = result.accounting;
+                if session.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
+                    session.mark_prompted();
                 }
                 (result.outcome, result.context)
             }
             Err(e) => {
-                tracing::error!(session = %self.id, turn = r.turn, error = %e, "turn task failed");
-                self.conversation.discard_turn();
+                tracing::error!(session = %session.id, turn = r.turn, error = %e, "turn task failed");
+                session.conversation.discard_turn();
                 let error = TurnError::internal("the turn stopped unexpectedly (an internal error); please try again");
                 (TurnOutcome::Failed { error, usage: Usage::default() }, None)
             }
@@ -453,31 +417,21 @@ impl Actor {
     }
 
     /// Records the end of a turn (before telling the surface, so an answered prompt is on disk).
-    fn end_turn(&mut self, turn: TurnId, seq: Option<u64>, outcome: TurnOutcome, context: Option<u64>) {
-        let (stop, error, usage) = match &outcome {
-            TurnOutcome::Stopped { reason, usage } => (Some(*reason), None, *usage),
-            TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
+    fn end_turn(&mut self, turn: TurnId, seq: u64, outcome: TurnOutcome, context: Option<u64>) {
+        let usage = match &outcome {
+            TurnOutcome::Stopped { usage, .. } | TurnOutcome::Failed { usage, .. } => *usage,
         };
-        self.usage = self.usage.plus(usage);
+        self.session.usage = self.session.usage.plus(usage);
         if context.is_some() {
-            self.context_tokens = context;
+            self.session.context_tokens = context;
         }
-        if let (Some(t), Some(seq)) = (&self.transcript, seq) {
-            t.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
-            // Inline: one small write (WAL, no fsync), in order with the others, done before the
-            // surface hears the turn ended.
-            if let Some(store) = self.shared.store_if_open()
-                && let Err(e) = store.finish_turn(&self.id, usage.input, usage.output, context, None)
-            {
-                tracing::warn!(session = %self.id, error = %e, "could not update the session index");
-            }
-        }
+        self.session.log.turn_ended(seq, &outcome, context);
         self.ended(turn, outcome);
     }
 
     /// The end of a turn: the last event of it, then the outcome to whoever sent the prompt.
     fn ended(&mut self, turn: TurnId, outcome: TurnOutcome) {
-        let events = self.emitter(turn, false);
+        let events = self.session.emitter(turn, false);
         events.emit(EventKind::TurnEnded(outcome.clone()));
         events.flush();
         if let Some(done) = self.waiting.remove(&turn) {
@@ -486,7 +440,7 @@ impl Actor {
     }
 
     fn cancel_all(&mut self, running: Option<&Running>) {
-        let queued: Vec<TurnId> = self.queue.drain(..).map(|(t, _)| t).collect();
+        let queued: Vec<TurnId> = self.queue.drain(..).map(|q| q.turn).collect();
         match running {
             Some(r) => {
                 r.cancel.cancel();
@@ -503,295 +457,7 @@ impl Actor {
 
     /// Answers a prompt with text at once, without touching the conversation or the transcript.
     fn answer(&mut self, turn: TurnId, text: String) {
-        self.emitter(turn, false).emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        self.session.emitter(turn, false).emit(EventKind::TextDelta { message_id: new_message_id(), text });
         self.ended(turn, TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() });
-    }
-
-    fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {
-        Emitter {
-            sink: self.shared.sink.clone(),
-            session: self.id.clone(),
-            turn,
-            transcript: if recorded { self.transcript.clone() } else { None },
-        }
-    }
-
-    // ---- persistence ----
-
-    /// The model answered for the first time: the session is listed from now on (one whose turns
-    /// all failed before any answer — no key, a provider down — is not).
-    fn mark_prompted(&mut self) {
-        if self.prompted {
-            return;
-        }
-        self.prompted = true;
-        if self.transcript.is_some()
-            && let Some(store) = self.shared.store_if_open()
-            && let Err(e) = store.mark_prompted(&self.id)
-        {
-            tracing::warn!(session = %self.id, error = %e, "could not update the session index");
-        }
-    }
-
-    fn settings_record(&self) -> Record {
-        Record::Settings {
-            model: self.settings.model.to_string(),
-            mode: self.settings.mode,
-            reasoning: self.settings.reasoning,
-        }
-    }
-
-    /// A surface changed a setting: keep it in the transcript and the index.
-    fn settings_changed(&self) {
-        let Some(t) = &self.transcript else { return };
-        t.record(&self.settings_record());
-        if let Some(store) = self.shared.store_if_open() {
-            let s = &self.settings;
-            let reasoning = s.reasoning.map(|r| r.as_str());
-            if let Err(e) = store.update_settings(&self.id, &s.model.to_string(), s.mode.id(), reasoning) {
-                tracing::warn!(session = %self.id, error = %e, "could not update the session index");
-            }
-        }
-    }
-
-    /// A command changed a setting: also tell the surface.
-    fn settings_changed_from_inside(&self, turn: TurnId) {
-        self.settings_changed();
-        let s = &self.settings;
-        self.emitter(turn, false).emit(EventKind::Settings(SettingsChange {
-            model: s.model.clone(),
-            mode: s.mode,
-            reasoning: s.reasoning,
-        }));
-    }
-
-    fn set_title(&mut self, turn: TurnId, title: String) {
-        self.title = Some(title.clone());
-        if self.transcript.is_some()
-            && let Some(store) = self.shared.store_if_open()
-            && let Err(e) = store.set_title(&self.id, &title)
-        {
-            tracing::warn!(session = %self.id, error = %e, "could not save the session title");
-        }
-        self.emitter(turn, false).emit(EventKind::Title(title));
-    }
-
-    // ---- reports ----
-
-    fn context_window(&self) -> Option<u64> {
-        let config = self.shared.config();
-        let (model, provider) = config.resolve_model(&self.settings.model.to_string()).ok()?;
-        Some(provider.model(&model.model).context_window)
-    }
-
-    fn model_list(&self) -> String {
-        let config = self.shared.config();
-        let current = self.settings.model.to_string();
-        let mut out = format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n");
-        for (model, name) in config.model_choices() {
-            let model = model.to_string();
-            let name = if name == model { String::new() } else { format!(" — {name}") };
-            let mark = if model == current { " ← current" } else { "" };
-            out.push_str(&format!("- `{model}`{name}{mark}\n"));
-        }
-        out
-    }
-
-    /// The system prompt and tool schemas the next request would carry.
-    fn request_parts(&self) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
-        let config = self.shared.config();
-        (turn::system_prompt(&config, &self.settings), turn::registry(&config).specs())
-    }
-
-    fn report(&self, command: &Command) -> String {
-        match command {
-            Command::Help => commands::help_text(),
-            Command::Status => self.status(),
-            Command::Usage => self.usage_report(),
-            Command::Context { detail } => self.context_report(*detail),
-            _ => String::new(),
-        }
-    }
-
-    fn fill(&self) -> String {
-        let (system, tools) = self.request_parts();
-        let fixed = turn::fixed_chars(&system.text, &tools);
-        let used = self.accounting.estimate(fixed, self.conversation.messages());
-        match self.context_window() {
-            Some(size) if size > 0 => {
-                format!("~{} of {} tokens ({}%)", thousands(used), thousands(size), (used * 100).div_ceil(size))
-            }
-            _ => format!("~{} tokens", thousands(used)),
-        }
-    }
-
-    fn status(&self) -> String {
-        let s = &self.settings;
-        let transcript = match &self.transcript {
-            Some(t) => format!("`{}`", t.path().display()),
-            None => "not saved (the session store is unavailable; see the log)".into(),
-        };
-        format!(
-            "**Session** `{id}`\n\n\
-             - Model: `{model}`\n\
-             - Mode: {mode} · Thinking: {thinking}\n\
-             - Context: {fill}\n\
-             - Tokens: {input} in · {output} out\n\
-             - Turns: {turns} · Messages in context: {messages}\n\
-             - Working directory: `{cwd}`\n\
-             - Sandbox: {sandbox}\n\
-             - Transcript: {transcript}\n",
-            id = self.id,
-            model = s.model,
-            mode = s.mode.name(),
-            thinking = s.reasoning.map_or("default", |r| r.as_str()),
-            fill = self.fill(),
-            input = thousands(self.usage.input),
-            output = thousands(self.usage.output),
-            turns = self.turns,
-            messages = self.conversation.len(),
-            cwd = s.cwd.display(),
-            sandbox = crate::sandbox::status(&self.shared.config(), self.live.network()),
-        )
-    }
-
-    fn usage_report(&self) -> String {
-        let u = &self.usage;
-        let mut out = format!(
-            "**Usage** (this session)\n\n- Input: {} tokens (cache read {}, cache write {})\n- Output: {} tokens",
-            thousands(u.input),
-            thousands(u.cache_read),
-            thousands(u.cache_write),
-            thousands(u.output),
-        );
-        if let Some(r) = u.reasoning {
-            out.push_str(&format!(" (reasoning {})", thousands(r)));
-        }
-        if u.input > 0 {
-            // What prompt caching saved, as the provider reported it.
-            let share = (u128::from(u.cache_read) * 100 / u128::from(u.input)).min(100);
-            out.push_str(&format!("\n- Read from the prompt cache: {share}% of input"));
-        }
-        out.push_str(&format!("\n- Total: {} tokens\n- Context now: {}\n", thousands(u.total()), self.fill()));
-        out
-    }
-
-    fn context_report(&self, detail: bool) -> String {
-        let (system, tools) = self.request_parts();
-        let per = self.accounting.chars_per_token;
-        let tok = |chars: usize| thousands((chars as f64 / per).ceil() as u64);
-        let tool_chars: usize =
-            tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
-        let history_chars: usize =
-            self.conversation.messages().iter().map(|m| serde_json::to_string(m).map_or(0, |s| s.len())).sum();
-        let mut out = format!(
-            "**Context**: {fill}\n\n\
-             | Part | Characters | ≈ Tokens |\n|---|---:|---:|\n\
-             | System prompt | {sys} | {sys_t} |\n\
-             | Tool schemas ({n} tools) | {tools} | {tools_t} |\n\
-             | Conversation ({m} messages) | {hist} | {hist_t} |\n",
-            fill = self.fill(),
-            sys = thousands(system.text.len() as u64),
-            sys_t = tok(system.text.len()),
-            n = tools.len(),
-            tools = thousands(tool_chars as u64),
-            tools_t = tok(tool_chars),
-            m = self.conversation.len(),
-            hist = thousands(history_chars as u64),
-            hist_t = tok(history_chars),
-        );
-        out.push_str("\n**Injected files**\n\n");
-        if system.files.is_empty() {
-            out.push_str("None (no AGENTS.md or CLAUDE.md from the repository root to the working directory).\n");
-        }
-        for f in &system.files {
-            let source = match f.source {
-                context::Source::Project => "project",
-                context::Source::AgentWorkspace => "agent workspace",
-            };
-            let size = match f.chars {
-                None => "missing".to_owned(),
-                Some(c) if f.truncated => {
-                    format!("{} of {} chars (truncated)", thousands(f.injected as u64), thousands(c as u64))
-                }
-                Some(c) => format!("{} chars", thousands(c as u64)),
-            };
-            out.push_str(&format!("- `{}` ({source}): {size}\n", f.path.display()));
-        }
-        if detail {
-            out.push_str("\n**Tools**\n\n");
-            for t in &tools {
-                let chars = t.name.len() + t.description.len() + t.parameters.to_string().len();
-                out.push_str(&format!("- `{}`: {} chars\n", t.name, thousands(chars as u64)));
-            }
-            out.push_str("\n**System prompt**\n\n````text\n");
-            out.push_str(&system.text);
-            out.push_str("\n````\n");
-        }
-        out
-    }
-}
-
-/// `/compact`, run like a turn (cancellable, in order with prompts).
-struct CompactJob {
-    shared: Arc<Shared>,
-    settings: SessionSettings,
-    events: Emitter,
-    cancel: CancellationToken,
-    conversation: Conversation,
-    accounting: Accounting,
-    instructions: Option<String>,
-}
-
-impl CompactJob {
-    async fn run(mut self) -> TurnResult {
-        let (text, context) = match self.compact().await {
-            Ok(done) => done,
-            Err(e) => (format!("Could not compact the conversation: {}", e.message), None),
-        };
-        let cancelled = self.cancel.is_cancelled();
-        if !cancelled {
-            self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
-        }
-        self.events.flush();
-        let reason = if cancelled { StopReason::Cancelled } else { StopReason::EndTurn };
-        TurnResult {
-            conversation: self.conversation,
-            accounting: self.accounting,
-            outcome: TurnOutcome::Stopped { reason, usage: Usage::default() },
-            context,
-        }
-    }
-
-    /// The text to answer with, and the context's size after.
-    async fn compact(&mut self) -> Result<(String, Option<u64>), TurnError> {
-        if self.conversation.len() < 2 {
-            return Ok(("Nothing to compact yet.".into(), None));
-        }
-        let config = self.shared.config();
-        let (client, model) = self.shared.client_for(&self.settings.model).await?;
-        let system = turn::system_prompt(&config, &self.settings);
-        let tools = turn::registry(&config).specs();
-        let env = CompactEnv {
-            client: &client,
-            model: &model,
-            retry: &config.retry,
-            config: &config.compaction,
-            cancel: &self.cancel,
-            events: &self.events,
-            fixed_chars: turn::fixed_chars(&system.text, &tools),
-        };
-        let done =
-            compaction::compact(&env, &mut self.conversation, &mut self.accounting, self.instructions.as_deref())
-                .await?;
-        self.events.emit(EventKind::Usage { used: done.tokens_after, size: model.context_window });
-        let text = format!(
-            "Compacted the conversation: ~{} → ~{} tokens ({} messages summarised, {} kept as they were).",
-            thousands(done.tokens_before),
-            thousands(done.tokens_after),
-            done.summarised,
-            done.kept
-        );
-        Ok((text, Some(done.tokens_after)))
     }
 }

@@ -2,22 +2,25 @@
 //! assembled, run the tool calls it asks for (`tool_calls.rs`), feed the results back, and repeat
 //! until the model stops — or the turn is cancelled, fails, or hits its request limit. Every
 //! message goes through the [`Conversation`] (and so into the transcript) as it is added, every tool
-//! call paired with its result, so the history stays valid for every wire API. Before each request
-//! the context is checked against the window (compacting if needed, and again if the provider
-//! still finds it too long), and old large tool results are pruned from the request.
+//! call paired with its result, so the history stays valid for every wire API. The context is kept
+//! inside the window by `compaction.rs` (before each request, and once after an overflow), and old
+//! large tool results are pruned from the request.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::compaction::{self, Accounting, CompactEnv};
+use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
 use super::context;
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
 use super::tool_calls::{self, Call, CallEnv};
 use super::{LiveState, SessionSettings, Shared};
+use crate::config::{Config, ModelInfo};
 use crate::history::conversation::Conversation;
 use crate::providers::retry::{self, Failure};
-use crate::providers::{AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ResponseEvent, Usage};
+use crate::providers::{
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderClient, ProviderError, ResponseEvent, Usage,
+};
 use crate::tools::Registry;
 use crate::tools::ToolSpec;
 use crate::tools::policy::ToolPolicy;
@@ -40,14 +43,13 @@ pub(crate) struct TurnResult {
     pub context: Option<u64>,
 }
 
-/// Characters the system prompt and the tool schemas add to every request.
 /// The tools a session under `config` is offered.
-pub(crate) fn registry(config: &crate::config::Config) -> Registry {
+pub(crate) fn registry(config: &Config) -> Registry {
     Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() })
 }
 
 /// The system prompt for a session with these settings.
-pub(crate) fn system_prompt(config: &crate::config::Config, settings: &SessionSettings) -> context::SystemPrompt {
+pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> context::SystemPrompt {
     context::build(&context::Inputs {
         cwd: &settings.cwd,
         additional_dirs: &settings.additional_dirs,
@@ -57,28 +59,37 @@ pub(crate) fn system_prompt(config: &crate::config::Config, settings: &SessionSe
     })
 }
 
+/// Characters the system prompt and the tool schemas add to every request.
 pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
     system.len()
         + tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum::<usize>()
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, mut conversation, mut accounting } = ctx;
+    let TurnContext { shared, events, settings, live, mut conversation, accounting } = ctx;
     let config = shared.config();
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
         Err(error) => {
             conversation.discard_turn();
-            return TurnResult {
-                conversation,
-                accounting,
-                outcome: TurnOutcome::Failed { error, usage: Usage::default() },
-                context: None,
-            };
+            let outcome = TurnOutcome::Failed { error, usage: Usage::default() };
+            return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
     let registry = registry(&config);
-    let env = CallEnv {
+    let system = system_prompt(&config, &settings).text;
+    let tools = registry.specs();
+    let fixed_chars = fixed_chars(&system, &tools);
+    let compact = CompactEnv {
+        client: &client,
+        model: &model,
+        retry: &config.retry,
+        config: &config.compaction,
+        cancel: &cancel,
+        events: &events,
+        fixed_chars,
+    };
+    let calls = CallEnv {
         shared: shared.clone(),
         events: events.clone(),
         settings: settings.clone(),
@@ -87,201 +98,248 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         cancel: cancel.clone(),
         config: config.clone(),
     };
-    let system = system_prompt(&config, &settings).text;
-    let tool_specs = registry.specs();
-    let fixed = fixed_chars(&system, &tool_specs);
-    let compact_env = CompactEnv {
+    let mut turn = Turn {
+        config: &config,
         client: &client,
         model: &model,
-        retry: &config.retry,
-        config: &config.compaction,
-        cancel: &cancel,
+        settings: &settings,
+        system: &system,
+        tools: &tools,
         events: &events,
-        fixed_chars: fixed,
+        cancel: &cancel,
+        compact,
+        calls,
+        conversation,
+        accounting,
+        usage: Usage::default(),
+        context: None,
     };
-    let mut usage = Usage::default();
-    let mut context = None;
-    let mut requests = 0;
-    let mut overflow_compacted = false;
-    // The conversation's length right after the last compaction: no point compacting it again
-    // before something new is added.
-    let mut compacted_at = None;
+    let outcome = turn.drive().await;
+    TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context }
+}
 
-    macro_rules! finish {
-        ($outcome:expr) => {
-            return TurnResult { conversation, accounting, outcome: $outcome, context }
-        };
+/// A turn under way: what it uses, and the conversation it grows.
+struct Turn<'a> {
+    config: &'a Config,
+    client: &'a ProviderClient,
+    model: &'a ModelInfo,
+    settings: &'a SessionSettings,
+    system: &'a str,
+    tools: &'a [ToolSpec],
+    events: &'a Emitter,
+    cancel: &'a CancellationToken,
+    compact: CompactEnv<'a>,
+    calls: CallEnv<'a>,
+    conversation: Conversation,
+    accounting: Accounting,
+    /// Summed over the turn's requests.
+    usage: Usage,
+    /// Tokens in the context after the last request.
+    context: Option<u64>,
+}
+
+/// What to do after a reply.
+enum Next {
+    Stop(TurnOutcome),
+    /// The context was compacted after an overflow: send the request again.
+    Resend,
+    RunTools(Vec<Call>),
+}
+
+/// One reply, as received.
+struct Received {
+    parts: Vec<AssistantPart>,
+    calls: Vec<Call>,
+    finish: Option<FinishReason>,
+    usage: Usage,
+    text_id: Arc<str>,
+    thought_id: Arc<str>,
+    /// The reply passed its limits and was stopped; `text_overflow`: by its text.
+    full: bool,
+    text_overflow: bool,
+    /// Whether the request held the whole conversation (nothing pruned), so its token count
+    /// calibrates the estimate.
+    calibrate: bool,
+}
+
+impl Turn<'_> {
+    async fn drive(&mut self) -> TurnOutcome {
+        let mut auto = AutoCompact::default();
+        // Requests whose tool calls ran.
+        let mut answered: u32 = 0;
+        loop {
+            if auto.before_request(&self.compact, &mut self.conversation, &mut self.accounting).await.is_err() {
+                return self.stopped(StopReason::Cancelled);
+            }
+            let (result, reply) = self.request().await;
+            let calls = match self.settle(result, reply, answered > 0, &mut auto).await {
+                Next::Stop(outcome) => return outcome,
+                Next::Resend => continue,
+                Next::RunTools(calls) => calls,
+            };
+            answered = answered.saturating_add(1);
+            if answered >= self.config.max_turn_requests {
+                return self.request_limit(calls);
+            }
+            let results = tool_calls::run_all(&self.calls, calls).await;
+            self.conversation.push(Message::User(results));
+            if self.cancel.is_cancelled() {
+                return self.stopped(StopReason::Cancelled);
+            }
+        }
     }
 
-    loop {
-        requests += 1;
-        let estimate = accounting.estimate(fixed, conversation.messages());
-        if config.compaction.auto
-            && compacted_at != Some(conversation.len())
-            && compaction::over_threshold(&config.compaction, &model, estimate)
-        {
-            tracing::info!(estimate, window = model.context_window, "context nearly full; compacting");
-            match compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
-                Ok(_) => compacted_at = Some(conversation.len()),
-                Err(_) if cancel.is_cancelled() => {
-                    finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
-                }
-                Err(e) => {
-                    compacted_at = Some(conversation.len());
-                    tracing::warn!(error = %e.message, "automatic compaction failed; sending the request anyway");
-                }
-            }
-        }
-        let estimate = accounting.estimate(fixed, conversation.messages());
-        let pruned = compaction::prune(conversation.messages(), estimate, model.context_window);
+    fn stopped(&self, reason: StopReason) -> TurnOutcome {
+        TurnOutcome::Stopped { reason, usage: self.usage }
+    }
+
+    /// Sends the conversation (old large tool results pruned) and streams the reply out.
+    async fn request(&mut self) -> (Result<(), Failure>, Received) {
+        let estimate = self.accounting.estimate(self.compact.fixed_chars, self.conversation.messages());
+        let pruned = compaction::prune(self.conversation.messages(), estimate, self.model.context_window);
+        let messages = self.conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m));
         let request = ModelRequest {
-            model: &model.id,
-            system: &system,
-            messages: conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m)).collect(),
-            max_output_tokens: model.max_output_tokens,
-            reasoning: settings.reasoning,
-            tools: &tool_specs,
-            cache_key: Some(&events.session),
+            model: &self.model.id,
+            system: self.system,
+            messages: messages.collect(),
+            max_output_tokens: self.model.max_output_tokens,
+            reasoning: self.settings.reasoning,
+            tools: self.tools,
+            cache_key: Some(&self.events.session),
         };
-        let mut reply = Reply::new(events.clone(), &conversation, config.max_reply_bytes);
-        let result = retry::stream_with_retry(&client, &request, &config.retry, &cancel, &mut reply).await;
+        let mut reply = Reply::new(self.events.clone(), &self.conversation, self.config.max_reply_bytes);
+        let result = retry::stream_with_retry(self.client, &request, &self.config.retry, self.cancel, &mut reply).await;
         drop(request);
-        events.flush();
-        let reply_usage = reply.usage;
-        if reply_usage != Usage::default() {
-            events.emit(EventKind::Usage { used: reply_usage.total(), size: model.context_window });
-            usage = usage.plus(reply_usage);
-            context = Some(reply_usage.total());
+        self.events.flush();
+        let received = reply.received(pruned.is_empty());
+        if received.usage != Usage::default() {
+            let used = received.usage.total();
+            self.events.emit(EventKind::Usage { used, size: self.model.context_window });
+            self.usage = self.usage.plus(received.usage);
+            self.context = Some(used);
         }
-        let ids = (reply.text_id.clone(), reply.thought_id.clone());
-        let full = reply.full;
-        let text_overflow = reply.bytes >= reply.limit;
-        let (parts, calls, finish) = reply.finish();
-        // Adds the reply to the conversation (its text was recorded as it streamed).
-        let push_assistant = |conversation: &mut Conversation, parts: Vec<AssistantPart>| {
-            if !parts.is_empty() {
-                conversation.push_reply(parts, &ids.0, &ids.1);
-            }
-        };
+        (result, received)
+    }
+
+    /// Takes a reply into the conversation and decides what comes next.
+    async fn settle(
+        &mut self,
+        result: Result<(), Failure>,
+        got: Received,
+        earlier: bool,
+        auto: &mut AutoCompact,
+    ) -> Next {
         match result {
-            Ok(()) if full => {
+            Ok(()) if got.full => {
                 // An endless (or absurdly long) reply: what was shown stays, the turn ends.
-                let limit = config.max_reply_bytes;
-                tracing::warn!(limit, "the model's reply passed its limits; stopped it");
-                push_assistant(
-                    &mut conversation,
-                    parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
-                );
-                let message = if text_overflow {
-                    format!(
-                        "the model's reply passed {} of text and was stopped (`max_reply_bytes` in config.toml)",
-                        human_bytes(limit)
-                    )
-                } else {
-                    format!(
-                        "the model's reply carried more than {} of tool arguments, signatures and reasoning, or more \
-                         than {} tool calls, and was stopped",
-                        human_bytes(crate::providers::MAX_ARGUMENTS_BYTES),
-                        crate::providers::MAX_CALLS_PER_REPLY
-                    )
-                };
-                let error = TurnError::internal(message);
-                finish!(TurnOutcome::Failed { error, usage });
+                tracing::warn!(limit = self.config.max_reply_bytes, "the model's reply passed its limits; stopped it");
+                let error = TurnError::internal(self.limit_message(got.text_overflow));
+                self.keep_shown(&got);
+                return Next::Stop(TurnOutcome::Failed { error, usage: self.usage });
             }
             Ok(()) => {}
             Err(Failure::Cancelled) => {
                 // Keep what the user saw; calls that never ran are not kept.
-                push_assistant(
-                    &mut conversation,
-                    parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
-                );
-                finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
+                self.keep_shown(&got);
+                return Next::Stop(self.stopped(StopReason::Cancelled));
             }
-            Err(Failure::Provider(e)) => {
-                let shown_anything =
-                    parts.iter().any(|p| matches!(p, AssistantPart::Text(_) | AssistantPart::Thinking { .. }));
-                if e.kind == ErrorKind::ContextLength
-                    && !shown_anything
-                    && !overflow_compacted
-                    && config.compaction.auto
-                {
-                    // The request did not fit: compact, then send it again.
-                    overflow_compacted = true;
-                    tracing::info!("the provider says the prompt is too long; compacting and retrying");
-                    match compaction::compact(&compact_env, &mut conversation, &mut accounting, None).await {
-                        Ok(_) => {
-                            requests -= 1;
-                            continue;
-                        }
-                        Err(ce) => tracing::warn!(error = %ce.message, "compaction after an overflow failed"),
-                    }
-                }
-                tracing::warn!(error = %e, "turn failed");
-                // Keep what the user already saw; otherwise leave no trace of a first request, so the
-                // prompt can be sent again.
-                if shown_anything || requests > 1 {
-                    push_assistant(
-                        &mut conversation,
-                        parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect(),
-                    );
-                } else {
-                    conversation.discard_turn();
-                }
-                finish!(TurnOutcome::Failed { error: TurnError::from_provider(e), usage });
-            }
+            Err(Failure::Provider(e)) => return self.failed(e, got, earlier, auto).await,
         }
-
-        if calls.is_empty() {
-            let reason = match finish.unwrap_or(FinishReason::EndTurn) {
+        if got.calls.is_empty() {
+            let reason = match got.finish.unwrap_or(FinishReason::EndTurn) {
                 FinishReason::EndTurn | FinishReason::ToolUse => StopReason::EndTurn,
                 FinishReason::MaxTokens | FinishReason::ContextWindow => StopReason::MaxTokens,
                 FinishReason::Refusal => StopReason::Refusal,
             };
             if reason == StopReason::Refusal {
                 // After a refusal the prompt and everything after it leave the context (ACP `refusal`).
-                conversation.discard_turn();
-                accounting.forget_report();
-                finish!(TurnOutcome::Stopped { reason, usage });
+                self.conversation.discard_turn();
+                self.accounting.forget_report();
+            } else {
+                self.keep(got);
             }
-            push_assistant(&mut conversation, parts);
-            observe(&mut accounting, reply_usage, fixed, &conversation, pruned.is_empty());
-            finish!(TurnOutcome::Stopped { reason, usage });
+            return Next::Stop(self.stopped(reason));
         }
+        let calls = self.keep(got);
+        Next::RunTools(calls)
+    }
 
-        push_assistant(&mut conversation, parts);
-        observe(&mut accounting, reply_usage, fixed, &conversation, pruned.is_empty());
-        if requests >= config.max_turn_requests {
-            let limit = config.max_turn_requests;
-            let results = calls
-                .iter()
-                .map(|c| c.not_run(&format!("the turn reached its limit of {limit} model requests")))
-                .collect();
-            conversation.push(Message::User(results));
-            let notice = format!(
-                "\n\nI stopped here: this turn reached its limit of {limit} model requests (`max_turn_requests` in config.toml). \
-                 Send another message to let me continue."
-            );
-            events.emit(EventKind::TextDelta { message_id: new_message_id(), text: notice });
-            finish!(TurnOutcome::Stopped { reason: StopReason::MaxTurnRequests, usage });
+    /// The request failed. After an overflow with nothing shown, compacts once and sends it again;
+    /// otherwise keeps what the user already saw — or, for the turn's first request with nothing
+    /// shown, leaves no trace, so the prompt can be sent again.
+    async fn failed(&mut self, e: ProviderError, got: Received, earlier: bool, auto: &mut AutoCompact) -> Next {
+        let shown = got.parts.iter().any(|p| matches!(p, AssistantPart::Text(_) | AssistantPart::Thinking { .. }));
+        if e.kind == ErrorKind::ContextLength
+            && !shown
+            && auto.after_overflow(&self.compact, &mut self.conversation, &mut self.accounting).await
+        {
+            return Next::Resend;
         }
-        let results = tool_calls::run_all(&env, calls).await;
-        conversation.push(Message::User(results));
-        if cancel.is_cancelled() {
-            finish!(TurnOutcome::Stopped { reason: StopReason::Cancelled, usage });
+        tracing::warn!(error = %e, "turn failed");
+        if shown || earlier {
+            self.keep_shown(&got);
+        } else {
+            self.conversation.discard_turn();
+        }
+        Next::Stop(TurnOutcome::Failed { error: TurnError::from_provider(e), usage: self.usage })
+    }
+
+    /// Adds the whole reply to the conversation (its text was recorded as it streamed); returns
+    /// its tool calls.
+    fn keep(&mut self, got: Received) -> Vec<Call> {
+        if !got.parts.is_empty() {
+            self.conversation.push_reply(got.parts, &got.text_id, &got.thought_id);
+        }
+        let usage = got.usage.total();
+        if usage != 0 {
+            // The provider's count of the context calibrates the estimate (unless the request was
+            // pruned, and so smaller than the conversation).
+            if got.calibrate {
+                self.accounting.observe(usage, self.compact.fixed_chars, self.conversation.messages());
+            } else {
+                self.accounting.reported = Some((usage, self.conversation.len()));
+            }
+        }
+        got.calls
+    }
+
+    /// Adds what the user saw of a reply that ends the turn early: not its tool calls, which never ran.
+    fn keep_shown(&mut self, got: &Received) {
+        let parts: Vec<AssistantPart> =
+            got.parts.iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).cloned().collect();
+        if !parts.is_empty() {
+            self.conversation.push_reply(parts, &got.text_id, &got.thought_id);
         }
     }
-}
 
-/// The provider's count of the context after a reply calibrates the estimate (unless the request
-/// was pruned, and so smaller than the conversation).
-fn observe(accounting: &mut Accounting, usage: Usage, fixed: usize, conversation: &Conversation, calibrate: bool) {
-    if usage.total() == 0 {
-        return;
+    fn limit_message(&self, text_overflow: bool) -> String {
+        if text_overflow {
+            format!(
+                "the model's reply passed {} of text and was stopped (`max_reply_bytes` in config.toml)",
+                human_bytes(self.config.max_reply_bytes)
+            )
+        } else {
+            format!(
+                "the model's reply carried more than {} of tool arguments, signatures and reasoning, or more than {} \
+                 tool calls, and was stopped",
+                human_bytes(crate::providers::MAX_ARGUMENTS_BYTES),
+                crate::providers::MAX_CALLS_PER_REPLY
+            )
+        }
     }
-    if calibrate {
-        accounting.observe(usage.total(), fixed, conversation.messages());
-    } else {
-        accounting.reported = Some((usage.total(), conversation.len()));
+
+    /// The turn made as many requests as it may: its last calls are answered "not run", and the
+    /// user is told how to go on.
+    fn request_limit(&mut self, calls: Vec<Call>) -> TurnOutcome {
+        let limit = self.config.max_turn_requests;
+        let why = format!("the turn reached its limit of {limit} model requests");
+        self.conversation.push(Message::User(calls.iter().map(|c| c.not_run(&why)).collect()));
+        let notice = format!(
+            "\n\nI stopped here: this turn reached its limit of {limit} model requests (`max_turn_requests` in \
+             config.toml). Send another message to let me continue."
+        );
+        self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text: notice });
+        self.stopped(StopReason::MaxTurnRequests)
     }
 }
 
@@ -356,8 +414,18 @@ impl<'a> Reply<'a> {
         (!text.is_empty()).then_some(text)
     }
 
-    fn finish(self) -> (Vec<AssistantPart>, Vec<Call>, Option<FinishReason>) {
-        (self.parts, self.calls, self.finish)
+    fn received(self, calibrate: bool) -> Received {
+        Received {
+            text_overflow: self.bytes >= self.limit,
+            parts: self.parts,
+            calls: self.calls,
+            finish: self.finish,
+            usage: self.usage,
+            text_id: self.text_id,
+            thought_id: self.thought_id,
+            full: self.full,
+            calibrate,
+        }
     }
 }
 

@@ -1,0 +1,141 @@
+//! Everything a session saves goes through its [`SessionLog`]: the transcript (each prompt, what
+//! was shown, every message of the context, settings changes, each turn's end) and the session's
+//! row in the index (title, settings, token counters, listed once prompted). The actor, its running
+//! turn (through the `Emitter`) and the conversation (as its `Journal`) all write here, so what is
+//! saved, and in which order, is decided in one file.
+//!
+//! A session without a usable store has a log that saves nothing; it lives in memory only.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Shared;
+use super::event::{EventKind, SessionId, TurnOutcome};
+use super::turn::new_message_id;
+use crate::history::Journal;
+use crate::history::input::UserBlock;
+use crate::history::record::Record;
+use crate::store::now_ms;
+use crate::store::transcript::{Live, Transcript};
+
+use super::SessionSettings;
+
+pub(crate) struct SessionLog {
+    id: SessionId,
+    /// `None`: the store could not be used.
+    transcript: Option<Arc<Transcript>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLog").field("id", &self.id).field("transcript", &self.transcript).finish()
+    }
+}
+
+impl Journal for SessionLog {
+    fn record(&self, record: &Record) {
+        if let Some(t) = &self.transcript {
+            t.record(record);
+        }
+    }
+}
+
+impl SessionLog {
+    pub(crate) fn new(id: SessionId, transcript: Option<Arc<Transcript>>, shared: Arc<Shared>) -> Self {
+        Self { id, transcript, shared }
+    }
+
+    /// Where the transcript is, if the session is saved.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.transcript.as_deref().map(Transcript::path)
+    }
+
+    /// Runs `update` on the index, if the session is saved and the store is open; a failure is
+    /// logged (the transcript, which holds the truth, is unaffected).
+    fn index(
+        &self,
+        what: &str,
+        update: impl FnOnce(&crate::store::Store, &str) -> Result<(), crate::store::StoreError>,
+    ) {
+        if self.transcript.is_none() {
+            return;
+        }
+        if let Some(store) = self.shared.store_if_open()
+            && let Err(e) = update(&store, &self.id)
+        {
+            tracing::warn!(session = %self.id, error = %e, "could not {what}");
+        }
+    }
+
+    /// A prompt (or a command that is recorded) starts turn `seq`.
+    pub(crate) fn prompt(&self, seq: u64, input: &[UserBlock]) {
+        self.record(&Record::User {
+            turn: seq,
+            id: new_message_id().to_string(),
+            blocks: input.to_vec(),
+            at: now_ms(),
+        });
+    }
+
+    /// Something the running turn shows that a reloaded session must show too (streamed text is
+    /// merged in memory and written at the next due flush, and always before any other record).
+    pub(crate) fn shown(&self, kind: &EventKind) {
+        let Some(t) = &self.transcript else { return };
+        let live = match kind {
+            EventKind::TextDelta { message_id, text } => Live::Text { thought: false, message_id, text },
+            EventKind::ThoughtDelta { message_id, text } => Live::Text { thought: true, message_id, text },
+            EventKind::ToolCall(state) => Live::ToolCall(state),
+            EventKind::ToolCallUpdate(state) => Live::ToolCallUpdate(state),
+            EventKind::Plan(entries) => Live::Plan(entries),
+            _ => return,
+        };
+        t.record_live(live);
+    }
+
+    /// Writes merged text out if it has waited long enough.
+    pub(crate) fn flush_due(&self) {
+        if let Some(t) = &self.transcript {
+            t.flush_due();
+        }
+    }
+
+    /// Writes merged text out now.
+    pub(crate) fn flush(&self) {
+        if let Some(t) = &self.transcript {
+            t.flush();
+        }
+    }
+
+    /// Turn `seq` ended: its end in the transcript and the token counters in the index — before
+    /// the surface hears of it, so a client that got its answer finds the whole turn on disk.
+    pub(crate) fn turn_ended(&self, seq: u64, outcome: &TurnOutcome, context: Option<u64>) {
+        let (stop, error, usage) = match outcome {
+            TurnOutcome::Stopped { reason, usage } => (Some(*reason), None, *usage),
+            TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
+        };
+        self.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
+        // Inline: one small write (WAL, no fsync), in order with the others.
+        self.index("update the session index", |store, id| {
+            store.finish_turn(id, usage.input, usage.output, context, None)
+        });
+    }
+
+    /// The session's settings changed.
+    pub(crate) fn settings(&self, s: &SessionSettings) {
+        self.record(&Record::Settings { model: s.model.to_string(), mode: s.mode, reasoning: s.reasoning });
+        let reasoning = s.reasoning.map(|r| r.as_str());
+        self.index("update the session index", |store, id| {
+            store.update_settings(id, &s.model.to_string(), s.mode.id(), reasoning)
+        });
+    }
+
+    pub(crate) fn title(&self, title: &str) {
+        self.index("save the session title", |store, id| store.set_title(id, title));
+    }
+
+    /// The model answered for the first time: the session is listed from now on.
+    pub(crate) fn prompted(&self) {
+        self.index("update the session index", |store, id| store.mark_prompted(id));
+    }
+}
