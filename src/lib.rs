@@ -12,7 +12,7 @@
 //!   (`acp/client_bridge.rs`), modes/config options, prompt content, `_meta` readers.
 //! - [`runtime`] — the in-process agent: one actor per session (`runtime/session.rs`), `Op` in,
 //!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
-//! - [`tools`] — one tool per file behind `ToolHandler`; approval, policy, kinds, paths, diffs; the
+//! - [`tools`] — one tool per file behind `Tool`; approval, policy, kinds, paths, diffs; the
 //!   `Host` trait through which tools reach the editor (or the disk).
 //! - [`history`] — the session's history model below the runtime and the store: content blocks, the
 //!   conversation, transcript records, and their replay for `session/load`.

@@ -13,7 +13,6 @@ use acp_protocol::acp::schema::{
     RequestPermissionOutcome, RequestPermissionResponse, TerminalOutputResponse, ToolCallUpdate, ToolCallUpdateFields,
     WaitForTerminalExitResponse,
 };
-use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +22,7 @@ use super::updates;
 use crate::rpc::RequestError;
 use crate::runtime::host::{
     self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
-    TerminalSpec, Terminals,
+    TerminalSpec,
 };
 
 /// What the client said it can do, from `initialize`.
@@ -131,178 +130,157 @@ fn remote_reason(message: &str, data: Option<&Value>) -> String {
 }
 
 impl Host for AcpHost {
-    fn read_text_file<'a>(
-        &'a self,
-        session: &'a str,
-        path: &'a Path,
+    async fn read_text_file(
+        &self,
+        session: &str,
+        path: &Path,
         range: Option<LineRange>,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<String, FsError>> {
-        Box::pin(async move {
-            if !self.state.caps.read_text_file.load(Ordering::Relaxed) {
-                return host::LocalHost.read_text_file(session, path, range, cancel).await;
-            }
-            // A FIFO or device on disk is refused before the editor is asked to open it.
-            host::ensure_regular(path).await?;
-            let mut params = json!({ "sessionId": session, "path": path });
-            if let Some(r) = range {
-                params["line"] = json!(r.line);
-                params["limit"] = json!(r.limit);
-            }
-            match self.call::<ReadTextFileResponse>(m::FS_READ_TEXT_FILE, params, cancel, READ_LIMIT).await {
-                Ok(r) => Ok(r.content),
-                // Clients answer a missing file with some error; any error for a file that is not
-                // on disk means "new file".
-                Err(e) => match tokio::fs::try_exists(path).await {
-                    Ok(false) => Err(FsError::NotFound),
-                    _ => Err(FsError::Other(format!("the editor could not read it: {e}"))),
-                },
-            }
-        })
+        cancel: &CancellationToken,
+    ) -> Result<String, FsError> {
+        if !self.state.caps.read_text_file.load(Ordering::Relaxed) {
+            return Host::read_text_file(&host::LocalHost, session, path, range, cancel).await;
+        }
+        // A FIFO or device on disk is refused before the editor is asked to open it.
+        host::ensure_regular(path).await?;
+        let mut params = json!({ "sessionId": session, "path": path });
+        if let Some(r) = range {
+            params["line"] = json!(r.line);
+            params["limit"] = json!(r.limit);
+        }
+        match self.call::<ReadTextFileResponse>(m::FS_READ_TEXT_FILE, params, cancel, READ_LIMIT).await {
+            Ok(r) => Ok(r.content),
+            // Clients answer a missing file with some error; any error for a file that is not
+            // on disk means "new file".
+            Err(e) => match tokio::fs::try_exists(path).await {
+                Ok(false) => Err(FsError::NotFound),
+                _ => Err(FsError::Other(format!("the editor could not read it: {e}"))),
+            },
+        }
     }
 
-    fn write_text_file<'a>(
-        &'a self,
-        session: &'a str,
-        path: &'a Path,
-        content: &'a str,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), FsError>> {
-        Box::pin(async move {
-            if !self.state.caps.write_text_file.load(Ordering::Relaxed) {
-                return host::LocalHost.write_text_file(session, path, content, cancel).await;
-            }
-            host::ensure_regular(path).await?;
-            let params = json!({ "sessionId": session, "path": path, "content": content });
-            self.call::<Value>(m::FS_WRITE_TEXT_FILE, params, cancel, WRITE_LIMIT)
-                .await
-                .map(|_| ())
-                .map_err(|e| FsError::Other(format!("the editor could not write it: {e}")))
-        })
+    async fn write_text_file(
+        &self,
+        session: &str,
+        path: &Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), FsError> {
+        if !self.state.caps.write_text_file.load(Ordering::Relaxed) {
+            return Host::write_text_file(&host::LocalHost, session, path, content, cancel).await;
+        }
+        host::ensure_regular(path).await?;
+        let params = json!({ "sessionId": session, "path": path, "content": content });
+        self.call::<Value>(m::FS_WRITE_TEXT_FILE, params, cancel, WRITE_LIMIT)
+            .await
+            .map(|_| ())
+            .map_err(|e| FsError::Other(format!("the editor could not write it: {e}")))
     }
 
-    fn request_permission<'a>(
-        &'a self,
-        session: &'a str,
-        request: &'a PermissionRequest,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, PermissionAnswer> {
-        Box::pin(async move {
-            let options: Vec<PermissionOption> = request
-                .options
-                .iter()
-                .map(|o| {
-                    let kind = match o.kind {
-                        OptionKind::AllowOnce => PermissionOptionKind::AllowOnce,
-                        OptionKind::AllowAlways => PermissionOptionKind::AllowAlways,
-                        OptionKind::RejectOnce => PermissionOptionKind::RejectOnce,
-                        OptionKind::RejectAlways => PermissionOptionKind::RejectAlways,
-                    };
-                    PermissionOption::new(o.id.clone(), o.label.clone(), kind)
-                })
-                .collect();
-            // Everything known of the call, so that clients deciding by kind or policy (and people
-            // reading the question) see what will run.
-            let call = &request.call;
-            let fields = ToolCallUpdateFields::new()
-                .title(call.title.clone())
-                .kind(updates::kind(call.kind))
-                .raw_input(call.raw_input.clone())
-                .locations(call.locations.iter().map(updates::location).collect::<Vec<_>>())
-                .content(call.content.iter().map(updates::content).collect::<Vec<_>>());
-            let tool_call = ToolCallUpdate::new(call.id.clone(), fields)
-                .meta(serde_json::Map::from_iter([("toolName".to_owned(), json!(call.name))]));
-            let params = json!({ "sessionId": session, "toolCall": tool_call, "options": options });
-            match self.state.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
-                Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
-                    Ok(r) => match r.outcome {
-                        RequestPermissionOutcome::Selected(s) => PermissionAnswer::Selected(s.option_id.0.to_string()),
-                        // ACP: the client answers `cancelled` when the user cancelled the turn.
-                        _ => PermissionAnswer::Cancelled,
-                    },
-                    Err(e) => {
-                        tracing::warn!(error = %e, "unexpected answer to session/request_permission");
-                        PermissionAnswer::NoAnswer
-                    }
+    async fn request_permission(
+        &self,
+        session: &str,
+        request: &PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> PermissionAnswer {
+        let options: Vec<PermissionOption> = request
+            .options
+            .iter()
+            .map(|o| {
+                let kind = match o.kind {
+                    OptionKind::AllowOnce => PermissionOptionKind::AllowOnce,
+                    OptionKind::AllowAlways => PermissionOptionKind::AllowAlways,
+                    OptionKind::RejectOnce => PermissionOptionKind::RejectOnce,
+                    OptionKind::RejectAlways => PermissionOptionKind::RejectAlways,
+                };
+                PermissionOption::new(o.id.clone(), o.label.clone(), kind)
+            })
+            .collect();
+        // Everything known of the call, so that clients deciding by kind or policy (and people
+        // reading the question) see what will run.
+        let call = &request.call;
+        let fields = ToolCallUpdateFields::new()
+            .title(call.title.clone())
+            .kind(updates::kind(call.kind))
+            .raw_input(call.raw_input.clone())
+            .locations(call.locations.iter().map(updates::location).collect::<Vec<_>>())
+            .content(call.content.iter().map(updates::content).collect::<Vec<_>>());
+        let tool_call = ToolCallUpdate::new(call.id.clone(), fields)
+            .meta(serde_json::Map::from_iter([("toolName".to_owned(), json!(call.name))]));
+        let params = json!({ "sessionId": session, "toolCall": tool_call, "options": options });
+        match self.state.conn.request(m::SESSION_REQUEST_PERMISSION, &params, cancel).await {
+            Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
+                Ok(r) => match r.outcome {
+                    RequestPermissionOutcome::Selected(s) => PermissionAnswer::Selected(s.option_id.0.to_string()),
+                    // ACP: the client answers `cancelled` when the user cancelled the turn.
+                    _ => PermissionAnswer::Cancelled,
                 },
-                Err(_) if cancel.is_cancelled() => PermissionAnswer::Cancelled,
                 Err(e) => {
-                    tracing::debug!(error = %e, "permission request ended without a choice");
+                    tracing::warn!(error = %e, "unexpected answer to session/request_permission");
                     PermissionAnswer::NoAnswer
                 }
+            },
+            Err(_) if cancel.is_cancelled() => PermissionAnswer::Cancelled,
+            Err(e) => {
+                tracing::debug!(error = %e, "permission request ended without a choice");
+                PermissionAnswer::NoAnswer
             }
+        }
+    }
+
+    fn has_terminals(&self) -> bool {
+        self.state.caps.terminal()
+    }
+
+    async fn create_terminal(
+        &self,
+        session: &str,
+        spec: &TerminalSpec,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        let env: Vec<Value> = spec.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect();
+        let mut params = json!({
+            "sessionId": session,
+            "command": spec.command,
+            "args": spec.args,
+            "env": env,
+            "cwd": spec.cwd,
+        });
+        if let Some(limit) = spec.output_byte_limit {
+            params["outputByteLimit"] = json!(limit);
+        }
+        self.call::<CreateTerminalResponse>(m::TERMINAL_CREATE, params, cancel, TERMINAL_LIMIT)
+            .await
+            .map(|r| r.terminal_id.0.to_string())
+    }
+
+    async fn wait_for_terminal_exit(
+        &self,
+        session: &str,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ExitStatus, String> {
+        let params = json!({ "sessionId": session, "terminalId": id });
+        let r =
+            self.call::<WaitForTerminalExitResponse>(m::TERMINAL_WAIT_FOR_EXIT, params, cancel, COMMAND_LIMIT).await?;
+        Ok(ExitStatus { code: r.exit_status.exit_code.map(i64::from), signal: r.exit_status.signal })
+    }
+
+    async fn terminal_output(&self, session: &str, id: &str) -> Result<TerminalOutput, String> {
+        let params = json!({ "sessionId": session, "terminalId": id });
+        let r = self.cleanup::<TerminalOutputResponse>(m::TERMINAL_OUTPUT, params).await?;
+        Ok(TerminalOutput {
+            output: r.output,
+            truncated: r.truncated,
+            exit: r.exit_status.map(|s| ExitStatus { code: s.exit_code.map(i64::from), signal: s.signal }),
         })
     }
 
-    fn terminals(&self) -> Option<&dyn Terminals> {
-        self.state.caps.terminal().then_some(self as &dyn Terminals)
-    }
-}
-
-impl Terminals for AcpHost {
-    fn create<'a>(
-        &'a self,
-        session: &'a str,
-        spec: &'a TerminalSpec,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<String, String>> {
-        Box::pin(async move {
-            let env: Vec<Value> = spec.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect();
-            let mut params = json!({
-                "sessionId": session,
-                "command": spec.command,
-                "args": spec.args,
-                "env": env,
-                "cwd": spec.cwd,
-            });
-            if let Some(limit) = spec.output_byte_limit {
-                params["outputByteLimit"] = json!(limit);
-            }
-            self.call::<CreateTerminalResponse>(m::TERMINAL_CREATE, params, cancel, TERMINAL_LIMIT)
-                .await
-                .map(|r| r.terminal_id.0.to_string())
-        })
+    async fn kill_terminal(&self, session: &str, id: &str) -> Result<(), String> {
+        self.cleanup::<Value>(m::TERMINAL_KILL, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
     }
 
-    fn wait_for_exit<'a>(
-        &'a self,
-        session: &'a str,
-        id: &'a str,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<ExitStatus, String>> {
-        Box::pin(async move {
-            let params = json!({ "sessionId": session, "terminalId": id });
-            let r = self
-                .call::<WaitForTerminalExitResponse>(m::TERMINAL_WAIT_FOR_EXIT, params, cancel, COMMAND_LIMIT)
-                .await?;
-            Ok(ExitStatus { code: r.exit_status.exit_code.map(i64::from), signal: r.exit_status.signal })
-        })
-    }
-
-    fn output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>> {
-        Box::pin(async move {
-            let params = json!({ "sessionId": session, "terminalId": id });
-            let r = self.cleanup::<TerminalOutputResponse>(m::TERMINAL_OUTPUT, params).await?;
-            Ok(TerminalOutput {
-                output: r.output,
-                truncated: r.truncated,
-                exit: r.exit_status.map(|s| ExitStatus { code: s.exit_code.map(i64::from), signal: s.signal }),
-            })
-        })
-    }
-
-    fn kill<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            self.cleanup::<Value>(m::TERMINAL_KILL, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
-        })
-    }
-
-    fn release<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            self.cleanup::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id }))
-                .await
-                .map(|_| ())
-        })
+    async fn release_terminal(&self, session: &str, id: &str) -> Result<(), String> {
+        self.cleanup::<Value>(m::TERMINAL_RELEASE, json!({ "sessionId": session, "terminalId": id })).await.map(|_| ())
     }
 }
 

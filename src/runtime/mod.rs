@@ -49,7 +49,7 @@ use crate::settings::Rule;
 pub use crate::store::CreateError;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
-use crate::tools::host::Host;
+use crate::tools::host::AnyHost;
 
 /// Settings a session starts with; ops change them later.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,7 +118,7 @@ pub(crate) struct Shared {
     config: ConfigCell,
     http: OnceCell<reqwest::Client>,
     sink: Arc<dyn EventSink>,
-    host: Arc<dyn Host>,
+    host: Arc<dyn AnyHost>,
     next_turn: AtomicU64,
     store: OnceCell<Result<Arc<Store>, StoreError>>,
     /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
@@ -195,7 +195,7 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Creates the runtime: events go to `sink`, files, approvals and terminals through `host`.
-    pub fn new(config: ConfigCell, sink: Arc<dyn EventSink>, host: Arc<dyn Host>) -> Self {
+    pub fn new(config: ConfigCell, sink: Arc<dyn EventSink>, host: Arc<dyn AnyHost>) -> Self {
         let shared = Arc::new(Shared {
             config,
             http: OnceCell::new(),

@@ -377,7 +377,7 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
     } else {
         // Tools stop on cancel themselves (a command is killed, a wait on the editor ends); one
         // that does not is dropped after a grace period, so a cancel always ends the turn.
-        let mut run = prepared.action.run(&ctx);
+        let mut run = prepared.action.run_boxed(&ctx);
         tokio::select! {
             output = &mut run => output,
             () = env.cancel.cancelled() => match tokio::time::timeout(CANCEL_GRACE, run).await {

@@ -5,14 +5,13 @@
 
 use std::path::PathBuf;
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::{
-    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_str, diff,
-    truncate, write::current,
+    Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, diff, truncate,
+    write::current,
 };
-use crate::tools::ToolSpec;
 
 pub struct ApplyPatch;
 
@@ -187,69 +186,63 @@ fn find(lines: &[String], needle: &[String], from: usize, at_end: bool) -> Optio
     })
 }
 
-impl ToolHandler for ApplyPatch {
-    fn name(&self) -> &'static str {
-        "apply_patch"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApplyPatchArgs {
+    /// The whole patch, from *** Begin Patch to *** End Patch
+    #[serde(alias = "input")]
+    patch: String,
+}
+
+impl Tool for ApplyPatch {
+    const NAME: &'static str = "apply_patch";
+    type Args = ApplyPatchArgs;
+
+    fn description(&self) -> String {
+        "Apply a patch that adds, updates, moves or deletes files. Format:\n\
+                  *** Begin Patch\n\
+                  *** Add File: path/new.txt\n+line 1\n+line 2\n\
+                  *** Update File: path/old.rs\n*** Move to: path/renamed.rs   (optional)\n\
+                  @@ fn some_function()   (optional: a line to find first)\n \
+                  context line\n-removed line\n+added line\n \
+                  context line\n\
+                  *** Delete File: path/gone.txt\n\
+                  *** End Patch\n\
+                  Give 3 lines of context around each change. Either every change applies or none does."
+            .into()
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: "Apply a patch that adds, updates, moves or deletes files. Format:\n\
-                          *** Begin Patch\n\
-                          *** Add File: path/new.txt\n+line 1\n+line 2\n\
-                          *** Update File: path/old.rs\n*** Move to: path/renamed.rs   (optional)\n\
-                          @@ fn some_function()   (optional: a line to find first)\n \
-                          context line\n-removed line\n+added line\n \
-                          context line\n\
-                          *** Delete File: path/gone.txt\n\
-                          *** End Patch\n\
-                          Give 3 lines of context around each change. Either every change applies or none does."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"patch": {"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch"}},
-                "required": ["patch"]
-            }),
+    async fn prepare(&self, args: ApplyPatchArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        // codex calls the argument `input`.
+        let patch = args.patch.as_str();
+        let ops = parse(patch).map_err(|e| format!("the patch is malformed: {e}"))?;
+        let mut changes = Vec::new();
+        for op in ops {
+            changes
+                .push(plan(ctx, op).await.map_err(|e| format!("the patch does not apply (nothing was changed): {e}"))?);
         }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            // codex calls the argument `input`.
-            let patch = arg_str(args, "patch").or_else(|_| arg_str(args, "input"))?;
-            let ops = parse(patch).map_err(|e| format!("the patch is malformed: {e}"))?;
-            let mut changes = Vec::new();
-            for op in ops {
-                changes.push(
-                    plan(ctx, op).await.map_err(|e| format!("the patch does not apply (nothing was changed): {e}"))?,
-                );
+        let mut preview = Vec::new();
+        let mut access = Access::default();
+        let mut locations = Vec::new();
+        for c in &mut changes {
+            let target = c.new_path.as_ref().unwrap_or(&c.path);
+            let change = diff::change(target, &ctx.display(target), c.old.as_deref(), c.new.as_deref().unwrap_or(""));
+            preview.extend(change.contents.iter().cloned());
+            access.writes.push(c.path.clone());
+            if let Some(to) = &c.new_path {
+                access.writes.push(to.clone());
             }
-            let mut preview = Vec::new();
-            let mut access = Access::default();
-            let mut locations = Vec::new();
-            for c in &mut changes {
-                let target = c.new_path.as_ref().unwrap_or(&c.path);
-                let change =
-                    diff::change(target, &ctx.display(target), c.old.as_deref(), c.new.as_deref().unwrap_or(""));
-                preview.extend(change.contents.iter().cloned());
-                access.writes.push(c.path.clone());
-                if let Some(to) = &c.new_path {
-                    access.writes.push(to.clone());
-                }
-                let line = if c.old.is_some() && c.new.is_some() { change.first_line } else { None };
-                locations.push(Location { path: target.clone(), line });
-                c.unified = change.unified;
-            }
-            let (title, kind) = title_and_kind(ctx, &changes);
-            Ok(Prepared {
-                title,
-                kind,
-                locations,
-                preview: preview.clone(),
-                access,
-                action: Box::new(PatchAction { changes, preview }),
-            })
+            let line = if c.old.is_some() && c.new.is_some() { change.first_line } else { None };
+            locations.push(Location { path: target.clone(), line });
+            c.unified = change.unified;
+        }
+        let (title, kind) = title_and_kind(ctx, &changes);
+        Ok(Prepared {
+            title,
+            kind,
+            locations,
+            preview: preview.clone(),
+            access,
+            action: Box::new(PatchAction { changes, preview }),
         })
     }
 }
@@ -341,33 +334,31 @@ struct PatchAction {
 }
 
 impl Action for PatchAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let mut summary = Vec::new();
-            let mut diffs = String::new();
-            for c in &self.changes {
-                let shown = ctx.display(&c.path);
-                let result = apply(ctx, c).await;
-                if let Err(e) = result {
-                    let done = if summary.is_empty() {
-                        "Nothing was changed".to_owned()
-                    } else {
-                        format!("Already applied: {}", summary.join(", "))
-                    };
-                    return ToolOutput::error(format!("could not change {shown}: {e}. {done}."));
-                }
-                let line = match (&c.old, &c.new, &c.new_path) {
-                    (None, _, _) => format!("A {shown}"),
-                    (_, None, _) => format!("D {shown}"),
-                    (_, _, Some(to)) => format!("R {shown} → {}", ctx.display(to)),
-                    _ => format!("M {shown}"),
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let mut summary = Vec::new();
+        let mut diffs = String::new();
+        for c in &self.changes {
+            let shown = ctx.display(&c.path);
+            let result = apply(ctx, c).await;
+            if let Err(e) = result {
+                let done = if summary.is_empty() {
+                    "Nothing was changed".to_owned()
+                } else {
+                    format!("Already applied: {}", summary.join(", "))
                 };
-                summary.push(line);
-                diffs.push_str(&c.unified);
+                return ToolOutput::error(format!("could not change {shown}: {e}. {done}."));
             }
-            let text = format!("Applied the patch:\n{}\n\n{diffs}", summary.join("\n"));
-            ToolOutput::ok(truncate::for_model(&text, truncate::MODEL_BUDGET, "read the changed files"), self.preview)
-        })
+            let line = match (&c.old, &c.new, &c.new_path) {
+                (None, _, _) => format!("A {shown}"),
+                (_, None, _) => format!("D {shown}"),
+                (_, _, Some(to)) => format!("R {shown} → {}", ctx.display(to)),
+                _ => format!("M {shown}"),
+            };
+            summary.push(line);
+            diffs.push_str(&c.unified);
+        }
+        let text = format!("Applied the patch:\n{}\n\n{diffs}", summary.join("\n"));
+        ToolOutput::ok(truncate::for_model(&text, truncate::MODEL_BUDGET, "read the changed files"), self.preview)
     }
 }
 

@@ -3,70 +3,63 @@
 
 use std::path::PathBuf;
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
+use super::args::Flag;
 use super::{
-    Access, Action, Location, Prepared, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool, arg_str, diff,
-    truncate, write::current,
+    Access, Action, Location, Prepared, Tool, ToolContext, ToolKind, ToolOutput, diff, truncate, write::current,
 };
-use crate::tools::ToolSpec;
 
 pub struct Edit;
 
-impl ToolHandler for Edit {
-    fn name(&self) -> &'static str {
-        "edit"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EditArgs {
+    /// File to edit
+    path: String,
+    /// The exact text to replace
+    old_string: String,
+    /// The text to put in its place
+    new_string: String,
+    /// Replace every occurrence (default false)
+    replace_all: Option<Flag>,
+}
+
+impl Tool for Edit {
+    const NAME: &'static str = "edit";
+    type Args = EditArgs;
+
+    fn description(&self) -> String {
+        "Replace an exact piece of text in a file. `old_string` must match the file exactly \
+                  (whitespace and indentation included, without the line numbers `read` shows) and must \
+                  occur exactly once, unless `replace_all` is true. Include enough surrounding lines to make \
+                  it unique."
+            .into()
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: "Replace an exact piece of text in a file. `old_string` must match the file exactly \
-                          (whitespace and indentation included, without the line numbers `read` shows) and must \
-                          occur exactly once, unless `replace_all` is true. Include enough surrounding lines to make \
-                          it unique."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to edit"},
-                    "old_string": {"type": "string", "description": "The exact text to replace"},
-                    "new_string": {"type": "string", "description": "The text to put in its place"},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
-                },
-                "required": ["path", "old_string", "new_string"]
-            }),
+    async fn prepare(&self, args: EditArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let path = ctx.resolve(&args.path);
+        let (old_string, new_string) = (args.old_string.as_str(), args.new_string.as_str());
+        let replace_all = args.replace_all.unwrap_or_default().0;
+        let shown = ctx.display(&path);
+        if old_string.is_empty() {
+            return Err("`old_string` is empty; use `write` to create a file".into());
         }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let path = ctx.resolve(arg_str(args, "path")?);
-            let old_string = arg_str(args, "old_string")?;
-            let new_string = arg_str(args, "new_string")?;
-            let replace_all = arg_opt_bool(args, "replace_all")?.unwrap_or(false);
-            let shown = ctx.display(&path);
-            if old_string.is_empty() {
-                return Err("`old_string` is empty; use `write` to create a file".into());
-            }
-            if old_string == new_string {
-                return Err("`old_string` and `new_string` are the same; nothing to change".into());
-            }
-            let Some(old) = current(ctx, &path).await? else {
-                return Err(format!("{shown} does not exist; use `write` to create it"));
-            };
-            let (new, count) =
-                replace(&old, old_string, new_string, replace_all).map_err(|e| format!("{shown}: {e}"))?;
-            let change = diff::change(&path, &shown, Some(&old), &new);
-            Ok(Prepared {
-                title: format!("Edit {shown}"),
-                kind: ToolKind::Edit,
-                locations: vec![Location { path: path.clone(), line: change.first_line }],
-                preview: change.contents.clone(),
-                access: Access { writes: vec![path.clone()], ..Access::default() },
-                action: Box::new(EditAction { path, new, count, change }),
-            })
+        if old_string == new_string {
+            return Err("`old_string` and `new_string` are the same; nothing to change".into());
+        }
+        let Some(old) = current(ctx, &path).await? else {
+            return Err(format!("{shown} does not exist; use `write` to create it"));
+        };
+        let (new, count) = replace(&old, old_string, new_string, replace_all).map_err(|e| format!("{shown}: {e}"))?;
+        let change = diff::change(&path, &shown, Some(&old), &new);
+        Ok(Prepared {
+            title: format!("Edit {shown}"),
+            kind: ToolKind::Edit,
+            locations: vec![Location { path: path.clone(), line: change.first_line }],
+            preview: change.contents.clone(),
+            access: Access { writes: vec![path.clone()], ..Access::default() },
+            action: Box::new(EditAction { path, new, count, change }),
         })
     }
 }
@@ -109,17 +102,15 @@ struct EditAction {
 }
 
 impl Action for EditAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let shown = ctx.display(&self.path);
-            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.new, &ctx.cancel).await {
-                return ToolOutput::error(format!("could not write {shown}: {e}"));
-            }
-            let plural = if self.count == 1 { "" } else { "s" };
-            let text = format!("Edited {shown} ({} replacement{plural}):\n{}", self.count, self.change.unified);
-            let for_model = truncate::for_model(&text, truncate::MODEL_BUDGET, &format!("read {shown}"));
-            ToolOutput::ok(for_model, self.change.contents)
-        })
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let shown = ctx.display(&self.path);
+        if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.new, &ctx.cancel).await {
+            return ToolOutput::error(format!("could not write {shown}: {e}"));
+        }
+        let plural = if self.count == 1 { "" } else { "s" };
+        let text = format!("Edited {shown} ({} replacement{plural}):\n{}", self.count, self.change.unified);
+        let for_model = truncate::for_model(&text, truncate::MODEL_BUDGET, &format!("read {shown}"));
+        ToolOutput::ok(for_model, self.change.contents)
     }
 }
 

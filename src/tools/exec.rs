@@ -8,17 +8,19 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::host::{ExitStatus, TerminalSpec, Terminals};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::{Flag, Int, Vars};
+use super::host::{ExitStatus, TerminalSpec};
 use super::{
-    Access, Action, Confinement, ExecAccess, Prepared, Progress, ToolContent, ToolContext, ToolHandler, ToolOutput,
-    arg_opt_str, arg_opt_u64, arg_str, kind, truncate,
+    Access, Action, Confinement, ExecAccess, Prepared, Progress, Tool, ToolContent, ToolContext, ToolOutput, kind,
+    truncate,
 };
-use crate::tools::ToolSpec;
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -29,96 +31,72 @@ const USER_TAIL: usize = 16 * 1024;
 
 pub struct Exec;
 
-impl ToolHandler for Exec {
-    fn name(&self) -> &'static str {
-        "exec"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecArgs {
+    /// The command line
+    command: String,
+    /// Directory to run in (relative to the workspace root)
+    cwd: Option<String>,
+    /// Time limit in milliseconds
+    #[schemars(range(min = 1))]
+    timeout_ms: Option<Int>,
+    /// Extra environment variables
+    env: Option<Vars>,
+    /// false to ask the user to run this command outside the sandbox (default true)
+    sandbox: Option<Flag>,
+}
+
+impl Tool for Exec {
+    const NAME: &'static str = "exec";
+    type Args = ExecArgs;
+
+    fn description(&self) -> String {
+        format!(
+            "Run a shell command (bash -c) and return its combined stdout and stderr and its exit code. \
+         Runs in the workspace root unless `cwd` is given. Times out after `timeout_ms` \
+         (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS}). Do not start commands that wait for input \
+         or never end (servers, watchers). Commands run in a sandbox: they may write only inside the \
+         workspace and the temp dir, cannot read credentials, and have no network unless the user turned it on. \
+         Set `sandbox` to false only when a command fails because of the sandbox; the user is then asked \
+         whether it may run unconfined."
+        )
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: format!(
-                "Run a shell command (bash -c) and return its combined stdout and stderr and its exit code. \
-                 Runs in the workspace root unless `cwd` is given. Times out after `timeout_ms` \
-                 (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS}). Do not start commands that wait for input \
-                 or never end (servers, watchers). Commands run in a sandbox: they may write only inside the \
-                 workspace and the temp dir, cannot read credentials, and have no network unless the user turned it on. \
-                 Set `sandbox` to false only when a command fails because of the sandbox; the user is then asked \
-                 whether it may run unconfined."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line"},
-                    "cwd": {"type": "string", "description": "Directory to run in (relative to the workspace root)"},
-                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds"},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables"},
-                    "sandbox": {"type": "boolean", "description": "false to ask the user to run this command outside the sandbox (default true)"}
-                },
-                "required": ["command"]
-            }),
+    async fn prepare(&self, args: ExecArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let command = args.command;
+        if command.trim().is_empty() {
+            return Err("`command` is empty".into());
         }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let command = arg_str(args, "command")?.to_owned();
-            if command.trim().is_empty() {
-                return Err("`command` is empty".into());
-            }
-            let cwd = match arg_opt_str(args, "cwd")? {
-                Some(dir) => ctx.resolve(dir),
-                None => ctx.cwd.clone(),
-            };
-            let timeout = arg_opt_u64(args, "timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS).clamp(1, MAX_TIMEOUT_MS);
-            let env = match args.get("env") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Object(map)) => map
-                    .iter()
-                    .map(|(k, v)| match v {
-                        Value::String(s) => Ok((k.clone(), s.clone())),
-                        other => Ok((k.clone(), other.to_string())),
-                    })
-                    .collect::<Result<_, String>>()?,
-                Some(other) => return Err(format!("`env` must be an object of strings, got {other}")),
-            };
-            let confinement = match args.get("sandbox") {
-                None | Some(Value::Null | Value::Bool(true)) => match crate::sandbox::available(&ctx.config) {
-                    Ok(_) => Confinement::Sandboxed,
-                    Err(_) => Confinement::NoSandbox,
-                },
-                Some(Value::Bool(false)) => Confinement::Escape,
-                Some(other) => return Err(format!("`sandbox` must be true or false, got {other}")),
-            };
-            let mut title = format!("Run {}", code_span(&shown_with_env(&command, &env)));
-            if cwd != ctx.cwd {
-                title.push_str(&format!(" in {}", ctx.display(&cwd)));
-            }
-            if confinement == Confinement::Escape {
-                title.push_str(" outside the sandbox");
-            }
-            Ok(Prepared {
-                title,
-                kind: kind::kind_for_command(&command),
-                locations: Vec::new(),
-                preview: Vec::new(),
-                access: Access {
-                    exec: Some(ExecAccess {
-                        command: command.clone(),
-                        cwd: cwd.clone(),
-                        env: env.clone(),
-                        confinement,
-                    }),
-                    ..Access::default()
-                },
-                action: Box::new(ExecAction {
-                    command,
-                    cwd,
-                    env,
-                    timeout: Duration::from_millis(timeout),
-                    confinement,
-                }),
-            })
+        let cwd = match args.cwd.as_deref() {
+            Some(dir) => ctx.resolve(dir),
+            None => ctx.cwd.clone(),
+        };
+        let timeout = args.timeout_ms.map_or(DEFAULT_TIMEOUT_MS, |t| t.0).clamp(1, MAX_TIMEOUT_MS);
+        let env = args.env.map(|v| v.0).unwrap_or_default();
+        let confinement = match args.sandbox {
+            None | Some(Flag(true)) => match crate::sandbox::available(&ctx.config) {
+                Ok(_) => Confinement::Sandboxed,
+                Err(_) => Confinement::NoSandbox,
+            },
+            Some(Flag(false)) => Confinement::Escape,
+        };
+        let mut title = format!("Run {}", code_span(&shown_with_env(&command, &env)));
+        if cwd != ctx.cwd {
+            title.push_str(&format!(" in {}", ctx.display(&cwd)));
+        }
+        if confinement == Confinement::Escape {
+            title.push_str(" outside the sandbox");
+        }
+        Ok(Prepared {
+            title,
+            kind: kind::kind_for_command(&command),
+            locations: Vec::new(),
+            preview: Vec::new(),
+            access: Access {
+                exec: Some(ExecAccess { command: command.clone(), cwd: cwd.clone(), env: env.clone(), confinement }),
+                ..Access::default()
+            },
+            action: Box::new(ExecAction { command, cwd, env, timeout: Duration::from_millis(timeout), confinement }),
         })
     }
 }
@@ -198,16 +176,11 @@ enum Ending {
 }
 
 impl Action for ExecAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            if !self.cwd.is_dir() {
-                return ToolOutput::error(format!("{} is not a directory", ctx.display(&self.cwd)));
-            }
-            match ctx.host.terminals() {
-                Some(terminals) => self.in_terminal(ctx, terminals).await,
-                None => self.locally(ctx).await,
-            }
-        })
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        if !self.cwd.is_dir() {
+            return ToolOutput::error(format!("{} is not a directory", ctx.display(&self.cwd)));
+        }
+        if ctx.host.has_terminals() { self.in_terminal(ctx).await } else { self.locally(ctx).await }
     }
 }
 
@@ -230,7 +203,8 @@ impl ExecAction {
         crate::sandbox::Policy::new(&ctx.config, &ctx.roots, ctx.network)
     }
 
-    async fn in_terminal(&self, ctx: &ToolContext, terminals: &dyn Terminals) -> ToolOutput {
+    async fn in_terminal(&self, ctx: &ToolContext) -> ToolOutput {
+        let terminals = &ctx.host;
         let (program, args) = match self.program(ctx) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(format!("the sandbox is not available ({e}); the command was not run")),
@@ -242,18 +216,18 @@ impl ExecAction {
             cwd: self.cwd.clone(),
             output_byte_limit: Some(1024 * 1024),
         };
-        let id = match terminals.create(&ctx.session, &spec, &ctx.cancel).await {
+        let id = match terminals.create_terminal(&ctx.session, &spec, &ctx.cancel).await {
             Ok(id) => id,
             Err(e) => return ToolOutput::error(format!("the editor could not start a terminal: {e}")),
         };
         // The terminal is shown while it runs (and stays visible after release).
         (ctx.progress)(Progress::Content(vec![ToolContent::Terminal(id.clone())]));
         let ending = tokio::select! {
-            status = terminals.wait_for_exit(&ctx.session, &id, &ctx.cancel) => match status {
+            status = terminals.wait_for_terminal_exit(&ctx.session, &id, &ctx.cancel) => match status {
                 Ok(status) => Ending::Exited(status),
                 Err(_) if ctx.cancel.is_cancelled() => Ending::Cancelled,
                 Err(e) => {
-                    let _ = terminals.release(&ctx.session, &id).await;
+                    let _ = terminals.release_terminal(&ctx.session, &id).await;
                     return ToolOutput::error(format!("the editor terminal failed: {e}"));
                 }
             },
@@ -261,10 +235,10 @@ impl ExecAction {
             () = ctx.cancel.cancelled() => Ending::Cancelled,
         };
         if !matches!(ending, Ending::Exited(_)) {
-            let _ = terminals.kill(&ctx.session, &id).await;
+            let _ = terminals.kill_terminal(&ctx.session, &id).await;
         }
-        let output = terminals.output(&ctx.session, &id).await.unwrap_or_default();
-        let _ = terminals.release(&ctx.session, &id).await;
+        let output = terminals.terminal_output(&ctx.session, &id).await.unwrap_or_default();
+        let _ = terminals.release_terminal(&ctx.session, &id).await;
         let mut text = output.output;
         if output.truncated {
             text.insert_str(0, "[… the start of the output was cut by the terminal]\n");

@@ -7,17 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures_util::future::BoxFuture;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::{WalkBuilder, WalkState, overrides::OverrideBuilder};
-use serde_json::{Value, json};
 
-use super::{
-    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_bool,
-    arg_opt_str, arg_opt_u64, arg_str, truncate,
-};
-use crate::tools::ToolSpec;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::{Flag, Int};
+use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, truncate};
 
 pub const DEFAULT_MAX_MATCHES: usize = 200;
 pub const MAX_MATCHES: usize = 5000;
@@ -158,64 +156,63 @@ fn text_of(bytes: &[u8]) -> String {
     truncate::line(s.trim_end_matches(['\n', '\r']), MAX_LINE).into_owned()
 }
 
-impl ToolHandler for Grep {
-    fn name(&self) -> &'static str {
-        "grep"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GrepArgs {
+    /// Regular expression (or literal text with fixed_strings)
+    pattern: String,
+    /// Directory or file to search (default: the workspace root)
+    path: Option<String>,
+    /// Only files matching this glob, e.g. "*.rs" or "!*.min.js"
+    glob: Option<String>,
+    case_insensitive: Option<Flag>,
+    /// Treat the pattern as literal text
+    fixed_strings: Option<Flag>,
+    /// Lines of context around each match
+    #[schemars(range(min = 0))]
+    context: Option<Int>,
+    /// List matching files only
+    files_only: Option<Flag>,
+    #[schemars(range(min = 1))]
+    max_results: Option<Int>,
+}
+
+impl Tool for Grep {
+    const NAME: &'static str = "grep";
+    type Args = GrepArgs;
+
+    fn description(&self) -> String {
+        format!(
+            "Search file contents with a regular expression (Rust regex syntax, like ripgrep). Skips files ignored \
+         by .gitignore, hidden files and binary files. Returns `path:line:text` for matches (and \
+         `path-line-text` for context lines), sorted by path, at most `max_results` matches \
+         (default {DEFAULT_MAX_MATCHES})."
+        )
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: format!(
-                "Search file contents with a regular expression (Rust regex syntax, like ripgrep). Skips files ignored \
-                 by .gitignore, hidden files and binary files. Returns `path:line:text` for matches (and \
-                 `path-line-text` for context lines), sorted by path, at most `max_results` matches \
-                 (default {DEFAULT_MAX_MATCHES})."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression (or literal text with fixed_strings)"},
-                    "path": {"type": "string", "description": "Directory or file to search (default: the workspace root)"},
-                    "glob": {"type": "string", "description": "Only files matching this glob, e.g. \"*.rs\" or \"!*.min.js\""},
-                    "case_insensitive": {"type": "boolean"},
-                    "fixed_strings": {"type": "boolean", "description": "Treat the pattern as literal text"},
-                    "context": {"type": "integer", "minimum": 0, "description": "Lines of context around each match"},
-                    "files_only": {"type": "boolean", "description": "List matching files only"},
-                    "max_results": {"type": "integer", "minimum": 1}
-                },
-                "required": ["pattern"]
-            }),
-        }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let pattern = arg_str(args, "pattern")?.to_owned();
-            let root = match arg_opt_str(args, "path")? {
-                Some(p) => ctx.resolve(p),
-                None => ctx.cwd.clone(),
-            };
-            let search = Search {
-                pattern,
-                globs: arg_opt_str(args, "glob")?.map(|g| vec![g.to_owned()]).unwrap_or_default(),
-                case_insensitive: arg_opt_bool(args, "case_insensitive")?.unwrap_or(false),
-                fixed_strings: arg_opt_bool(args, "fixed_strings")?.unwrap_or(false),
-                context: arg_opt_u64(args, "context")?.unwrap_or(0).min(20) as usize,
-                max_matches: (arg_opt_u64(args, "max_results")?.unwrap_or(DEFAULT_MAX_MATCHES as u64) as usize)
-                    .clamp(1, MAX_MATCHES),
-                files_only: arg_opt_bool(args, "files_only")?.unwrap_or(false),
-                root: root.clone(),
-            };
-            let where_ = if root == ctx.cwd { String::new() } else { format!(" in {}", ctx.display(&root)) };
-            Ok(Prepared {
-                title: format!("Search `{}`{where_}", search.pattern),
-                kind: ToolKind::Search,
-                locations: vec![Location::file(root.clone())],
-                preview: Vec::new(),
-                access: Access { reads: vec![root], ..Access::default() },
-                action: Box::new(GrepAction(search)),
-            })
+    async fn prepare(&self, args: GrepArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let pattern = args.pattern;
+        let root = match args.path.as_deref() {
+            Some(p) => ctx.resolve(p),
+            None => ctx.cwd.clone(),
+        };
+        let search = Search {
+            pattern,
+            globs: args.glob.into_iter().collect(),
+            case_insensitive: args.case_insensitive.unwrap_or_default().0,
+            fixed_strings: args.fixed_strings.unwrap_or_default().0,
+            context: args.context.map_or(0, |c| c.0).min(20) as usize,
+            max_matches: (args.max_results.map_or(DEFAULT_MAX_MATCHES as u64, |m| m.0) as usize).clamp(1, MAX_MATCHES),
+            files_only: args.files_only.unwrap_or_default().0,
+            root: root.clone(),
+        };
+        let where_ = if root == ctx.cwd { String::new() } else { format!(" in {}", ctx.display(&root)) };
+        Ok(Prepared {
+            title: format!("Search `{}`{where_}", search.pattern),
+            kind: ToolKind::Search,
+            locations: vec![Location::file(root.clone())],
+            preview: Vec::new(),
+            access: Access { reads: vec![root], ..Access::default() },
+            action: Box::new(GrepAction(search)),
         })
     }
 }
@@ -223,30 +220,28 @@ impl ToolHandler for Grep {
 struct GrepAction(Search);
 
 impl Action for GrepAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let search = self.0;
-            if !search.root.exists() {
-                return ToolOutput::error(format!("{} does not exist", ctx.display(&search.root)));
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let search = self.0;
+        if !search.root.exists() {
+            return ToolOutput::error(format!("{} does not exist", ctx.display(&search.root)));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let job = {
+            let (search, stop) = (search.clone(), stop.clone());
+            tokio::task::spawn_blocking(move || search.run(&stop))
+        };
+        let found = tokio::select! {
+            r = job => match r {
+                Ok(Ok(found)) => found,
+                Ok(Err(e)) => return ToolOutput::error(e),
+                Err(e) => return ToolOutput::error(format!("the search failed: {e}")),
+            },
+            () = ctx.cancel.cancelled() => {
+                stop.store(true, Ordering::Relaxed);
+                return ToolOutput::error("cancelled");
             }
-            let stop = Arc::new(AtomicBool::new(false));
-            let job = {
-                let (search, stop) = (search.clone(), stop.clone());
-                tokio::task::spawn_blocking(move || search.run(&stop))
-            };
-            let found = tokio::select! {
-                r = job => match r {
-                    Ok(Ok(found)) => found,
-                    Ok(Err(e)) => return ToolOutput::error(e),
-                    Err(e) => return ToolOutput::error(format!("the search failed: {e}")),
-                },
-                () = ctx.cancel.cancelled() => {
-                    stop.store(true, Ordering::Relaxed);
-                    return ToolOutput::error("cancelled");
-                }
-            };
-            render(ctx, &search, &found)
-        })
+        };
+        render(ctx, &search, &found)
     }
 }
 

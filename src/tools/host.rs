@@ -110,27 +110,6 @@ pub struct TerminalOutput {
     pub exit: Option<ExitStatus>,
 }
 
-/// Terminals the editor creates and shows.
-/// Terminals the editor creates and shows. Every call ends, whatever the editor does: the ones a
-/// turn waits on end when `cancel` fires, and each has a time limit (so does the cleanup).
-pub trait Terminals: Send + Sync {
-    fn create<'a>(
-        &'a self,
-        session: &'a str,
-        spec: &'a TerminalSpec,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<String, String>>;
-    fn wait_for_exit<'a>(
-        &'a self,
-        session: &'a str,
-        id: &'a str,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<ExitStatus, String>>;
-    fn output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>>;
-    fn kill<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
-    fn release<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
-}
-
 /// Lines `line ..= line + limit - 1` (1-based) of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineRange {
@@ -138,10 +117,81 @@ pub struct LineRange {
     pub limit: u32,
 }
 
-/// Every call ends when `cancel` fires (the turn was cancelled), whatever the editor does.
-pub trait Host: Send + Sync {
+/// What tools reach the outside world through. Every call ends, whatever the editor does: the
+/// ones a turn waits on end when `cancel` fires, and each has a time limit (so does the cleanup).
+/// Tools hold it as `dyn` [`AnyHost`], which every `Host` is.
+pub trait Host: Send + Sync + 'static {
     /// Reads a text file — or a range of its lines — as the user sees it (an editor includes
     /// unsaved changes).
+    fn read_text_file(
+        &self,
+        session: &str,
+        path: &Path,
+        range: Option<LineRange>,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<String, FsError>> + Send;
+
+    /// Writes a text file (an editor shows the change for review).
+    fn write_text_file(
+        &self,
+        session: &str,
+        path: &Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<(), FsError>> + Send;
+
+    /// Asks the user; resolves to `Cancelled` when `cancel` fires.
+    fn request_permission(
+        &self,
+        session: &str,
+        request: &PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = PermissionAnswer> + Send;
+
+    /// Whether the editor offers terminals it creates and shows (the `*_terminal` methods).
+    fn has_terminals(&self) -> bool {
+        false
+    }
+
+    fn create_terminal(
+        &self,
+        _session: &str,
+        _spec: &TerminalSpec,
+        _cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<String, String>> + Send {
+        async { Err(NO_TERMINALS.to_owned()) }
+    }
+
+    fn wait_for_terminal_exit(
+        &self,
+        _session: &str,
+        _id: &str,
+        _cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<ExitStatus, String>> + Send {
+        async { Err(NO_TERMINALS.to_owned()) }
+    }
+
+    fn terminal_output(
+        &self,
+        _session: &str,
+        _id: &str,
+    ) -> impl Future<Output = Result<TerminalOutput, String>> + Send {
+        async { Err(NO_TERMINALS.to_owned()) }
+    }
+
+    fn kill_terminal(&self, _session: &str, _id: &str) -> impl Future<Output = Result<(), String>> + Send {
+        async { Err(NO_TERMINALS.to_owned()) }
+    }
+
+    fn release_terminal(&self, _session: &str, _id: &str) -> impl Future<Output = Result<(), String>> + Send {
+        async { Err(NO_TERMINALS.to_owned()) }
+    }
+}
+
+const NO_TERMINALS: &str = "the editor offers no terminals";
+
+/// [`Host`] as an object: the one place its futures are boxed.
+pub trait AnyHost: Send + Sync {
     fn read_text_file<'a>(
         &'a self,
         session: &'a str,
@@ -149,8 +199,6 @@ pub trait Host: Send + Sync {
         range: Option<LineRange>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<String, FsError>>;
-
-    /// Writes a text file (an editor shows the change for review).
     fn write_text_file<'a>(
         &'a self,
         session: &'a str,
@@ -158,18 +206,92 @@ pub trait Host: Send + Sync {
         content: &'a str,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), FsError>>;
-
-    /// Asks the user; resolves to `Cancelled` when `cancel` fires.
     fn request_permission<'a>(
         &'a self,
         session: &'a str,
         request: &'a PermissionRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, PermissionAnswer>;
+    fn has_terminals(&self) -> bool;
+    fn create_terminal<'a>(
+        &'a self,
+        session: &'a str,
+        spec: &'a TerminalSpec,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, String>>;
+    fn wait_for_terminal_exit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ExitStatus, String>>;
+    fn terminal_output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>>;
+    fn kill_terminal<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    fn release_terminal<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+}
 
-    /// Editor terminals, when the editor offers them.
-    fn terminals(&self) -> Option<&dyn Terminals> {
-        None
+impl<H: Host> AnyHost for H {
+    fn read_text_file<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a Path,
+        range: Option<LineRange>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, FsError>> {
+        Box::pin(Host::read_text_file(self, session, path, range, cancel))
+    }
+
+    fn write_text_file<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a Path,
+        content: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), FsError>> {
+        Box::pin(Host::write_text_file(self, session, path, content, cancel))
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        session: &'a str,
+        request: &'a PermissionRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, PermissionAnswer> {
+        Box::pin(Host::request_permission(self, session, request, cancel))
+    }
+
+    fn has_terminals(&self) -> bool {
+        Host::has_terminals(self)
+    }
+
+    fn create_terminal<'a>(
+        &'a self,
+        session: &'a str,
+        spec: &'a TerminalSpec,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(Host::create_terminal(self, session, spec, cancel))
+    }
+
+    fn wait_for_terminal_exit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ExitStatus, String>> {
+        Box::pin(Host::wait_for_terminal_exit(self, session, id, cancel))
+    }
+
+    fn terminal_output<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, String>> {
+        Box::pin(Host::terminal_output(self, session, id))
+    }
+
+    fn kill_terminal<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(Host::kill_terminal(self, session, id))
+    }
+
+    fn release_terminal<'a>(&'a self, session: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(Host::release_terminal(self, session, id))
     }
 }
 
@@ -178,39 +300,40 @@ pub trait Host: Send + Sync {
 pub struct LocalHost;
 
 impl Host for LocalHost {
-    fn read_text_file<'a>(
-        &'a self,
-        _session: &'a str,
-        path: &'a Path,
+    async fn read_text_file(
+        &self,
+        _session: &str,
+        path: &Path,
         range: Option<LineRange>,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<String, FsError>> {
-        Box::pin(until_cancelled(cancel, async move {
+        cancel: &CancellationToken,
+    ) -> Result<String, FsError> {
+        until_cancelled(cancel, async move {
             match range {
                 None => read_local(path).await,
                 Some(range) => read_local_lines(path, range).await,
             }
-        }))
+        })
+        .await
     }
 
-    fn write_text_file<'a>(
-        &'a self,
-        _session: &'a str,
-        path: &'a Path,
-        content: &'a str,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), FsError>> {
-        Box::pin(until_cancelled(cancel, write_local(path, content)))
+    async fn write_text_file(
+        &self,
+        _session: &str,
+        path: &Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), FsError> {
+        until_cancelled(cancel, write_local(path, content)).await
     }
 
-    fn request_permission<'a>(
-        &'a self,
-        _session: &'a str,
-        request: &'a PermissionRequest,
-        _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, PermissionAnswer> {
+    async fn request_permission(
+        &self,
+        _session: &str,
+        request: &PermissionRequest,
+        _cancel: &CancellationToken,
+    ) -> PermissionAnswer {
         let reject = request.options.iter().find(|o| o.kind == OptionKind::RejectOnce).map(|o| o.id.clone());
-        Box::pin(async move { reject.map_or(PermissionAnswer::NoAnswer, PermissionAnswer::Selected) })
+        reject.map_or(PermissionAnswer::NoAnswer, PermissionAnswer::Selected)
     }
 }
 

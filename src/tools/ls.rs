@@ -2,48 +2,41 @@
 
 use std::path::PathBuf;
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{
-    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_str,
-};
-use crate::tools::ToolSpec;
+use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput};
 
 const MAX_ENTRIES: usize = 1000;
 
 pub struct Ls;
 
-impl ToolHandler for Ls {
-    fn name(&self) -> &'static str {
-        "ls"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LsArgs {
+    /// Directory (default: the workspace root)
+    path: Option<String>,
+}
+
+impl Tool for Ls {
+    const NAME: &'static str = "ls";
+    type Args = LsArgs;
+
+    fn description(&self) -> String {
+        format!(
+            "List a directory: subdirectories (with a trailing /) then files with their sizes. At most {MAX_ENTRIES} \
+         entries."
+        )
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: format!(
-                "List a directory: subdirectories (with a trailing /) then files with their sizes. At most {MAX_ENTRIES} \
-                 entries."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {"path": {"type": "string", "description": "Directory (default: the workspace root)"}}
-            }),
-        }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let dir = arg_opt_str(args, "path")?.map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p));
-            Ok(Prepared {
-                title: format!("List {}", ctx.display(&dir)),
-                kind: ToolKind::Read,
-                locations: vec![Location::file(dir.clone())],
-                preview: Vec::new(),
-                access: Access { reads: vec![dir.clone()], ..Access::default() },
-                action: Box::new(LsAction(dir)),
-            })
+    async fn prepare(&self, args: LsArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let dir = args.path.as_deref().map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p));
+        Ok(Prepared {
+            title: format!("List {}", ctx.display(&dir)),
+            kind: ToolKind::Read,
+            locations: vec![Location::file(dir.clone())],
+            preview: Vec::new(),
+            access: Access { reads: vec![dir.clone()], ..Access::default() },
+            action: Box::new(LsAction(dir)),
         })
     }
 }
@@ -51,43 +44,41 @@ impl ToolHandler for Ls {
 struct LsAction(PathBuf);
 
 impl Action for LsAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let dir = self.0;
-            let mut reader = match tokio::fs::read_dir(&dir).await {
-                Ok(r) => r,
-                Err(e) => return ToolOutput::error(format!("cannot list {}: {e}", ctx.display(&dir))),
-            };
-            let mut dirs = Vec::new();
-            let mut files = Vec::new();
-            let mut more = false;
-            while let Ok(Some(entry)) = reader.next_entry().await {
-                if dirs.len() + files.len() >= MAX_ENTRIES {
-                    more = true;
-                    break;
-                }
-                let name = entry.file_name().to_string_lossy().into_owned();
-                match entry.metadata().await {
-                    Ok(m) if m.is_dir() => dirs.push(format!("{name}/")),
-                    Ok(m) => files.push((name, m.len())),
-                    Err(_) => files.push((name, 0)),
-                }
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let dir = self.0;
+        let mut reader = match tokio::fs::read_dir(&dir).await {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(format!("cannot list {}: {e}", ctx.display(&dir))),
+        };
+        let mut dirs = Vec::new();
+        let mut files = Vec::new();
+        let mut more = false;
+        while let Ok(Some(entry)) = reader.next_entry().await {
+            if dirs.len() + files.len() >= MAX_ENTRIES {
+                more = true;
+                break;
             }
-            dirs.sort();
-            files.sort();
-            let mut out: String = dirs.iter().map(|d| format!("{d}\n")).collect();
-            for (name, size) in &files {
-                out.push_str(&format!("{name}  ({})\n", human(*size)));
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match entry.metadata().await {
+                Ok(m) if m.is_dir() => dirs.push(format!("{name}/")),
+                Ok(m) => files.push((name, m.len())),
+                Err(_) => files.push((name, 0)),
             }
-            if out.is_empty() {
-                out = "(empty directory)\n".into();
-            }
-            if more {
-                out.push_str(&format!("[stopped at {MAX_ENTRIES} entries; use `glob` to narrow]\n"));
-            }
-            let summary = format!("{} directories, {} files", dirs.len(), files.len());
-            ToolOutput::ok(out, vec![ToolContent::Text(summary)])
-        })
+        }
+        dirs.sort();
+        files.sort();
+        let mut out: String = dirs.iter().map(|d| format!("{d}\n")).collect();
+        for (name, size) in &files {
+            out.push_str(&format!("{name}  ({})\n", human(*size)));
+        }
+        if out.is_empty() {
+            out = "(empty directory)\n".into();
+        }
+        if more {
+            out.push_str(&format!("[stopped at {MAX_ENTRIES} entries; use `glob` to narrow]\n"));
+        }
+        let summary = format!("{} directories, {} files", dirs.len(), files.len());
+        ToolOutput::ok(out, vec![ToolContent::Text(summary)])
     }
 }
 

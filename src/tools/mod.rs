@@ -1,11 +1,14 @@
-//! Tools the model can call, one per file behind [`ToolHandler`]; policy (`policy.rs`) and approval
+//! Tools the model can call, one per file behind [`Tool`]; policy (`policy.rs`) and approval
 //! (`approval.rs`) live in one place each, not in the tools. A call is prepared first — arguments
-//! checked, title, kind, locations and a preview (the diff of an edit) computed, the paths and
+//! decoded into the tool's typed `Args` (whose derive is also the schema the model sees, see
+//! `args.rs`), title, kind, locations and a preview (the diff of an edit) computed, the paths and
 //! commands it touches listed — so it can be shown and approved before its [`Action`] runs.
-//! Nothing here knows ACP: the editor is reached through [`host::Host`].
+//! The registry holds tools as [`AnyTool`]: every `Tool`, and tools defined at run time from a
+//! JSON schema. Nothing here knows ACP: the editor is reached through [`host::Host`].
 
 pub mod apply_patch;
 pub mod approval;
+pub mod args;
 pub mod diff;
 pub mod edit;
 pub mod exec;
@@ -27,13 +30,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use kind::ToolKind;
 
 use crate::config::Config;
-use host::Host;
+use host::AnyHost;
 
 /// A place a tool call touches, shown by editors to follow the agent.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -148,12 +153,23 @@ pub struct Prepared {
     /// Shown with the pending call, before approval (e.g. the diff of an edit).
     pub preview: Vec<ToolContent>,
     pub access: Access,
-    pub action: Box<dyn Action>,
+    pub action: Box<dyn AnyAction>,
 }
 
 /// The effect of a prepared call.
-pub trait Action: Send {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+pub trait Action: Send + 'static {
+    fn run(self, ctx: &ToolContext) -> impl Future<Output = ToolOutput> + Send;
+}
+
+/// [`Action`] as an object: the one place its future is boxed.
+pub trait AnyAction: Send {
+    fn run_boxed<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+}
+
+impl<A: Action> AnyAction for A {
+    fn run_boxed<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin((*self).run(ctx))
+    }
 }
 
 /// What a finished call returns.
@@ -197,7 +213,7 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     /// The session's cwd and its additional directories: the workspace.
     pub roots: Vec<PathBuf>,
-    pub host: Arc<dyn Host>,
+    pub host: Arc<dyn AnyHost>,
     pub config: Arc<Config>,
     pub cancel: CancellationToken,
     pub http: Option<reqwest::Client>,
@@ -218,14 +234,33 @@ impl ToolContext {
     }
 }
 
-/// One tool.
-pub trait ToolHandler: Send + Sync {
-    fn spec(&self) -> ToolSpec;
+/// One tool, typed: the model calls it by `NAME` with arguments that decode into `Args`, whose
+/// derived schema is what the model is shown.
+pub trait Tool: Send + Sync + 'static {
+    const NAME: &'static str;
+    type Args: DeserializeOwned + JsonSchema + Send;
 
-    /// The name the model calls it by.
-    fn name(&self) -> &'static str;
+    /// What the model is told the tool does.
+    fn description(&self) -> String;
 
     /// Not shown as a tool call (its effect is shown instead, e.g. the plan).
+    fn hidden(&self) -> bool {
+        false
+    }
+
+    /// Works out what the call will do, without doing it (the arguments are decoded already).
+    fn prepare(&self, args: Self::Args, ctx: &ToolContext) -> impl Future<Output = Result<Prepared, String>> + Send;
+}
+
+/// Any tool, as the registry holds it: every [`Tool`] (through the impl below, the one place its
+/// futures are boxed), or a tool defined at run time that brings its own JSON schema and reads its
+/// arguments as JSON (an MCP server's).
+pub trait AnyTool: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &str;
+
+    fn spec(&self) -> ToolSpec;
+
     fn hidden(&self) -> bool {
         false
     }
@@ -234,15 +269,42 @@ pub trait ToolHandler: Send + Sync {
     fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>>;
 }
 
-/// The tools offered to the model, after the `[tools]` policy.
-pub struct Registry {
-    tools: Vec<Arc<dyn ToolHandler>>,
+impl<T: Tool> AnyTool for T {
+    fn name(&self) -> &str {
+        T::NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec { name: T::NAME.into(), description: self.description(), parameters: args::schema_for::<T::Args>() }
+    }
+
+    fn hidden(&self) -> bool {
+        Tool::hidden(self)
+    }
+
+    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
+        Box::pin(async move { Tool::prepare(self, args::decode(args)?, ctx).await })
+    }
 }
 
-impl Registry {
-    /// Every built-in tool the policy allows.
-    pub fn new(policy: &policy::ToolPolicy) -> Self {
-        let all: Vec<Arc<dyn ToolHandler>> = vec![
+/// A tool the registry offers, with its spec (built once).
+#[derive(Clone)]
+struct Entry {
+    tool: Arc<dyn AnyTool>,
+    spec: ToolSpec,
+}
+
+impl Entry {
+    fn new(tool: Arc<dyn AnyTool>) -> Self {
+        Self { spec: tool.spec(), tool }
+    }
+}
+
+/// The built-in tools, their schemas generated once per process.
+fn builtin() -> &'static [Entry] {
+    static TOOLS: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let all: [Arc<dyn AnyTool>; 10] = [
             Arc::new(read::Read),
             Arc::new(write::Write),
             Arc::new(edit::Edit),
@@ -254,56 +316,36 @@ impl Registry {
             Arc::new(web_fetch::WebFetch),
             Arc::new(plan::UpdatePlan),
         ];
-        Self { tools: all.into_iter().filter(|t| policy.allows(t.name())).collect() }
+        all.into_iter().map(Entry::new).collect()
+    })
+}
+
+/// The tools offered to the model, after the `[tools]` policy.
+pub struct Registry {
+    tools: Vec<Entry>,
+}
+
+impl Registry {
+    /// Every built-in tool the policy allows.
+    pub fn new(policy: &policy::ToolPolicy) -> Self {
+        Self { tools: builtin().iter().filter(|e| policy.allows(e.tool.name())).cloned().collect() }
+    }
+
+    /// Adds a tool defined at run time (replacing a tool of the same name).
+    pub fn add(&mut self, tool: Arc<dyn AnyTool>) {
+        let entry = Entry::new(tool);
+        self.tools.retain(|e| e.spec.name != entry.spec.name);
+        self.tools.push(entry);
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+        self.tools.iter().map(|e| e.spec.clone()).collect()
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<dyn ToolHandler>> {
-        self.tools.iter().find(|t| t.name() == name).cloned()
+    pub fn get(&self, name: &str) -> Option<Arc<dyn AnyTool>> {
+        self.tools.iter().find(|e| e.spec.name == name).map(|e| e.tool.clone())
     }
 }
 
-/// Reads a string argument.
-pub(crate) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!("`{key}` must be a string, got {other}")),
-        None => Err(format!("missing required argument `{key}`")),
-    }
-}
-
-/// Reads an optional string argument.
-pub(crate) fn arg_opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!("`{key}` must be a string, got {other}")),
-    }
-}
-
-/// Reads an optional non-negative integer argument (numbers written as strings are accepted).
-pub(crate) fn arg_opt_u64(args: &Value, key: &str) -> Result<Option<u64>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => {
-            n.as_u64().map(Some).ok_or_else(|| format!("`{key}` must be a non-negative integer, got {n}"))
-        }
-        Some(Value::String(s)) => {
-            s.trim().parse().map(Some).map_err(|_| format!("`{key}` must be a non-negative integer, got {s:?}"))
-        }
-        Some(other) => Err(format!("`{key}` must be a non-negative integer, got {other}")),
-    }
-}
-
-/// Reads an optional boolean argument.
-pub(crate) fn arg_opt_bool(args: &Value, key: &str) -> Result<Option<bool>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
-        Some(other) => Err(format!("`{key}` must be true or false, got {other}")),
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -2,11 +2,10 @@
 //! call itself is not shown as a tool call — the plan is what the user sees — and it is recorded in
 //! the transcript, so a reloaded session shows the plan again.
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Access, Action, Prepared, Progress, ToolContext, ToolHandler, ToolKind, ToolOutput};
-use crate::tools::ToolSpec;
+use super::{Access, Action, Prepared, Progress, Tool, ToolContext, ToolKind, ToolOutput};
 
 /// One step of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -16,7 +15,7 @@ pub struct PlanEntry {
     pub status: PlanStatus,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanPriority {
     High,
@@ -24,7 +23,7 @@ pub enum PlanPriority {
     Low,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     Pending,
@@ -36,93 +35,70 @@ const MAX_STEPS: usize = 50;
 
 pub struct UpdatePlan;
 
-impl ToolHandler for UpdatePlan {
-    fn name(&self) -> &'static str {
-        "update_plan"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PlanArgs {
+    /// Every step, in order
+    plan: Vec<PlanStep>,
+    /// Why the plan changed (optional)
+    #[allow(dead_code)]
+    explanation: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct PlanStep {
+    /// What the step does, in a few words
+    #[serde(alias = "content")]
+    step: String,
+    #[schemars(required)]
+    status: Option<PlanStatus>,
+    priority: Option<PlanPriority>,
+}
+
+impl Tool for UpdatePlan {
+    const NAME: &'static str = "update_plan";
+    type Args = PlanArgs;
+
+    fn description(&self) -> String {
+        "Show the user your plan for a task of several steps, and keep it current: send the complete list each time \
+         (it replaces the previous one), marking steps `in_progress` as you start them (one at a time) and \
+         `completed` when done. Skip it for simple tasks."
+            .into()
     }
 
     fn hidden(&self) -> bool {
         true
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: "Show the user your plan for a task of several steps, and keep it current: send the \
-                          complete list each time (it replaces the previous one), marking steps `in_progress` as you \
-                          start them (one at a time) and `completed` when done. Skip it for simple tasks."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "plan": {
-                        "type": "array",
-                        "description": "Every step, in order",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "step": {"type": "string", "description": "What the step does, in a few words"},
-                                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
-                                "priority": {"type": "string", "enum": ["high", "medium", "low"]}
-                            },
-                            "required": ["step", "status"]
-                        }
-                    },
-                    "explanation": {"type": "string", "description": "Why the plan changed (optional)"}
-                },
-                "required": ["plan"]
-            }),
-        }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let entries = parse(args)?;
-            Ok(Prepared {
-                title: "Update the plan".into(),
-                kind: ToolKind::Think,
-                locations: Vec::new(),
-                preview: Vec::new(),
-                access: Access::default(),
-                action: Box::new(PlanAction(entries)),
-            })
+    async fn prepare(&self, args: PlanArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
+        let entries = parse(args)?;
+        Ok(Prepared {
+            title: "Update the plan".into(),
+            kind: ToolKind::Think,
+            locations: Vec::new(),
+            preview: Vec::new(),
+            access: Access::default(),
+            action: Box::new(PlanAction(entries)),
         })
     }
 }
 
-fn parse(args: &Value) -> Result<Vec<PlanEntry>, String> {
-    let Some(Value::Array(steps)) = args.get("plan") else {
-        return Err("`plan` must be an array of {step, status} objects".into());
-    };
-    if steps.len() > MAX_STEPS {
+fn parse(args: PlanArgs) -> Result<Vec<PlanEntry>, String> {
+    if args.plan.len() > MAX_STEPS {
         return Err(format!("a plan has at most {MAX_STEPS} steps; group smaller ones"));
     }
-    steps
-        .iter()
+    args.plan
+        .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let content = s
-                .get("step")
-                .or_else(|| s.get("content"))
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| format!("`plan[{i}].step` must be a non-empty string"))?;
-            let status = match s.get("status").and_then(Value::as_str) {
-                Some("pending") | None => PlanStatus::Pending,
-                Some("in_progress") => PlanStatus::InProgress,
-                Some("completed") => PlanStatus::Completed,
-                Some(other) => {
-                    return Err(format!("`plan[{i}].status`: `{other}` is not one of pending, in_progress, completed"));
-                }
-            };
-            let priority = match s.get("priority").and_then(Value::as_str) {
-                Some("high") => PlanPriority::High,
-                Some("low") => PlanPriority::Low,
-                Some("medium") | None => PlanPriority::Medium,
-                Some(other) => return Err(format!("`plan[{i}].priority`: `{other}` is not one of high, medium, low")),
-            };
-            Ok(PlanEntry { content: content.to_owned(), priority, status })
+            let content = s.step.trim();
+            if content.is_empty() {
+                return Err(format!("`plan[{i}].step` must be a non-empty string"));
+            }
+            Ok(PlanEntry {
+                content: content.to_owned(),
+                priority: s.priority.unwrap_or(PlanPriority::Medium),
+                status: s.status.unwrap_or(PlanStatus::Pending),
+            })
         })
         .collect()
 }
@@ -130,19 +106,23 @@ fn parse(args: &Value) -> Result<Vec<PlanEntry>, String> {
 struct PlanAction(Vec<PlanEntry>);
 
 impl Action for PlanAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let done = self.0.iter().filter(|e| e.status == PlanStatus::Completed).count();
-            let total = self.0.len();
-            (ctx.progress)(Progress::Plan(self.0));
-            ToolOutput::ok(format!("Plan updated ({done} of {total} steps completed)."), Vec::new())
-        })
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let done = self.0.iter().filter(|e| e.status == PlanStatus::Completed).count();
+        let total = self.0.len();
+        (ctx.progress)(Progress::Plan(self.0));
+        ToolOutput::ok(format!("Plan updated ({done} of {total} steps completed)."), Vec::new())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    fn parse(args: &Value) -> Result<Vec<PlanEntry>, String> {
+        super::parse(crate::tools::args::decode(args)?)
+    }
 
     #[test]
     fn steps_statuses_and_priorities() {

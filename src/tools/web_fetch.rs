@@ -4,59 +4,50 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
 
-use super::{
-    Access, Action, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_opt_u64, arg_str,
-    fetch_guard, truncate,
-};
-use crate::tools::ToolSpec;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::Int;
+use super::{Access, Action, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, fetch_guard, truncate};
 
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_BYTES: u64 = 5 * 1024 * 1024;
 
 pub struct WebFetch;
 
-impl ToolHandler for WebFetch {
-    fn name(&self) -> &'static str {
-        "web_fetch"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WebFetchArgs {
+    /// http:// or https:// URL
+    url: String,
+    #[schemars(range(min = 1))]
+    max_bytes: Option<Int>,
+}
+
+impl Tool for WebFetch {
+    const NAME: &'static str = "web_fetch";
+    type Args = WebFetchArgs;
+
+    fn description(&self) -> String {
+        format!(
+            "Fetch a web page or file over HTTP(S) and return it as text (HTML is converted to readable text). \
+         Limited to {} seconds and `max_bytes` (default {DEFAULT_MAX_BYTES}) bytes.",
+            TIME_LIMIT.as_secs()
+        )
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: format!(
-                "Fetch a web page or file over HTTP(S) and return it as text (HTML is converted to readable text). \
-                 Limited to {} seconds and `max_bytes` (default {DEFAULT_MAX_BYTES}) bytes.",
-                TIME_LIMIT.as_secs()
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "http:// or https:// URL"},
-                    "max_bytes": {"type": "integer", "minimum": 1}
-                },
-                "required": ["url"]
-            }),
-        }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let url = arg_str(args, "url")?.trim().to_owned();
-            let parsed = reqwest::Url::parse(&url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
-            fetch_guard::check_url(&parsed, &fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts))?;
-            let max_bytes =
-                arg_opt_u64(args, "max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES).clamp(1, 4 * DEFAULT_MAX_BYTES);
-            Ok(Prepared {
-                title: format!("Fetch {url}"),
-                kind: ToolKind::Fetch,
-                locations: Vec::new(),
-                preview: Vec::new(),
-                access: Access { network: Some(url.clone()), ..Access::default() },
-                action: Box::new(FetchAction { url: parsed, max_bytes }),
-            })
+    async fn prepare(&self, args: WebFetchArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let url = args.url.trim().to_owned();
+        let parsed = reqwest::Url::parse(&url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+        fetch_guard::check_url(&parsed, &fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts))?;
+        let max_bytes = args.max_bytes.map_or(DEFAULT_MAX_BYTES, |m| m.0).clamp(1, 4 * DEFAULT_MAX_BYTES);
+        Ok(Prepared {
+            title: format!("Fetch {url}"),
+            kind: ToolKind::Fetch,
+            locations: Vec::new(),
+            preview: Vec::new(),
+            access: Access { network: Some(url.clone()), ..Access::default() },
+            action: Box::new(FetchAction { url: parsed, max_bytes }),
         })
     }
 }
@@ -67,74 +58,72 @@ struct FetchAction {
 }
 
 impl Action for FetchAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let allowed = fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts);
-            let http = match fetch_guard::client(&allowed, ctx.config.timeouts.connect) {
-                Ok(http) => http,
-                Err(e) => return ToolOutput::error(format!("could not set up the HTTP client: {e}")),
-            };
-            let url = self.url.to_string();
-            let fetch = async {
-                let response = follow(&http, self.url.clone(), &allowed).await?;
-                let status = response.status();
-                let content_type = response
-                    .headers()
-                    .get(reqwest::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                let mut body = Vec::new();
-                let mut stream = response.bytes_stream();
-                let mut cut = false;
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| crate::http::error_chain(&e))?;
-                    let room = (self.max_bytes as usize).saturating_sub(body.len());
-                    if chunk.len() > room {
-                        body.extend_from_slice(&chunk[..room]);
-                        cut = true;
-                        break;
-                    }
-                    body.extend_from_slice(&chunk);
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let allowed = fetch_guard::Allowed::new(&ctx.config.web_fetch.allow_private_hosts);
+        let http = match fetch_guard::client(&allowed, ctx.config.timeouts.connect) {
+            Ok(http) => http,
+            Err(e) => return ToolOutput::error(format!("could not set up the HTTP client: {e}")),
+        };
+        let url = self.url.to_string();
+        let fetch = async {
+            let response = follow(&http, self.url.clone(), &allowed).await?;
+            let status = response.status();
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let mut body = Vec::new();
+            let mut stream = response.bytes_stream();
+            let mut cut = false;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| crate::http::error_chain(&e))?;
+                let room = (self.max_bytes as usize).saturating_sub(body.len());
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    cut = true;
+                    break;
                 }
-                Ok::<_, String>((status, content_type, body, cut))
-            };
-            let deadline = tokio::time::Instant::now() + TIME_LIMIT;
-            let (status, content_type, body, cut) = tokio::select! {
-                r = tokio::time::timeout_at(deadline, fetch) => match r {
-                    Ok(Ok(done)) => done,
-                    Ok(Err(e)) => return ToolOutput::error(format!("fetching {url} failed: {e}")),
-                    Err(_) => return ToolOutput::error(format!("fetching {url} took longer than {} s", TIME_LIMIT.as_secs())),
-                },
-                () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
-            };
-            // Converting HTML is CPU work: off the async thread, within the same time limit.
-            let convert = tokio::task::spawn_blocking(move || to_text(&content_type, &body).map(|t| (t, content_type)));
-            let (text, content_type) = tokio::select! {
-                r = tokio::time::timeout_at(deadline, convert) => match r {
-                    Ok(Ok(Ok(done))) => done,
-                    Ok(Ok(Err(e))) => return ToolOutput::error(format!("{url}: {e}")),
-                    Ok(Err(e)) => return ToolOutput::error(format!("{url}: {e}")),
-                    Err(_) => return ToolOutput::error(format!("reading {url} took longer than {} s", TIME_LIMIT.as_secs())),
-                },
-                () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
-            };
-            let mut head = format!("{url} — HTTP {}", status.as_u16());
-            if !content_type.is_empty() {
-                head.push_str(&format!(", {content_type}"));
+                body.extend_from_slice(&chunk);
             }
-            if cut {
-                head.push_str(&format!(", first {} bytes", self.max_bytes));
-            }
-            let body = truncate::for_model(
-                &text,
-                truncate::MODEL_BUDGET,
-                "fetch again with a larger `max_bytes` or a more specific URL",
-            );
-            let summary = format!("HTTP {} · {} bytes", status.as_u16(), body.len());
-            let output = ToolOutput::ok(format!("{head}\n\n{body}"), vec![ToolContent::Text(summary)]);
-            if status.is_success() { output } else { ToolOutput { is_error: true, ..output } }
-        })
+            Ok::<_, String>((status, content_type, body, cut))
+        };
+        let deadline = tokio::time::Instant::now() + TIME_LIMIT;
+        let (status, content_type, body, cut) = tokio::select! {
+            r = tokio::time::timeout_at(deadline, fetch) => match r {
+                Ok(Ok(done)) => done,
+                Ok(Err(e)) => return ToolOutput::error(format!("fetching {url} failed: {e}")),
+                Err(_) => return ToolOutput::error(format!("fetching {url} took longer than {} s", TIME_LIMIT.as_secs())),
+            },
+            () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
+        };
+        // Converting HTML is CPU work: off the async thread, within the same time limit.
+        let convert = tokio::task::spawn_blocking(move || to_text(&content_type, &body).map(|t| (t, content_type)));
+        let (text, content_type) = tokio::select! {
+            r = tokio::time::timeout_at(deadline, convert) => match r {
+                Ok(Ok(Ok(done))) => done,
+                Ok(Ok(Err(e))) => return ToolOutput::error(format!("{url}: {e}")),
+                Ok(Err(e)) => return ToolOutput::error(format!("{url}: {e}")),
+                Err(_) => return ToolOutput::error(format!("reading {url} took longer than {} s", TIME_LIMIT.as_secs())),
+            },
+            () = ctx.cancel.cancelled() => return ToolOutput::error("cancelled"),
+        };
+        let mut head = format!("{url} — HTTP {}", status.as_u16());
+        if !content_type.is_empty() {
+            head.push_str(&format!(", {content_type}"));
+        }
+        if cut {
+            head.push_str(&format!(", first {} bytes", self.max_bytes));
+        }
+        let body = truncate::for_model(
+            &text,
+            truncate::MODEL_BUDGET,
+            "fetch again with a larger `max_bytes` or a more specific URL",
+        );
+        let summary = format!("HTTP {} · {} bytes", status.as_u16(), body.len());
+        let output = ToolOutput::ok(format!("{head}\n\n{body}"), vec![ToolContent::Text(summary)]);
+        if status.is_success() { output } else { ToolOutput { is_error: true, ..output } }
     }
 }
 

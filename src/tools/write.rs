@@ -3,57 +3,48 @@
 
 use std::path::PathBuf;
 
-use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::host::FsError;
-use super::{
-    Access, Action, Location, Prepared, ToolContent, ToolContext, ToolHandler, ToolKind, ToolOutput, arg_str, diff,
-};
-use crate::tools::ToolSpec;
+use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, diff};
 
 pub struct Write;
 
-impl ToolHandler for Write {
-    fn name(&self) -> &'static str {
-        "write"
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteArgs {
+    /// File to write
+    path: String,
+    /// The complete new content
+    content: String,
+}
+
+impl Tool for Write {
+    const NAME: &'static str = "write";
+    type Args = WriteArgs;
+
+    fn description(&self) -> String {
+        "Create a file, or replace a file's whole content. Prefer `edit` for changes to part of an \
+                  existing file. Parent directories are created as needed."
+            .into()
     }
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().into(),
-            description: "Create a file, or replace a file's whole content. Prefer `edit` for changes to part of an \
-                          existing file. Parent directories are created as needed."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to write"},
-                    "content": {"type": "string", "description": "The complete new content"}
-                },
-                "required": ["path", "content"]
-            }),
-        }
-    }
-
-    fn prepare<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Prepared, String>> {
-        Box::pin(async move {
-            let path = ctx.resolve(arg_str(args, "path")?);
-            let content = arg_str(args, "content")?.to_owned();
-            let old = current(ctx, &path).await?;
-            let shown = ctx.display(&path);
-            let title = if old.is_some() { format!("Write {shown}") } else { format!("Create {shown}") };
-            let change = diff::change(&path, &shown, old.as_deref(), &content);
-            let preview = change.contents;
-            let line = if old.is_some() { change.first_line } else { Some(1) };
-            Ok(Prepared {
-                title,
-                kind: ToolKind::Edit,
-                locations: vec![Location { path: path.clone(), line }],
-                preview: preview.clone(),
-                access: Access { writes: vec![path.clone()], ..Access::default() },
-                action: Box::new(WriteAction { path, old, content, preview }),
-            })
+    async fn prepare(&self, args: WriteArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        let path = ctx.resolve(&args.path);
+        let content = args.content;
+        let old = current(ctx, &path).await?;
+        let shown = ctx.display(&path);
+        let title = if old.is_some() { format!("Write {shown}") } else { format!("Create {shown}") };
+        let change = diff::change(&path, &shown, old.as_deref(), &content);
+        let preview = change.contents;
+        let line = if old.is_some() { change.first_line } else { Some(1) };
+        Ok(Prepared {
+            title,
+            kind: ToolKind::Edit,
+            locations: vec![Location { path: path.clone(), line }],
+            preview: preview.clone(),
+            access: Access { writes: vec![path.clone()], ..Access::default() },
+            action: Box::new(WriteAction { path, old, content, preview }),
         })
     }
 }
@@ -78,15 +69,13 @@ struct WriteAction {
 }
 
 impl Action for WriteAction {
-    fn run<'a>(self: Box<Self>, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let shown = ctx.display(&self.path);
-            if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.content, &ctx.cancel).await {
-                return ToolOutput::error(format!("could not write {shown}: {e}"));
-            }
-            let lines = self.content.lines().count();
-            let verb = if self.old.is_some() { "Wrote" } else { "Created" };
-            ToolOutput::ok(format!("{verb} {shown} ({lines} lines)."), self.preview)
-        })
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let shown = ctx.display(&self.path);
+        if let Err(e) = ctx.host.write_text_file(&ctx.session, &self.path, &self.content, &ctx.cancel).await {
+            return ToolOutput::error(format!("could not write {shown}: {e}"));
+        }
+        let lines = self.content.lines().count();
+        let verb = if self.old.is_some() { "Wrote" } else { "Created" };
+        ToolOutput::ok(format!("{verb} {shown} ({lines} lines)."), self.preview)
     }
 }
