@@ -43,4 +43,5 @@ pub mod sandbox;
 pub mod settings;
 pub mod store;
 pub mod stream;
+pub mod sync;
 pub mod tools;

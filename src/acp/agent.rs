@@ -5,7 +5,7 @@
 //! alongside later messages (a prompt, answered when its turn ends).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use acp_protocol::acp::ProtocolVersion;
 use acp_protocol::acp::schema::{
@@ -29,6 +29,7 @@ use super::{meta, options, prompt, updates};
 use crate::config::{Config, ConfigCell};
 use crate::rpc::{Connection, Incoming};
 use crate::runtime::{ListError, Mode, Op, Runtime, SessionHandle, SessionSettings};
+use crate::sync::lock;
 
 /// How long `session/close` waits for the session to stop (its turn is cancelled first, which
 /// ends within a few seconds whatever the tools or the editor do).
@@ -52,7 +53,7 @@ impl State {
     }
 
     pub fn sessions(&self) -> MutexGuard<'_, HashMap<String, AcpSession>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.sessions)
     }
 
     pub fn send_update(&self, session_id: &str, update: SessionUpdate) {

@@ -4,8 +4,9 @@
 //! it, else a bounded, throttled tail), never re-sent whole; the end of a turn answers its
 //! `session/prompt` — after everything of that turn, since all of it leaves through one writer.
 
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
@@ -42,10 +43,6 @@ struct Tracked {
     meta_terminal: bool,
     tail: String,
     last_tail: Option<Instant>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A `session/update`'s params.

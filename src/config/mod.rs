@@ -56,12 +56,12 @@ impl ConfigCell {
     }
 
     pub fn get(&self) -> std::sync::Arc<Config> {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        crate::sync::read(&self.0).clone()
     }
 
     /// Running turns keep the snapshot they started with.
     pub fn set(&self, config: Config) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(config);
+        *crate::sync::write(&self.0) = std::sync::Arc::new(config);
     }
 }
 

@@ -9,9 +9,10 @@
 mod reader;
 mod writer;
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use acp_protocol::acp::CANCEL_REQUEST;
 use acp_protocol::jsonrpc::{self, ErrorObject, RequestId};
@@ -144,10 +145,6 @@ impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Connection {

@@ -6,8 +6,9 @@
 //! forwarding a streamed delta (see tests/bench). A peer that stops reading blocks the sender;
 //! shutdown does not depend on it (`main` has a signal thread with an exit deadline).
 
+use crate::sync::lock;
 use std::io::Write;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 pub(super) struct Writer {
     out: Mutex<Option<std::io::BufWriter<Box<dyn Write + Send>>>>,
@@ -22,7 +23,7 @@ impl Writer {
     /// Writes one line, and flushes it (with anything written unflushed before) if `flush`.
     /// After a write error (the peer went away) everything is dropped.
     pub(super) fn line(&self, line: &str, flush: bool) {
-        let mut guard = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = lock(&self.out);
         let Some(out) = guard.as_mut() else { return };
         let mut written = out.write_all(line.as_bytes()).and_then(|()| out.write_all(b"\n"));
         if flush {
@@ -35,7 +36,7 @@ impl Writer {
     }
 
     pub(super) fn flush(&self) {
-        let mut guard = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = lock(&self.out);
         if let Some(Err(e)) = guard.as_mut().map(Write::flush) {
             tracing::warn!(error = %e, "writing output failed; the peer is gone");
             *guard = None;

@@ -13,9 +13,10 @@ pub mod session;
 mod tool_calls;
 pub mod turn;
 
+use crate::sync::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
@@ -77,10 +78,6 @@ pub(crate) struct LiveState {
     mode: Mutex<Mode>,
     rules: Mutex<Vec<Rule>>,
     network: std::sync::atomic::AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl LiveState {

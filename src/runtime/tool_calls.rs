@@ -5,7 +5,7 @@
 //! concurrently; everything else runs in order. On cancel, the running call is stopped and the
 //! rest are answered "cancelled", so every call has a result.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -15,6 +15,7 @@ use super::event::{Emitter, EventKind};
 use super::{LiveState, SessionSettings, Shared};
 use crate::config::Config;
 use crate::providers::{ToolResult, UserPart};
+use crate::sync::lock;
 use crate::tools::approval::{self, Decision};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionRequest};
 use crate::tools::{
@@ -245,7 +246,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     }) && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
     let hidden = handler.hidden();
     {
-        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&state);
         s.title.clone_from(&prepared.title);
         s.kind = prepared.kind;
         s.streams_output = access.exec.is_some();
@@ -264,7 +265,7 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
     let progress = move |p: Progress| match p {
         Progress::Output(text) => events.emit(EventKind::ToolOutput { call_id: call_id.clone(), text }),
         Progress::Content(content) => {
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = lock(&state);
             s.content = content;
             events.emit(EventKind::ToolCallUpdate(s.clone()));
             events.flush();
@@ -299,7 +300,7 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
         }
         Decision::Ask => {
             let options = approval::options(&name, &ready.prepared, ready.inside);
-            let call = ready.state.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let call = lock(&ready.state).clone();
             let request = PermissionRequest { call, options };
             env.events.flush();
             let answer = env.shared.host.request_permission(&env.events.session, &request, &env.cancel).await;
@@ -349,7 +350,7 @@ fn remember(env: &CallEnv<'_>, tool: &str, ready: &Ready, allow: bool) {
 
 /// Ends a call that did not run: failed, with a reason for the user and one for the model.
 fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &str) -> UserPart {
-    let mut s = ready.state.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut s = lock(&ready.state);
     s.status = ToolStatus::Failed;
     s.content = vec![ToolContent::Text(for_user.to_owned())];
     if !ready.hidden {
@@ -367,7 +368,7 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
 async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
     let Ready { call, prepared, ctx, state, hidden, .. } = ready;
     if !hidden {
-        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&state);
         s.status = ToolStatus::InProgress;
         env.events.emit(EventKind::ToolCallUpdate(s.clone()));
     }
@@ -391,7 +392,7 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
     };
     let cancelled = env.cancel.is_cancelled();
     {
-        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&state);
         s.status = if output.is_error || cancelled { ToolStatus::Failed } else { ToolStatus::Completed };
         s.content = output.content.clone();
         if cancelled && !output.is_error {

@@ -7,13 +7,14 @@ pub mod export;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use transcript::Transcript;
 
 use crate::history::record::Record;
+use crate::sync::lock;
 
 /// An error of the store, with the context a user needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,7 +232,7 @@ impl Store {
     }
 
     fn db(&self) -> MutexGuard<'_, Connection> {
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.db)
     }
 
     pub fn home(&self) -> &Path {

@@ -9,11 +9,12 @@
 //! written as one line at the next flush (the end of each network read), so a crash loses at most
 //! the burst being read.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::StoreError;
@@ -35,10 +36,6 @@ impl crate::history::Journal for Transcript {
     fn record(&self, record: &Record) {
         Transcript::record(self, record);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A transcript open for appending. Shared by a session's actor and its running turn.

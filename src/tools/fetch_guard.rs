@@ -8,8 +8,9 @@
 //! `https`). Through an HTTP proxy from the environment, names are resolved by the proxy: then
 //! only IP literals and `localhost` names are checked here.
 
+use crate::sync::lock;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -139,7 +140,7 @@ impl Resolve for GuardedResolver {
 /// through the guard. Built once per allow-list (building loads the TLS roots).
 pub fn client(allowed: &Allowed, connect_timeout: Duration) -> Result<reqwest::Client, String> {
     static CLIENT: Mutex<Option<(Allowed, reqwest::Client)>> = Mutex::new(None);
-    let mut cached = CLIENT.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut cached = lock(&CLIENT);
     if let Some((list, client)) = cached.as_ref()
         && list == allowed
     {

@@ -3,9 +3,10 @@
 //! `grep-searcher` + `grep-regex` search each file, `globset` globs narrow it. Results are sorted
 //! by path and capped, with a marker when the cap was hit.
 
+use crate::sync::lock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -101,7 +102,7 @@ impl Search {
                     return WalkState::Continue;
                 }
                 let total = matches.fetch_add(sink.matches, Ordering::Relaxed) + sink.matches;
-                results.lock().unwrap_or_else(PoisonError::into_inner).push((entry.into_path(), sink.lines));
+                lock(&results).push((entry.into_path(), sink.lines));
                 if total >= max {
                     capped.store(true, Ordering::Relaxed);
                     return WalkState::Quit;
@@ -109,7 +110,7 @@ impl Search {
                 WalkState::Continue
             })
         });
-        let mut files = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let mut files = crate::sync::into_inner(results);
         files.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Found { files, matches: matches.into_inner(), capped: capped.into_inner() })
     }
