@@ -102,7 +102,7 @@ impl Search {
                     return WalkState::Continue;
                 }
                 let total = matches.fetch_add(sink.matches, Ordering::Relaxed) + sink.matches;
-                lock(&results).push((entry.into_path(), sink.lines));
+                lock(results).push((entry.into_path(), sink.lines));
                 if total >= max {
                     capped.store(true, Ordering::Relaxed);
                     return WalkState::Quit;
