@@ -1,6 +1,7 @@
-//! The client side of ACP for the terminal: the connection to an agent (`conn`), the client's
-//! files and terminals (`host`), rendering (`render`), permission questions (`ask`) and policies
-//! (`policy`), the `acp client` REPL (`repl`) and the one-shot runner behind `acp run` (`run`).
+//! The client side of ACP for the terminal: the connection to an agent (`conn`) and what is asked
+//! over it (`requests`), the client's files and terminals (`host`), rendering (`render`),
+//! permission questions (`ask`) and policies (`policy`), the `acp client` REPL (`repl`) and the
+//! one-shot runner behind `acp run` (`run`).
 //! Depends on the `acp-protocol` crate only, so it can drive any agent.
 
 pub mod ask;
@@ -9,4 +10,5 @@ pub mod host;
 pub mod policy;
 pub mod render;
 pub mod repl;
+pub mod requests;
 pub mod run;
