@@ -9,21 +9,16 @@ mod tools;
 use std::collections::HashMap;
 use std::io::Write;
 
+use crossterm::queue;
+use crossterm::style::Print;
+use crossterm::terminal::{Clear, ClearType};
 use serde_json::Value;
 
 use crate::host::Terminals;
+use crate::look::Look;
 use prose::Prose;
 pub use prose::strip_escapes;
 pub use tools::{ToolView, diff_lines};
-
-const RESET: &str = "\x1b[0m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const ITALIC: &str = "\x1b[3m";
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const CYAN: &str = "\x1b[36m";
 
 /// How thoughts are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,8 +94,19 @@ impl<W: Write> Renderer<W> {
         self.width = width.max(20);
     }
 
-    fn style(&self, code: &'static str) -> &'static str {
-        if self.color { code } else { "" }
+    /// `look` on a terminal, none without one.
+    fn style(&self, look: Look) -> Look {
+        look.on(self.color)
+    }
+
+    /// Writes what turns `look` on.
+    fn set(&mut self, look: Look) {
+        let _ = write!(self.out, "{look}");
+    }
+
+    /// Back to the start of the line, erasing it from there (`CurrentLine`: all of it).
+    fn erase(&mut self, clear: ClearType) {
+        let _ = queue!(self.out, Print('\r'), Clear(clear));
     }
 
     fn w(&mut self, s: &str) {
@@ -145,7 +151,7 @@ impl<W: Write> Renderer<W> {
     /// A prompt the user typed (shown when a loaded session replays it).
     pub fn user(&mut self, text: &str) {
         self.start_block(Block::None);
-        let (b, r) = (self.style(BOLD), self.style(RESET));
+        let (b, r) = (self.style(Look::BOLD), self.style(Look::RESET));
         let shown = text.trim_end().replace('\n', "\n  ");
         self.w(&format!("{b}›{r} {shown}\n"));
         self.col = 0;
@@ -167,8 +173,8 @@ impl<W: Write> Renderer<W> {
             }
         }
         if self.prose.in_fence || self.prose.heading {
-            let r = self.style(RESET);
-            self.w(r);
+            let r = self.style(Look::RESET);
+            self.set(r);
         }
         self.col = 0;
         self.prose.at_line_start = true;
@@ -181,7 +187,7 @@ impl<W: Write> Renderer<W> {
     /// The terminal echoed `^C` where the cursor was: clear it from an empty line.
     pub fn erase_echo(&mut self) {
         if self.color && self.col == 0 && self.live.is_none() {
-            self.w("\r\x1b[K");
+            self.erase(ClearType::UntilNewLine);
         }
     }
 
@@ -190,7 +196,7 @@ impl<W: Write> Renderer<W> {
         // A question about the running tool replaces its spinner; the answer brings it back.
         self.suspend_live();
         self.start_block(Block::None);
-        let (y, r) = (self.style(YELLOW), self.style(RESET));
+        let (y, r) = (self.style(Look::YELLOW), self.style(Look::RESET));
         self.w(&format!("{y}{text}{r}\n"));
         self.flush();
     }

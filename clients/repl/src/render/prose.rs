@@ -3,9 +3,11 @@
 //! word-wrapped to the terminal's width by the columns characters take. Text that may still turn
 //! out to be a fence, a heading or a word too long for the line is held back until it is known.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
-use super::{BOLD, Block, CYAN, DIM, ITALIC, RESET, Renderer, Thoughts};
+use super::{Block, Renderer, Thoughts};
+use crate::look::Look;
 
 /// Where streamed text stands between chunks.
 #[derive(Debug)]
@@ -45,17 +47,17 @@ impl<W: Write> Renderer<W> {
         if self.thoughts == Thoughts::Fold {
             if self.block != Block::Thought {
                 self.start_block(Block::Thought);
-                let (d, r) = (self.style(DIM), self.style(RESET));
+                let (d, r) = (self.style(Look::DIM), self.style(Look::RESET));
                 self.w(&format!("{d}(thinking…){r}"));
                 self.col = 11;
             }
             return;
         }
         self.start_block(Block::Thought);
-        let (d, i, r) = (self.style(DIM), self.style(ITALIC), self.style(RESET));
+        let (d, i, r) = (self.style(Look::DIM), self.style(Look::ITALIC), self.style(Look::RESET));
         self.w(&format!("{d}{i}"));
         self.stream(text);
-        self.w(r);
+        self.set(r);
     }
 
     /// Reply text, Markdown-aware.
@@ -83,15 +85,15 @@ impl<W: Write> Renderer<W> {
                     let held = std::mem::take(&mut self.prose.pending);
                     if self.prose.in_fence {
                         if self.color {
-                            self.w(&format!("{CYAN}│ "));
+                            self.w(&format!("{}│ ", Look::CYAN));
                             self.col = 2;
                         }
                         self.raw(&held);
                     } else {
                         if held.starts_with('#') && ch == ' ' {
                             self.prose.heading = true;
-                            let b = self.style(BOLD);
-                            self.w(b);
+                            let b = self.style(Look::BOLD);
+                            self.set(b);
                         }
                         self.prose.pending = held;
                     }
@@ -123,7 +125,7 @@ impl<W: Write> Renderer<W> {
         self.prose.pending.clear();
         self.prose.in_fence = !self.prose.in_fence;
         self.prose.at_line_start = false;
-        let (d, r) = (self.style(DIM), self.style(RESET));
+        let (d, r) = (self.style(Look::DIM), self.style(Look::RESET));
         if self.prose.in_fence {
             self.w(&format!("{d}```"));
         } else {
@@ -138,12 +140,12 @@ impl<W: Write> Renderer<W> {
         if !self.prose.at_line_start || !self.prose.pending.is_empty() {
             self.release_pending();
         }
-        let r = self.style(RESET);
+        let r = self.style(Look::RESET);
         if self.prose.heading || self.prose.fence_info || self.prose.in_fence {
-            self.w(r);
+            self.set(r);
         }
         if self.prose.bold || self.prose.code {
-            self.w(RESET);
+            self.set(Look::RESET);
             let resume = self.resume_styles_after_line();
             self.w(&resume);
         }
@@ -190,14 +192,14 @@ impl<W: Write> Renderer<W> {
         while !rest.is_empty() {
             if let Some(after) = rest.strip_prefix("**").filter(|_| !self.prose.code) {
                 self.prose.bold = !self.prose.bold;
-                out.push_str(if self.prose.bold { BOLD } else { RESET });
+                let _ = write!(out, "{}", if self.prose.bold { Look::BOLD } else { Look::RESET });
                 if !self.prose.bold {
                     out.push_str(&self.resume_styles());
                 }
                 rest = after;
             } else if let Some(after) = rest.strip_prefix('`') {
                 self.prose.code = !self.prose.code;
-                out.push_str(if self.prose.code { CYAN } else { RESET });
+                let _ = write!(out, "{}", if self.prose.code { Look::CYAN } else { Look::RESET });
                 if !self.prose.code {
                     out.push_str(&self.resume_styles());
                 }
@@ -212,18 +214,17 @@ impl<W: Write> Renderer<W> {
     }
 
     fn resume_styles_after_line(&self) -> String {
-        if self.block == Block::Thought { format!("{DIM}{ITALIC}") } else { String::new() }
+        if self.block == Block::Thought { format!("{}{}", Look::DIM, Look::ITALIC) } else { String::new() }
     }
 
     /// The styles still in force after a reset.
     fn resume_styles(&self) -> String {
         let mut out = String::new();
         if self.prose.bold || self.prose.heading {
-            out.push_str(BOLD);
+            let _ = write!(out, "{}", Look::BOLD);
         }
         if self.block == Block::Thought {
-            out.push_str(DIM);
-            out.push_str(ITALIC);
+            let _ = write!(out, "{}{}", Look::DIM, Look::ITALIC);
         }
         out
     }
@@ -272,6 +273,11 @@ mod tests {
     use super::super::testing::{chunk, plain, strip, text_of};
     use super::super::tools::fit;
     use super::*;
+
+    // The bytes terminals have always been sent for these looks.
+    const RESET: &str = "\x1b[0m";
+    const BOLD: &str = "\x1b[1m";
+    const CYAN: &str = "\x1b[36m";
 
     #[test]
     fn plain_output_is_the_text_itself() {

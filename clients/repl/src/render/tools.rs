@@ -5,9 +5,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crossterm::terminal::ClearType;
 use serde_json::Value;
 
-use super::{BOLD, Block, CYAN, DIM, GREEN, RED, RESET, Renderer, YELLOW};
+use super::{Block, Renderer};
+use crate::look::Look;
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const DIFF_LINES: usize = 40;
@@ -83,7 +85,8 @@ impl<W: Write> Renderer<W> {
     }
 
     fn tool_symbol(&self, status: &str) -> String {
-        let (g, red, y, r) = (self.style(GREEN), self.style(RED), self.style(YELLOW), self.style(RESET));
+        let (g, red, y, r) =
+            (self.style(Look::GREEN), self.style(Look::RED), self.style(Look::YELLOW), self.style(Look::RESET));
         match status {
             "completed" => format!("{g}✓{r}"),
             "failed" => format!("{red}✗{r}"),
@@ -98,7 +101,7 @@ impl<W: Write> Renderer<W> {
         let line = format!("{} {}", self.tool_symbol(&view.status), view.title);
         if self.color {
             if self.live.as_deref() == Some(id) {
-                self.w("\r\x1b[2K");
+                self.erase(ClearType::CurrentLine);
             }
             self.w(&line);
             self.col = 1;
@@ -124,10 +127,10 @@ impl<W: Write> Renderer<W> {
 
     fn finish_tool(&mut self, id: &str, took: Option<Duration>) {
         let Some(view) = self.tools.get(id).cloned() else { return };
-        let (d, r) = (self.style(DIM), self.style(RESET));
+        let (d, r) = (self.style(Look::DIM), self.style(Look::RESET));
         let time = took.map(|t| format!(" {d}({}){r}", duration(t))).unwrap_or_default();
         if self.color && self.live.as_deref() == Some(id) {
-            self.w("\r\x1b[2K");
+            self.erase(ClearType::CurrentLine);
         }
         let symbol = self.tool_symbol(&view.status);
         self.w(&format!("{symbol} {}{time}\n", view.title));
@@ -195,7 +198,7 @@ impl<W: Write> Renderer<W> {
         if lines.is_empty() {
             return;
         }
-        let (d, r) = (self.style(DIM), self.style(RESET));
+        let (d, r) = (self.style(Look::DIM), self.style(Look::RESET));
         let skip = lines.len().saturating_sub(OUTPUT_LINES);
         if skip > 0 {
             self.w(&format!("  {d}… {skip} lines above{r}\n"));
@@ -208,21 +211,26 @@ impl<W: Write> Renderer<W> {
 
     /// A coloured unified diff, cut to a screenful.
     pub fn diff(&mut self, path: &str, lines: &[(char, String)]) {
-        let (b, g, red, c, r) =
-            (self.style(BOLD), self.style(GREEN), self.style(RED), self.style(CYAN), self.style(RESET));
+        let (b, g, red, c, r) = (
+            self.style(Look::BOLD),
+            self.style(Look::GREEN),
+            self.style(Look::RED),
+            self.style(Look::CYAN),
+            self.style(Look::RESET),
+        );
         self.w(&format!("  {b}{path}{r}\n"));
         for (sign, text) in lines.iter().take(DIFF_LINES) {
             let colour = match sign {
                 '+' => g,
                 '-' => red,
                 '@' => c,
-                _ => "",
+                _ => Look::Plain,
             };
             let shown = if *sign == '@' { text.clone() } else { format!("{sign}{text}") };
             self.w(&format!("  {colour}{}{r}\n", shown.trim_end_matches('\n')));
         }
         if lines.len() > DIFF_LINES {
-            let d = self.style(DIM);
+            let d = self.style(Look::DIM);
             self.w(&format!("  {d}… {} more lines{r}\n", lines.len() - DIFF_LINES));
         }
     }
@@ -234,7 +242,7 @@ impl<W: Write> Renderer<W> {
             return None;
         }
         let id = self.live.take()?;
-        self.w("\r\x1b[2K");
+        self.erase(ClearType::CurrentLine);
         self.col = 0;
         Some(id)
     }
@@ -248,7 +256,8 @@ impl<W: Write> Renderer<W> {
     pub(super) fn plan(&mut self, update: &Value) {
         let live = self.suspend_live();
         self.start_block(Block::None);
-        let (d, g, y, r) = (self.style(DIM), self.style(GREEN), self.style(YELLOW), self.style(RESET));
+        let (d, g, y, r) =
+            (self.style(Look::DIM), self.style(Look::GREEN), self.style(Look::YELLOW), self.style(Look::RESET));
         self.w(&format!("{d}Plan{r}\n"));
         for entry in update["entries"].as_array().into_iter().flatten() {
             let text = entry["content"].as_str().unwrap_or_default();
@@ -266,7 +275,7 @@ impl<W: Write> Renderer<W> {
     /// The end of a turn: the footer with tokens and the context's fill.
     pub fn turn_end(&mut self, stop_reason: Option<&str>, usage: Option<&Value>) {
         self.start_block(Block::None);
-        let (d, r) = (self.style(DIM), self.style(RESET));
+        let (d, r) = (self.style(Look::DIM), self.style(Look::RESET));
         let mut parts = Vec::new();
         if let Some(reason) = stop_reason.filter(|r| *r != "end_turn") {
             parts.push(format!("stopped: {reason}"));
