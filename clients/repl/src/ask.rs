@@ -4,8 +4,14 @@
 
 use std::io::{self, BufRead, Write};
 
+use crossterm::cursor::MoveUp;
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::queue;
+use crossterm::style::Print;
+use crossterm::terminal::{Clear, ClearType};
 use serde_json::Value;
+
+use crate::look::Look;
 
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +58,14 @@ pub fn choose_interactive(out: &mut impl Write, options: &[Value]) -> io::Result
     }
     let choice = menu(out, options);
     // Up over the menu's lines, and clear from there down.
-    write!(out, "\x1b[{}A\r\x1b[J", options.len())?;
+    queue!(out, MoveUp(rows(options)), Print('\r'), Clear(ClearType::FromCursorDown))?;
     out.flush()?;
     choice
+}
+
+/// The lines the menu takes.
+fn rows(options: &[Value]) -> u16 {
+    u16::try_from(options.len()).unwrap_or(u16::MAX)
 }
 
 /// What the user picked, in words: the option's name, or why nothing was.
@@ -66,25 +77,28 @@ pub fn describe(choice: &Choice, options: &[Value]) -> String {
     }
 }
 
+/// (Re)draws the menu with `selected` highlighted, over its last drawing unless this is the first.
+fn draw(out: &mut impl Write, options: &[Value], selected: usize, first: bool) -> io::Result<()> {
+    if !first {
+        queue!(out, MoveUp(rows(options)))?;
+    }
+    for (i, option) in options.iter().enumerate() {
+        queue!(out, Print('\r'), Clear(ClearType::CurrentLine))?;
+        let kind = option["kind"].as_str().unwrap_or_default();
+        let colour = if kind.starts_with("allow") { Look::GREEN } else { Look::RED };
+        if i == selected {
+            write!(out, "{}❯ {}. {colour}{}{}\r\n", Look::BOLD, i + 1, label(option), Look::RESET)?;
+        } else {
+            write!(out, "  {}. {}\r\n", i + 1, label(option))?;
+        }
+    }
+    out.flush()
+}
+
 fn menu(out: &mut impl Write, options: &[Value]) -> io::Result<Choice> {
     let mut selected = 0usize;
-    let draw = |out: &mut dyn Write, selected: usize, first: bool| -> io::Result<()> {
-        if !first {
-            write!(out, "\x1b[{}A", options.len())?;
-        }
-        for (i, option) in options.iter().enumerate() {
-            let kind = option["kind"].as_str().unwrap_or_default();
-            let colour = if kind.starts_with("allow") { "\x1b[32m" } else { "\x1b[31m" };
-            if i == selected {
-                write!(out, "\r\x1b[2K\x1b[1m❯ {}. {colour}{}\x1b[0m\r\n", i + 1, label(option))?;
-            } else {
-                write!(out, "\r\x1b[2K  {}. {}\r\n", i + 1, label(option))?;
-            }
-        }
-        out.flush()
-    };
     let _raw = RawMode::enable()?;
-    draw(out, selected, true)?;
+    draw(out, options, selected, true)?;
     loop {
         let Event::Key(KeyEvent { code, modifiers, kind, .. }) = crossterm::event::read()? else { continue };
         if kind == KeyEventKind::Release {
@@ -97,17 +111,17 @@ fn menu(out: &mut impl Write, options: &[Value]) -> io::Result<Choice> {
             KeyCode::Esc | KeyCode::Char('q') => return Ok(Choice::Refused { cancel_turn: false }),
             KeyCode::Up | KeyCode::Char('k') => {
                 selected = (selected + options.len() - 1) % options.len();
-                draw(out, selected, false)?;
+                draw(out, options, selected, false)?;
             }
             KeyCode::Down | KeyCode::Char('j') | KeyCode::Tab => {
                 selected = (selected + 1) % options.len();
-                draw(out, selected, false)?;
+                draw(out, options, selected, false)?;
             }
             KeyCode::Enter => return Ok(pick(options, selected)),
             KeyCode::Char(c) if c.is_ascii_digit() => {
                 let n = c.to_digit(10).unwrap_or(0) as usize;
                 if (1..=options.len()).contains(&n) {
-                    draw(out, n - 1, false)?;
+                    draw(out, options, n - 1, false)?;
                     return Ok(pick(options, n - 1));
                 }
             }
@@ -163,5 +177,19 @@ mod tests {
         let choice = choose_line(&mut Vec::new(), &mut io::Cursor::new(""), &options).unwrap();
         assert_eq!(choice, Choice::Refused { cancel_turn: false });
         assert_eq!(option_of(&options, &["allow_always", "allow_once"]), Some("allow".into()));
+    }
+
+    #[test]
+    fn the_menu_highlights_the_choice_and_redraws_over_itself() {
+        let options = vec![
+            json!({"optionId": "allow", "name": "Allow once", "kind": "allow_once"}),
+            json!({"optionId": "no", "name": "Reject", "kind": "reject_once"}),
+        ];
+        let mut out = Vec::new();
+        draw(&mut out, &options, 1, true).unwrap();
+        draw(&mut out, &options, 0, false).unwrap();
+        let first = "\r\x1b[2K  1. Allow once\r\n\r\x1b[2K\x1b[1m❯ 2. \x1b[31mReject\x1b[0m\r\n";
+        let again = "\x1b[2A\r\x1b[2K\x1b[1m❯ 1. \x1b[32mAllow once\x1b[0m\r\n\r\x1b[2K  2. Reject\r\n";
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{first}{again}"));
     }
 }

@@ -1,56 +1,24 @@
 //! The client's end of an ACP connection over any byte streams (a child's stdio, or pipes to an
 //! agent in the same process): requests and notifications out, answers, notifications and the
-//! agent's own requests in, one reader thread, everything in arrival order on one channel.
+//! agent's own requests in, one reader thread, everything in arrival order on one channel. Lines
+//! are framed by the protocol crate's codec and read and written as its JSON-RPC envelope.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, Weak, mpsc};
 
-use serde_json::{Value, json};
-
-/// A JSON-RPC error as the agent sent it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
-    }
-
-    fn from_value(v: &Value) -> Self {
-        Self {
-            code: v["code"].as_i64().unwrap_or(-32603),
-            message: v["message"].as_str().unwrap_or("(no message)").to_owned(),
-            data: v.get("data").cloned(),
-        }
-    }
-
-    pub fn to_value(&self) -> Value {
-        let mut v = json!({"code": self.code, "message": self.message});
-        if let Some(data) = &self.data {
-            v["data"] = data.clone();
-        }
-        v
-    }
-}
-
-impl std::fmt::Display for RpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
+use acp_protocol::acp::schema::{ClientNotification, ClientRequest};
+use acp_protocol::codec::{DEFAULT_MAX_LINE_BYTES, Frame, LineDecoder};
+use acp_protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
+use serde_json::Value;
 
 /// What arrives from the agent (or from this process: an interrupt).
 #[derive(Debug)]
 pub enum Incoming {
     /// The answer to one of our requests.
     Response {
-        id: i64,
-        result: Result<Value, RpcError>,
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
     },
     Notification {
         method: String,
@@ -58,7 +26,7 @@ pub enum Incoming {
     },
     /// The agent asks something of the client; answer with [`Sender::respond`].
     Request {
-        id: Value,
+        id: RequestId,
         method: String,
         params: Value,
     },
@@ -68,12 +36,29 @@ pub enum Incoming {
     Closed(Option<String>),
 }
 
-/// Sends to the agent; cheap to clone.
+/// Where lines to the agent go: the only writer, one whole line at a time.
+struct Writer {
+    out: Mutex<Box<dyn Write + Send>>,
+    verbose: bool,
+}
+
+impl Writer {
+    fn line(&self, line: &str) -> io::Result<()> {
+        if self.verbose {
+            let _ = writeln!(io::stderr(), "→ {line}");
+        }
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+}
+
+/// Sends to the agent; cheap to clone. Dropping the last one closes the agent's input.
 #[derive(Clone)]
 pub struct Sender {
-    out: Arc<Mutex<Box<dyn Write + Send>>>,
+    writer: Arc<Writer>,
     next_id: Arc<AtomicI64>,
-    verbose: bool,
 }
 
 impl std::fmt::Debug for Sender {
@@ -83,34 +68,24 @@ impl std::fmt::Debug for Sender {
 }
 
 impl Sender {
-    /// Sends a request; its answer arrives as [`Incoming::Response`] with the returned id.
-    pub fn request(&self, method: &str, params: Value) -> io::Result<i64> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+    /// Sends a request (its method is the one the schema names for it); its answer arrives as
+    /// [`Incoming::Response`] with the returned id.
+    pub fn request(&self, request: &ClientRequest) -> io::Result<RequestId> {
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        self.writer.line(&jsonrpc::request_line(&id, request.method(), request)?)?;
         Ok(id)
     }
 
-    pub fn notify(&self, method: &str, params: Value) -> io::Result<()> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    pub fn notify(&self, notification: &ClientNotification) -> io::Result<()> {
+        self.writer.line(&jsonrpc::notification_line(notification.method(), notification)?)
     }
 
     /// Answers one of the agent's requests.
-    pub fn respond(&self, id: &Value, result: Result<Value, RpcError>) -> io::Result<()> {
+    pub fn respond(&self, id: &RequestId, result: Result<Value, ErrorObject>) -> io::Result<()> {
         match result {
-            Ok(result) => self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
-            Err(e) => self.send(&json!({"jsonrpc": "2.0", "id": id, "error": e.to_value()})),
+            Ok(result) => self.writer.line(&jsonrpc::result_line(id, &result)?),
+            Err(error) => self.writer.line(&jsonrpc::error_line(id, &error)),
         }
-    }
-
-    fn send(&self, message: &Value) -> io::Result<()> {
-        let line = message.to_string();
-        if self.verbose {
-            let _ = writeln!(io::stderr(), "→ {line}");
-        }
-        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
-        out.write_all(line.as_bytes())?;
-        out.write_all(b"\n")?;
-        out.flush()
     }
 }
 
@@ -174,125 +149,109 @@ pub fn connect_with_tap(
     verbose: bool,
     tap: impl Fn(&Incoming) + Send + 'static,
 ) -> io::Result<(Sender, Receiver)> {
-    let (tx, rx) = mpsc::channel();
-    let inject = tx.clone();
-    std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || read_loop(from, &tx, verbose, &tap))?;
-    let sender = Sender { out: Arc::new(Mutex::new(Box::new(to))), next_id: Arc::new(AtomicI64::new(0)), verbose };
-    Ok((sender, Receiver { rx, inject }))
+    start(from, to, verbose, DEFAULT_MAX_LINE_BYTES, tap)
 }
 
-/// The longest line taken from an agent; a longer one is skipped (and reported), never held.
-const MAX_LINE: usize = 64 << 20;
+fn start(
+    from: impl Read + Send + 'static,
+    to: impl Write + Send + 'static,
+    verbose: bool,
+    max_line_bytes: usize,
+    tap: impl Fn(&Incoming) + Send + 'static,
+) -> io::Result<(Sender, Receiver)> {
+    let (tx, rx) = mpsc::channel();
+    let inject = tx.clone();
+    let writer = Arc::new(Writer { out: Mutex::new(Box::new(to)), verbose });
+    let reader = Reader { tx, writer: Arc::downgrade(&writer), verbose, tap };
+    std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || reader.run(from, max_line_bytes))?;
+    Ok((Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, Receiver { rx, inject }))
+}
 
-fn read_loop(from: impl Read, tx: &mpsc::Sender<Incoming>, verbose: bool, tap: &dyn Fn(&Incoming)) {
-    let mut reader = BufReader::new(from);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match read_line(&mut reader, &mut line) {
-            Ok(None) => {
-                let _ = tx.send(Incoming::Closed(None));
-                return;
+/// The reader thread's state.
+struct Reader<T> {
+    tx: mpsc::Sender<Incoming>,
+    /// To answer a request that is not valid JSON-RPC. Weak: dropping the last [`Sender`] must
+    /// still close the agent's input.
+    writer: Weak<Writer>,
+    verbose: bool,
+    tap: T,
+}
+
+impl<T: Fn(&Incoming)> Reader<T> {
+    /// Frames lines until the end of input (or a read error), then reports the agent gone.
+    fn run(&self, mut from: impl Read, max_line_bytes: usize) {
+        let mut decoder = LineDecoder::new(max_line_bytes);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut frames = Vec::new();
+        let why = loop {
+            match from.read(&mut buf) {
+                Ok(0) => {
+                    // An unterminated last line still counts.
+                    decoder.finish(&mut frames);
+                    break None;
+                }
+                Ok(n) => decoder.feed(&buf[..n], &mut frames),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break Some(format!("reading from the agent failed: {e}")),
             }
-            Ok(Some(0)) => {}
-            Ok(Some(skipped)) => {
-                let _ =
-                    writeln!(io::stderr(), "acp client: skipped a line of {skipped} bytes from the agent (too long)");
-                continue;
-            }
-            Err(e) => {
-                let _ = tx.send(Incoming::Closed(Some(format!("reading from the agent failed: {e}"))));
-                return;
-            }
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        if verbose {
-            let _ = writeln!(io::stderr(), "← {text}");
-        }
-        match classify(text) {
-            Some(message) => {
-                tap(&message);
-                if tx.send(message).is_err() {
+            for frame in frames.drain(..) {
+                if !self.frame(frame) {
                     return;
                 }
             }
-            None => {
+        };
+        for frame in frames.drain(..) {
+            if !self.frame(frame) {
+                return;
+            }
+        }
+        let _ = self.tx.send(Incoming::Closed(why));
+    }
+
+    /// Handles one frame; false once nobody is listening.
+    fn frame(&self, frame: Frame) -> bool {
+        let line = match frame {
+            Frame::Line(line) => line,
+            Frame::TooLong { limit } => {
+                let _ = writeln!(io::stderr(), "acp client: skipped a line from the agent longer than {limit} bytes");
+                return true;
+            }
+        };
+        // A stray byte that is not UTF-8 costs a character, not the message.
+        let text = String::from_utf8_lossy(&line);
+        if self.verbose {
+            let _ = writeln!(io::stderr(), "← {text}");
+        }
+        let message = match jsonrpc::parse_line(text.as_bytes()) {
+            Ok(Message::Request { id, method, params }) => {
+                Incoming::Request { id, method, params: params.unwrap_or(Value::Null) }
+            }
+            Ok(Message::Notification { method, params }) => {
+                Incoming::Notification { method, params: params.unwrap_or(Value::Null) }
+            }
+            Ok(Message::Response { id, result }) => Incoming::Response { id, result },
+            // A broken answer (an `error` that is not an error object, say) still ends the wait for it.
+            Err(invalid) if !invalid.respond && invalid.id != RequestId::Null => {
+                Incoming::Response { id: invalid.id, result: Err(invalid.error) }
+            }
+            Err(invalid) => {
                 let _ = writeln!(
                     io::stderr(),
                     "acp client: ignoring a line from the agent that is not JSON-RPC: {}",
-                    clip(text)
+                    clip(&text)
                 );
+                // A request the agent waits for gets its error.
+                if invalid.respond
+                    && invalid.id != RequestId::Null
+                    && let Some(writer) = self.writer.upgrade()
+                {
+                    let _ = writer.line(&jsonrpc::error_line(&invalid.id, &invalid.error));
+                }
+                return true;
             }
-        }
-    }
-}
-
-/// Reads one line into `line`: `None` at the end of input, `Some(0)` for a line, `Some(n)` when a
-/// line of `n` bytes was longer than [`MAX_LINE`] and skipped.
-fn read_line(reader: &mut impl io::BufRead, line: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    let mut skipped = 0usize;
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
         };
-        if available.is_empty() {
-            return Ok(if skipped > 0 {
-                Some(skipped)
-            } else if line.is_empty() {
-                None
-            } else {
-                Some(0)
-            });
-        }
-        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let used = chunk.len();
-        if skipped > 0 || line.len() + used > MAX_LINE {
-            skipped += line.len() + used;
-            line.clear();
-        } else {
-            line.extend_from_slice(chunk);
-        }
-        reader.consume(used);
-        if done {
-            return Ok(Some(skipped));
-        }
-    }
-}
-
-/// One line from the agent → what it is; `None` for anything that is not a JSON-RPC message.
-pub fn classify(line: &str) -> Option<Incoming> {
-    let v: Value = serde_json::from_str(line).ok()?;
-    let method = v.get("method").and_then(Value::as_str);
-    let id = v.get("id").filter(|id| !id.is_null());
-    match (method, id) {
-        (Some(method), Some(id)) => Some(Incoming::Request {
-            id: id.clone(),
-            method: method.to_owned(),
-            params: v.get("params").cloned().unwrap_or(Value::Null),
-        }),
-        (Some(method), None) => Some(Incoming::Notification {
-            method: method.to_owned(),
-            params: v.get("params").cloned().unwrap_or(Value::Null),
-        }),
-        (None, Some(id)) => {
-            let id = id.as_i64()?;
-            let result = match (v.get("result"), v.get("error")) {
-                (_, Some(e)) => Err(RpcError::from_value(e)),
-                (Some(r), None) => Ok(r.clone()),
-                (None, None) => return None,
-            };
-            Some(Incoming::Response { id, result })
-        }
-        (None, None) => None,
+        (self.tap)(&message);
+        self.tx.send(message).is_ok()
     }
 }
 
@@ -302,60 +261,89 @@ fn clip(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io::{BufRead, BufReader};
 
-    #[test]
-    fn a_line_too_long_is_skipped_without_being_held() {
-        let mut input = vec![b'x'; MAX_LINE + 10];
-        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n");
-        let mut reader = io::BufReader::with_capacity(64 * 1024, &input[..]);
-        let mut line = Vec::new();
-        assert_eq!(read_line(&mut reader, &mut line).unwrap(), Some(MAX_LINE + 11));
-        assert!(line.capacity() <= MAX_LINE + 64 * 1024, "never grew past the limit");
-        line.clear();
-        assert_eq!(read_line(&mut reader, &mut line).unwrap(), Some(0));
-        assert!(classify(std::str::from_utf8(&line).unwrap().trim()).is_some());
-        line.clear();
-        assert_eq!(read_line(&mut reader, &mut line).unwrap(), None);
+    use serde_json::json;
+
+    use super::*;
+    use crate::requests;
+
+    /// A connection to a pretend agent: what the client writes, and where to write as the agent.
+    fn pair(max_line_bytes: usize) -> (Sender, Receiver, BufReader<io::PipeReader>, io::PipeWriter) {
+        let (agent_in, client_out) = io::pipe().unwrap();
+        let (client_in, agent_out) = io::pipe().unwrap();
+        let (tx, rx) = start(client_in, client_out, false, max_line_bytes, |_| {}).unwrap();
+        (tx, rx, BufReader::new(agent_in), agent_out)
     }
 
-    #[test]
-    fn lines_are_classified() {
-        assert!(matches!(
-            classify(r#"{"jsonrpc":"2.0","id":3,"result":{"a":1}}"#),
-            Some(Incoming::Response { id: 3, result: Ok(_) })
-        ));
-        let Some(Incoming::Response { result: Err(e), .. }) =
-            classify(r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"auth"}}"#)
-        else {
-            panic!("an error answer")
-        };
-        assert_eq!((e.code, e.message.as_str()), (-32000, "auth"));
-        assert!(matches!(
-            classify(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#),
-            Some(Incoming::Notification { .. })
-        ));
-        assert!(matches!(
-            classify(r#"{"jsonrpc":"2.0","id":"x","method":"fs/read_text_file","params":{}}"#),
-            Some(Incoming::Request { .. })
-        ));
-        assert!(classify("not json").is_none());
-        assert!(classify(r#"{"jsonrpc":"2.0"}"#).is_none());
+    fn read_json(from: &mut impl BufRead) -> Value {
+        let mut line = String::new();
+        from.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
     }
 
     #[test]
     fn requests_go_out_as_lines_and_answers_come_back() {
-        let (agent_in, client_out) = std::io::pipe().unwrap();
-        let (client_in, mut agent_out) = std::io::pipe().unwrap();
-        let (tx, rx) = connect(client_in, client_out, false).unwrap();
-        let id = tx.request("initialize", json!({"protocolVersion": 1})).unwrap();
-        let mut line = String::new();
-        io::BufRead::read_line(&mut BufReader::new(agent_in), &mut line).unwrap();
-        let sent: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(sent["method"], "initialize");
+        let (tx, rx, mut agent_in, mut agent_out) = pair(DEFAULT_MAX_LINE_BYTES);
+        let id = tx.request(&requests::initialize(requests::Client { name: "t", title: "t", host: false })).unwrap();
+        let sent = read_json(&mut agent_in);
+        assert_eq!((&sent["jsonrpc"], &sent["id"], &sent["method"]), (&json!("2.0"), &json!(0), &json!("initialize")));
         writeln!(agent_out, r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":1}}}}"#).unwrap();
-        assert!(matches!(rx.recv(), Incoming::Response { result: Ok(_), .. }));
+        assert!(matches!(rx.recv(), Incoming::Response { id: got, result: Ok(_) } if got == id));
         drop(agent_out);
         assert!(matches!(rx.recv(), Incoming::Closed(None)));
+    }
+
+    #[test]
+    fn what_the_agent_sends_is_sorted_and_lines_that_are_not_json_rpc_are_skipped() {
+        let (tx, rx, mut agent_in, mut agent_out) = pair(DEFAULT_MAX_LINE_BYTES);
+        let lines = [
+            r#"not json"#,
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"auth"}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"fs/read_text_file","params":{}}"#,
+            // A broken answer still ends the wait for it.
+            r#"{"jsonrpc":"2.0","id":5,"error":"boom"}"#,
+            // A request that is not valid JSON-RPC gets an error answer rather than none.
+            r#"{"jsonrpc":"2.0","id":"y","method":"fs/read_text_file","params":3}"#,
+            // The last line needs no newline.
+            r#"{"jsonrpc":"2.0","method":"last"}"#,
+        ];
+        agent_out.write_all(lines.join("\n").as_bytes()).unwrap();
+        drop(agent_out);
+        let Incoming::Response { id, result: Err(e) } = rx.recv() else { panic!("an error answer") };
+        assert_eq!((id, e.code, e.message.as_str()), (RequestId::Number(4), -32000, "auth"));
+        let Incoming::Notification { method, params } = rx.recv() else { panic!("a notification") };
+        assert_eq!((method.as_str(), &params), ("session/update", &json!({"a": 1})));
+        assert!(matches!(rx.recv(), Incoming::Request { id: RequestId::Str(id), .. } if id == "x"));
+        assert!(matches!(rx.recv(), Incoming::Response { id: RequestId::Number(5), result: Err(_) }));
+        assert!(matches!(rx.recv(), Incoming::Notification { method, params: Value::Null } if method == "last"));
+        assert!(matches!(rx.recv(), Incoming::Closed(None)));
+        let answer = read_json(&mut agent_in);
+        assert_eq!((&answer["id"], &answer["error"]["code"]), (&json!("y"), &json!(-32600)), "{answer}");
+        drop(tx);
+    }
+
+    #[test]
+    fn a_line_too_long_is_skipped_and_the_connection_lives_on() {
+        let (_tx, rx, _agent_in, mut agent_out) = pair(64);
+        let long = format!(r#"{{"jsonrpc":"2.0","method":"long","params":{{"t":"{}"}}}}"#, "x".repeat(1000));
+        writeln!(agent_out, "{long}").unwrap();
+        writeln!(agent_out, r#"{{"jsonrpc":"2.0","method":"next"}}"#).unwrap();
+        drop(agent_out);
+        assert!(matches!(rx.recv(), Incoming::Notification { method, .. } if method == "next"));
+        assert!(matches!(rx.recv(), Incoming::Closed(None)));
+    }
+
+    #[test]
+    fn dropping_the_sender_closes_the_agents_input() {
+        let (tx, _rx, mut agent_in, _agent_out) = pair(DEFAULT_MAX_LINE_BYTES);
+        tx.notify(&requests::cancel("s")).unwrap();
+        assert_eq!(read_json(&mut agent_in)["method"], "session/cancel");
+        drop(tx);
+        // The reader thread is still running (the agent has not closed its output): it must not
+        // keep the agent's input open.
+        let mut rest = String::new();
+        assert_eq!(agent_in.read_line(&mut rest).unwrap(), 0, "end of input");
     }
 }

@@ -9,7 +9,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};
 
-use crate::conn::{RpcError, Sender};
+use acp_protocol::acp::client_methods as m;
+use acp_protocol::jsonrpc::{ErrorObject, RequestId, code};
+
+use crate::conn::Sender;
 
 /// Output kept per terminal when the agent sets no limit.
 const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
@@ -18,8 +21,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::new(-32602, message)
+fn invalid(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code::INVALID_PARAMS, message)
+}
+
+fn failed(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code::INTERNAL_ERROR, message)
 }
 
 /// The largest file the client reads for the agent.
@@ -42,9 +49,9 @@ pub fn read_file(path: &Path) -> std::io::Result<String> {
 }
 
 /// Reads a text file, optionally from 1-based `line` for `limit` lines.
-pub fn read_text_file(params: &Value) -> Result<Value, RpcError> {
+pub fn read_text_file(params: &Value) -> Result<Value, ErrorObject> {
     let path = params["path"].as_str().ok_or_else(|| invalid("`path` is required"))?;
-    let content = read_file(Path::new(path)).map_err(|e| RpcError::new(-32603, format!("{path}: {e}")))?;
+    let content = read_file(Path::new(path)).map_err(|e| failed(format!("{path}: {e}")))?;
     let line = params["line"].as_u64().map(|l| l.max(1) as usize);
     let limit = params["limit"].as_u64().map(|l| l as usize);
     let content = match (line, limit) {
@@ -58,13 +65,13 @@ pub fn read_text_file(params: &Value) -> Result<Value, RpcError> {
 }
 
 /// Writes a text file (creating its directory).
-pub fn write_text_file(params: &Value) -> Result<Value, RpcError> {
+pub fn write_text_file(params: &Value) -> Result<Value, ErrorObject> {
     let path = params["path"].as_str().ok_or_else(|| invalid("`path` is required"))?;
     let content = params["content"].as_str().ok_or_else(|| invalid("`content` is required"))?;
     if let Some(dir) = Path::new(path).parent() {
-        std::fs::create_dir_all(dir).map_err(|e| RpcError::new(-32603, format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| failed(format!("{}: {e}", dir.display())))?;
     }
-    std::fs::write(path, content).map_err(|e| RpcError::new(-32603, format!("{path}: {e}")))?;
+    std::fs::write(path, content).map_err(|e| failed(format!("{path}: {e}")))?;
     Ok(Value::Null)
 }
 
@@ -113,7 +120,7 @@ impl std::fmt::Debug for Terminals {
 
 impl Terminals {
     /// `terminal/create`: starts the command; answers at once with its id.
-    pub fn create(&self, params: &Value) -> Result<Value, RpcError> {
+    pub fn create(&self, params: &Value) -> Result<Value, ErrorObject> {
         let command = params["command"].as_str().ok_or_else(|| invalid("`command` is required"))?;
         let args: Vec<&str> =
             params["args"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
@@ -139,7 +146,7 @@ impl Terminals {
         // Its own process group, so a kill reaches whatever it started.
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().map_err(|e| RpcError::new(-32603, format!("could not start `{command}`: {e}")))?;
+        let mut child = cmd.spawn().map_err(|e| failed(format!("could not start `{command}`: {e}")))?;
         let limit = params["outputByteLimit"].as_u64().map_or(DEFAULT_OUTPUT_LIMIT, |l| l as usize);
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let shown = std::iter::once(command).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
@@ -172,13 +179,13 @@ impl Terminals {
         Ok(json!({"terminalId": id}))
     }
 
-    fn get(&self, params: &Value) -> Result<Arc<Terminal>, RpcError> {
+    fn get(&self, params: &Value) -> Result<Arc<Terminal>, ErrorObject> {
         let id = params["terminalId"].as_str().ok_or_else(|| invalid("`terminalId` is required"))?;
         lock(&self.map).get(id).cloned().ok_or_else(|| invalid(format!("no terminal `{id}`")))
     }
 
     /// `terminal/output`: what it printed so far, and its exit status once it has one.
-    pub fn output(&self, params: &Value) -> Result<Value, RpcError> {
+    pub fn output(&self, params: &Value) -> Result<Value, ErrorObject> {
         let t = self.get(params)?;
         t.poll_exit();
         let s = lock(&t.state);
@@ -190,7 +197,7 @@ impl Terminals {
     }
 
     /// `terminal/wait_for_exit`: blocks, so the caller answers it from its own thread.
-    pub fn wait_for_exit(&self, params: &Value) -> Result<Value, RpcError> {
+    pub fn wait_for_exit(&self, params: &Value) -> Result<Value, ErrorObject> {
         let t = self.get(params)?;
         loop {
             t.poll_exit();
@@ -203,14 +210,14 @@ impl Terminals {
     }
 
     /// `terminal/kill`: stops the command; the terminal stays for `output`.
-    pub fn kill(&self, params: &Value) -> Result<Value, RpcError> {
+    pub fn kill(&self, params: &Value) -> Result<Value, ErrorObject> {
         let t = self.get(params)?;
         t.kill();
         Ok(Value::Null)
     }
 
     /// `terminal/release`: kills it if needed and forgets it.
-    pub fn release(&self, params: &Value) -> Result<Value, RpcError> {
+    pub fn release(&self, params: &Value) -> Result<Value, ErrorObject> {
         let t = self.get(params)?;
         t.kill();
         let _ = lock(&t.child).wait();
@@ -333,22 +340,22 @@ fn append(s: &mut TermState, text: &str) {
 }
 
 /// Answers one of the agent's fs/terminal requests; blocking ones on their own thread.
-pub fn answer(tx: &Sender, terminals: &Terminals, id: Value, method: &str, params: Value) {
+pub fn answer(tx: &Sender, terminals: &Terminals, id: RequestId, method: &str, params: Value) {
     let result = match method {
-        "fs/read_text_file" => read_text_file(&params),
-        "fs/write_text_file" => write_text_file(&params),
-        "terminal/create" => terminals.create(&params),
-        "terminal/output" => terminals.output(&params),
-        "terminal/kill" => terminals.kill(&params),
-        "terminal/release" => terminals.release(&params),
-        "terminal/wait_for_exit" => {
+        m::FS_READ_TEXT_FILE => read_text_file(&params),
+        m::FS_WRITE_TEXT_FILE => write_text_file(&params),
+        m::TERMINAL_CREATE => terminals.create(&params),
+        m::TERMINAL_OUTPUT => terminals.output(&params),
+        m::TERMINAL_KILL => terminals.kill(&params),
+        m::TERMINAL_RELEASE => terminals.release(&params),
+        m::TERMINAL_WAIT_FOR_EXIT => {
             let (tx, terminals) = (tx.clone(), terminals.clone());
             std::thread::spawn(move || {
                 let _ = tx.respond(&id, terminals.wait_for_exit(&params));
             });
             return;
         }
-        other => Err(RpcError::new(-32601, format!("the client does not offer `{other}`"))),
+        other => Err(ErrorObject::new(code::METHOD_NOT_FOUND, format!("the client does not offer `{other}`"))),
     };
     let _ = tx.respond(&id, result);
 }

@@ -2,29 +2,55 @@
 //! the rest. Tools are matched by the name the agent gives them (`_meta.toolName`, as acp sends)
 //! or by their ACP kind (`edit`, `execute`, `fetch`, …), so a policy also works with other agents.
 
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
 
 /// Which tools may run when the agent asks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Policy {
+    /// The patterns as given, lower-cased (ASCII).
     allow: Vec<String>,
+    matcher: GlobSet,
 }
 
+impl PartialEq for Policy {
+    fn eq(&self, other: &Self) -> bool {
+        self.allow == other.allow
+    }
+}
+
+impl Eq for Policy {}
+
 impl Policy {
-    /// Patterns: tool names or kinds, `*` as a wildcard, comma-separated lists allowed.
+    /// Patterns: tool names or kinds, `*` as a wildcard (any run of characters), comma-separated
+    /// lists allowed; the rest is literal and ASCII letters match either case.
     pub fn allow<I: IntoIterator<Item = S>, S: AsRef<str>>(patterns: I) -> Self {
-        let allow = patterns
+        let allow: Vec<String> = patterns
             .into_iter()
             .flat_map(|p| p.as_ref().split(',').map(|s| s.trim().to_ascii_lowercase()).collect::<Vec<_>>())
             .filter(|p| !p.is_empty())
             .collect();
-        Self { allow }
+        let mut set = GlobSetBuilder::new();
+        for pattern in &allow {
+            // Only `*` is special: glob syntax (`?`, `[…]`, `{…}`, `\`) in a tool name is literal,
+            // and a run of stars is one star (not globset's `**`, which treats `/` apart).
+            let mut glob = pattern.split('*').map(globset::escape).collect::<Vec<_>>().join("*");
+            while glob.contains("**") {
+                glob = glob.replace("**", "*");
+            }
+            // Escaped, a pattern is always a valid glob.
+            if let Ok(glob) = GlobBuilder::new(&glob).backslash_escape(false).build() {
+                set.add(glob);
+            }
+        }
+        Self { matcher: set.build().unwrap_or_default(), allow }
     }
 
     pub fn allows(&self, tool: &ToolIdentity) -> bool {
-        self.allow.iter().any(|p| {
-            [tool.name.as_deref(), tool.kind.as_deref()].into_iter().flatten().any(|n| glob(p, &n.to_ascii_lowercase()))
-        })
+        [tool.name.as_deref(), tool.kind.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|n| self.matcher.is_match(n.to_ascii_lowercase()))
     }
 
     /// The answer to a permission request: an allow option (once, preferably) for an allowed tool,
@@ -58,26 +84,6 @@ pub struct Decision {
     pub outcome: Value,
 }
 
-/// `*` matches any run of characters; everything else literally.
-fn glob(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(i) => rest = &rest[i + middle.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +110,23 @@ mod tests {
         assert!(Policy::allow(["*"]).allows(&tool("anything", "other")));
         assert!(!Policy::default().allows(&tool("read", "read")));
         assert!(glob("a*b*c", "axxbyyc") && !glob("a*b*c", "acb") && glob("*", "") && !glob("ab*ba", "aba"));
+    }
+
+    /// Whether `pattern` allows a tool of that name.
+    fn glob(pattern: &str, name: &str) -> bool {
+        Policy::allow([pattern]).allows(&ToolIdentity { name: Some(name.into()), ..ToolIdentity::default() })
+    }
+
+    #[test]
+    fn only_the_star_is_special_and_case_does_not_matter() {
+        assert!(glob("mcp__*__read", "mcp__fs/x__read"), "a star crosses slashes");
+        assert!(glob("**/", "x/") && !glob("**/", "x") && !glob("**/*", "x"), "two stars are one star");
+        assert!(glob("Web_*", "WEB_FETCH") && glob("web_fetch", "Web_Fetch"));
+        for literal in ["what?", "[ab]", "{ab}", "a\\b", "!x"] {
+            assert!(glob(literal, literal), "{literal} matches itself");
+        }
+        assert!(!glob("what?", "whatx") && !glob("[ab]", "a") && !glob("{ab}", "a") && !glob("a\\b", "ab"));
+        assert!(glob("[ab]*", "[ab]cd") && glob("*?", "why?") && !glob("*?", "why"));
     }
 
     #[test]

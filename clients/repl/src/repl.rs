@@ -10,6 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use acp_protocol::acp::client_methods as m;
+use acp_protocol::acp::schema::{
+    ClientRequest, RequestPermissionOutcome, RequestPermissionResponse, SelectedPermissionOutcome,
+};
+use acp_protocol::jsonrpc::{ErrorObject, RequestId, code};
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -19,9 +24,10 @@ use rustyline::{Context, Editor, Helper};
 use serde_json::{Value, json};
 
 use crate::ask::{self, Choice};
-use crate::conn::{self, Incoming, Receiver, RpcError, Sender};
+use crate::conn::{self, Incoming, Receiver, Sender};
 use crate::host::{self, Terminals};
 use crate::render::{Renderer, Thoughts};
+use crate::requests::{self, Client};
 
 /// How `acp client` was started.
 #[derive(Debug, Clone)]
@@ -189,7 +195,7 @@ pub fn run(opts: &ClientOptions) -> u8 {
     let known = commands.clone();
     let tap = move |message: &Incoming| {
         if let Incoming::Notification { method, params } = message
-            && method == "session/update"
+            && method == m::SESSION_UPDATE
             && params["update"]["sessionUpdate"] == "available_commands_update"
         {
             known.set(&params["update"]);
@@ -275,19 +281,15 @@ fn forward_interrupts(on_signal: impl Fn() + Send + 'static) -> io::Result<()> {
 }
 
 enum Wait {
-    Answer(Result<Value, RpcError>),
+    Answer(Result<Value, ErrorObject>),
     /// Ctrl-C twice, or the agent is gone.
     Quit(u8),
 }
 
 impl Session<'_> {
     fn start(&mut self) -> Result<(), u8> {
-        let init = json!({
-            "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
-            "clientInfo": {"name": "acp-client", "title": "acp client", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let answer = self.call("initialize", init)?;
+        let answer =
+            self.call(&requests::initialize(Client { name: "acp-client", title: "acp client", host: true }))?;
         let caps = answer.map_err(|e| self.fail(&format!("initialize failed: {e}"), exit::AGENT))?;
         let agent = caps["agentInfo"]["title"].as_str().or(caps["agentInfo"]["name"].as_str()).unwrap_or("agent");
         let agent = agent.to_owned();
@@ -297,30 +299,28 @@ impl Session<'_> {
                 if caps["agentCapabilities"]["loadSession"] != true {
                     return Err(self.fail(&format!("{agent} cannot load sessions"), exit::USAGE));
                 }
-                let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
                 self.id.clone_from(&id);
                 let loaded = self
-                    .call("session/load", params)?
+                    .call(&requests::load_session(&id, &cwd))?
                     .map_err(|e| self.fail(&format!("could not load session {id}: {}", e.message), exit::USAGE))?;
                 self.note_settings(&loaded);
                 self.renderer.turn_end(None, None);
             }
             None => {
-                let answer = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}))?;
+                let answer = self.call(&requests::new_session(&cwd, None))?;
                 let session = answer.map_err(|e| self.fail(&e.message, exit::AGENT))?;
                 self.id = session["sessionId"].as_str().unwrap_or_default().to_owned();
                 self.note_settings(&session);
             }
         }
         if let Some(model) = self.opts.model.clone() {
-            let params = json!({"sessionId": self.id, "configId": "model", "value": model});
             let set = self
-                .call("session/set_config_option", params)?
+                .call(&requests::set_model(&self.id, &model))?
                 .map_err(|e| self.fail(&format!("--model {model}: {}", e.message), exit::USAGE))?;
             self.note_settings(&set);
         }
         if let Some(mode) = self.opts.mode.clone() {
-            self.call("session/set_mode", json!({"sessionId": self.id, "modeId": mode}))?
+            self.call(&requests::set_mode(&self.id, &mode))?
                 .map_err(|e| self.fail(&format!("--mode {mode}: {}", e.message), exit::USAGE))?;
             self.mode = Some(mode);
         }
@@ -357,10 +357,9 @@ impl Session<'_> {
     }
 
     /// A request whose answer is waited for (updates and agent requests handled meanwhile).
-    fn call(&mut self, method: &str, params: Value) -> Result<Result<Value, RpcError>, u8> {
-        let id =
-            self.tx.request(method, params).map_err(|e| self.fail(&format!("the agent is gone: {e}"), exit::AGENT))?;
-        match self.wait(id) {
+    fn call(&mut self, request: &ClientRequest) -> Result<Result<Value, ErrorObject>, u8> {
+        let id = self.tx.request(request).map_err(|e| self.fail(&format!("the agent is gone: {e}"), exit::AGENT))?;
+        match self.wait(&id) {
             Wait::Answer(answer) => Ok(answer),
             Wait::Quit(code) => Err(code),
         }
@@ -424,7 +423,7 @@ impl Session<'_> {
                     }
                     self.last_interrupt = Some(Instant::now());
                 }
-                Incoming::Notification { method, params } if method == "session/update" => {
+                Incoming::Notification { method, params } if method == m::SESSION_UPDATE => {
                     if !self.cancelling {
                         self.renderer.update(&params["update"]);
                     }
@@ -446,8 +445,7 @@ impl Session<'_> {
     }
 
     fn prompt(&mut self, text: &str) -> Result<(), u8> {
-        let params = json!({"sessionId": self.id, "prompt": [{"type": "text", "text": text}]});
-        let answer = self.call("session/prompt", params)?;
+        let answer = self.call(&requests::prompt(&self.id, text))?;
         match answer {
             Ok(result) => self.renderer.turn_end(result["stopReason"].as_str(), result.get("usage")),
             Err(e) => {
@@ -458,7 +456,7 @@ impl Session<'_> {
     }
 
     /// Handles everything until the answer to `id`.
-    fn wait(&mut self, id: i64) -> Wait {
+    fn wait(&mut self, id: &RequestId) -> Wait {
         let mut interrupted = false;
         self.cancelling = false;
         loop {
@@ -467,12 +465,12 @@ impl Session<'_> {
                 continue;
             };
             match message {
-                Incoming::Response { id: got, result } if got == id => {
+                Incoming::Response { id: got, result } if got == *id => {
                     self.renderer.release_pending();
                     return Wait::Answer(result);
                 }
                 Incoming::Response { .. } => {}
-                Incoming::Notification { method, params } if method == "session/update" => {
+                Incoming::Notification { method, params } if method == m::SESSION_UPDATE => {
                     let update = &params["update"];
                     // Once the cancel is shown, text still on its way from the turn is dropped.
                     let late_text =
@@ -483,12 +481,13 @@ impl Session<'_> {
                 }
                 Incoming::Notification { .. } => {}
                 Incoming::Request { id, method, params } => {
-                    if method == "session/request_permission" {
+                    if method == m::SESSION_REQUEST_PERMISSION {
                         if let Some(code) = self.permission(&id, &params) {
                             return Wait::Quit(code);
                         }
-                    } else if method == "fs/write_text_file" && self.opts.review && !self.review_write(&params) {
-                        let _ = self.tx.respond(&id, Err(RpcError::new(-32603, "the user declined this write")));
+                    } else if method == m::FS_WRITE_TEXT_FILE && self.opts.review && !self.review_write(&params) {
+                        let declined = ErrorObject::new(code::INTERNAL_ERROR, "the user declined this write");
+                        let _ = self.tx.respond(&id, Err(declined));
                     } else {
                         host::answer(&self.tx, &self.terminals, id, &method, params);
                     }
@@ -503,7 +502,7 @@ impl Session<'_> {
                     self.cancelling = true;
                     self.last_interrupt = Some(Instant::now());
                     self.renderer.notice("cancelling… (Ctrl-C again to leave)");
-                    let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
+                    let _ = self.tx.notify(&requests::cancel(&self.id));
                 }
                 Incoming::Closed(why) => {
                     let why = why.unwrap_or_else(|| self.agent_exit());
@@ -545,7 +544,7 @@ impl Session<'_> {
     }
 
     /// Answers a permission question; `Some(code)` when the client must quit.
-    fn permission(&mut self, id: &Value, params: &Value) -> Option<u8> {
+    fn permission(&mut self, id: &RequestId, params: &Value) -> Option<u8> {
         let options = params["options"].as_array().cloned().unwrap_or_default();
         let call = &params["toolCall"];
         let call_id = call["toolCallId"].as_str().unwrap_or_default();
@@ -558,7 +557,7 @@ impl Session<'_> {
             && let Some(option) = ask::option_of(&options, &["allow_once"])
         {
             self.renderer.notice(&format!("allowed once (--yes): {title}"));
-            let _ = self.tx.respond(id, Ok(json!({"outcome": {"outcome": "selected", "optionId": option}})));
+            self.answer_permission(id, selected(option));
             return None;
         }
         self.renderer.notice(&format!("Allow {title}?"));
@@ -579,23 +578,28 @@ impl Session<'_> {
                 if allowed {
                     self.remember_approved_writes(call_id);
                 }
-                json!({"outcome": "selected", "optionId": option})
+                selected(option.clone())
             }
             // Ctrl-C: the turn is cancelled, and so is the question (not "rejected").
             Choice::Refused { cancel_turn: true } => {
                 self.cancelling = true;
                 self.last_interrupt = Some(Instant::now());
-                let _ = self.tx.notify("session/cancel", json!({"sessionId": self.id}));
-                json!({"outcome": "cancelled"})
+                let _ = self.tx.notify(&requests::cancel(&self.id));
+                RequestPermissionOutcome::Cancelled
             }
             Choice::Refused { cancel_turn: false } => match ask::option_of(&options, &["reject_once", "reject_always"])
             {
-                Some(option) => json!({"outcome": "selected", "optionId": option}),
-                None => json!({"outcome": "cancelled"}),
+                Some(option) => selected(option),
+                None => RequestPermissionOutcome::Cancelled,
             },
         };
-        let _ = self.tx.respond(id, Ok(json!({"outcome": outcome})));
+        self.answer_permission(id, outcome);
         None
+    }
+
+    fn answer_permission(&self, id: &RequestId, outcome: RequestPermissionOutcome) {
+        let answer = serde_json::to_value(RequestPermissionResponse::new(outcome)).map_err(ErrorObject::internal);
+        let _ = self.tx.respond(id, answer);
     }
 
     /// The writes an allowed call will make, as its diffs show them.
@@ -663,6 +667,11 @@ impl Session<'_> {
         }
         self.renderer.flush();
     }
+}
+
+/// The permission option the user (or `--yes`) chose.
+fn selected(option: String) -> RequestPermissionOutcome {
+    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option))
 }
 
 #[cfg(test)]

@@ -6,10 +6,13 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use acp_protocol::acp::client_methods as m;
+use acp_protocol::jsonrpc::{ErrorObject, RequestId, code};
 use serde_json::{Value, json};
 
-use crate::conn::{Incoming, Receiver, RpcError, Sender};
+use crate::conn::{Incoming, Receiver, Sender};
 use crate::policy::{Policy, ToolIdentity};
+use crate::requests::{self, Client};
 
 /// Exit codes of `acp run`.
 pub mod exit {
@@ -114,25 +117,17 @@ struct State<'a> {
 
 impl State<'_> {
     fn drive(&mut self, tx: &Sender, rx: &Receiver, output: &mut Output<'_>) -> Result<u8, Stop> {
-        let init = json!({
-            "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-            "clientInfo": {"name": "acp-run", "title": "acp run", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let id = tx.request("initialize", init)?;
-        self.wait(tx, rx, id, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
+        // Nothing but permission questions is answered: no files, no terminals.
+        let id = tx.request(&requests::initialize(Client { name: "acp-run", title: "acp run", host: false }))?;
+        self.wait(tx, rx, &id, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
 
-        let mut params = json!({"cwd": self.opts.cwd, "mcpServers": []});
-        if let Some(key) = &self.opts.session {
-            params["_meta"] = json!({"sessionKey": key});
-        }
-        let id = tx.request("session/new", params)?;
-        let opened = self.wait(tx, rx, id, output)?.map_err(|e| match e.code {
-            -32000 => Stop::Code(exit::SETUP, e.message),
-            -32602 if self.opts.session.is_some() => {
+        let id = tx.request(&requests::new_session(&self.opts.cwd, self.opts.session.as_deref()))?;
+        let opened = self.wait(tx, rx, &id, output)?.map_err(|e| match e.code {
+            code::AUTH_REQUIRED => Stop::Code(exit::SETUP, e.message),
+            code::INVALID_PARAMS if self.opts.session.is_some() => {
                 Stop::Code(exit::USAGE, format!("--session: {}", user_words(&e.message)))
             }
-            -32602 => Stop::Code(exit::USAGE, user_words(&e.message).to_owned()),
+            code::INVALID_PARAMS => Stop::Code(exit::USAGE, user_words(&e.message).to_owned()),
             _ => Stop::Code(exit::FAILED, format!("could not open a session: {}", user_words(&e.message))),
         })?;
         let session = opened["sessionId"]
@@ -143,20 +138,18 @@ impl State<'_> {
         self.session = Some(session.clone());
 
         if let Some(model) = &self.opts.model {
-            let params = json!({"sessionId": session, "configId": "model", "value": model});
-            let id = tx.request("session/set_config_option", params)?;
-            self.wait(tx, rx, id, output)?
+            let id = tx.request(&requests::set_model(&session, model))?;
+            self.wait(tx, rx, &id, output)?
                 .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", user_words(&e.message))))?;
         }
         if let Some(mode) = &self.opts.mode {
-            let id = tx.request("session/set_mode", json!({"sessionId": session, "modeId": mode}))?;
-            self.wait(tx, rx, id, output)?
+            let id = tx.request(&requests::set_mode(&session, mode))?;
+            self.wait(tx, rx, &id, output)?
                 .map_err(|e| Stop::Code(exit::USAGE, format!("--mode {mode}: {}", user_words(&e.message))))?;
         }
 
-        let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": self.opts.prompt}]});
-        let id = tx.request("session/prompt", prompt)?;
-        let answer = self.wait(tx, rx, id, output)?;
+        let id = tx.request(&requests::prompt(&session, &self.opts.prompt))?;
+        let answer = self.wait(tx, rx, &id, output)?;
         self.end_text(output);
         let (code, line) = match answer {
             Ok(result) => {
@@ -174,11 +167,11 @@ impl State<'_> {
                 (code, json!({"sessionId": session, "result": result, "exitCode": code}))
             }
             Err(e) => {
-                let code = if e.code == -32000 { exit::SETUP } else { exit::PROVIDER };
+                let code = if e.code == code::AUTH_REQUIRED { exit::SETUP } else { exit::PROVIDER };
                 if !self.opts.json {
                     let _ = writeln!(output.err, "acp run: {}", e.message);
                 }
-                (code, json!({"sessionId": session, "error": e.to_value(), "exitCode": code}))
+                (code, json!({"sessionId": session, "error": e, "exitCode": code}))
             }
         };
         if self.opts.json {
@@ -193,15 +186,15 @@ impl State<'_> {
         &mut self,
         tx: &Sender,
         rx: &Receiver,
-        id: i64,
+        id: &RequestId,
         output: &mut Output<'_>,
-    ) -> Result<Result<Value, RpcError>, Stop> {
+    ) -> Result<Result<Value, ErrorObject>, Stop> {
         loop {
             match rx.recv() {
-                Incoming::Response { id: got, result } if got == id => return Ok(result),
+                Incoming::Response { id: got, result } if got == *id => return Ok(result),
                 Incoming::Response { .. } => {}
                 Incoming::Notification { method, params } => {
-                    if method == "session/update" {
+                    if method == m::SESSION_UPDATE {
                         self.update(&params, output);
                     }
                 }
@@ -214,7 +207,7 @@ impl State<'_> {
                     match &self.session {
                         Some(session) => {
                             let _ = writeln!(output.err, "acp run: cancelling (interrupt again to quit at once)");
-                            tx.notify("session/cancel", json!({"sessionId": session}))?;
+                            tx.notify(&requests::cancel(session))?;
                         }
                         None => return Err(Stop::Code(exit::CANCELLED, "interrupted".into())),
                     }
@@ -287,14 +280,15 @@ impl State<'_> {
     fn agent_request(
         &mut self,
         tx: &Sender,
-        id: &Value,
+        id: &RequestId,
         method: &str,
         params: &Value,
         output: &mut Output<'_>,
     ) -> Result<(), Stop> {
-        if method != "session/request_permission" {
+        if method != m::SESSION_REQUEST_PERMISSION {
             // Nothing else was advertised.
-            tx.respond(id, Err(RpcError::new(-32601, format!("acp run does not offer `{method}`"))))?;
+            let error = ErrorObject::new(code::METHOD_NOT_FOUND, format!("acp run does not offer `{method}`"));
+            tx.respond(id, Err(error))?;
             return Ok(());
         }
         let call = &params["toolCall"];
