@@ -1,6 +1,7 @@
 //! acp — an Agent Client Protocol agent server. The code map:
 //!
-//! - `main.rs` — the CLI (`acp serve`, the default): tracing to stderr, signals, exit codes.
+//! - `main.rs` — the command line (clap): arguments, tracing to stderr; [`cli`] does each
+//!   subcommand (`acp serve`, the default, `acp run`, `acp sessions`) and owns the signal thread.
 //! - [`settings`], [`files`], [`http`] — the bottom layer: the settings vocabulary (modes, rules,
 //!   reasoning effort), reading untrusted files, the shared HTTP client.
 //! - [`config`] — `$ACP_HOME/config.toml` + environment → [`config::Config`]; `provider/model` refs.
@@ -32,6 +33,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod acp;
+pub mod cli;
 pub mod config;
 pub mod files;
 pub mod history;

@@ -1,0 +1,133 @@
+//! `acp sessions …`: the session store from the command line — a table (or JSON lines) of stored
+//! sessions, one shown or exported as Markdown or JSON, one deleted. Output on stdout; problems on
+//! stderr with exit code 1.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use crate::config::Config;
+use crate::store::{Cursor, Store, export};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// Sessions, most recently updated first.
+    List {
+        /// Only sessions in this working directory.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<std::path::PathBuf>,
+        /// How many to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's details and conversation, as Markdown.
+    Show {
+        /// The session's id, as `acp sessions list` shows it.
+        id: String,
+    },
+    /// A session as a Markdown document or as JSON.
+    Export {
+        /// The session's id, as `acp sessions list` shows it.
+        id: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
+        format: ExportFormat,
+        /// Write to this file instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Deletes a session and its transcript (deleting one that is not there is not an error).
+    Delete {
+        /// The session's id, as `acp sessions list` shows it.
+        id: String,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ExportFormat {
+    Md,
+    Json,
+}
+
+/// `acp sessions …`: output on stdout, problems on stderr with exit code 1.
+pub fn sessions(command: SessionsCommand) -> ExitCode {
+    match run_sessions(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `acp sessions list | head` closing the pipe early is not an error.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "acp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Error>> {
+    let config = Config::load();
+    let store = Store::open(&config.home)?;
+    let mut out = std::io::stdout().lock();
+    let find = |id: &str| -> Result<_, Box<dyn std::error::Error>> {
+        store.read_session(id)?.ok_or_else(|| format!("no session `{id}` in {}", config.home.display()).into())
+    };
+    match command {
+        SessionsCommand::List { cwd, limit, json } => {
+            let cwd = cwd.map(|c| std::path::absolute(&c).unwrap_or(c));
+            let mut rows = Vec::new();
+            let mut cursor: Option<Cursor> = None;
+            while rows.len() < limit {
+                let (page, next) = store.list(cwd.as_deref(), cursor.as_ref(), (limit - rows.len()).min(500))?;
+                rows.extend(page);
+                match next {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            if json {
+                for row in &rows {
+                    writeln!(out, "{}", export::row_json(row))?;
+                }
+            } else if rows.is_empty() {
+                writeln!(out, "No sessions{}.", cwd.map(|c| format!(" in {}", c.display())).unwrap_or_default())?;
+            } else {
+                let width = rows.iter().map(|r| r.id.len()).max().unwrap_or(2).max(2);
+                writeln!(out, "{:width$}  {:16}  {:>15}  TITLE (CWD)", "ID", "UPDATED", "TOKENS IN/OUT")?;
+                for r in &rows {
+                    let tokens = format!("{}/{}", r.input_tokens, r.output_tokens);
+                    let title = r.title.as_deref().unwrap_or("(untitled)");
+                    let when = export::local_time(r.updated_at);
+                    writeln!(out, "{:width$}  {when:16}  {tokens:>15}  {title} ({})", r.id, r.cwd.display())?;
+                }
+            }
+        }
+        SessionsCommand::Show { id } => {
+            let (row, replay) = find(&id)?;
+            write!(out, "{}", export::to_markdown(&row, &replay))?;
+            writeln!(out, "\n---\nTranscript: {}", store.transcript_path(&id).display())?;
+        }
+        SessionsCommand::Export { id, format, output } => {
+            let (row, replay) = find(&id)?;
+            let text = match format {
+                ExportFormat::Md => export::to_markdown(&row, &replay),
+                ExportFormat::Json => format!("{:#}\n", export::to_json(&row, &replay)),
+            };
+            match output {
+                Some(path) => std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?,
+                None => out.write_all(text.as_bytes())?,
+            }
+        }
+        SessionsCommand::Delete { id } => {
+            // As `session/delete`: deleting what is not there succeeds (scripts may delete twice).
+            if !crate::store::valid_id(&id) || store.get(&id)?.is_none() {
+                writeln!(out, "No session `{id}` in {}; nothing to delete.", config.home.display())?;
+            } else {
+                store.delete_if_closed(&id)?;
+                writeln!(out, "Deleted {id}.")?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
