@@ -47,7 +47,6 @@ use crate::history::replay::StoredSettings;
 use crate::http::build_http;
 use crate::providers::ProviderClient;
 use crate::settings::Rule;
-pub use crate::store::CreateError;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
 use crate::tools::host::AnyHost;
@@ -233,6 +232,7 @@ impl Runtime {
     /// in memory only (logged; `/status` says so). `Exists`: a session with this id is stored —
     /// reopen it instead; `Busy`: another process is creating it or has it open.
     pub async fn create_session(&self, id: SessionId, settings: SessionSettings) -> Result<SessionHandle, CreateError> {
+        use crate::store::CreateError as Stored;
         let store = match self.shared.store().await {
             Ok(store) => store,
             Err(e) => {
@@ -261,21 +261,17 @@ impl Runtime {
         let record = Record::Settings { model: row.model.clone(), mode: settings.mode, reasoning: settings.reasoning };
         let created = tokio::task::spawn_blocking(move || store.create_session(&row, &record))
             .await
-            .map_err(|e| CreateError::Store(StoreError(format!("storing the session failed: {e}"))))?;
+            .map_err(|e| CreateError::Failed(format!("storing the session failed: {e}")))?;
         let stored = match created {
             Ok(t) => session::Stored::New(Arc::new(t)),
-            Err(e @ (CreateError::Exists | CreateError::Busy(_))) => return Err(e),
-            Err(CreateError::Store(e)) => {
+            Err(Stored::Exists) => return Err(CreateError::Exists),
+            Err(Stored::Busy(e)) => return Err(CreateError::Busy(e.to_string())),
+            Err(Stored::Store(e)) => {
                 tracing::warn!(session = %id, error = %e, "could not save the session; it lives in memory only");
                 session::Stored::Memory
             }
         };
         Ok(session::spawn(id, settings, self.shared.clone(), stored))
-    }
-
-    /// The session store (opened on first use).
-    pub async fn store(&self) -> Result<Arc<Store>, StoreError> {
-        self.shared.store().await
     }
 
     /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
@@ -290,23 +286,24 @@ impl Runtime {
         if !crate::store::valid_id(id) {
             return Err(LoadError::NotFound);
         }
-        let store = self.shared.store().await.map_err(LoadError::Store)?;
+        let store = self.shared.store().await.map_err(|e| LoadError::Store(e.to_string()))?;
         let key = id.to_owned();
         let (cwd2, dirs2) = (cwd.clone(), additional_dirs.clone());
         let opened = tokio::task::spawn_blocking(move || -> Result<_, LoadError> {
-            let row = store.get(&key).map_err(LoadError::Store)?.ok_or(LoadError::NotFound)?;
+            let failed = |e: StoreError| LoadError::Store(e.to_string());
+            let row = store.get(&key).map_err(failed)?.ok_or(LoadError::NotFound)?;
             let path = store.transcript_path(&key);
             let writer = match Transcript::open(&path) {
                 Ok(w) => w,
                 Err(_) if !path.exists() => {
                     tracing::warn!(session = %key, path = %path.display(), "the session's transcript is missing; it starts empty");
                     let header = Record::Session { v: crate::history::record::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
-                    Transcript::create(&path, &header).map_err(LoadError::Store)?
+                    Transcript::create(&path, &header).map_err(failed)?
                 }
-                Err(e) => return Err(LoadError::Store(e)),
+                Err(e) => return Err(failed(e)),
             };
             // Read after taking the lock: nobody else is writing now.
-            let records = transcript::open_records(&path).map_err(LoadError::Store)?;
+            let records = transcript::open_records(&path).map_err(failed)?;
             let replay = crate::history::replay::replay(records);
             for record in &replay.repair {
                 writer.record(record);
@@ -319,7 +316,7 @@ impl Runtime {
             Ok((row, replay, writer))
         })
         .await
-        .map_err(|e| LoadError::Store(StoreError(format!("loading the session failed: {e}"))))??;
+        .map_err(|e| LoadError::Store(format!("loading the session failed: {e}")))??;
         let (row, replay, writer) = opened;
         let answered =
             replay.conversation.messages().iter().any(|m| matches!(m, crate::providers::Message::Assistant(_)));
@@ -381,11 +378,11 @@ impl Runtime {
             Some(token) => Some(Cursor::decode(token).ok_or(ListError::BadCursor)?),
             None => None,
         };
-        let store = self.shared.store().await.map_err(ListError::Store)?;
+        let store = self.shared.store().await.map_err(|e| ListError::Store(e.to_string()))?;
         let (sessions, next) = tokio::task::spawn_blocking(move || store.list(cwd.as_deref(), after.as_ref(), limit))
             .await
-            .map_err(|e| ListError::Store(StoreError(format!("listing sessions failed: {e}"))))?
-            .map_err(ListError::Store)?;
+            .map_err(|e| ListError::Store(format!("listing sessions failed: {e}")))?
+            .map_err(|e| ListError::Store(e.to_string()))?;
         Ok(SessionPage {
             sessions: sessions.into_iter().map(SessionSummary::from).collect(),
             next_cursor: next.map(|c| c.encode()),
@@ -394,15 +391,16 @@ impl Runtime {
 
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
     /// another process is not deleted.
-    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+    pub async fn delete_session(&self, id: &str) -> Result<(), String> {
         if !crate::store::valid_id(id) {
             return Ok(());
         }
-        let store = self.shared.store().await?;
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
         let id = id.to_owned();
         tokio::task::spawn_blocking(move || store.delete_if_closed(&id))
             .await
-            .map_err(|e| StoreError(format!("deleting the session failed: {e}")))?
+            .map_err(|e| format!("deleting the session failed: {e}"))?
+            .map_err(|e| e.to_string())
     }
 
     /// Builds the HTTP client and opens the session store in the background, so the first turn
@@ -465,11 +463,30 @@ pub struct LoadedSession {
     pub context_window: Option<u64>,
 }
 
+/// Why a new session could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// A session with this id is stored already: reopen it instead.
+    Exists,
+    /// Another process is creating, or has open, a session with this id.
+    Busy(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exists => f.write_str("a session with this id exists"),
+            Self::Busy(e) | Self::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadError {
     NotFound,
     /// The store failed, or the session is open in another process.
-    Store(StoreError),
+    Store(String),
     /// Neither the session's model nor a default is available.
     Model(String),
 }
@@ -478,8 +495,7 @@ impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::NotFound => f.write_str("no such session"),
-            Self::Store(e) => e.fmt(f),
-            Self::Model(e) => f.write_str(e),
+            Self::Store(e) | Self::Model(e) => f.write_str(e),
         }
     }
 }
@@ -531,14 +547,15 @@ pub struct SessionPage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListError {
     BadCursor,
-    Store(StoreError),
+    /// The store failed.
+    Store(String),
 }
 
 impl std::fmt::Display for ListError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::BadCursor => f.write_str("`cursor` is not a cursor this agent gave out"),
-            Self::Store(e) => e.fmt(f),
+            Self::Store(e) => f.write_str(e),
         }
     }
 }
