@@ -45,7 +45,7 @@ pub(crate) struct TurnResult {
 
 /// The tools a session under `config` is offered.
 pub(crate) fn registry(config: &Config) -> Registry {
-    Registry::new(&ToolPolicy { allow: config.tools.allow.clone(), deny: config.tools.deny.clone() })
+    Registry::new(&ToolPolicy::new(&config.tools.allow, &config.tools.deny))
 }
 
 /// The system prompt for a session with these settings.

@@ -1,41 +1,45 @@
 //! Which tools exist for the model at all: `[tools] allow` and `deny` lists of names with `*`
 //! globs, matched case-insensitively; deny wins; an empty allow list allows everything.
 
-/// The `[tools]` policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+/// The `[tools]` policy, its patterns compiled.
+#[derive(Debug, Clone, Default)]
 pub struct ToolPolicy {
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
+    allow: Option<GlobSet>,
+    deny: Option<GlobSet>,
 }
 
 impl ToolPolicy {
+    pub fn new(allow: &[String], deny: &[String]) -> Self {
+        Self { allow: compile(allow), deny: compile(deny) }
+    }
+
     pub fn allows(&self, tool: &str) -> bool {
-        let tool = tool.to_ascii_lowercase();
-        if self.deny.iter().any(|p| glob_match(&p.to_ascii_lowercase(), &tool)) {
+        if self.deny.as_ref().is_some_and(|d| d.is_match(tool)) {
             return false;
         }
-        self.allow.is_empty() || self.allow.iter().any(|p| glob_match(&p.to_ascii_lowercase(), &tool))
+        self.allow.as_ref().is_none_or(|a| a.is_match(tool))
     }
 }
 
-/// `*` matches any run of characters (including none); everything else matches itself.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
+/// The patterns as one set (`None` for none): `*` matches any run of characters, everything else
+/// itself, case ignored.
+fn compile(patterns: &[String]) -> Option<GlobSet> {
+    if patterns.is_empty() {
+        return None;
     }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || !text[first.len()..].ends_with(last) || text.len() < first.len() + last.len() {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
+    let mut set = GlobSetBuilder::new();
+    for p in patterns {
+        let literal: Vec<String> = p.split('*').map(globset::escape).collect();
+        match GlobBuilder::new(&literal.join("*")).case_insensitive(true).build() {
+            Ok(glob) => {
+                set.add(glob);
+            }
+            Err(e) => tracing::warn!(pattern = %p, error = %e, "ignoring a [tools] pattern"),
         }
     }
-    true
+    set.build().ok()
 }
 
 #[cfg(test)]
@@ -43,10 +47,8 @@ mod tests {
     use super::*;
 
     fn policy(allow: &[&str], deny: &[&str]) -> ToolPolicy {
-        ToolPolicy {
-            allow: allow.iter().map(|s| (*s).to_owned()).collect(),
-            deny: deny.iter().map(|s| (*s).to_owned()).collect(),
-        }
+        let strings = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        ToolPolicy::new(&strings(allow), &strings(deny))
     }
 
     #[test]
@@ -61,8 +63,12 @@ mod tests {
             ("exec", "exec", true),
             ("exec", "exec2", false),
             ("ab*ba", "aba", false),
+            ("read?", "read?", true),
+            ("read?", "reads", false),
+            ("[a]*", "[a]x", true),
+            ("mcp__files__*", "mcp__files__read/x", true),
         ] {
-            assert_eq!(glob_match(pattern, text), want, "{pattern} ~ {text}");
+            assert_eq!(policy(&[pattern], &[]).allows(text), want, "{pattern} ~ {text}");
         }
     }
 

@@ -166,7 +166,7 @@ impl AnyTool for Defined {
 
 #[test]
 fn tools_defined_at_run_time_join_the_registry_by_their_schema() {
-    let mut registry = Registry::new(&policy::ToolPolicy { allow: Vec::new(), deny: vec!["*".into()] });
+    let mut registry = Registry::new(&policy::ToolPolicy::new(&[], &["*".into()]));
     assert_eq!(registry.specs(), Vec::new());
     let spec = ToolSpec {
         name: "mcp__files__stat".into(),
