@@ -20,7 +20,7 @@ pub fn watch(on_signal: impl Fn(usize) + Send + 'static, exit_after: usize, code
             if seen == exit_after {
                 std::thread::spawn(move || {
                     std::thread::sleep(GRACE);
-                    tracing::warn!("still running {} ms after the signal; exiting now", GRACE.as_millis());
+                    tracing::info!("still running {} ms after the signal; exiting now", GRACE.as_millis());
                     std::process::exit(code);
                 });
             }

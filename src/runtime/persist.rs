@@ -46,6 +46,11 @@ impl SessionLog {
         Self { id, transcript, shared }
     }
 
+    /// Whether anything is saved (false: the session lives in memory only).
+    pub(crate) fn is_saved(&self) -> bool {
+        self.transcript.is_some()
+    }
+
     /// Where the transcript is, if the session is saved.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.transcript.as_deref().map(Transcript::path)
@@ -70,6 +75,9 @@ impl SessionLog {
 
     /// A prompt (or a command that is recorded) starts turn `seq`.
     pub(crate) fn prompt(&self, seq: u64, input: &[UserBlock]) {
+        if !self.is_saved() {
+            return;
+        }
         self.record(&Record::User {
             turn: seq,
             id: new_message_id().to_string(),

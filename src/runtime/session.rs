@@ -145,7 +145,9 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         session.title = r.title;
         session.prompted = r.prompted;
     }
-    session.conversation.set_journal(Some(log));
+    if log.is_saved() {
+        session.conversation.set_journal(Some(log));
+    }
     let actor =
         Actor { session, queue: VecDeque::new(), waiting: HashMap::new(), cancelled: Vec::new(), stops: Vec::new() };
     let closed = CancellationToken::new();

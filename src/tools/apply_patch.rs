@@ -189,8 +189,11 @@ fn find(lines: &[String], needle: &[String], from: usize, at_end: bool) -> Optio
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ApplyPatchArgs {
     /// The whole patch, from *** Begin Patch to *** End Patch
-    #[serde(alias = "input")]
-    patch: String,
+    #[schemars(required)]
+    patch: Option<String>,
+    /// What some models call it.
+    #[schemars(skip)]
+    input: Option<String>,
 }
 
 impl Tool for ApplyPatch {
@@ -213,7 +216,8 @@ impl Tool for ApplyPatch {
 
     async fn prepare(&self, args: ApplyPatchArgs, ctx: &ToolContext) -> Result<Prepared, String> {
         // codex calls the argument `input`.
-        let patch = args.patch.as_str();
+        let patch = args.patch.or(args.input).ok_or("missing field `patch`")?;
+        let patch = patch.as_str();
         let ops = parse(patch).map_err(|e| format!("the patch is malformed: {e}"))?;
         let mut changes = Vec::new();
         for op in ops {

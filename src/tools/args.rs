@@ -27,34 +27,47 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     value
 }
 
+/// Tidies one schema object, then the schemas inside it (never the names of its properties).
 fn tidy(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.remove("format");
-            if let Some(Value::Array(types)) = map.get_mut("type") {
-                types.retain(|t| t != "null");
-                if types.len() == 1 {
-                    let only = types.remove(0);
-                    map.insert("type".into(), only);
-                }
-            }
-            if let Some(Value::Array(options)) = map.get_mut("enum") {
-                options.retain(|o| !o.is_null());
-            }
-            // `Option<Enum>`: `anyOf: [{enum}, {type: null}]` → the enum.
-            if let Some(Value::Array(any)) = map.get("anyOf")
-                && any.len() == 2
-                && any[1] == serde_json::json!({"type": "null"})
-                && let Some(Value::Object(inner)) = map.remove("anyOf").and_then(|a| a.as_array()?.first().cloned())
-            {
-                for (k, v) in inner {
-                    map.entry(k).or_insert(v);
-                }
-            }
-            map.values_mut().for_each(tidy);
+    let Value::Object(map) = value else { return };
+    let numeric = matches!(map.get("type").and_then(Value::as_str), Some("integer" | "number"));
+    if numeric && map.get("format").is_some_and(Value::is_string) {
+        map.remove("format");
+    }
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            map.insert("type".into(), only);
         }
-        Value::Array(items) => items.iter_mut().for_each(tidy),
-        _ => {}
+    }
+    if let Some(Value::Array(options)) = map.get_mut("enum") {
+        options.retain(|o| !o.is_null());
+    }
+    // `Option<Enum>`: `anyOf: [{enum}, {type: null}]` → the enum.
+    if let Some(Value::Array(any)) = map.get("anyOf")
+        && any.len() == 2
+        && any[1] == serde_json::json!({"type": "null"})
+        && let Some(Value::Object(inner)) = map.remove("anyOf").and_then(|a| a.as_array()?.first().cloned())
+    {
+        for (k, v) in inner {
+            map.entry(k).or_insert(v);
+        }
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(named)) = map.get_mut(key) {
+            named.values_mut().for_each(tidy);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(schema) = map.get_mut(key) {
+            tidy(schema);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(schemas)) = map.get_mut(key) {
+            schemas.iter_mut().for_each(tidy);
+        }
     }
 }
 
@@ -172,6 +185,29 @@ impl JsonSchema for Vars {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Named {
+        /// How to render it
+        format: String,
+        size: u64,
+    }
+
+    #[test]
+    fn an_argument_may_be_called_format() {
+        assert_eq!(
+            schema_for::<Named>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "format": {"type": "string", "description": "How to render it"},
+                    "size": {"type": "integer", "minimum": 0}
+                },
+                "required": ["format", "size"]
+            })
+        );
+    }
 
     #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
     struct Example {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{Flag, Int, Vars};
+use super::args::{Int, Vars};
 use super::host::{ExitStatus, TerminalSpec};
 use super::{
     Access, Action, Confinement, ExecAccess, Prepared, Progress, Tool, ToolContent, ToolContext, ToolOutput, kind,
@@ -43,7 +43,7 @@ pub struct ExecArgs {
     /// Extra environment variables
     env: Option<Vars>,
     /// false to ask the user to run this command outside the sandbox (default true)
-    sandbox: Option<Flag>,
+    sandbox: Option<bool>,
 }
 
 impl Tool for Exec {
@@ -74,11 +74,11 @@ impl Tool for Exec {
         let timeout = args.timeout_ms.map_or(DEFAULT_TIMEOUT_MS, |t| t.0).clamp(1, MAX_TIMEOUT_MS);
         let env = args.env.map(|v| v.0).unwrap_or_default();
         let confinement = match args.sandbox {
-            None | Some(Flag(true)) => match crate::sandbox::available(&ctx.config) {
+            None | Some(true) => match crate::sandbox::available(&ctx.config) {
                 Ok(_) => Confinement::Sandboxed,
                 Err(_) => Confinement::NoSandbox,
             },
-            Some(Flag(false)) => Confinement::Escape,
+            Some(false) => Confinement::Escape,
         };
         let mut title = format!("Run {}", code_span(&shown_with_env(&command, &env)));
         if cwd != ctx.cwd {

@@ -4,6 +4,8 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
 
 use super::{Access, Action, Prepared, Progress, Tool, ToolContext, ToolKind, ToolOutput};
 
@@ -40,18 +42,24 @@ pub struct PlanArgs {
     /// Every step, in order
     plan: Vec<PlanStep>,
     /// Why the plan changed (optional)
+    #[schemars(with = "Option<String>")]
     #[allow(dead_code)]
-    explanation: Option<String>,
+    explanation: Option<IgnoredAny>,
 }
 
+// A step as models write it: `content` for `step` is taken too, and a status or priority that is
+// not a string is left at its default (read in `parse`).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct PlanStep {
     /// What the step does, in a few words
-    #[serde(alias = "content")]
-    step: String,
-    #[schemars(required)]
-    status: Option<PlanStatus>,
-    priority: Option<PlanPriority>,
+    #[schemars(required, with = "Option<String>")]
+    step: Option<Value>,
+    #[schemars(skip)]
+    content: Option<Value>,
+    #[schemars(required, with = "Option<PlanStatus>")]
+    status: Option<Value>,
+    #[schemars(with = "Option<PlanPriority>")]
+    priority: Option<Value>,
 }
 
 impl Tool for UpdatePlan {
@@ -90,15 +98,29 @@ fn parse(args: PlanArgs) -> Result<Vec<PlanEntry>, String> {
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let content = s.step.trim();
-            if content.is_empty() {
-                return Err(format!("`plan[{i}].step` must be a non-empty string"));
-            }
-            Ok(PlanEntry {
-                content: content.to_owned(),
-                priority: s.priority.unwrap_or(PlanPriority::Medium),
-                status: s.status.unwrap_or(PlanStatus::Pending),
-            })
+            let content = s
+                .step
+                .as_ref()
+                .or(s.content.as_ref())
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| format!("`plan[{i}].step` must be a non-empty string"))?;
+            let status = match s.status.as_ref().and_then(Value::as_str) {
+                Some("pending") | None => PlanStatus::Pending,
+                Some("in_progress") => PlanStatus::InProgress,
+                Some("completed") => PlanStatus::Completed,
+                Some(other) => {
+                    return Err(format!("`plan[{i}].status`: `{other}` is not one of pending, in_progress, completed"));
+                }
+            };
+            let priority = match s.priority.as_ref().and_then(Value::as_str) {
+                Some("high") => PlanPriority::High,
+                Some("low") => PlanPriority::Low,
+                Some("medium") | None => PlanPriority::Medium,
+                Some(other) => return Err(format!("`plan[{i}].priority`: `{other}` is not one of high, medium, low")),
+            };
+            Ok(PlanEntry { content: content.to_owned(), priority, status })
         })
         .collect()
 }
@@ -116,7 +138,7 @@ impl Action for PlanAction {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
 
@@ -145,5 +167,18 @@ mod tests {
         assert!(parse(&json!({})).unwrap_err().contains("`plan`"));
         assert!(parse(&json!({"plan": [{"step": ""}]})).unwrap_err().contains("plan[0].step"));
         assert!(parse(&json!({"plan": [{"step": "a", "status": "done"}]})).unwrap_err().contains("plan[0].status"));
+    }
+
+    #[test]
+    fn loose_plans_are_read_as_before() {
+        let entries = parse(&json!({
+            "plan": [{"step": "a", "content": "b", "status": 3, "priority": 1}],
+            "explanation": ["not", "a", "string"]
+        }))
+        .unwrap();
+        assert_eq!(
+            entries,
+            [PlanEntry { content: "a".into(), priority: PlanPriority::Medium, status: PlanStatus::Pending }]
+        );
     }
 }

@@ -12,7 +12,7 @@ pub struct ToolPolicy {
 
 impl ToolPolicy {
     pub fn new(allow: &[String], deny: &[String]) -> Self {
-        Self { allow: compile(allow), deny: compile(deny) }
+        Self { allow: compile(allow, Closed::AllowNone), deny: compile(deny, Closed::DenyAll) }
     }
 
     pub fn allows(&self, tool: &str) -> bool {
@@ -24,22 +24,55 @@ impl ToolPolicy {
 }
 
 /// The patterns as one set (`None` for none): `*` matches any run of characters, everything else
-/// itself, case ignored.
-fn compile(patterns: &[String]) -> Option<GlobSet> {
+/// itself, case ignored. A set that cannot be built fails closed: an allow list that allows
+/// nothing, a deny list that denies everything (and the log says why).
+fn compile(patterns: &[String], fail_closed: Closed) -> Option<GlobSet> {
     if patterns.is_empty() {
         return None;
     }
     let mut set = GlobSetBuilder::new();
     for p in patterns {
         let literal: Vec<String> = p.split('*').map(globset::escape).collect();
-        match GlobBuilder::new(&literal.join("*")).case_insensitive(true).build() {
+        match GlobBuilder::new(&literal.join("*")).case_insensitive(true).backslash_escape(false).build() {
             Ok(glob) => {
                 set.add(glob);
             }
-            Err(e) => tracing::warn!(pattern = %p, error = %e, "ignoring a [tools] pattern"),
+            Err(e) => {
+                tracing::error!(pattern = %p, error = %e, "a [tools] pattern cannot be used; {}", fail_closed.says());
+                return Some(fail_closed.set());
+            }
         }
     }
-    set.build().ok()
+    Some(set.build().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "the [tools] patterns cannot be used; {}", fail_closed.says());
+        fail_closed.set()
+    }))
+}
+
+/// What a list that cannot be used becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    AllowNone,
+    DenyAll,
+}
+
+impl Closed {
+    fn says(self) -> &'static str {
+        match self {
+            Self::AllowNone => "no tool is allowed",
+            Self::DenyAll => "every tool is denied",
+        }
+    }
+
+    fn set(self) -> GlobSet {
+        let mut set = GlobSetBuilder::new();
+        if self == Self::DenyAll
+            && let Ok(all) = GlobBuilder::new("*").build()
+        {
+            set.add(all);
+        }
+        set.build().unwrap_or_else(|_| GlobSet::empty())
+    }
 }
 
 #[cfg(test)]
@@ -67,6 +100,8 @@ mod tests {
             ("read?", "reads", false),
             ("[a]*", "[a]x", true),
             ("mcp__files__*", "mcp__files__read/x", true),
+            ("a\\b", "a\\b", true),
+            ("a\\*", "a\\x", true),
         ] {
             assert_eq!(policy(&[pattern], &[]).allows(text), want, "{pattern} ~ {text}");
         }
