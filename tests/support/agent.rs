@@ -168,6 +168,12 @@ impl Agent {
         self.recv_timed(timeout).map(|(_, v)| v)
     }
 
+    /// The next line from stdout as the agent wrote it; `None` after the timeout or once stdout
+    /// has closed.
+    pub fn recv_line_within(&mut self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok().map(|(_, line)| line)
+    }
+
     /// The next message with the moment its line was read from stdout.
     pub fn recv_timed(&mut self, timeout: Duration) -> Option<(Instant, Value)> {
         match self.lines.recv_timeout(timeout) {
