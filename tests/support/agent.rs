@@ -296,6 +296,16 @@ impl Agent {
         (updates, response)
     }
 
+    /// Waits until stderr holds `needle` at least `times` times (a log line saying the agent got
+    /// somewhere); panics after the timeout.
+    pub fn wait_for_stderr(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + TIMEOUT;
+        while self.stderr().matches(needle).count() < times {
+            assert!(Instant::now() < deadline, "stderr never said {needle:?} {times} times:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     pub fn close_stdin(&mut self) {
         self.stdin.take();
     }
