@@ -6,9 +6,14 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::agent::{Agent, Options, TIMEOUT, text_of};
+use crate::support::agent::{Agent, Options, TIMEOUT};
+use crate::support::expect::{
+    ANTHROPIC_MODELS, BLANK, blank, commands_update, config_options, ended, initialize_result, modes, result,
+    text_usage, update,
+};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
 
@@ -42,13 +47,35 @@ fn a_piped_script_gets_every_answer_then_the_process_exits_zero() {
     assert!(out.status.success(), "exit status {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     let lines: Vec<Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let ids: Vec<&Value> = lines.iter().filter_map(|m| m.get("id")).collect();
-    assert_eq!(ids, vec![&json!(0), &json!(1), &json!(2)], "every request answered, in order");
-    assert_eq!(lines[1]["result"]["sessionId"], "demo");
-    let updates: Vec<Value> =
-        lines.iter().filter(|m| m["method"] == "session/update").map(|m| m["params"]["update"].clone()).collect();
-    assert_eq!(text_of(&updates, "agent_message_chunk"), "Hello, wörld! 👋");
-    assert_eq!(lines.last().unwrap()["result"]["stopReason"], "end_turn");
+    let chunk = |text: &str| {
+        update(
+            "demo",
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}, "messageId": BLANK}),
+        )
+    };
+    // Every request answered, in order, each with all that goes with it.
+    assert_eq!(
+        blank(&json!(lines), &["messageId", "updatedAt"]),
+        json!([
+            result(0, initialize_result(home.path())),
+            result(
+                1,
+                json!({
+                    "sessionId": "demo",
+                    "modes": modes("code"),
+                    "configOptions": config_options("anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS, "code", "default")
+                })
+            ),
+            update("demo", commands_update()),
+            update("demo", json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000})),
+            update("demo", json!({"sessionUpdate": "session_info_update", "title": "hi", "updatedAt": BLANK})),
+            chunk("Hello"),
+            chunk(", wörld! 👋"),
+            update("demo", json!({"sessionUpdate": "usage_update", "used": 121, "size": 200000})),
+            result(2, ended("end_turn", text_usage("anthropic"))),
+        ])
+    );
+    assert_eq!(lines[5]["params"]["update"]["messageId"], lines[6]["params"]["update"]["messageId"], "one message");
 }
 
 #[test]
@@ -73,7 +100,7 @@ fn end_of_input_during_a_turn_still_answers_it() {
     mock.wait_requests(1);
     agent.close_stdin();
     let (_, response) = agent.until_response(id);
-    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(response, result(id, ended("end_turn", text_usage("openai-chat"))));
     assert!(agent.wait_exit(Duration::from_secs(5)).expect("exits").success());
 }
 
@@ -96,7 +123,9 @@ fn signals_cancel_running_turns_and_exit_promptly() {
         // The stream stalls for good: only the signal can end the turn and the process (the
         // benchmark reports how fast).
         let (_, response) = agent.until_response(id);
-        assert_eq!(response["result"]["stopReason"], "cancelled", "SIG{sig}: {response}");
+        // What the reply had counted by then (its start) comes with the answer.
+        let usage = json!({"totalTokens": 113, "inputTokens": 112, "outputTokens": 1, "cachedReadTokens": 100});
+        assert_eq!(response, result(id, ended("cancelled", usage)), "SIG{sig}");
         let status = agent.wait_exit(TIMEOUT).unwrap_or_else(|| panic!("SIG{sig}: still running"));
         assert!(status.success(), "SIG{sig}: {status:?}");
         assert!(mock.wait_done(0).client_left, "SIG{sig}: the model connection was closed");

@@ -1,6 +1,7 @@
 //! Shared test harness: the mock model server and the agent process driver.
 
 pub mod agent;
+pub mod expect;
 pub mod golden;
 pub mod mock_model;
 pub mod pty;
