@@ -52,6 +52,16 @@ pub fn ended(reason: &str, usage: Value) -> Value {
     json!({"stopReason": reason, "usage": usage})
 }
 
+/// An answer without its token counts, where they depend on how much of a reply was read before
+/// a cancel (a race a test should not depend on).
+pub fn without_usage(answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    if let Some(result) = answer["result"].as_object_mut() {
+        result.remove("usage");
+    }
+    answer
+}
+
 /// The token counts of a wire API's `text` fixture (the OpenAI APIs also count reasoning).
 pub fn text_usage(api: &str) -> Value {
     let mut usage = json!({"totalTokens": 121, "inputTokens": 112, "outputTokens": 9, "cachedReadTokens": 100});
@@ -182,6 +192,47 @@ pub fn commands_update() -> Value {
         {"name": "usage", "description": "Tokens used by this session"},
         {"name": "network", "description": "Let sandboxed commands use the network, or not (this session)", "input": {"hint": "on | off"}}
     ]})
+}
+
+/// A text chunk of `kind` (`agent_message_chunk`, `agent_thought_chunk`, `user_message_chunk`),
+/// its message id blanked.
+pub fn chunk(kind: &str, text: &str) -> Value {
+    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": BLANK})
+}
+
+/// The title a session gets from its first prompt, its time blanked.
+pub fn title(text: &str) -> Value {
+    json!({"sessionUpdate": "session_info_update", "title": text, "updatedAt": BLANK})
+}
+
+/// How full the context window is.
+pub fn usage_update(used: u64, size: u64) -> Value {
+    json!({"sessionUpdate": "usage_update", "used": used, "size": size})
+}
+
+/// A turn's updates as a reader sees them: consecutive text chunks of one message joined into one
+/// (how a reply is cut into chunks depends on how it arrived), message ids and times blanked.
+pub fn turn(updates: &[Value]) -> Value {
+    let mut out: Vec<Value> = Vec::new();
+    for u in updates {
+        if let Some(last) = out.last_mut()
+            && u["sessionUpdate"].as_str().is_some_and(|k| k.ends_with("_chunk"))
+            && last["sessionUpdate"] == u["sessionUpdate"]
+            && last["messageId"] == u["messageId"]
+            && last["content"]["type"] == "text"
+            && u["content"]["type"] == "text"
+        {
+            let joined = format!(
+                "{}{}",
+                last["content"]["text"].as_str().unwrap_or_default(),
+                u["content"]["text"].as_str().unwrap_or_default()
+            );
+            last["content"]["text"] = json!(joined);
+            continue;
+        }
+        out.push(u.clone());
+    }
+    blank(&json!(out), &["messageId", "updatedAt"])
 }
 
 /// `value` with whatever sits under any of `keys`, at any depth, replaced by [`BLANK`] (ids and
