@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::agent::Agent;
-use crate::support::expect::{chunk, ended, result, text_usage, title, turn, usage_update, without_usage};
+use crate::support::expect::{chunk, ended, not_found, result, text_usage, title, turn, usage_update, without_usage};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::{APIS, FAST_RETRY, options_for, updates_of};
 
@@ -151,10 +151,7 @@ fn closing_a_session_cancels_its_turn() {
     assert_eq!(by_id(close), result(close, json!({})));
     assert_eq!(by_id(id), result(id, cancelled("anthropic")));
     let r = agent.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}));
-    assert_eq!(
-        r["error"],
-        json!({"code": -32002, "message": format!("session not found: {session}"), "data": {"sessionId": session}})
-    );
+    assert_eq!(r["error"], not_found(&session));
 }
 
 /// The log line the agent writes as it starts waiting to retry.

@@ -16,6 +16,7 @@ mod run;
 mod sandbox;
 mod scripts;
 mod session;
+mod sessions_cli;
 mod streaming;
 mod tidy;
 mod tools;

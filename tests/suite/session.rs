@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::agent::{Agent, Options};
 use crate::support::expect::{
     ANTHROPIC_MODELS, BLANK, OPENAI_MODELS, all_models, blank, commands_update, config_options, ended,
-    initialize_result, modes, new_session, result, text_usage, update,
+    initialize_result, invalid_params, modes, new_session, not_found, result, text_usage, update,
 };
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
@@ -159,39 +159,42 @@ fn modes_and_config_options_stay_in_sync() {
         "the next turn uses the new model"
     );
 
-    let invalid = |message: &str| json!({"code": -32602, "message": format!("invalid params: {message}")});
-    let ghost = json!({"code": -32002, "message": "session not found: ghost", "data": {"sessionId": "ghost"}});
+    let ghost = not_found("ghost");
     let bad = [
         (
             "session/set_mode",
             json!({"sessionId": session, "modeId": "yolo"}),
-            invalid("`modeId`: unknown mode `yolo` (known: ask, code, auto)"),
+            invalid_params("`modeId`: unknown mode `yolo` (known: ask, code, auto)"),
         ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "colour", "value": "x"}),
-            invalid("`configId`: unknown config option `colour` (known: model, mode, thought_level)"),
+            invalid_params("`configId`: unknown config option `colour` (known: model, mode, thought_level)"),
         ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "model", "value": "nope/x"}),
-            invalid(
+            invalid_params(
                 "`value`: unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses",
             ),
         ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "mode", "type": "boolean", "value": true}),
-            invalid("`value`: expected a value id (string)"),
+            invalid_params("`value`: expected a value id (string)"),
         ),
         ("session/set_mode", json!({"sessionId": "ghost", "modeId": "ask"}), ghost.clone()),
         ("session/prompt", json!({"sessionId": "ghost", "prompt": [{"type": "text", "text": "x"}]}), ghost.clone()),
         ("session/close", json!({"sessionId": "ghost"}), ghost),
-        ("session/prompt", json!({"sessionId": session, "prompt": []}), invalid("`prompt`: the prompt is empty")),
+        (
+            "session/prompt",
+            json!({"sessionId": session, "prompt": []}),
+            invalid_params("`prompt`: the prompt is empty"),
+        ),
         (
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]}),
-            invalid("`prompt[0]`: audio input is not supported (promptCapabilities.audio is false)"),
+            invalid_params("`prompt[0]`: audio input is not supported (promptCapabilities.audio is false)"),
         ),
     ];
     for (method, params, expected) in bad {
@@ -215,11 +218,11 @@ fn meta_chooses_session_id_model_and_mode() {
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"key": "my-key"}}));
     assert_eq!(
         r["error"],
-        json!({"code": -32602, "message": "invalid params: `_meta.sessionKey`: session `my-key` is already open on this connection"}),
+        invalid_params("`_meta.sessionKey`: session `my-key` is already open on this connection"),
         "a taken id is refused"
     );
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"mode": "yolo"}}));
-    assert_eq!(r["error"], json!({"code": -32602, "message": "invalid params: `_meta.mode`: unknown mode `yolo`"}));
+    assert_eq!(r["error"], invalid_params("`_meta.mode`: unknown mode `yolo`"));
 }
 
 #[test]
@@ -232,10 +235,7 @@ fn close_frees_the_session() {
     assert_ne!(session, other);
     assert_eq!(agent.request("session/close", json!({"sessionId": session}))["result"], json!({}));
     let r = agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}));
-    assert_eq!(
-        r["error"],
-        json!({"code": -32002, "message": format!("session not found: {session}"), "data": {"sessionId": session}})
-    );
+    assert_eq!(r["error"], not_found(&session));
     let r: Value = agent.request("session/set_mode", json!({"sessionId": other, "modeId": "ask"}));
     assert_eq!(r["result"], json!({}), "other sessions are untouched");
 }

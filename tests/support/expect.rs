@@ -42,6 +42,16 @@ pub fn error_with(id: impl Into<Value>, code: i64, message: &str, data: Value) -
     json!({"jsonrpc": "2.0", "id": id.into(), "error": {"code": code, "message": message, "data": data}})
 }
 
+/// The error object for a session that is not open (nor stored).
+pub fn not_found(session: &str) -> Value {
+    json!({"code": -32002, "message": format!("session not found: {session}"), "data": {"sessionId": session}})
+}
+
+/// The error object for params that do not fit the method.
+pub fn invalid_params(message: &str) -> Value {
+    json!({"code": -32602, "message": format!("invalid params: {message}")})
+}
+
 /// A `session/update` notification.
 pub fn update(session: &str, update: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}})

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod expect;
+pub mod fix_turn;
 pub mod golden;
 pub mod mock_model;
 pub mod pty;
