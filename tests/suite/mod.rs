@@ -1,5 +1,6 @@
 //! One module per feature.
 
+mod approvals;
 mod cancel;
 mod client;
 mod commands;

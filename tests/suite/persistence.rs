@@ -13,10 +13,10 @@ use serde_json::{Map, Value, json};
 
 use crate::support::agent::{Agent, Options};
 use crate::support::expect::{
-    ANTHROPIC_MODELS, BLANK, blank, chunk, commands_update, config_options, ended, invalid_params, modes, new_session,
-    not_found, result, turn, update, usage_update,
+    ANTHROPIC_MODELS, BLANK, blank, chunk, commands_update, config_options, invalid_params, modes, new_session,
+    not_found, replies, result, turn, update, usage_update,
 };
-use crate::support::fix_turn::{PROMPT, fix_turn_history, fix_turn_replay, fix_usage, push_fix_turn};
+use crate::support::fix_turn::{PROMPT, fix_turn_history, fix_turn_replay, push_fix_turn};
 use crate::support::mock_model::{Chunking, MockModel};
 use crate::support::script::{self, text};
 use crate::support::{options_for, updates_of, workspace};
@@ -87,11 +87,6 @@ fn open_elsewhere(verb: &str, home: &Path, session: &str) -> Value {
     json!({"code": -32603, "message": message})
 }
 
-/// The answer to a turn of one scripted text reply (50 tokens in, 20 out).
-fn one_reply() -> Value {
-    ended("end_turn", json!({"totalTokens": 70, "inputTokens": 50, "outputTokens": 20}))
-}
-
 /// The answer to `session/load` or `session/resume`: the session's modes and config options.
 fn reopened(model: &str, mode: &str) -> Value {
     json!({"modes": modes(mode), "configOptions": config_options(model, &ANTHROPIC_MODELS, mode, "default")})
@@ -109,7 +104,7 @@ fn load_after_a_restart_replays_what_the_editor_saw() {
     a.initialize();
     let session = a.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
     let (live, response) = a.prompt(&session, PROMPT);
-    assert_eq!(response["result"], ended("end_turn", fix_usage()), "{}", a.stderr());
+    assert_eq!(response["result"], replies("anthropic", 3), "{}", a.stderr());
     assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("a + b"));
     let r = a.request(
         "session/set_config_option",
@@ -148,10 +143,7 @@ fn load_after_a_restart_replays_what_the_editor_saw() {
     // The session goes on where it was: the model gets the whole history, thinking signed.
     mock.push(text("anthropic", "You're welcome."));
     let (_, response) = b.prompt(&session, "Thanks!");
-    assert_eq!(
-        response["result"],
-        ended("end_turn", json!({"totalTokens": 70, "inputTokens": 50, "outputTokens": 20}))
-    );
+    assert_eq!(response["result"], replies("anthropic", 1));
     let body = mock.requests().last().unwrap().body.clone();
     assert_eq!(body["model"], "claude-opus-4-6");
     assert_eq!(body["messages"], fix_turn_history("Thanks!"));
@@ -352,7 +344,7 @@ fn two_processes_write_to_one_home_at_once() {
     for (who, id) in pending {
         let agent = if who == 0 { &mut a } else { &mut b };
         let (_, r) = agent.until_response(id);
-        assert_eq!(r, result(id, one_reply()));
+        assert_eq!(r, result(id, replies("anthropic", 1)));
     }
     drop((a, b));
 
@@ -426,12 +418,7 @@ fn kill_dash_nine_mid_turn_fifty_times_then_load() {
             );
             assert_eq!(r["result"], new_session("crashy", SONNET, &ANTHROPIC_MODELS, "auto"));
             let (_, response) = agent.prompt("crashy", "round 0");
-            assert_eq!(
-                response["result"],
-                ended("end_turn", json!({"totalTokens": 140, "inputTokens": 100, "outputTokens": 40})),
-                "{}",
-                agent.stderr()
-            );
+            assert_eq!(response["result"], replies("anthropic", 2), "{}", agent.stderr());
             agent.close_stdin();
             assert!(agent.wait_exit(Duration::from_secs(5)).is_some_and(|s| s.success()));
             recorded = 1;
@@ -483,7 +470,7 @@ fn kill_dash_nine_mid_turn_fifty_times_then_load() {
     assert!(interrupted >= 10, "the kills cut turns short ({interrupted} of {prompts}), and each says so");
     eprintln!("{interrupted} of {prompts} turns were cut short");
     let (_, response) = agent.prompt("crashy", "are you still there?");
-    assert_eq!(response["result"], one_reply(), "{}", agent.stderr());
+    assert_eq!(response["result"], replies("anthropic", 1), "{}", agent.stderr());
     assert_valid_history(&mock.requests()[0].body);
 }
 
@@ -529,7 +516,7 @@ fn sessions_without_a_store_still_work() {
     agent.initialize();
     let session = agent.new_session_in(dir.path(), json!({}));
     let (updates, response) = agent.prompt(&session, "hello");
-    assert_eq!(response["result"], one_reply());
+    assert_eq!(response["result"], replies("anthropic", 1));
     assert!(updates.iter().any(|u| u["content"]["text"] == "Works anyway."));
     let (updates, _) = agent.prompt(&session, "/status");
     let status = updates.iter().map(|u| u["content"]["text"].as_str().unwrap_or_default()).collect::<String>();
@@ -571,7 +558,7 @@ fn a_session_never_prompted_can_be_loaded_and_resumed_on_its_own_connection() {
     // The session is still there: it answers a prompt and closes.
     mock.push(text("anthropic", "Still here."));
     let (updates, response) = agent.prompt(&session, "hello");
-    assert_eq!(response["result"], one_reply());
+    assert_eq!(response["result"], replies("anthropic", 1));
     assert!(updates.iter().any(|u| u["content"]["text"] == "Still here."));
     let r = agent.request("session/close", json!({"sessionId": session}));
     assert!(r.get("result").is_some(), "{r}");
@@ -604,7 +591,7 @@ fn a_session_never_prompted_is_resumed_from_another_process_with_its_settings() 
     let _usage = b.recv();
     mock.push(text("anthropic", "Hello from the second process."));
     let (_, response) = b.prompt(&session, "first prompt");
-    assert_eq!(response["result"], one_reply());
+    assert_eq!(response["result"], replies("anthropic", 1));
     assert_eq!(mock.requests().last().unwrap().body["model"], "claude-opus-4-6");
     let listed = list(&mut b);
     let meta = json!({"createdAt": BLANK, "model": opus, "mode": "auto", "origin": "acp", "inputTokens": 50, "outputTokens": 20, "contextTokens": 70});
@@ -626,7 +613,7 @@ fn session_keys_of_any_printable_text_are_stored_safely_and_distinctly() {
         assert_eq!(id, key);
         mock.push(text("anthropic", &format!("I am {key}.")));
         let (_, response) = agent.prompt(key, "who are you?");
-        assert_eq!(response["result"], one_reply(), "{key}");
+        assert_eq!(response["result"], replies("anthropic", 1), "{key}");
     }
     drop(agent);
     // Every transcript is a file directly in sessions/, one per key, and nothing else was written.

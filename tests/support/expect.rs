@@ -62,6 +62,21 @@ pub fn ended(reason: &str, usage: Value) -> Value {
     json!({"stopReason": reason, "usage": usage})
 }
 
+/// The token counts of `n` replies scripted by `tests/support/script.rs` through `api`: 50 in and
+/// 20 out each (and no reasoning, which the Responses API counts apart).
+pub fn scripted_usage(api: &str, n: u64) -> Value {
+    let mut usage = json!({"totalTokens": 70 * n, "inputTokens": 50 * n, "outputTokens": 20 * n});
+    if api == "openai-responses" {
+        usage["thoughtTokens"] = json!(0);
+    }
+    usage
+}
+
+/// The answer to a turn of `n` scripted replies through `api`.
+pub fn replies(api: &str, n: u64) -> Value {
+    ended("end_turn", scripted_usage(api, n))
+}
+
 /// An answer without its token counts, where they depend on how much of a reply was read before
 /// a cancel (a race a test should not depend on).
 pub fn without_usage(answer: &Value) -> Value {
@@ -243,6 +258,27 @@ pub fn turn(updates: &[Value]) -> Value {
         out.push(u.clone());
     }
     blank(&json!(out), &["messageId", "updatedAt"])
+}
+
+/// The `edit` of `src/lib.rs` from `a - b` to `a + b` in the `calc` workspace at `ws`, as its
+/// announcement (and a permission question) carries it: the diff of the whole file and where.
+pub fn calc_lib_edit(ws: &Path, id: &str, old: &str, new: &str) -> Value {
+    let path = ws.join("src/lib.rs");
+    let before = std::fs::read_to_string(super::mock_model::fixtures_dir().join("workspaces/calc/src/lib.rs")).unwrap();
+    json!({
+        "toolCallId": id,
+        "title": "Edit src/lib.rs",
+        "kind": "edit",
+        "content": [{"type": "diff", "path": path, "oldText": before, "newText": before.replace("a - b", "a + b")}],
+        "locations": [{"path": path, "line": 3}],
+        "rawInput": {"path": "src/lib.rs", "old_string": old, "new_string": new},
+        "_meta": {"toolName": "edit"}
+    })
+}
+
+/// A tool call's `content`: one text.
+pub fn tool_text(text: &str) -> Value {
+    json!([{"type": "content", "content": {"type": "text", "text": text}}])
 }
 
 /// `value` with whatever sits under any of `keys`, at any depth, replaced by [`BLANK`] (ids and

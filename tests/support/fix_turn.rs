@@ -44,11 +44,6 @@ pub fn push_fix_turn(mock: &MockModel) {
     mock.push(text("anthropic", "Fixed `add` and wrote NOTES.md."));
 }
 
-/// The turn's token counts: three requests of the scripted 50 in and 20 out.
-pub fn fix_usage() -> Value {
-    json!({"totalTokens": 210, "inputTokens": 150, "outputTokens": 60})
-}
-
 fn plan(first: &str, second: &str) -> Value {
     json!({"sessionUpdate": "plan", "entries": [
         {"content": "Fix add()", "priority": "medium", "status": first},
