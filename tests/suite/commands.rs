@@ -2,9 +2,13 @@
 //! wrong arguments get the usage; settings changes reach the editor as config updates and the
 //! next request; `/stop` stops a running turn; none but `/compact` calls the model.
 
+use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::agent::Agent;
+use crate::support::expect::{
+    ANTHROPIC_MODELS, chunk, config_options, ended, result, turn, usage_update, without_usage,
+};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
 use crate::support::script::text;
@@ -20,8 +24,13 @@ fn said(updates: &[Value]) -> String {
 /// Runs a command; returns (the text it answered, every update).
 fn command(agent: &mut Agent, session: &str, line: &str) -> (String, Vec<Value>) {
     let (updates, response) = agent.prompt(session, line);
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{line}: {response}\n{}", agent.stderr());
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}), "{line}\n{}", agent.stderr());
     (said(&updates), updates)
+}
+
+/// The `config_option_update` a settings change sends (the Anthropic models on offer).
+fn config_update(model: &str, thought: &str) -> Value {
+    json!({"sessionUpdate": "config_option_update", "configOptions": config_options(model, &ANTHROPIC_MODELS, "code", thought)})
 }
 
 #[test]
@@ -36,35 +45,47 @@ fn every_command_once() {
     assert_eq!(requests(), 1);
 
     let (help, _) = command(&mut agent, &session, "/help");
-    for usage in [
-        "/help",
-        "/status",
-        "/context [list|detail]",
-        "/compact",
-        "/model [provider/model]",
-        "/think off|low|medium|high",
-        "/new",
-        "/reset",
-        "/stop",
-        "/usage",
-    ] {
-        assert!(help.contains(&format!("`{usage}")), "{usage} missing from {help}");
-    }
+    assert_eq!(
+        help,
+        "**Commands**\n\n\
+         - `/help` — List the slash commands\n\
+         - `/status` — Model, mode, context-window fill, tokens and session id\n\
+         - `/context [list|detail]` — What the context holds: instruction files, tool schemas, system prompt, history\n\
+         - `/compact [instructions for the summary]` — Summarise the conversation so far to free the context window\n\
+         - `/model [provider/model]` — Show or switch the model\n\
+         - `/think off|low|medium|high` — How much the model reasons before answering\n\
+         - `/new [provider/model]` — Start over with an empty context (optionally with another model)\n\
+         - `/reset` — Clear the conversation's context\n\
+         - `/stop` — Stop the running turn and everything queued\n\
+         - `/usage` — Tokens used by this session\n\
+         - `/network [on|off]` — Let sandboxed commands use the network, or not (this session)\n"
+    );
 
+    // Every line but the sandbox's, which says what this machine's kernel offers.
     let (status, _) = command(&mut agent, &session, "/status");
-    assert!(status.contains(&format!("`{session}`")), "{status}");
-    assert!(status.contains("Model: `anthropic/claude-sonnet-4-5`"), "{status}");
-    assert!(status.contains("Mode: Code"), "{status}");
-    assert!(status.contains("of 200,000 tokens"), "{status}");
-    assert!(status.contains("Tokens: 50 in · 20 out"), "{status}");
-    assert!(status.contains(&format!("{session}.jsonl")), "{status}");
+    let home = agent.home.path().display().to_string();
+    let lines: Vec<&str> = status.lines().filter(|l| !l.starts_with("- Sandbox: ")).collect();
+    assert_eq!(
+        lines,
+        [
+            format!("**Session** `{session}`"),
+            String::new(),
+            "- Model: `anthropic/claude-sonnet-4-5`".to_owned(),
+            "- Mode: Code · Thinking: default".to_owned(),
+            "- Context: ~70 of 200,000 tokens (1%)".to_owned(),
+            "- Tokens: 50 in · 20 out".to_owned(),
+            "- Turns: 1 · Messages in context: 2".to_owned(),
+            format!("- Working directory: `{home}`"),
+            format!("- Transcript: `{home}/sessions/{session}.jsonl`"),
+        ]
+    );
 
     let (usage, _) = command(&mut agent, &session, "/usage");
-    assert!(
-        usage.contains("Input: 50 tokens") && usage.contains("Output: 20 tokens") && usage.contains("Total: 70"),
-        "{usage}"
+    assert_eq!(
+        usage,
+        "**Usage** (this session)\n\n- Input: 50 tokens (cache read 0, cache write 0)\n- Output: 20 tokens\n\
+         - Read from the prompt cache: 0% of input\n- Total: 70 tokens\n- Context now: ~70 of 200,000 tokens (1%)\n"
     );
-    assert!(usage.contains("Read from the prompt cache: 0% of input"), "{usage}");
 
     let (context, _) = command(&mut agent, &session, "/context");
     assert!(context.contains("| System prompt |") && context.contains("Tool schemas (10 tools)"), "{context}");
@@ -74,22 +95,43 @@ fn every_command_once() {
     assert!(detail.contains("- `update_plan`:") && detail.contains("**System prompt**"), "{detail}");
     assert!(detail.contains("You are acp"), "the system prompt itself: {detail}");
 
-    let (models, _) = command(&mut agent, &session, "/model");
-    assert!(models.contains("- `anthropic/claude-sonnet-4-5` ← current\n"), "{models}");
-    let (switched, updates) = command(&mut agent, &session, "/model anthropic/claude-opus-4-6");
-    assert!(switched.contains("claude-opus-4-6"), "{switched}");
-    let config = updates.iter().find(|u| u["sessionUpdate"] == "config_option_update").unwrap();
-    assert_eq!(config["configOptions"][0]["currentValue"], "anthropic/claude-opus-4-6");
-    let (unknown, updates) = command(&mut agent, &session, "/model nope/x");
-    assert!(unknown.contains("nope") && unknown.contains("Available"), "{unknown}");
-    assert!(!updates.iter().any(|u| u["sessionUpdate"] == "config_option_update"));
+    let available = |current: &str| {
+        let list: String = ANTHROPIC_MODELS
+            .iter()
+            .map(|m| if *m == current { format!("- `{m}` ← current\n") } else { format!("- `{m}`\n") })
+            .collect();
+        format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n{list}")
+    };
+    let (models, updates) = command(&mut agent, &session, "/model");
+    assert_eq!(turn(&updates), json!([chunk("agent_message_chunk", &available("anthropic/claude-sonnet-4-5"))]));
+    assert_eq!(models, available("anthropic/claude-sonnet-4-5"));
+    let (_, updates) = command(&mut agent, &session, "/model anthropic/claude-opus-4-6");
+    let opus = "anthropic/claude-opus-4-6";
+    assert_eq!(
+        turn(&updates),
+        json!([
+            config_update(opus, "default"),
+            chunk("agent_message_chunk", "Model: `anthropic/claude-opus-4-6`, from the next prompt on.")
+        ])
+    );
+    // An unknown model changes nothing, and says what there is.
+    let (_, updates) = command(&mut agent, &session, "/model nope/x");
+    let unknown = format!(
+        "unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses\n\n{}",
+        available(opus)
+    );
+    assert_eq!(turn(&updates), json!([chunk("agent_message_chunk", &unknown)]));
 
-    let (think, updates) = command(&mut agent, &session, "/think high");
-    assert_eq!(think, "Thinking: high.");
-    let config = updates.iter().find(|u| u["sessionUpdate"] == "config_option_update").unwrap();
-    assert_eq!(config["configOptions"][2]["currentValue"], "high");
-    let (off, _) = command(&mut agent, &session, "/think off");
-    assert!(off.starts_with("Thinking: off"), "{off}");
+    let (_, updates) = command(&mut agent, &session, "/think high");
+    assert_eq!(turn(&updates), json!([config_update(opus, "high"), chunk("agent_message_chunk", "Thinking: high.")]));
+    let (_, updates) = command(&mut agent, &session, "/think off");
+    assert_eq!(
+        turn(&updates),
+        json!([
+            config_update(opus, "default"),
+            chunk("agent_message_chunk", "Thinking: off (the provider's default).")
+        ])
+    );
     command(&mut agent, &session, "/think medium");
     assert_eq!(requests(), 1, "no command so far asked the model");
 
@@ -114,16 +156,30 @@ fn every_command_once() {
     let first = body["messages"][0]["content"][0]["text"].as_str().unwrap();
     assert!(first.contains("The user said hello twice."), "{body}");
 
-    let (reset, updates) = command(&mut agent, &session, "/reset");
-    assert!(reset.contains("context is cleared"), "{reset}");
-    assert!(updates.iter().any(|u| u["sessionUpdate"] == "usage_update" && u["used"] == 0));
+    let (_, updates) = command(&mut agent, &session, "/reset");
+    assert_eq!(
+        turn(&updates),
+        json!([
+            usage_update(0, 200_000),
+            chunk("agent_message_chunk", "The context is cleared: the model sees an empty conversation from here on.")
+        ])
+    );
     mock.push(text("anthropic", "Fresh."));
     agent.prompt(&session, "fresh start");
     assert_eq!(mock.requests()[4].body["messages"].as_array().unwrap().len(), 1);
 
-    let (new, updates) = command(&mut agent, &session, "/new anthropic/claude-haiku-4-5");
-    assert!(new.contains("Started over") && new.contains("claude-haiku-4-5"), "{new}");
-    assert!(updates.iter().any(|u| u["sessionUpdate"] == "config_option_update"));
+    let (_, updates) = command(&mut agent, &session, "/new anthropic/claude-haiku-4-5");
+    assert_eq!(
+        turn(&updates),
+        json!([
+            usage_update(0, 200_000),
+            config_update("anthropic/claude-haiku-4-5", "medium"),
+            chunk(
+                "agent_message_chunk",
+                "Started over: the model sees an empty conversation from here on. Model: `anthropic/claude-haiku-4-5`."
+            )
+        ])
+    );
     mock.push(text("anthropic", "New."));
     agent.prompt(&session, "brand new");
     let body = mock.requests()[5].body.clone();
@@ -146,21 +202,32 @@ fn bad_arguments_get_the_usage_and_nothing_changes() {
     let mut agent = Agent::spawn(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
-    for (line, usage) in [
-        ("/think hard", "/think off|low|medium|high"),
-        ("/think", "/think off|low|medium|high"),
-        ("/context everything", "/context [list|detail]"),
-        ("/status please", "/status"),
-        ("/model a b", "/model [provider/model]"),
-        ("/new a b", "/new [provider/model]"),
-        ("/help me", "/help"),
-        ("/reset now", "/reset"),
-        ("/stop it", "/stop"),
-        ("/usage today", "/usage"),
+    let no_arguments = "This command takes no arguments.";
+    let think = "`/think off|low|medium|high` — How much the model reasons before answering";
+    for (line, wrong, usage) in [
+        ("/think hard", "Unknown level `hard`: use `off`, `low`, `medium` or `high`.", think),
+        ("/think", "Say how much: `off`, `low`, `medium` or `high`.", think),
+        (
+            "/context everything",
+            "Unknown argument `everything`: use `list` or `detail`.",
+            "`/context [list|detail]` — What the context holds: instruction files, tool schemas, system prompt, history",
+        ),
+        ("/status please", no_arguments, "`/status` — Model, mode, context-window fill, tokens and session id"),
+        ("/model a b", "Give one model, as `provider/model`.", "`/model [provider/model]` — Show or switch the model"),
+        (
+            "/new a b",
+            "Give at most one model, as `provider/model`.",
+            "`/new [provider/model]` — Start over with an empty context (optionally with another model)",
+        ),
+        ("/help me", no_arguments, "`/help` — List the slash commands"),
+        ("/reset now", no_arguments, "`/reset` — Clear the conversation's context"),
+        ("/stop it", no_arguments, "`/stop` — Stop the running turn and everything queued"),
+        ("/usage today", no_arguments, "`/usage` — Tokens used by this session"),
     ] {
-        let (answer, updates) = command(&mut agent, &session, line);
-        assert!(answer.contains(&format!("Usage: `{usage}`")), "{line}: {answer}");
-        assert!(!updates.iter().any(|u| u["sessionUpdate"] == "config_option_update"), "{line}");
+        // The usage and nothing else: no settings change.
+        let (_, updates) = command(&mut agent, &session, line);
+        let answer = format!("{wrong}\n\nUsage: {usage}.");
+        assert_eq!(turn(&updates), json!([chunk("agent_message_chunk", &answer)]), "{line}");
     }
     assert!(mock.requests().is_empty());
 }
@@ -181,7 +248,7 @@ fn stop_ends_the_running_turn_and_the_queue() {
     let help = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/help"}]}));
     let (_, r) = agent.until_response(help);
-    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert_eq!(r, result(help, json!({"stopReason": "end_turn"})));
     // /status waits behind the running and queued prompts (its figures would miss them).
     let status = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/status"}]}));
@@ -190,17 +257,19 @@ fn stop_ends_the_running_turn_and_the_queue() {
     let mut answers = Vec::new();
     while answers.len() < 4 {
         let msg = agent.recv();
-        if let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) {
-            answers.push((id.as_i64().unwrap(), msg["result"]["stopReason"].as_str().unwrap().to_owned()));
+        if msg.get("id").is_some() && msg.get("method").is_none() {
+            answers.push(msg);
         }
     }
+    // In order (what the running turn had counted when it was stopped depends on how far it got).
+    answers[0] = without_usage(&answers[0]);
     assert_eq!(
         answers,
-        vec![
-            (running, "cancelled".to_owned()),
-            (queued, "cancelled".to_owned()),
-            (status, "cancelled".to_owned()),
-            (stop, "end_turn".to_owned())
+        [
+            result(running, json!({"stopReason": "cancelled"})),
+            result(queued, json!({"stopReason": "cancelled"})),
+            result(status, json!({"stopReason": "cancelled"})),
+            result(stop, json!({"stopReason": "end_turn"})),
         ]
     );
     assert_eq!(mock.requests().len(), 1, "the queued prompt never ran");
@@ -230,9 +299,18 @@ fn usage_shows_the_share_of_input_the_provider_read_from_its_cache() {
     let session = agent.new_session();
     agent.prompt(&session, "first");
     let (_, response) = agent.prompt(&session, "second");
-    assert_eq!(response["result"]["usage"]["cachedReadTokens"], 1900, "{response}");
+    assert_eq!(
+        response["result"],
+        ended(
+            "end_turn",
+            json!({"totalTokens": 2005, "inputTokens": 2000, "outputTokens": 5, "cachedReadTokens": 1900})
+        )
+    );
     // 100 + (100 + 1900) input tokens, 1900 of them read from the cache: 90 %.
     let (usage, _) = command(&mut agent, &session, "/usage");
-    assert!(usage.contains("Input: 2,100 tokens (cache read 1,900"), "{usage}");
-    assert!(usage.contains("Read from the prompt cache: 90% of input"), "{usage}");
+    assert_eq!(
+        usage,
+        "**Usage** (this session)\n\n- Input: 2,100 tokens (cache read 1,900, cache write 0)\n- Output: 10 tokens\n\
+         - Read from the prompt cache: 90% of input\n- Total: 2,110 tokens\n- Context now: ~2,005 of 200,000 tokens (2%)\n"
+    );
 }

@@ -7,9 +7,11 @@
 
 use std::path::Path;
 
+use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::agent::Agent;
+use crate::support::expect::{chunk, ended, replies, result, scripted_usage, title, turn, usage_update, without_usage};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::script::{self, calls, result_for, text};
 use crate::support::{FAST_RETRY, options_for, tool_updates, updates_of, workspace};
@@ -19,8 +21,12 @@ fn still_works(agent: &mut Agent, mock: &MockModel, api: &str) {
     mock.push(text(api, "Still here."));
     let session = agent.new_session();
     let (updates, response) = agent.prompt(&session, "are you there?");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", agent.stderr());
-    assert!(updates.iter().any(|u| u["content"]["text"] == "Still here."));
+    assert_eq!(response["result"], replies("anthropic", 1), "{}", agent.stderr());
+    let window = if api == "anthropic" { 200_000 } else { 1_047_576 };
+    assert_eq!(
+        turn(&updates),
+        json!([title("are you there?"), chunk("agent_message_chunk", "Still here."), usage_update(70, window)])
+    );
 }
 
 /// (wire API, error fixture, headers, body).
@@ -164,7 +170,9 @@ fn cancel_ends_an_endless_reply_and_keeps_it_once() {
     }
     agent.notify("session/cancel", json!({"sessionId": session}));
     let (_, response) = agent.until_response(id);
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    // With what the reply had counted by its first event.
+    let counted = json!({"totalTokens": 11, "inputTokens": 10, "outputTokens": 1});
+    assert_eq!(response, result(id, ended("cancelled", counted)));
     assert!(mock.wait_done(0).client_left);
     assert_eq!(transcript_of(home.path(), &session).matches("MARKER-CANCEL").count(), 1);
     still_works(&mut agent, &mock, "anthropic");
@@ -228,7 +236,8 @@ fn silent_editor(case: &Silent) {
         agent.respond(&m["id"], result);
     };
     assert!(cancelled, "{}: the agent never asked", case.never_answers);
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{}: {response}", case.never_answers);
+    // The model's reply was whole before the call ran: its tokens are counted.
+    assert_eq!(response, result(id, ended("cancelled", scripted_usage("anthropic", 1))), "{}", case.never_answers);
     assert!(!withdrawn.is_empty(), "{}: the unanswered request is withdrawn", case.never_answers);
     still_works(&mut agent, &mock, "anthropic");
 }
@@ -275,12 +284,49 @@ fn a_fifo_or_a_gigantic_line_in_the_workspace_cannot_stall_or_swell_a_read() {
     agent.initialize();
     let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
     let (updates, response) = agent.prompt(&session, "read them");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(response["result"], replies("anthropic", 2));
     let body = &mock.requests()[1].body;
     for id in ["r1", "w1"] {
         assert!(result_for(api, body, id).contains("not a regular file"), "{id}: {}", result_for(api, body, id));
-        assert_eq!(tool_updates(&updates, id).last().unwrap()["status"], "failed");
     }
+    // The editor sees both fail, and why.
+    let said = |text: String| json!([{"type": "content", "content": {"type": "text", "text": text}}]);
+    assert_eq!(
+        tool_updates(&updates, "r1"),
+        [
+            json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": "r1",
+                "title": "Read pipe",
+                "kind": "read",
+                "locations": [{"path": fifo, "line": 1}],
+                "rawInput": {"path": "pipe"},
+                "_meta": {"toolName": "read"}
+            }),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "r1", "status": "in_progress"}),
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "r1",
+                "status": "failed",
+                "content": said("pipe: is not a regular file (a FIFO, socket or device); it is not read".into())
+            }),
+        ]
+    );
+    let not_regular =
+        format!("cannot read pipe: {} is not a regular file (a directory, FIFO, socket or device)", fifo.display());
+    assert_eq!(
+        tool_updates(&updates, "w1"),
+        [json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": "w1",
+            "title": "write: path: pipe, content: x",
+            "kind": "edit",
+            "status": "failed",
+            "content": said(not_regular),
+            "rawInput": {"path": "pipe", "content": "x"},
+            "_meta": {"toolName": "write"}
+        })]
+    );
     let huge = result_for(api, body, "r2");
     assert!(huge.contains("line cut") && huge.contains("second line"), "{}", &huge[..huge.len().min(300)]);
     assert!(huge.len() < 64 * 1024, "{} bytes", huge.len());
@@ -302,7 +348,7 @@ fn tool_call_ids_are_unique_in_a_session_whatever_the_provider_sends() {
         let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
         let (first, _) = agent.prompt(&session, "read it twice");
         let (second, response) = agent.prompt(&session, "read it two ways");
-        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        assert_eq!(response["result"], replies(api, 2), "{api}");
         let ids: Vec<String> = first
             .iter()
             .chain(&second)
@@ -337,7 +383,7 @@ fn a_lone_surrogate_in_a_prompt_is_read_as_a_replacement_character() {
     );
     agent.send_raw(format!("{line}\n").as_bytes());
     let (_, response) = agent.until_response(77);
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(response, result(77, replies("anthropic", 1)));
     let sent = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_owned();
     assert_eq!(sent, "broken \u{fffd} emoji");
 }
@@ -350,15 +396,30 @@ fn arguments_nested_too_deep_are_refused_and_the_call_reloads() {
     for _ in 0..126 {
         deep = json!([deep]);
     }
-    mock.push(calls("anthropic", &[("deep1", "read", json!({"path": deep}))]));
+    let arguments = json!({"path": deep});
+    mock.push(calls("anthropic", &[("deep1", "read", arguments.clone())]));
     mock.push(text("anthropic", "ok"));
     let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();
     let session = agent.new_session_in(home.path(), json!({"_meta": {"mode": "auto"}}));
     let (updates, response) = agent.prompt(&session, "go deep");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let end = tool_updates(&updates, "deep1");
-    assert_eq!(end[0]["status"], "failed", "{end:?}");
+    assert_eq!(response["result"], replies("anthropic", 2));
+    // Refused as it arrives: the editor gets the call failed, with the arguments as they came.
+    let refused = "the arguments nest deeper than 32 levels; the tool was not run. Call `read` again with flatter \
+                   arguments";
+    assert_eq!(
+        tool_updates(&updates, "deep1"),
+        [json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": "deep1",
+            "title": "read",
+            "kind": "read",
+            "status": "failed",
+            "content": [{"type": "content", "content": {"type": "text", "text": refused}}],
+            "rawInput": arguments.to_string(),
+            "_meta": {"toolName": "read"}
+        })]
+    );
     assert!(result_for("anthropic", &mock.requests()[1].body, "deep1").contains("deeper than"));
     drop(agent);
     // What was written reads back: the call is in the replay.
@@ -417,10 +478,10 @@ fn session_cancel_sent_as_a_request_cancels_and_is_answered() {
     mock.wait_requests(1);
     let cancel = agent.send_request("session/cancel", json!({"sessionId": session}));
     let (_, answer) = agent.until_response(cancel);
-    assert_eq!(answer["result"], Value::Null, "{answer}");
-    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(answer, result(cancel, Value::Null));
     let (_, response) = agent.until_response(prompt);
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    // (What the reply had counted by then depends on how far the agent had read it.)
+    assert_eq!(without_usage(&response), result(prompt, json!({"stopReason": "cancelled"})));
 }
 
 #[test]
@@ -449,7 +510,8 @@ fn a_session_closed_during_a_command_loads_at_once() {
         let (before, closed) = agent.until_response(close);
         let cancelled =
             before.iter().find(|m| m["id"] == prompt).unwrap_or_else(|| panic!("round {round}: {before:?}"));
-        assert_eq!(cancelled["result"]["stopReason"], "cancelled", "round {round}: {cancelled}");
+        let counted = scripted_usage("anthropic", 1);
+        assert_eq!(*cancelled, result(prompt, ended("cancelled", counted)), "round {round}");
         assert!(closed.get("result").is_some(), "round {round}: {closed}");
         let (_, loaded) = agent.until_response(load);
         assert!(loaded.get("result").is_some(), "round {round}: {loaded}\n{}", agent.stderr());
@@ -573,7 +635,7 @@ fn an_instruction_file_that_never_ends_is_not_read() {
     agent.initialize();
     let session = agent.new_session_in(ws.path(), json!({}));
     let (_, response) = agent.prompt(&session, "hello");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(response["result"], replies("anthropic", 1));
     let system = mock.requests()[0].body["system"][0]["text"].as_str().unwrap().to_owned();
     assert!(system.len() < 200_000, "{} bytes of system prompt", system.len());
 }
@@ -598,6 +660,6 @@ fn a_transcript_with_the_largest_turn_number_loads_and_goes_on() {
     assert!(response.get("result").is_some(), "{response}");
     mock.push(text("anthropic", "Second."));
     let (_, response) = b.prompt(&session, "two");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", b.stderr());
+    assert_eq!(response["result"], replies("anthropic", 1), "{}", b.stderr());
     assert!(!b.stderr().contains("panicked"), "{}", b.stderr());
 }

@@ -6,9 +6,14 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::agent::{Agent, Options, text_of};
+use crate::support::agent::{Agent, Options, TIMEOUT};
+use crate::support::expect::{
+    ANTHROPIC_MODELS, BLANK, blank, commands_update, config_options, ended, initialize_result, modes, result,
+    text_usage, update,
+};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
 
@@ -42,24 +47,45 @@ fn a_piped_script_gets_every_answer_then_the_process_exits_zero() {
     assert!(out.status.success(), "exit status {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     let lines: Vec<Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let ids: Vec<&Value> = lines.iter().filter_map(|m| m.get("id")).collect();
-    assert_eq!(ids, vec![&json!(0), &json!(1), &json!(2)], "every request answered, in order");
-    assert_eq!(lines[1]["result"]["sessionId"], "demo");
-    let updates: Vec<Value> =
-        lines.iter().filter(|m| m["method"] == "session/update").map(|m| m["params"]["update"].clone()).collect();
-    assert_eq!(text_of(&updates, "agent_message_chunk"), "Hello, wörld! 👋");
-    assert_eq!(lines.last().unwrap()["result"]["stopReason"], "end_turn");
+    let chunk = |text: &str| {
+        update(
+            "demo",
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}, "messageId": BLANK}),
+        )
+    };
+    // Every request answered, in order, each with all that goes with it.
+    assert_eq!(
+        blank(&json!(lines), &["messageId", "updatedAt"]),
+        json!([
+            result(0, initialize_result(home.path())),
+            result(
+                1,
+                json!({
+                    "sessionId": "demo",
+                    "modes": modes("code"),
+                    "configOptions": config_options("anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS, "code", "default")
+                })
+            ),
+            update("demo", commands_update()),
+            update("demo", json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000})),
+            update("demo", json!({"sessionUpdate": "session_info_update", "title": "hi", "updatedAt": BLANK})),
+            chunk("Hello"),
+            chunk(", wörld! 👋"),
+            update("demo", json!({"sessionUpdate": "usage_update", "used": 121, "size": 200000})),
+            result(2, ended("end_turn", text_usage("anthropic"))),
+        ])
+    );
+    assert_eq!(lines[5]["params"]["update"]["messageId"], lines[6]["params"]["update"]["messageId"], "one message");
 }
 
 #[test]
 fn idle_end_of_input_exits_at_once() {
     let mut agent = Agent::spawn(Options::default());
     agent.initialize();
-    let closed = Instant::now();
     agent.close_stdin();
-    let status = agent.wait_exit(Duration::from_secs(5)).expect("exits after EOF");
+    // Nothing is running, so nothing is waited for (the figure is in the benchmark).
+    let status = agent.wait_exit(TIMEOUT).expect("exits after EOF");
     assert!(status.success());
-    assert!(closed.elapsed() < Duration::from_secs(2), "took {:?}", closed.elapsed());
 }
 
 #[test]
@@ -74,7 +100,7 @@ fn end_of_input_during_a_turn_still_answers_it() {
     mock.wait_requests(1);
     agent.close_stdin();
     let (_, response) = agent.until_response(id);
-    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(response, result(id, ended("end_turn", text_usage("openai-chat"))));
     assert!(agent.wait_exit(Duration::from_secs(5)).expect("exits").success());
 }
 
@@ -93,15 +119,15 @@ fn signals_cancel_running_turns_and_exit_promptly() {
                 break;
             }
         }
-        let sent = Instant::now();
         agent.signal(sig);
+        // The stream stalls for good: only the signal can end the turn and the process (the
+        // benchmark reports how fast).
         let (_, response) = agent.until_response(id);
-        assert_eq!(response["result"]["stopReason"], "cancelled", "SIG{sig}: {response}");
-        let status = agent.wait_exit(Duration::from_secs(3)).unwrap_or_else(|| panic!("SIG{sig}: still running"));
-        let took = sent.elapsed();
+        // What the reply had counted by then (its start) comes with the answer.
+        let usage = json!({"totalTokens": 113, "inputTokens": 112, "outputTokens": 1, "cachedReadTokens": 100});
+        assert_eq!(response, result(id, ended("cancelled", usage)), "SIG{sig}");
+        let status = agent.wait_exit(TIMEOUT).unwrap_or_else(|| panic!("SIG{sig}: still running"));
         assert!(status.success(), "SIG{sig}: {status:?}");
-        // The target is 500 ms; allow for a loaded CI machine here (the benchmark reports the figure).
-        assert!(took < Duration::from_millis(1500), "SIG{sig}: exit took {took:?}");
         assert!(mock.wait_done(0).client_left, "SIG{sig}: the model connection was closed");
     }
 }
@@ -136,9 +162,8 @@ fn a_peer_that_stops_reading_cannot_block_shutdown() {
     stdin.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "still running, blocked on its output");
-    let sent = Instant::now();
     Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -147,6 +172,5 @@ fn a_peer_that_stops_reading_cannot_block_shutdown() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert!(status.success(), "{status:?}");
-    assert!(sent.elapsed() < Duration::from_millis(1500), "took {:?}", sent.elapsed());
     drop(stdin);
 }

@@ -1,5 +1,6 @@
 //! One module per feature.
 
+mod approvals;
 mod cancel;
 mod client;
 mod commands;
@@ -16,6 +17,7 @@ mod run;
 mod sandbox;
 mod scripts;
 mod session;
+mod sessions_cli;
 mod streaming;
 mod tidy;
 mod tools;

@@ -3,34 +3,29 @@
 
 use std::time::Duration;
 
+use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::agent::{Agent, Options};
+use crate::support::expect::{
+    ANTHROPIC_MODELS, BLANK, OPENAI_MODELS, all_models, blank, commands_update, config_options, ended,
+    initialize_result, invalid_params, modes, new_session, not_found, result, text_usage, update,
+};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::options_for;
 
 #[test]
 fn initialize_answers_version_one_and_advertises_only_what_works() {
     let mut agent = Agent::spawn(Options::default());
+    // Whatever is asked, the same answer: version 1, and only the capabilities that work.
     for asked in [json!(1), json!(2), json!(7), json!(0), json!("1.0.0")] {
-        let r = agent.request(
+        let id = agent.send_request(
             "initialize",
             json!({"protocolVersion": asked, "clientCapabilities": {"fs": {"readTextFile": true}}}),
         );
-        assert_eq!(r["result"]["protocolVersion"], 1, "asked {asked}: {r}");
+        let (_, r) = agent.until_response(id);
+        assert_eq!(r, result(id, initialize_result(agent.home.path())), "asked {asked}");
     }
-    let r = agent.request("initialize", json!({"protocolVersion": 1}))["result"].clone();
-    assert_eq!(r["agentInfo"], json!({"name": "acp", "title": "acp", "version": env!("CARGO_PKG_VERSION")}));
-    let caps = &r["agentCapabilities"];
-    assert_eq!(caps["loadSession"], true);
-    assert_eq!(caps["promptCapabilities"], json!({"image": true, "audio": false, "embeddedContext": true}));
-    assert_eq!(
-        caps["sessionCapabilities"],
-        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}})
-    );
-    assert_eq!(caps["mcpCapabilities"], json!({"http": false, "sse": false}));
-    let ids: Vec<&str> = r["authMethods"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, vec!["anthropic-api-key", "openai-api-key", "config-file"]);
 }
 
 #[test]
@@ -38,14 +33,29 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
     let mut agent = Agent::spawn(Options::default());
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
+    let config = agent.home.path().join("config.toml");
+    let how = format!(
+        "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment the editor \
+         starts acp with, or add a provider to {} — for example\n\n[providers.ollama]\napi = \"openai-chat\"\n\
+         base_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\nthen choose it with \
+         ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
+        config.display()
+    );
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-    assert_eq!(r["error"]["code"], -32000, "{r}");
-    let message = r["error"]["message"].as_str().unwrap();
-    for needle in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "config.toml", "[providers."] {
-        assert!(message.contains(needle), "{needle} missing from: {message}");
-    }
+    assert_eq!(
+        r["error"],
+        json!({
+            "code": -32000,
+            "message": format!("authentication required: {how}"),
+            "data": {"configPath": config, "authMethods": ["anthropic-api-key", "openai-api-key", "config-file"]}
+        })
+    );
     let r = agent.request("authenticate", json!({"methodId": "config-file"}));
-    assert_eq!(r["error"]["code"], -32000, "still nothing configured: {r}");
+    assert_eq!(
+        r["error"],
+        json!({"code": -32000, "message": format!("{how} (then restart the agent)")}),
+        "still nothing configured"
+    );
 
     // The user adds a local provider to config.toml and authenticates again.
     let mock = MockModel::start();
@@ -59,7 +69,7 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
     let session = agent.new_session();
     mock.push(Reply::fixture("openai-chat", "text"));
     let (_, response) = agent.prompt(&session, "hi");
-    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(response["result"], ended("end_turn", text_usage("openai-chat")));
     let req = &mock.requests()[0];
     assert_eq!(req.body["model"], "qwen3:8b");
     assert_eq!(req.header("authorization"), None, "a keyless local provider sends no key");
@@ -70,18 +80,24 @@ fn a_broken_config_file_is_reported_on_session_new() {
     let mut agent = Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = [\n"));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
+    let broken = |agent: &Agent, what: &str| {
+        let config = agent.home.path().join("config.toml");
+        json!({
+            "code": -32000,
+            "message": format!("the configuration file is broken: {}:{what}", config.display()),
+            "data": {"configPath": config, "authMethods": ["anthropic-api-key", "openai-api-key", "config-file"]}
+        })
+    };
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-    assert_eq!(r["error"]["code"], -32000);
-    assert!(r["error"]["message"].as_str().unwrap().contains("config.toml"), "{r}");
-    // Said as what it is, with the line, and the unknown key named.
+    assert_eq!(r["error"], broken(&agent, "1:10: unclosed array, expected `]`"));
+    // Said as what it is (not as missing authentication), with the line, and the unknown key named.
     let mut agent =
         Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = \"anthropic/x\"\n\nmodle = 1\n"));
     agent.initialize();
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-    let message = r["error"]["message"].as_str().unwrap();
-    assert!(message.starts_with("the configuration file is broken: "), "{r}");
-    assert!(message.contains("config.toml:3:1: unknown field `modle`"), "{r}");
-    assert!(!message.contains("authentication required"), "{r}");
+    let known = "`model`, `reasoning`, `tools`, `max_turn_requests`, `max_reply_bytes`, `bootstrap_max_chars`, \
+                 `compaction`, `permissions`, `max_line_bytes`, `timeouts`, `retry`, `sandbox`, `web_fetch`, `providers`";
+    assert_eq!(r["error"], broken(&agent, &format!("3:1: unknown field `modle`, expected one of {known}")));
 }
 
 #[test]
@@ -91,36 +107,13 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
     let id = agent.send_request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    // The response comes first, then the commands and the context's fill.
     let response = agent.recv();
-    assert_eq!(response["id"], id, "the response comes first: {response}");
-    let session = response["result"]["sessionId"].as_str().unwrap().to_owned();
-    assert_eq!(response["result"]["modes"]["currentModeId"], "code");
-    let options = response["result"]["configOptions"].as_array().unwrap();
-    assert_eq!(options[0]["id"], "model");
-    assert_eq!(options[0]["category"], "model");
-    assert_eq!(options[0]["currentValue"], "anthropic/claude-sonnet-4-5");
-    assert_eq!(options[1]["id"], "mode");
-    assert_eq!(options[1]["category"], "mode");
-    assert_eq!(options[2]["id"], "thought_level");
-    assert_eq!(options[2]["category"], "thought_level");
-    assert_eq!(options[2]["currentValue"], "default");
-    let commands = agent.recv();
-    assert_eq!(commands["method"], "session/update");
-    assert_eq!(commands["params"]["sessionId"], session);
-    assert_eq!(commands["params"]["update"]["sessionUpdate"], "available_commands_update");
-    let names: Vec<&str> = commands["params"]["update"]["availableCommands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        ["help", "status", "context", "compact", "model", "think", "new", "reset", "stop", "usage", "network"]
-    );
-    let setup = agent.recv();
-    assert_eq!(setup["params"]["sessionId"], session);
-    assert_eq!(setup["params"]["update"], json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000}));
+    let session = response["result"]["sessionId"].as_str().unwrap_or_default().to_owned();
+    assert!(session.starts_with("sess_"), "{response}");
+    assert_eq!(response, result(id, new_session(&session, "anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS, "code")));
+    assert_eq!(agent.recv(), update(&session, commands_update()));
+    assert_eq!(agent.recv(), update(&session, json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000})));
     std::thread::sleep(Duration::from_millis(200));
     assert!(mock.requests().is_empty(), "session/new must not call the model");
 }
@@ -134,77 +127,79 @@ fn modes_and_config_options_stay_in_sync() {
     agent.initialize();
     let session = agent.new_session();
 
+    let models = all_models();
+    let options = |model: &str, mode: &str| config_options(model, &models, mode, "default");
+    let sonnet = "anthropic/claude-sonnet-4-5";
+
     let id = agent.send_request("session/set_mode", json!({"sessionId": session, "modeId": "auto"}));
-    assert_eq!(agent.recv(), json!({"jsonrpc": "2.0", "id": id, "result": {}}));
-    let update = agent.recv();
-    assert_eq!(update["params"]["update"]["sessionUpdate"], "config_option_update");
-    assert_eq!(update["params"]["update"]["configOptions"][1]["currentValue"], "auto");
+    assert_eq!(agent.recv(), result(id, json!({})));
+    assert_eq!(
+        agent.recv(),
+        update(&session, json!({"sessionUpdate": "config_option_update", "configOptions": options(sonnet, "auto")}))
+    );
 
     let id = agent
         .send_request("session/set_config_option", json!({"sessionId": session, "configId": "mode", "value": "ask"}));
-    let r = agent.recv();
-    assert_eq!(r["id"], id);
-    assert_eq!(r["result"]["configOptions"][1]["currentValue"], "ask");
-    let update = agent.recv();
-    assert_eq!(update["params"]["update"], json!({"sessionUpdate": "current_mode_update", "currentModeId": "ask"}));
+    assert_eq!(agent.recv(), result(id, json!({"configOptions": options(sonnet, "ask")})));
+    assert_eq!(agent.recv(), update(&session, json!({"sessionUpdate": "current_mode_update", "currentModeId": "ask"})));
 
+    // The complete list comes back.
     let r = agent.request(
         "session/set_config_option",
         json!({"sessionId": session, "configId": "model", "value": "openai/gpt-4.1"}),
     );
-    let list = r["result"]["configOptions"].as_array().unwrap();
-    assert_eq!(list.len(), 3, "the complete list comes back");
-    assert_eq!(list[0]["currentValue"], "openai/gpt-4.1");
-    let values: Vec<&str> =
-        list[0]["options"].as_array().unwrap().iter().map(|o| o["value"].as_str().unwrap()).collect();
-    assert!(
-        values.contains(&"anthropic/claude-sonnet-4-5") && values.contains(&"openai-responses/gpt-5-codex"),
-        "{values:?}"
-    );
+    assert_eq!(r["result"], json!({"configOptions": options("openai/gpt-4.1", "ask")}));
     mock.push(Reply::fixture("openai-chat", "text"));
     let (_, response) = agent.prompt(&session, "hi");
-    assert_eq!(response["result"]["stopReason"], "end_turn");
-    assert_eq!(mock.requests()[0].path, "/v1/chat/completions", "the next turn uses the new model");
-    assert_eq!(mock.requests()[0].body["model"], "gpt-4.1");
+    assert_eq!(response["result"], ended("end_turn", text_usage("openai-chat")));
+    let first = &mock.requests()[0];
+    assert_eq!(
+        (first.path.as_str(), &first.body["model"]),
+        ("/v1/chat/completions", &json!("gpt-4.1")),
+        "the next turn uses the new model"
+    );
 
+    let ghost = not_found("ghost");
     let bad = [
-        ("session/set_mode", json!({"sessionId": session, "modeId": "yolo"}), -32602, "yolo"),
+        (
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "yolo"}),
+            invalid_params("`modeId`: unknown mode `yolo` (known: ask, code, auto)"),
+        ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "colour", "value": "x"}),
-            -32602,
-            "colour",
+            invalid_params("`configId`: unknown config option `colour` (known: model, mode, thought_level)"),
         ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "model", "value": "nope/x"}),
-            -32602,
-            "nope",
+            invalid_params(
+                "`value`: unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses",
+            ),
         ),
         (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "mode", "type": "boolean", "value": true}),
-            -32602,
-            "value",
+            invalid_params("`value`: expected a value id (string)"),
         ),
-        ("session/set_mode", json!({"sessionId": "ghost", "modeId": "ask"}), -32002, "ghost"),
-        ("session/prompt", json!({"sessionId": "ghost", "prompt": [{"type": "text", "text": "x"}]}), -32002, "ghost"),
-        ("session/close", json!({"sessionId": "ghost"}), -32002, "ghost"),
-        ("session/prompt", json!({"sessionId": session, "prompt": []}), -32602, "empty"),
+        ("session/set_mode", json!({"sessionId": "ghost", "modeId": "ask"}), ghost.clone()),
+        ("session/prompt", json!({"sessionId": "ghost", "prompt": [{"type": "text", "text": "x"}]}), ghost.clone()),
+        ("session/close", json!({"sessionId": "ghost"}), ghost),
+        (
+            "session/prompt",
+            json!({"sessionId": session, "prompt": []}),
+            invalid_params("`prompt`: the prompt is empty"),
+        ),
         (
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]}),
-            -32602,
-            "audio",
+            invalid_params("`prompt[0]`: audio input is not supported (promptCapabilities.audio is false)"),
         ),
     ];
-    for (method, params, code, words) in bad {
+    for (method, params, expected) in bad {
         let r = agent.request(method, params.clone());
-        assert_eq!(r["error"]["code"], code, "{method} {params}: {r}");
-        assert!(r["error"]["message"].as_str().unwrap().contains(words), "{method}: {r}");
-        if code == -32002 {
-            assert_eq!(r["error"]["data"]["sessionId"], "ghost");
-        }
+        assert_eq!(r["error"], expected, "{method} {params}");
     }
 }
 
@@ -218,13 +213,16 @@ fn meta_chooses_session_id_model_and_mode() {
         "session/new",
         json!({"cwd": cwd, "mcpServers": [], "_meta": {"session": "ignored", "sessionKey": "my-key", "model": "openai-responses/gpt-5", "mode": "auto"}}),
     );
-    assert_eq!(r["result"]["sessionId"], "my-key", "{r}");
-    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "openai-responses/gpt-5");
-    assert_eq!(r["result"]["modes"]["currentModeId"], "auto");
+    assert_eq!(r["result"], new_session("my-key", "openai-responses/gpt-5", &OPENAI_MODELS, "auto"));
+    agent.expect_setup("my-key");
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"key": "my-key"}}));
-    assert_eq!(r["error"]["code"], -32602, "a taken id is refused: {r}");
+    assert_eq!(
+        r["error"],
+        invalid_params("`_meta.sessionKey`: session `my-key` is already open on this connection"),
+        "a taken id is refused"
+    );
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"mode": "yolo"}}));
-    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(r["error"], invalid_params("`_meta.mode`: unknown mode `yolo`"));
 }
 
 #[test]
@@ -237,7 +235,7 @@ fn close_frees_the_session() {
     assert_ne!(session, other);
     assert_eq!(agent.request("session/close", json!({"sessionId": session}))["result"], json!({}));
     let r = agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}));
-    assert_eq!(r["error"]["code"], -32002);
+    assert_eq!(r["error"], not_found(&session));
     let r: Value = agent.request("session/set_mode", json!({"sessionId": other, "modeId": "ask"}));
     assert_eq!(r["result"], json!({}), "other sessions are untouched");
 }
@@ -256,7 +254,12 @@ fn thought_level_reaches_every_wire_api() {
             "session/set_config_option",
             json!({"sessionId": session, "configId": "thought_level", "value": "high"}),
         );
-        assert_eq!(r["result"]["configOptions"][2]["currentValue"], "high", "{api}: {r}");
+        let (model, models): (&str, &[&str]) = match api {
+            "anthropic" => ("anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS),
+            "openai-chat" => ("openai/gpt-4.1", &OPENAI_MODELS),
+            _ => ("openai-responses/gpt-5-codex", &OPENAI_MODELS),
+        };
+        assert_eq!(r["result"], json!({"configOptions": config_options(model, models, "code", "high")}), "{api}");
         agent.prompt(&session, "think hard");
         let reqs = mock.requests();
         let (plain, thinking) = (&reqs[0].body, &reqs[1].body);
@@ -282,10 +285,15 @@ fn thought_level_reaches_every_wire_api() {
     let mut agent = Agent::spawn(options_for("anthropic", &mock).config("reasoning = \"low\"\n"));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
-    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-    assert_eq!(r["result"]["configOptions"][2]["currentValue"], "low");
-    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"thinkingLevel": "medium"}}));
-    assert_eq!(r["result"]["configOptions"][2]["currentValue"], "medium");
+    let sonnet = "anthropic/claude-sonnet-4-5";
+    for (meta, level) in [(json!({}), "low"), (json!({"thinkingLevel": "medium"}), "medium")] {
+        let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": meta}));
+        assert_eq!(
+            blank(&r["result"], &["sessionId"]),
+            json!({"sessionId": BLANK, "modes": modes("code"), "configOptions": config_options(sonnet, &ANTHROPIC_MODELS, "code", level)}),
+            "{meta}"
+        );
+    }
 }
 
 #[test]
@@ -303,30 +311,13 @@ fn the_default_model_and_every_model_used_stay_among_the_choices() {
     let cwd = agent.home.path().display().to_string();
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"model": "anthropic/x-1"}}));
     let session = r["result"]["sessionId"].as_str().unwrap().to_owned();
-    let values = |r: &Value| -> Vec<String> {
-        let list = r["configOptions"].as_array().unwrap();
-        list[0]["options"].as_array().unwrap().iter().map(|o| o["value"].as_str().unwrap().to_owned()).collect()
-    };
-    let first = values(&r["result"]);
-    assert!(first.contains(&"openai/mock-model".to_owned()), "the configured default: {first:?}");
-    assert!(first.contains(&"anthropic/x-1".to_owned()), "the current model: {first:?}");
-    for (to, kept) in [
-        ("openai/gpt-5", ["openai/mock-model", "anthropic/x-1"]),
-        ("openai/gpt-4.1", ["openai/gpt-5", "anthropic/x-1"]),
-    ] {
+    // The configured default and the current model lead the list, each once, whatever is chosen.
+    let choices: Vec<&str> = ["openai/mock-model", "anthropic/x-1"].into_iter().chain(all_models()).collect();
+    assert_eq!(r["result"], new_session(&session, "anthropic/x-1", &choices, "code"));
+    // Switching away and back to the default.
+    for to in ["openai/gpt-5", "openai/gpt-4.1", "openai/mock-model"] {
         let r =
             agent.request("session/set_config_option", json!({"sessionId": session, "configId": "model", "value": to}));
-        let now = values(&r["result"]);
-        for model in kept {
-            assert!(now.contains(&model.to_owned()), "after switching to {to}, {model} is gone: {now:?}");
-        }
-        let unique: std::collections::HashSet<&String> = now.iter().collect();
-        assert_eq!(unique.len(), now.len(), "no duplicates: {now:?}");
+        assert_eq!(r["result"], json!({"configOptions": config_options(to, &choices, "code", "default")}), "to {to}");
     }
-    // And back to the default.
-    let r = agent.request(
-        "session/set_config_option",
-        json!({"sessionId": session, "configId": "model", "value": "openai/mock-model"}),
-    );
-    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "openai/mock-model", "{r}");
 }

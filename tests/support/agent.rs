@@ -168,6 +168,12 @@ impl Agent {
         self.recv_timed(timeout).map(|(_, v)| v)
     }
 
+    /// The next line from stdout as the agent wrote it; `None` after the timeout or once stdout
+    /// has closed.
+    pub fn recv_line_within(&mut self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok().map(|(_, line)| line)
+    }
+
     /// The next message with the moment its line was read from stdout.
     pub fn recv_timed(&mut self, timeout: Duration) -> Option<(Instant, Value)> {
         match self.lines.recv_timeout(timeout) {
@@ -288,6 +294,16 @@ impl Agent {
             .map(|m| m["params"]["update"].clone())
             .collect();
         (updates, response)
+    }
+
+    /// Waits until stderr holds `needle` at least `times` times (a log line saying the agent got
+    /// somewhere); panics after the timeout.
+    pub fn wait_for_stderr(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + TIMEOUT;
+        while self.stderr().matches(needle).count() < times {
+            assert!(Instant::now() < deadline, "stderr never said {needle:?} {times} times:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn close_stdin(&mut self) {

@@ -1,6 +1,9 @@
 //! Shared test harness: the mock model server and the agent process driver.
 
 pub mod agent;
+pub mod expect;
+pub mod fix_turn;
+pub mod golden;
 pub mod mock_model;
 pub mod pty;
 pub mod script;
@@ -68,4 +71,47 @@ pub fn tool_updates(updates: &[serde_json::Value], call_id: &str) -> Vec<serde_j
         })
         .cloned()
         .collect()
+}
+
+/// An agent with a session in `ws`, in `mode`, talking to `api` on the mock.
+pub fn agent_in(api: &str, mock: &MockModel, ws: &std::path::Path, mode: &str) -> (agent::Agent, String) {
+    let mut agent = agent::Agent::spawn(options_for(api, mock));
+    agent.initialize();
+    let session = agent.new_session_in(ws, serde_json::json!({"_meta": {"mode": mode}}));
+    (agent, session)
+}
+
+/// A tool call's statuses in order, its announcement without one counted as `pending`.
+pub fn status_sequence(updates: &[serde_json::Value], id: &str) -> Vec<String> {
+    tool_updates(updates, id)
+        .iter()
+        .filter_map(|u| match (u["sessionUpdate"].as_str(), u.get("status")) {
+            (Some("tool_call"), None) => Some("pending".to_owned()),
+            (_, Some(s)) => s.as_str().map(str::to_owned),
+            _ => None,
+        })
+        .collect()
+}
+
+/// For `Agent::prompt_answering` when the agent must not ask the client anything.
+pub fn no_requests(msg: &serde_json::Value) -> serde_json::Value {
+    panic!("unexpected request from the agent: {msg}")
+}
+
+/// Answers every permission request with the option of the given kind, recording the requests.
+pub fn answer_with<'a>(
+    kind: &'static str,
+    asked: &'a mut Vec<serde_json::Value>,
+) -> impl FnMut(&serde_json::Value) -> serde_json::Value + 'a {
+    move |msg: &serde_json::Value| {
+        assert_eq!(msg["method"], "session/request_permission", "{msg}");
+        asked.push(msg.clone());
+        let option = msg["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {msg}"));
+        serde_json::json!({"outcome": {"outcome": "selected", "optionId": option["optionId"]}})
+    }
 }
