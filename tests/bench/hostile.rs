@@ -115,7 +115,7 @@ fn main() {
         }
     };
     assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("max_reply_bytes"), "{answer}");
-    report("endless reply (stopped at 4 MiB): peak RSS", mib(status_kib(a.child.id(), "VmHWM:")), "bounded");
+    report("endless reply (stopped at 4 MiB): peak RSS", mib(status_kib(a.pid(), "VmHWM:")), "bounded");
     let transcript: u64 =
         std::fs::read_dir(a.home.path().join("sessions")).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
     report("  … transcript size", mib(transcript / 1024), "≈ 4 MiB, written once");
@@ -151,7 +151,7 @@ fn main() {
     let started = Instant::now();
     let id = a.send_request("session/prompt", json!({"sessionId": s, "prompt": [{"type": "text", "text": "read"}]}));
     while a.recv_timed(Duration::from_secs(300)).expect("the read ends").1["id"] != id {}
-    report("read of a file that is one 1 GiB line: peak RSS", mib(status_kib(a.child.id(), "VmHWM:")), "bounded");
+    report("read of a file that is one 1 GiB line: peak RSS", mib(status_kib(a.pid(), "VmHWM:")), "bounded");
     report("  … turn time", format!("{:.0} ms", started.elapsed().as_secs_f64() * 1e3), "—");
     drop(a);
 

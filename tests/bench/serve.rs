@@ -132,12 +132,12 @@ fn main() {
         let streaming = r.finished_at.unwrap() - r.at;
         overhead.push((answered - sent).saturating_sub(streaming));
         if i == 0 {
-            rss_one = peak_rss_kib(a.child.id()).unwrap_or(0);
+            rss_one = peak_rss_kib(a.pid()).unwrap_or(0);
         }
     }
     report("text turn overhead beyond mock streaming", ms(median(overhead)), "≤ 5 ms");
     report("peak RSS after one turn", format!("{:.1} MiB", rss_one as f64 / 1024.0), "≤ 20 MB");
-    let rss = peak_rss_kib(a.child.id()).unwrap_or(0);
+    let rss = peak_rss_kib(a.pid()).unwrap_or(0);
     report(&format!("peak RSS after {RUNS} turns"), format!("{:.1} MiB", rss as f64 / 1024.0), "≤ 20 MB");
     drop(a);
 

@@ -216,12 +216,12 @@ fn main() {
     let mut updates = 0;
     for _ in 0..RUNS {
         let mut a = spawn(home.path());
-        let base = peak_rss_kib(a.child.id()).unwrap_or(0);
+        let base = peak_rss_kib(a.pid()).unwrap_or(0);
         let (took, before, _) =
             timed(&mut a, "session/load", json!({"sessionId": "long", "cwd": cwd.path(), "mcpServers": []}));
         load.push(took);
         updates = before;
-        rss.push((base, peak_rss_kib(a.child.id()).unwrap_or(0)));
+        rss.push((base, peak_rss_kib(a.pid()).unwrap_or(0)));
     }
     println!("  transcript: {records} records, {:.1} MB; replayed as {updates} session/updates", bytes as f64 / 1e6);
     report("session/load, 10,000 events: request → response", ms(median(load)), "≤ 150 ms");

@@ -170,7 +170,7 @@ fn bench_big_edit() {
         assert_eq!(response["result"]["stopReason"], "end_turn");
         let reqs = mock.requests();
         times.push(reqs[1].at - reqs[0].finished_at.unwrap());
-        rss = f64::max(rss, peak_rss_mib(a.child.id()));
+        rss = f64::max(rss, peak_rss_mib(a.pid()));
         assert!(
             std::fs::read_to_string(ws.path().join("big.txt")).unwrap().contains(&format!("LINE {:06}", 100_000 + run))
         );

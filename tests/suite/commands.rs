@@ -36,7 +36,7 @@ fn config_update(model: &str, thought: &str) -> Value {
 #[test]
 fn every_command_once() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     mock.push(text("anthropic", "Hi!"));
@@ -199,7 +199,7 @@ fn every_command_once() {
 #[test]
 fn bad_arguments_get_the_usage_and_nothing_changes() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     let no_arguments = "This command takes no arguments.";
@@ -236,7 +236,7 @@ fn bad_arguments_get_the_usage_and_nothing_changes() {
 fn stop_ends_the_running_turn_and_the_queue() {
     let mock = MockModel::start();
     mock.push(Reply::fixture("anthropic", "text").stall_after(3));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     let running = agent
@@ -294,7 +294,7 @@ fn usage_shows_the_share_of_input_the_provider_read_from_its_cache() {
     };
     mock.push(reply(0));
     mock.push(reply(1900));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     agent.prompt(&session, "first");

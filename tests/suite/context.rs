@@ -23,7 +23,7 @@ fn the_system_prompt_carries_project_and_workspace_files() {
 
     let mock = MockModel::start();
     mock.push(text("anthropic", "ok"));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config("bootstrap_max_chars = 1000\n"));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config("bootstrap_max_chars = 1000\n"));
     let ws = agent.home.path().join("workspace");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("SOUL.md"), format!("Be brief.\n{}\nSign off as Ada.", "x".repeat(5_000))).unwrap();
@@ -66,7 +66,7 @@ fn thoughts(updates: &[Value]) -> String {
 fn an_overflowing_request_is_compacted_and_sent_again() {
     let home = tempfile::tempdir().unwrap();
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();
     let session = agent.new_session();
     mock.push(text("anthropic", "First answer."));
@@ -96,7 +96,7 @@ fn an_overflowing_request_is_compacted_and_sent_again() {
 
     // The summary is in the transcript: after a restart the model still starts from it.
     drop(agent);
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();
     let cwd = home.path().display().to_string();
     let id = agent.send_request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
@@ -117,7 +117,7 @@ fn a_request_past_the_threshold_compacts_first() {
     let mock = MockModel::start();
     let config = "[providers.anthropic]\nmodels = [{ id = \"claude-sonnet-4-5\", context_window = 30000, max_tokens = 1000 }]\n\
                   [compaction]\nthreshold = 0.6\n";
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(config));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config(config));
     agent.initialize();
     let session = agent.new_session();
     let big = |c: char| c.to_string().repeat(40_000);
@@ -141,7 +141,7 @@ fn a_request_past_the_threshold_compacts_first() {
 #[test]
 fn clients_that_ask_get_compaction_updates() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     let r = agent
         .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"session": {"compaction": {}}}}));
     assert!(r.get("result").is_some());
@@ -173,7 +173,7 @@ fn clients_that_ask_get_compaction_updates() {
 #[test]
 fn compaction_that_fails_says_why_and_the_session_goes_on() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(crate::support::FAST_RETRY));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config(crate::support::FAST_RETRY));
     agent.initialize();
     let session = agent.new_session();
     let (updates, _) = agent.prompt(&session, "/compact");

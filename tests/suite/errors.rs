@@ -12,7 +12,7 @@ use crate::support::mock_model::{MockModel, Reply};
 use crate::support::{APIS, FAST_RETRY, options_for};
 
 fn agent_with(api: &str, mock: &MockModel, config: &str) -> (Agent, String) {
-    let mut agent = Agent::spawn(options_for(api, mock).config(config));
+    let mut agent = Agent::in_process(options_for(api, mock).config(config));
     agent.initialize();
     let session = agent.new_session();
     (agent, session)
@@ -298,7 +298,7 @@ fn silence_hits_the_idle_and_first_event_timeouts() {
 fn unreachable_servers_say_so() {
     // A port nothing listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut agent = Agent::spawn(
+    let mut agent = Agent::in_process(
         crate::support::agent::Options::default()
             .env("ANTHROPIC_API_KEY", "k")
             .env("ANTHROPIC_BASE_URL", &format!("http://127.0.0.1:{port}"))

@@ -56,7 +56,7 @@ fn absurd_retry_delays_from_a_server_fail_the_turn_without_a_panic() {
             reply.body = body.as_bytes().to_vec();
         }
         mock.push(reply);
-        let mut agent = Agent::spawn(options_for(api, &mock).config(FAST_RETRY));
+        let mut agent = Agent::in_process(options_for(api, &mock).config(FAST_RETRY));
         agent.initialize();
         let session = agent.new_session();
         let (_, response) = agent.prompt(&session, "hi");
@@ -77,7 +77,7 @@ fn absurd_durations_in_the_config_are_a_clear_error() {
         ("[retry]\nmax_retry_after = nan\n", "[retry] max_retry_after"),
     ] {
         let mock = MockModel::start();
-        let mut agent = Agent::spawn(options_for("anthropic", &mock).config(toml));
+        let mut agent = Agent::in_process(options_for("anthropic", &mock).config(toml));
         agent.initialize();
         let cwd = agent.home.path().display().to_string();
         let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
@@ -105,7 +105,7 @@ fn an_endless_reply_is_stopped_at_the_limit_and_written_once() {
     mock.push(script::endless_text("MARKER-START "));
     let home = tempfile::tempdir().unwrap();
     let options = options_for("anthropic", &mock).home(home.path()).config("max_reply_bytes = 262144\n");
-    let mut agent = Agent::spawn(options);
+    let mut agent = Agent::in_process(options);
     agent.initialize();
     let session = agent.new_session_in(home.path(), json!({}));
     let (updates, response) = agent.prompt(&session, "talk forever");
@@ -134,7 +134,7 @@ fn an_endless_reply_is_stopped_at_the_limit_and_written_once() {
     };
     assert_eq!(sent(&mock), 256 << 10);
     drop(agent);
-    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut b = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     b.initialize();
     let id = b.send_request("session/load", json!({"sessionId": session, "cwd": home.path(), "mcpServers": []}));
     let (replayed, response) = b.until_response(id);
@@ -157,7 +157,7 @@ fn cancel_ends_an_endless_reply_and_keeps_it_once() {
     let mock = MockModel::start();
     mock.push(script::endless_text("MARKER-CANCEL "));
     let home = tempfile::tempdir().unwrap();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();
     let session = agent.new_session_in(home.path(), json!({}));
     let id =
@@ -280,7 +280,7 @@ fn a_fifo_or_a_gigantic_line_in_the_workspace_cannot_stall_or_swell_a_read() {
         ],
     ));
     mock.push(text(api, "done"));
-    let mut agent = Agent::spawn(options_for(api, &mock));
+    let mut agent = Agent::in_process(options_for(api, &mock));
     agent.initialize();
     let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
     let (updates, response) = agent.prompt(&session, "read them");
@@ -343,7 +343,7 @@ fn tool_call_ids_are_unique_in_a_session_whatever_the_provider_sends() {
         mock.push(text(api, "read twice"));
         mock.push(calls(api, &[("dup", "read", read()), ("dup", "read", read())]));
         mock.push(text(api, "read both"));
-        let mut agent = Agent::spawn(options_for(api, &mock));
+        let mut agent = Agent::in_process(options_for(api, &mock));
         agent.initialize();
         let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
         let (first, _) = agent.prompt(&session, "read it twice");
@@ -374,7 +374,7 @@ fn tool_call_ids_are_unique_in_a_session_whatever_the_provider_sends() {
 fn a_lone_surrogate_in_a_prompt_is_read_as_a_replacement_character() {
     let mock = MockModel::start();
     mock.push(text("anthropic", "ok"));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     // As JavaScript's JSON.stringify writes half an emoji.
@@ -399,7 +399,7 @@ fn arguments_nested_too_deep_are_refused_and_the_call_reloads() {
     let arguments = json!({"path": deep});
     mock.push(calls("anthropic", &[("deep1", "read", arguments.clone())]));
     mock.push(text("anthropic", "ok"));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     agent.initialize();
     let session = agent.new_session_in(home.path(), json!({"_meta": {"mode": "auto"}}));
     let (updates, response) = agent.prompt(&session, "go deep");
@@ -423,7 +423,7 @@ fn arguments_nested_too_deep_are_refused_and_the_call_reloads() {
     assert!(result_for("anthropic", &mock.requests()[1].body, "deep1").contains("deeper than"));
     drop(agent);
     // What was written reads back: the call is in the replay.
-    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut b = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     b.initialize();
     let id = b.send_request("session/load", json!({"sessionId": session, "cwd": home.path(), "mcpServers": []}));
     let (replayed, response) = b.until_response(id);
@@ -447,7 +447,7 @@ fn token_counts_at_the_top_of_u64_saturate() {
     for _ in 0..6 {
         mock.push(Reply::sse(body.clone()));
     }
-    let mut agent = Agent::spawn(options_for("openai-chat", &mock).home(home.path()));
+    let mut agent = Agent::in_process(options_for("openai-chat", &mock).home(home.path()));
     agent.initialize();
     let session = agent.new_session_in(home.path(), json!({}));
     for _ in 0..2 {
@@ -470,7 +470,7 @@ fn token_counts_at_the_top_of_u64_saturate() {
 fn session_cancel_sent_as_a_request_cancels_and_is_answered() {
     let mock = MockModel::start();
     mock.push(text("anthropic", "a long story").stall_after(2));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     let prompt =
@@ -524,7 +524,7 @@ fn a_session_closed_during_a_command_loads_at_once() {
 #[test]
 fn a_corpus_of_malformed_requests_is_answered_one_by_one() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(FAST_RETRY));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config(FAST_RETRY));
     agent.initialize();
     let session = agent.new_session();
     let methods = [
@@ -614,7 +614,7 @@ fn a_reply_that_opens_call_after_call_is_stopped() {
     let many: Vec<script::Call<'_>> = many.iter().map(|(id, n, a)| (id.as_str(), *n, a.clone())).collect();
     mock.push(calls("anthropic", &many));
     let ws = workspace("calc");
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(FAST_RETRY));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config(FAST_RETRY));
     agent.initialize();
     let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
     let (updates, response) = agent.prompt(&session, "call everything");
@@ -631,7 +631,7 @@ fn an_instruction_file_that_never_ends_is_not_read() {
     std::os::unix::fs::symlink("/proc/self/pagemap", ws.path().join("AGENTS.md")).unwrap();
     let mock = MockModel::start();
     mock.push(text("anthropic", "Fine."));
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session_in(ws.path(), json!({}));
     let (_, response) = agent.prompt(&session, "hello");
@@ -645,7 +645,7 @@ fn a_transcript_with_the_largest_turn_number_loads_and_goes_on() {
     let home = tempfile::tempdir().unwrap();
     let mock = MockModel::start();
     mock.push(text("anthropic", "First."));
-    let mut a = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut a = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     a.initialize();
     let session = a.new_session_in(home.path(), json!({}));
     a.prompt(&session, "one");
@@ -653,7 +653,7 @@ fn a_transcript_with_the_largest_turn_number_loads_and_goes_on() {
     let path = home.path().join("sessions").join(format!("{session}.jsonl"));
     let records = std::fs::read_to_string(&path).unwrap().replace("\"turn\":1,", &format!("\"turn\":{},", u64::MAX));
     std::fs::write(&path, records).unwrap();
-    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    let mut b = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
     b.initialize();
     let id = b.send_request("session/load", json!({"sessionId": session, "cwd": home.path(), "mcpServers": []}));
     let (_, response) = b.until_response(id);

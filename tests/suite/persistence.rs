@@ -314,8 +314,7 @@ fn a_session_open_in_one_process_is_refused_by_another() {
     assert_eq!(r["error"], open_elsewhere("delete", home.path(), &session));
 
     // Once the first process is gone (even killed), the session opens.
-    a.child.kill().unwrap();
-    a.child.wait().unwrap();
+    a.kill();
     let (replayed, _) = load(&mut b, &session, home.path());
     assert_eq!(turn(&replayed), json!([chunk("user_message_chunk", "hello"), chunk("agent_message_chunk", "ok")]));
 }
@@ -436,8 +435,7 @@ fn kill_dash_nine_mid_turn_fifty_times_then_load() {
         agent.send_request("session/prompt", prompt("crashy", &format!("round {round}")));
         // Somewhere in the turn: streaming, running the tool, or the second request.
         std::thread::sleep(Duration::from_millis(fastrand::u64(0..120)));
-        agent.child.kill().unwrap();
-        agent.child.wait().unwrap();
+        agent.kill();
 
         // Every whole line of the transcript is a record; at most the last one is torn.
         let bytes = std::fs::read(transcript(home.path(), "crashy")).unwrap();

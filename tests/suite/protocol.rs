@@ -21,7 +21,7 @@ fn answer_to_raw(agent: &mut Agent, raw: &[u8]) -> Value {
 
 #[test]
 fn every_bad_line_gets_its_error_and_the_connection_lives() {
-    let mut agent = Agent::spawn(Options::default());
+    let mut agent = Agent::in_process(Options::default());
     let cases: &[(&[u8], Value)] = &[
         (
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\"\n",
@@ -72,7 +72,7 @@ const BATCH: &str = "invalid request: batches are not supported; send one messag
 
 #[test]
 fn bad_params_name_the_field() {
-    let mut agent = Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k"));
+    let mut agent = Agent::in_process(Options::default().env("ANTHROPIC_API_KEY", "k"));
     let cases = [
         ("initialize", json!({}), "missing field `protocolVersion`"),
         ("initialize", json!({"protocolVersion": {}}), "`protocolVersion`: expected an integer"),
@@ -108,7 +108,7 @@ fn bad_params_name_the_field() {
 
 #[test]
 fn oversized_lines_are_refused_without_killing_the_connection() {
-    let mut agent = Agent::spawn(Options::default().arg("serve").arg("--max-line-bytes").arg("1024"));
+    let mut agent = Agent::in_process(Options::default().arg("serve").arg("--max-line-bytes").arg("1024"));
     let big = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}\n",
         "x".repeat(5000)
@@ -129,7 +129,7 @@ fn oversized_lines_are_refused_without_killing_the_connection() {
     ping(&mut agent);
 
     // The default limit is 16 MiB: a 1 MiB line is fine.
-    let mut agent = Agent::spawn(Options::default());
+    let mut agent = Agent::in_process(Options::default());
     let big = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{{\"protocolVersion\":1,\"_meta\":{{\"pad\":\"{}\"}}}}}}\n",
         "x".repeat(1 << 20)
@@ -139,7 +139,7 @@ fn oversized_lines_are_refused_without_killing_the_connection() {
 
 #[test]
 fn notifications_never_get_answers() {
-    let mut agent = Agent::spawn(Options::default());
+    let mut agent = Agent::in_process(Options::default());
     agent.notify("some/unknown_notification", json!({"x": 1}));
     agent.notify("session/cancel", json!({"sessionId": "nope"}));
     agent.notify("session/cancel", json!({"wrong": true}));
@@ -153,7 +153,7 @@ fn notifications_never_get_answers() {
 
 #[test]
 fn crlf_line_ends_are_accepted() {
-    let mut agent = Agent::spawn(Options::default());
+    let mut agent = Agent::in_process(Options::default());
     let r = answer_to_raw(
         &mut agent,
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\r\n",

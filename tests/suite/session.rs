@@ -16,7 +16,7 @@ use crate::support::options_for;
 
 #[test]
 fn initialize_answers_version_one_and_advertises_only_what_works() {
-    let mut agent = Agent::spawn(Options::default());
+    let mut agent = Agent::in_process(Options::default());
     // Whatever is asked, the same answer: version 1, and only the capabilities that work.
     for asked in [json!(1), json!(2), json!(7), json!(0), json!("1.0.0")] {
         let id = agent.send_request(
@@ -30,6 +30,7 @@ fn initialize_answers_version_one_and_advertises_only_what_works() {
 
 #[test]
 fn without_a_provider_session_new_requires_auth_and_says_how() {
+    // `authenticate` reads the configuration again from the environment: the process's own.
     let mut agent = Agent::spawn(Options::default());
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
@@ -77,7 +78,7 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
 
 #[test]
 fn a_broken_config_file_is_reported_on_session_new() {
-    let mut agent = Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = [\n"));
+    let mut agent = Agent::in_process(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = [\n"));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
     let broken = |agent: &Agent, what: &str| {
@@ -91,8 +92,9 @@ fn a_broken_config_file_is_reported_on_session_new() {
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     assert_eq!(r["error"], broken(&agent, "1:10: unclosed array, expected `]`"));
     // Said as what it is (not as missing authentication), with the line, and the unknown key named.
-    let mut agent =
-        Agent::spawn(Options::default().env("ANTHROPIC_API_KEY", "k").config("model = \"anthropic/x\"\n\nmodle = 1\n"));
+    let mut agent = Agent::in_process(
+        Options::default().env("ANTHROPIC_API_KEY", "k").config("model = \"anthropic/x\"\n\nmodle = 1\n"),
+    );
     agent.initialize();
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     let known = "`model`, `reasoning`, `tools`, `max_turn_requests`, `max_reply_bytes`, `bootstrap_max_chars`, \
@@ -103,7 +105,7 @@ fn a_broken_config_file_is_reported_on_session_new() {
 #[test]
 fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
     let id = agent.send_request("session/new", json!({"cwd": cwd, "mcpServers": []}));
@@ -121,7 +123,7 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
 #[test]
 fn modes_and_config_options_stay_in_sync() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(
+    let mut agent = Agent::in_process(
         options_for("anthropic", &mock).env("OPENAI_API_KEY", "k2").env("OPENAI_BASE_URL", &mock.base_v1()),
     );
     agent.initialize();
@@ -206,7 +208,7 @@ fn modes_and_config_options_stay_in_sync() {
 #[test]
 fn meta_chooses_session_id_model_and_mode() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("openai-chat", &mock));
+    let mut agent = Agent::in_process(options_for("openai-chat", &mock));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
     let r = agent.request(
@@ -228,7 +230,7 @@ fn meta_chooses_session_id_model_and_mode() {
 #[test]
 fn close_frees_the_session() {
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
     agent.initialize();
     let session = agent.new_session();
     let other = agent.new_session();
@@ -244,7 +246,7 @@ fn close_frees_the_session() {
 fn thought_level_reaches_every_wire_api() {
     for api in crate::support::APIS {
         let mock = MockModel::start();
-        let mut agent = Agent::spawn(options_for(api, &mock));
+        let mut agent = Agent::in_process(options_for(api, &mock));
         agent.initialize();
         let session = agent.new_session();
         mock.push(Reply::fixture(api, "text"));
@@ -282,7 +284,7 @@ fn thought_level_reaches_every_wire_api() {
     }
     // The starting level comes from config.toml or `_meta.thinking`.
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(options_for("anthropic", &mock).config("reasoning = \"low\"\n"));
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config("reasoning = \"low\"\n"));
     agent.initialize();
     let cwd = agent.home.path().display().to_string();
     let sonnet = "anthropic/claude-sonnet-4-5";
@@ -301,7 +303,7 @@ fn the_default_model_and_every_model_used_stay_among_the_choices() {
     // A default no provider lists (a local model name, say): once the user switches away, clients
     // that only offer advertised values must still be able to switch back.
     let mock = MockModel::start();
-    let mut agent = Agent::spawn(
+    let mut agent = Agent::in_process(
         options_for("openai-chat", &mock)
             .env("ANTHROPIC_API_KEY", "k2")
             .env("ANTHROPIC_BASE_URL", &mock.base())

@@ -10,7 +10,7 @@ use crate::support::mock_model::{Chunking, MockModel, Reply};
 use crate::support::{APIS, FAST_RETRY, options_for, path_for};
 
 fn agent_for(api: &str, mock: &MockModel) -> (Agent, String) {
-    let mut agent = Agent::spawn(options_for(api, mock).config(FAST_RETRY));
+    let mut agent = Agent::in_process(options_for(api, mock).config(FAST_RETRY));
     agent.initialize();
     let session = agent.new_session();
     (agent, session)

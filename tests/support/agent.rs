@@ -1,11 +1,13 @@
 //! Drives the real `acp` binary over its stdin/stdout like an editor would: a private `$ACP_HOME`,
 //! a clean environment, line-by-line JSON in and out with timeouts, and the captured stderr in every
-//! failure message.
+//! failure message. [`Agent::in_process`] drives the same server without a process — `rpc::start`
+//! over in-memory pipes and `acp::serve` on a thread of its own, its logs captured as stderr — for
+//! protocol-level tests that need no exit code, signal or sandboxed command, and so cost no spawn.
 
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,8 +69,11 @@ impl Options {
 }
 
 pub struct Agent {
-    pub child: Child,
-    stdin: Option<ChildStdin>,
+    /// The agent's process; `None` in process.
+    child: Option<Child>,
+    /// In process: ends the server as a signal would.
+    shutdown: Option<tokio_util::sync::CancellationToken>,
+    stdin: Option<Box<dyn Write + Send>>,
     lines: Receiver<(Instant, String)>,
     stderr: Arc<Mutex<String>>,
     pub home: tempfile::TempDir,
@@ -127,8 +132,103 @@ impl Agent {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        let stdin = child.stdin.take();
-        Self { child, stdin, lines, stderr, home, next_id: 0, seen: Vec::new(), spawned_at }
+        let stdin = child.stdin.take().map(|s| Box::new(s) as Box<dyn Write + Send>);
+        Self {
+            child: Some(child),
+            shutdown: None,
+            stdin,
+            lines,
+            stderr,
+            home,
+            next_id: 0,
+            seen: Vec::new(),
+            spawned_at,
+        }
+    }
+
+    /// The server in this process: its configuration from `options` (environment, `config.toml`,
+    /// `--max-line-bytes`) as the binary would read it, the connection over two in-memory pipes.
+    pub fn in_process(options: Options) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let acp_home = options.home.clone().unwrap_or_else(|| home.path().to_path_buf());
+        if let Some(config) = &options.config {
+            std::fs::write(acp_home.join("config.toml"), config).unwrap();
+        }
+        let mut env: std::collections::HashMap<String, String> = options.env.iter().cloned().collect();
+        env.insert("ACP_HOME".into(), acp_home.display().to_string());
+        env.insert("HOME".into(), home.path().display().to_string());
+        let mut config = acp::config::Config::load_with(&|name| env.get(name).cloned().filter(|v| !v.is_empty()));
+        let args = match options.args.as_slice() {
+            [serve, rest @ ..] if serve == "serve" => rest,
+            all => all,
+        };
+        match args {
+            [] => {}
+            [flag, n] if flag == "--max-line-bytes" => config.max_line_bytes = n.parse().unwrap(),
+            other => panic!("arguments {other:?} need the process (Agent::spawn)"),
+        }
+        let (agent_in, to_agent) = std::io::pipe().unwrap();
+        let (from_agent, agent_out) = std::io::pipe().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let logs = stderr.clone();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let stop = shutdown.clone();
+        let spawned_at = Instant::now();
+        std::thread::Builder::new()
+            .name("agent".into())
+            .spawn(move || {
+                let subscriber = tracing_subscriber::fmt()
+                    .with_env_filter(tracing_subscriber::EnvFilter::new("acp=debug,warn"))
+                    .with_writer(move || Capture(logs.clone()))
+                    .with_ansi(false)
+                    .finish();
+                let _logs = tracing::subscriber::set_default(subscriber);
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let max_line = config.max_line_bytes;
+                runtime.block_on(async move {
+                    let rpc = acp::rpc::start(agent_in, agent_out, max_line).unwrap();
+                    acp::acp::serve(rpc, config, "acp", stop.cancelled_owned()).await;
+                });
+                runtime.shutdown_background();
+            })
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(from_agent).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = Some(Box::new(to_agent) as Box<dyn Write + Send>);
+        Self {
+            child: None,
+            shutdown: Some(shutdown),
+            stdin,
+            lines,
+            stderr,
+            home,
+            next_id: 0,
+            seen: Vec::new(),
+            spawned_at,
+        }
+    }
+
+    fn process(&mut self) -> &mut Child {
+        self.child.as_mut().expect("this needs the agent's process (Agent::spawn)")
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("this needs the agent's process (Agent::spawn)").id()
+    }
+
+    /// Kills the agent's process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let child = self.process();
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     pub fn stderr(&self) -> String {
@@ -313,7 +413,7 @@ impl Agent {
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.process().try_wait().unwrap() {
                 return Some(status);
             }
             if Instant::now() >= deadline {
@@ -324,15 +424,36 @@ impl Agent {
     }
 
     pub fn signal(&self, sig: &str) {
-        let status = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().unwrap();
+        let status = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status().unwrap();
         assert!(status.success());
     }
 }
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // In process: the server ends as on a signal (running turns cancelled), and its input closes.
+        if let Some(shutdown) = &self.shutdown {
+            shutdown.cancel();
+        }
+        self.stdin.take();
+    }
+}
+
+/// The in-process server's logs, kept as its stderr.
+struct Capture(Arc<Mutex<String>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().push_str(&String::from_utf8_lossy(buf));
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
