@@ -111,14 +111,7 @@ impl Agent {
         if options.spin {
             std::thread::spawn(move || spin_lines(stdout, tx));
         } else {
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send((Instant::now(), line)).is_err() {
-                        break;
-                    }
-                }
-            });
+            std::thread::spawn(move || read_lines(stdout, tx));
         }
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
@@ -133,17 +126,19 @@ impl Agent {
             }
         });
         let stdin = child.stdin.take().map(|s| Box::new(s) as Box<dyn Write + Send>);
-        Self {
-            child: Some(child),
-            shutdown: None,
-            stdin,
-            lines,
-            stderr,
-            home,
-            next_id: 0,
-            seen: Vec::new(),
-            spawned_at,
-        }
+        Self::with(Some(child), None, stdin, lines, stderr, home, spawned_at)
+    }
+
+    fn with(
+        child: Option<Child>,
+        shutdown: Option<tokio_util::sync::CancellationToken>,
+        stdin: Option<Box<dyn Write + Send>>,
+        lines: Receiver<(Instant, String)>,
+        stderr: Arc<Mutex<String>>,
+        home: tempfile::TempDir,
+        spawned_at: Instant,
+    ) -> Self {
+        Self { child, shutdown, stdin, lines, stderr, home, next_id: 0, seen: Vec::new(), spawned_at }
     }
 
     /// The server in this process: its configuration from `options` (environment, `config.toml`,
@@ -193,26 +188,9 @@ impl Agent {
             })
             .unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(from_agent).lines() {
-                let Ok(line) = line else { break };
-                if tx.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
+        std::thread::spawn(move || read_lines(from_agent, tx));
         let stdin = Some(Box::new(to_agent) as Box<dyn Write + Send>);
-        Self {
-            child: None,
-            shutdown: Some(shutdown),
-            stdin,
-            lines,
-            stderr,
-            home,
-            next_id: 0,
-            seen: Vec::new(),
-            spawned_at,
-        }
+        Self::with(None, Some(shutdown), stdin, lines, stderr, home, spawned_at)
     }
 
     fn process(&mut self) -> &mut Child {
@@ -454,6 +432,16 @@ impl Write for Capture {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Sends each line as it is read, with the moment it was.
+fn read_lines(from: impl Read, tx: std::sync::mpsc::Sender<(Instant, String)>) {
+    for line in BufReader::new(from).lines() {
+        let Ok(line) = line else { break };
+        if tx.send((Instant::now(), line)).is_err() {
+            break;
+        }
     }
 }
 
