@@ -234,13 +234,13 @@ impl Turn<'_> {
                 // An endless (or absurdly long) reply: what was shown stays, the turn ends.
                 tracing::warn!(limit = self.config.max_reply_bytes, "the model's reply passed its limits; stopped it");
                 let error = TurnError::internal(self.limit_message(got.text_overflow));
-                self.keep_shown(&got);
+                self.keep_shown(got);
                 return Next::Stop(TurnOutcome::Failed { error, usage: self.usage });
             }
             Ok(()) => {}
             Err(Failure::Cancelled) => {
                 // Keep what the user saw; calls that never ran are not kept.
-                self.keep_shown(&got);
+                self.keep_shown(got);
                 return Next::Stop(self.stopped(StopReason::Cancelled));
             }
             Err(Failure::Provider(e)) => return self.failed(e, got, earlier, auto).await,
@@ -277,7 +277,7 @@ impl Turn<'_> {
         }
         tracing::warn!(error = %e, "turn failed");
         if shown || earlier {
-            self.keep_shown(&got);
+            self.keep_shown(got);
         } else {
             self.conversation.discard_turn();
         }
@@ -304,9 +304,9 @@ impl Turn<'_> {
     }
 
     /// Adds what the user saw of a reply that ends the turn early: not its tool calls, which never ran.
-    fn keep_shown(&mut self, got: &Received) {
+    fn keep_shown(&mut self, got: Received) {
         let parts: Vec<AssistantPart> =
-            got.parts.iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).cloned().collect();
+            got.parts.into_iter().filter(|p| !matches!(p, AssistantPart::ToolCall { .. })).collect();
         if !parts.is_empty() {
             self.conversation.push_reply(parts, &got.text_id, &got.thought_id);
         }
