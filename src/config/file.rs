@@ -1,6 +1,8 @@
 //! The shape of `config.toml` as read (unknown keys refused), and how a `[providers.NAME]`
 //! section overrides a built-in provider or defines a new one.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 #[derive(Debug, Default, Deserialize)]
@@ -22,6 +24,8 @@ pub(super) struct FileConfig {
     pub(super) web_fetch: Option<WebFetchConfig>,
     #[serde(default)]
     pub(super) providers: toml::map::Map<String, toml::Value>,
+    #[serde(default)]
+    pub(super) mcp_servers: BTreeMap<String, mcp::FileMcpServer>,
 }
 
 #[derive(Debug, Default, Deserialize)]

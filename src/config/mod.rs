@@ -308,6 +308,8 @@ pub struct Config {
     pub permissions: Vec<PermissionEntry>,
     pub sandbox: SandboxConfig,
     pub web_fetch: WebFetchConfig,
+    /// `[mcp_servers.NAME]`, enabled ones, by name.
+    pub mcp_servers: Vec<mcp::McpServer>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -398,6 +400,21 @@ impl Config {
             max_backoff: secs("retry", "max_backoff", r.max_backoff, HOUR).unwrap_or(rd.max_backoff),
             max_retry_after: secs("retry", "max_retry_after", r.max_retry_after, DAY).unwrap_or(rd.max_retry_after),
         };
+        let mut mcp_servers = Vec::new();
+        let mut mcp_error = None;
+        for (name, section) in file.mcp_servers {
+            let mut timeout = |key: &str, value: Option<f64>| secs(&format!("mcp_servers.{name}"), key, value, DAY);
+            match section.resolve(&name, env, &mut timeout) {
+                Ok(Some(server)) => mcp_servers.push(server),
+                Ok(None) => {}
+                Err(e) => {
+                    mcp_error.get_or_insert(format!("{}: [mcp_servers.{name}]: {e}", file_path.display()));
+                }
+            }
+        }
+        if let Some(e) = mcp_error {
+            load_error.get_or_insert(e);
+        }
         let c = file.compaction.unwrap_or_default();
         let cd = CompactionConfig::default();
         let mut compaction = CompactionConfig {
@@ -441,6 +458,7 @@ impl Config {
             permissions: file.permissions,
             sandbox: file.sandbox.unwrap_or_default(),
             web_fetch: file.web_fetch.unwrap_or_default(),
+            mcp_servers,
             load_error,
         }
     }
@@ -648,6 +666,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
 }
 
 mod file;
+pub mod mcp;
 pub mod rules;
 
 #[cfg(test)]

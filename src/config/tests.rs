@@ -181,3 +181,81 @@ fn absurd_durations_are_refused_with_the_key_that_has_them() {
     let c = load(Some("[retry]\nmax_retries = 4000000000\n"), &[]);
     assert_eq!(c.retry.max_retries, 100);
 }
+
+#[test]
+fn mcp_servers_from_the_file_codex_style() {
+    let c = load(
+        Some(
+            r#"
+[mcp_servers.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+env = { DEBUG = "1" }
+startup_timeout_sec = 5
+
+[mcp_servers.docs]
+url = "https://mcp.example.com/mcp"
+headers = { "X-Team" = "core" }
+bearer_token_env_var = "DOCS_TOKEN"
+
+[mcp_servers.old]
+url = "http://127.0.0.1:9/sse"
+transport = "sse"
+
+[mcp_servers.off]
+command = "never"
+enabled = false
+"#,
+        ),
+        &[("DOCS_TOKEN", "t0k")],
+    );
+    assert_eq!(c.load_error, None);
+    let mut files = mcp::McpServer::new(
+        "files",
+        mcp::McpTransport::Stdio {
+            command: "npx".into(),
+            args: vec!["-y".into(), "@modelcontextprotocol/server-filesystem".into(), "/tmp".into()],
+            env: vec![("DEBUG".into(), "1".into())],
+            cwd: None,
+        },
+    );
+    files.startup_timeout = Duration::from_secs(5);
+    let docs = mcp::McpServer::new(
+        "docs",
+        mcp::McpTransport::Http {
+            url: "https://mcp.example.com/mcp".into(),
+            headers: vec![("X-Team".into(), "core".into()), ("Authorization".into(), "Bearer t0k".into())],
+        },
+    );
+    let old =
+        mcp::McpServer::new("old", mcp::McpTransport::Sse { url: "http://127.0.0.1:9/sse".into(), headers: vec![] });
+    assert_eq!(c.mcp_servers, vec![docs, files, old]);
+}
+
+#[test]
+fn broken_mcp_sections_say_what_is_wrong() {
+    for (section, want) in [
+        ("[mcp_servers.a]\nargs = [\"x\"]", "[mcp_servers.a]: give `command` (a local server) or `url` (a remote one)"),
+        ("[mcp_servers.a]\ncommand = \"x\"\nurl = \"http://h\"", "give either `command` or `url`, not both"),
+        ("[mcp_servers.a]\nurl = \"ftp://h\"", "`url` must be http:// or https://"),
+        ("[mcp_servers.a]\nurl = \"http://h\"\ntransport = \"ws\"", "`transport` must be \"http\" or \"sse\""),
+        ("[mcp_servers.a]\nurl = \"http://h\"\nbearer_token_env_var = \"NOPE\"", "NOPE is not set"),
+        ("[mcp_servers.\"a b\"]\ncommand = \"x\"", "may hold only letters, digits"),
+        ("[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_sec = -1", "startup_timeout_sec = -1"),
+        ("[mcp_servers.a]\ncommand = \"x\"\nport = 3", "unknown field `port`"),
+    ] {
+        let c = load(Some(section), &[]);
+        let err = c.load_error.unwrap_or_default();
+        assert!(err.contains(want), "{section}: {err}");
+    }
+}
+
+#[test]
+fn the_editors_servers_win_by_name() {
+    let stdio = |cmd: &str| mcp::McpTransport::Stdio { command: cmd.into(), args: vec![], env: vec![], cwd: None };
+    let configured = [mcp::McpServer::new("a", stdio("from-file")), mcp::McpServer::new("b", stdio("b"))];
+    let given = vec![mcp::McpServer::new("a", stdio("from-editor")), mcp::McpServer::new("c", stdio("c"))];
+    let names: Vec<(String, mcp::McpTransport)> =
+        mcp::merge(&configured, given).into_iter().map(|s| (s.name, s.transport)).collect();
+    assert_eq!(names, [("b".into(), stdio("b")), ("a".into(), stdio("from-editor")), ("c".into(), stdio("c"))]);
+}
