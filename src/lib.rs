@@ -20,6 +20,8 @@
 //! - [`store`] — sessions that last: a SQLite index (`$ACP_HOME/acp.db`) and one append-only JSONL
 //!   transcript per session.
 //! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
+//! - [`mcp`] — MCP servers on rmcp's client: a shared pool of connections (stdio, streamable HTTP,
+//!   legacy SSE) started in the background, their tools as registry tools.
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
 //!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
 //!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.
@@ -38,6 +40,7 @@ pub mod config;
 pub mod files;
 pub mod history;
 pub mod http;
+pub mod mcp;
 pub mod providers;
 pub mod rpc;
 pub mod runtime;

@@ -40,6 +40,7 @@ pub mod client_methods {
     pub const TERMINAL_WAIT_FOR_EXIT: &str = N.terminal_wait_for_exit;
     pub const TERMINAL_KILL: &str = N.terminal_kill;
     pub const TERMINAL_RELEASE: &str = N.terminal_release;
+    pub const ELICITATION_CREATE: &str = N.elicitation_create;
 }
 
 /// Protocol-level notification either side may send to cancel one of its own requests.

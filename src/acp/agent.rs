@@ -12,8 +12,8 @@ use acp_protocol::acp::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse, CancelNotification,
     CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest,
     DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue,
     SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
@@ -115,6 +115,7 @@ impl Agent {
         self.runtime.open_store();
         let capabilities = AgentCapabilities::new()
             .load_session(true)
+            .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
             .session_capabilities(
                 SessionCapabilities::new()
@@ -186,9 +187,7 @@ impl Agent {
             })?,
             None => config.reasoning,
         };
-        if !req.mcp_servers.is_empty() {
-            tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
-        }
+        let mcp_servers = super::mcp::servers(req.mcp_servers);
         let key = match meta::read_string(meta, meta::SESSION_KEY) {
             Some(key) if !crate::runtime::valid_session_id(key) => {
                 return Err(ErrorObject::invalid_params(format!(
@@ -205,21 +204,25 @@ impl Agent {
             Some(key) => Some(key.to_owned()),
             None => None,
         };
-        let settings =
-            SessionSettings { cwd: req.cwd, additional_dirs: req.additional_directories, model, mode, reasoning };
+        let settings = SessionSettings {
+            cwd: req.cwd,
+            additional_dirs: req.additional_directories,
+            model,
+            mode,
+            reasoning,
+            mcp_servers,
+        };
         let this = self.clone();
         Ok(Handled::InOrder(Box::pin(async move { this.open_new(key, settings).await })))
     }
 
     fn handle_load_session(&self, req: LoadSessionRequest) -> Reply<Handled<LoadSessionResponse>> {
         check_workspace(&req.cwd, &req.additional_directories)?;
-        if !req.mcp_servers.is_empty() {
-            tracing::warn!(count = req.mcp_servers.len(), "MCP servers are not supported yet; ignoring them");
-        }
+        let mcp_servers = super::mcp::servers(req.mcp_servers);
         let this = self.clone();
         let id = req.session_id.0.to_string();
         Ok(Handled::InOrder(Box::pin(async move {
-            this.reopen(Reopen::Load, id, req.cwd, req.additional_directories)
+            this.reopen(Reopen::Load, id, req.cwd, req.additional_directories, mcp_servers)
                 .await
                 .map(|(modes, list)| LoadSessionResponse::new().modes(modes).config_options(list))
         })))
@@ -227,10 +230,11 @@ impl Agent {
 
     fn handle_resume_session(&self, req: ResumeSessionRequest) -> Reply<Handled<ResumeSessionResponse>> {
         check_workspace(&req.cwd, &req.additional_directories)?;
+        let mcp_servers = super::mcp::servers(req.mcp_servers);
         let this = self.clone();
         let id = req.session_id.0.to_string();
         Ok(Handled::InOrder(Box::pin(async move {
-            this.reopen(Reopen::Resume, id, req.cwd, req.additional_directories)
+            this.reopen(Reopen::Resume, id, req.cwd, req.additional_directories, mcp_servers)
                 .await
                 .map(|(modes, list)| ResumeSessionResponse::new().modes(modes).config_options(list))
         })))

@@ -21,8 +21,8 @@ use super::agent::State;
 use super::updates;
 use crate::rpc::RequestError;
 use crate::runtime::host::{
-    self, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer, PermissionRequest, TerminalOutput,
-    TerminalSpec,
+    self, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer,
+    PermissionRequest, TerminalOutput, TerminalSpec,
 };
 
 /// What the client said it can do, from `initialize`.
@@ -35,6 +35,8 @@ pub struct ClientCaps {
     terminal_output_meta: AtomicBool,
     /// `session.compaction`: the client shows `compaction_update`s.
     compaction: AtomicBool,
+    /// `elicitation.form`: the client fills forms (`elicitation/create`).
+    elicitation_form: AtomicBool,
 }
 
 impl ClientCaps {
@@ -46,6 +48,8 @@ impl ClientCaps {
         self.terminal_output_meta.store(meta.unwrap_or(false), Ordering::Relaxed);
         let compaction = caps.session.as_ref().is_some_and(|s| s.compaction.is_some());
         self.compaction.store(compaction, Ordering::Relaxed);
+        let form = caps.elicitation.as_ref().is_some_and(|e| e.form.is_some());
+        self.elicitation_form.store(form, Ordering::Relaxed);
     }
 
     pub fn compaction(&self) -> bool {
@@ -227,6 +231,19 @@ impl Host for AcpHost {
         }
     }
 
+    async fn elicit(
+        &self,
+        session: &str,
+        call_id: &str,
+        request: &ElicitRequest,
+        cancel: &CancellationToken,
+    ) -> ElicitAnswer {
+        if self.state.caps.elicitation_form.load(Ordering::Relaxed) {
+            return self.elicit_form(session, call_id, request, cancel).await;
+        }
+        self.elicit_by_question(session, call_id, request, cancel).await
+    }
+
     fn has_terminals(&self) -> bool {
         self.state.caps.terminal()
     }
@@ -308,5 +325,171 @@ mod tests {
         assert_eq!(remote_reason("Internal error", Some(&json!({"errno": 13}))), "Internal error: {\"errno\":13}");
         assert_eq!(remote_reason("No such file", None), "No such file");
         assert_eq!(remote_reason("No such file", Some(&json!({"details": "No such file"}))), "No such file");
+    }
+}
+
+/// How long a form may wait for the user.
+const FORM_LIMIT: Duration = Duration::from_secs(600);
+
+impl AcpHost {
+    /// `elicitation/create` in form mode, scoped to the running call.
+    async fn elicit_form(
+        &self,
+        session: &str,
+        call_id: &str,
+        request: &ElicitRequest,
+        cancel: &CancellationToken,
+    ) -> ElicitAnswer {
+        let params = json!({
+            "sessionId": session,
+            "toolCallId": call_id,
+            "mode": "form",
+            "message": format!("{} asks: {}", request.server, request.message),
+            "requestedSchema": elicitation::acp_schema(&request.schema),
+        });
+        match self.call::<Value>(m::ELICITATION_CREATE, params, cancel, FORM_LIMIT).await {
+            Ok(answer) => elicitation::answer(&answer),
+            Err(_) if cancel.is_cancelled() => ElicitAnswer::Cancel,
+            Err(e) => {
+                tracing::warn!(error = %e, "elicitation/create failed; declined");
+                ElicitAnswer::Decline
+            }
+        }
+    }
+
+    /// Without forms: a permission question — accept the form's defaults, or decline. A form
+    /// with a required field that has no default cannot be accepted this way.
+    async fn elicit_by_question(
+        &self,
+        session: &str,
+        call_id: &str,
+        request: &ElicitRequest,
+        cancel: &CancellationToken,
+    ) -> ElicitAnswer {
+        let Some(defaults) = elicitation::defaults(&request.schema) else {
+            tracing::info!(server = %request.server, "a form with required fields and no way to fill it; declined");
+            return ElicitAnswer::Decline;
+        };
+        let shown = serde_json::to_string_pretty(&defaults).unwrap_or_default();
+        let call = crate::runtime::ToolCallState {
+            id: call_id.to_owned(),
+            name: request.server.clone(),
+            title: format!("{} asks: {}", request.server, request.message),
+            kind: crate::runtime::ToolKind::Other,
+            status: crate::runtime::ToolStatus::InProgress,
+            locations: Vec::new(),
+            raw_input: Value::Object(defaults.clone()),
+            content: vec![crate::runtime::ToolContent::Text(format!(
+                "{}\n\nAnswer with these values:\n{shown}",
+                request.message
+            ))],
+            raw_output: None,
+            streams_output: false,
+        };
+        let options = vec![
+            host::PermissionOption { id: "accept".into(), label: "Accept".into(), kind: OptionKind::AllowOnce },
+            host::PermissionOption { id: "decline".into(), label: "Decline".into(), kind: OptionKind::RejectOnce },
+        ];
+        let question = PermissionRequest { call, options };
+        match Host::request_permission(self, session, &question, cancel).await {
+            PermissionAnswer::Selected(id) if id == "accept" => ElicitAnswer::Accept(defaults),
+            PermissionAnswer::Cancelled => ElicitAnswer::Cancel,
+            _ => ElicitAnswer::Decline,
+        }
+    }
+}
+
+/// MCP forms as ACP forms, and the answers back.
+pub(super) mod elicitation {
+    use serde_json::{Map, Value};
+
+    use crate::runtime::host::ElicitAnswer;
+
+    /// The MCP schema in ACP's terms: the legacy `enum` + `enumNames` becomes `oneOf` with titles
+    /// (ACP has no `enumNames`); the rest is the same shape.
+    pub fn acp_schema(schema: &Value) -> Value {
+        let mut schema = schema.clone();
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            for prop in props.values_mut() {
+                let Some(p) = prop.as_object_mut() else { continue };
+                let Some(Value::Array(names)) = p.remove("enumNames") else { continue };
+                let Some(Value::Array(values)) = p.remove("enum") else { continue };
+                let options: Vec<Value> = values
+                    .iter()
+                    .enumerate()
+                    .map(
+                        |(i, v)| serde_json::json!({ "const": v, "title": names.get(i).cloned().unwrap_or(v.clone()) }),
+                    )
+                    .collect();
+                p.insert("oneOf".into(), Value::Array(options));
+            }
+        }
+        schema
+    }
+
+    /// The ACP answer as an MCP one; anything unexpected declines.
+    pub fn answer(answer: &Value) -> ElicitAnswer {
+        match answer.get("action").and_then(Value::as_str) {
+            Some("accept") => {
+                ElicitAnswer::Accept(answer.get("content").and_then(Value::as_object).cloned().unwrap_or_default())
+            }
+            Some("cancel") => ElicitAnswer::Cancel,
+            _ => ElicitAnswer::Decline,
+        }
+    }
+
+    /// The form filled with its defaults; `None` when a required field has none.
+    pub fn defaults(schema: &Value) -> Option<Map<String, Value>> {
+        let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut out = Map::new();
+        for (name, prop) in &props {
+            match prop.get("default") {
+                Some(v) => {
+                    out.insert(name.clone(), v.clone());
+                }
+                None if required.contains(&name.as_str()) => return None,
+                None => {}
+            }
+        }
+        Some(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use serde_json::json;
+
+        #[test]
+        fn legacy_enum_names_become_titled_options() {
+            let schema = json!({"type": "object", "properties": {
+                "color": {"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]},
+                "n": {"type": "integer", "default": 3}
+            }, "required": ["color"]});
+            let acp = acp_schema(&schema);
+            assert_eq!(
+                acp["properties"]["color"],
+                json!({"type": "string", "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}]})
+            );
+            assert_eq!(acp["properties"]["n"], schema["properties"]["n"]);
+            assert_eq!(defaults(&schema), None, "a required field without a default");
+            let optional = json!({"properties": {"n": {"type": "integer", "default": 3}, "s": {"type": "string"}}});
+            assert_eq!(defaults(&optional), Some(Map::from_iter([("n".to_owned(), json!(3))])));
+        }
+
+        #[test]
+        fn answers() {
+            assert_eq!(
+                answer(&json!({"action": "accept", "content": {"a": 1}})),
+                ElicitAnswer::Accept(Map::from_iter([("a".to_owned(), json!(1))]))
+            );
+            assert_eq!(answer(&json!({"action": "cancel"})), ElicitAnswer::Cancel);
+            assert_eq!(answer(&json!({"action": "decline"})), ElicitAnswer::Decline);
+            assert_eq!(answer(&json!({"action": 7})), ElicitAnswer::Decline);
+        }
     }
 }

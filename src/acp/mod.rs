@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod client_bridge;
 mod dispatch;
+mod mcp;
 pub mod meta;
 pub mod options;
 pub mod prompt;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::agent::{Agent, session_not_found};
 use super::dispatch::{Answer, Reply};
 use super::{options, updates};
+use crate::config::mcp::McpServer;
 use crate::config::{Config, ModelRef};
 use crate::runtime::{
     self, CreateError, LoadError, LoadedSession, Mode, ReasoningEffort, SessionHandle, SessionSettings, SessionSummary,
@@ -79,7 +80,9 @@ impl Agent {
         let handle = match self.runtime.create_session(Arc::from(id.as_str()), settings.clone()).await {
             Ok(handle) => handle,
             Err(CreateError::Exists) if keyed => {
-                let reopened = self.reopen(Reopen::New, id.clone(), settings.cwd, settings.additional_dirs).await;
+                let reopened = self
+                    .reopen(Reopen::New, id.clone(), settings.cwd, settings.additional_dirs, settings.mcp_servers)
+                    .await;
                 return reopened.map(|(modes, list)| NewSessionResponse::new(id).modes(modes).config_options(list));
             }
             Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),
@@ -98,14 +101,21 @@ impl Agent {
 
     /// Reopens a stored session: `session/load` (replaying it first), `session/resume`, or
     /// `session/new` with a stored key.
-    pub(super) async fn reopen(&self, how: Reopen, id: String, cwd: PathBuf, dirs: Vec<PathBuf>) -> Answer<Opened> {
+    pub(super) async fn reopen(
+        &self,
+        how: Reopen,
+        id: String,
+        cwd: PathBuf,
+        dirs: Vec<PathBuf>,
+        mcp_servers: Vec<McpServer>,
+    ) -> Answer<Opened> {
         // Reopening a session open on this connection: close it first (it is saved as it goes).
         let open = self.state.sessions().remove(&id);
         if let Some(session) = open {
             session.handle.send(runtime::Op::Shutdown);
             session.handle.closed().await;
         }
-        let loaded = match self.runtime.load_session(&id, cwd, dirs).await {
+        let loaded = match self.runtime.load_session(&id, cwd, dirs, mcp_servers).await {
             Ok(loaded) => loaded,
             Err(LoadError::NotFound) => return Answer::from(Err(session_not_found(&id))),
             Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),

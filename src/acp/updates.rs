@@ -367,6 +367,9 @@ pub(super) fn content(c: &runtime::ToolContent) -> ToolCallContent {
             ToolCallContent::Diff(Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()))
         }
         runtime::ToolContent::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
+        runtime::ToolContent::Image { mime_type, data } => ToolCallContent::Content(Content::new(ContentBlock::Image(
+            acp_protocol::acp::schema::ImageContent::new(data.clone(), mime_type.clone()),
+        ))),
     }
 }
 

@@ -3,7 +3,7 @@
 //! typed. Commands answer as agent text and end the prompt with `end_turn`; wrong arguments get
 //! the command's usage, never an error and never a hang.
 //!
-//! `/help`, `/status`, `/usage`, `/context` and `/stop` answer at once, even while a turn runs;
+//! `/help`, `/status`, `/usage`, `/context`, `/mcp` and `/stop` answer at once, even while a turn runs;
 //! the others (`/compact`, `/model`, `/think`, `/new`, `/reset`, `/network`) wait for the running turn, like a
 //! prompt, because they change what the next request sends.
 //!
@@ -51,12 +51,16 @@ pub enum Command {
     Reset,
     /// Network for sandboxed commands: `None` shows the sandbox's state.
     Network(Option<bool>),
+    /// The session's MCP servers; `restart` starts one again first.
+    Mcp {
+        restart: Option<String>,
+    },
 }
 
 impl Command {
     /// Answered at once, even while a turn runs.
     pub fn is_immediate(&self) -> bool {
-        matches!(self, Self::Help | Self::Status | Self::Usage | Self::Context { .. } | Self::Stop)
+        matches!(self, Self::Help | Self::Status | Self::Usage | Self::Context { .. } | Self::Stop | Self::Mcp { .. })
     }
 }
 
@@ -122,6 +126,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("on | off"),
         usage: "/network [on|off]",
     },
+    CommandInfo {
+        name: "mcp",
+        description: "MCP servers: their state, tools, prompts, resources and last error",
+        hint: Some("restart NAME (optional)"),
+        usage: "/mcp [restart NAME]",
+    },
 ];
 
 /// A prompt, read as a command.
@@ -177,6 +187,11 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
             "on" => Parsed::Command(Command::Network(Some(true))),
             "off" => Parsed::Command(Command::Network(Some(false))),
             other => bad(&format!("Unknown argument `{other}`: use `on` or `off`.")),
+        },
+        "mcp" => match args.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [] => Parsed::Command(Command::Mcp { restart: None }),
+            ["restart", name] => Parsed::Command(Command::Mcp { restart: Some((*name).to_owned()) }),
+            _ => bad("Use `/mcp` or `/mcp restart NAME`."),
         },
         "think" => match args {
             "off" | "default" | "none" => Parsed::Command(Command::Think(None)),
@@ -296,7 +311,12 @@ pub(super) fn run(
             let config = session.shared.config();
             say(format!("Sandbox: {}", crate::sandbox::status(&config, session.live.network())));
         }
-        Command::Help | Command::Status | Command::Usage | Command::Context { .. } | Command::Stop => {}
+        Command::Help
+        | Command::Status
+        | Command::Usage
+        | Command::Context { .. }
+        | Command::Stop
+        | Command::Mcp { .. } => {}
     }
     Ran::Done { seq }
 }
@@ -343,6 +363,14 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Status => status(session),
         Command::Usage => usage_report(session),
         Command::Context { detail } => context_report(session, *detail),
+        Command::Mcp { restart: None } => session.mcp.report(),
+        Command::Mcp { restart: Some(name) } => match session.mcp.get(name) {
+            Some(server) => {
+                server.restart();
+                format!("Restarting `{name}`.\n\n{}", session.mcp.report())
+            }
+            None => format!("There is no MCP server `{name}` in this session.\n\n{}", session.mcp.report()),
+        },
         _ => String::new(),
     }
 }

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod compaction;
 pub mod context;
 pub mod event;
+mod mcp;
 pub mod op;
 mod persist;
 pub mod session;
@@ -41,6 +42,7 @@ pub fn valid_session_id(id: &str) -> bool {
     crate::store::valid_id(id)
 }
 
+use crate::config::mcp::McpServer;
 use crate::config::{Config, ConfigCell, ModelInfo, ModelRef};
 use crate::history::record::Record;
 use crate::history::replay::StoredSettings;
@@ -61,6 +63,8 @@ pub struct SessionSettings {
     pub mode: Mode,
     /// `None`: the provider's default.
     pub reasoning: Option<ReasoningEffort>,
+    /// MCP servers the editor gave (config.toml's are added, the editor's winning by name).
+    pub mcp_servers: Vec<McpServer>,
 }
 
 impl SessionSettings {
@@ -121,6 +125,8 @@ pub(crate) struct Shared {
     origin: String,
     /// Whether this process swept never-prompted sessions already.
     swept: std::sync::atomic::AtomicBool,
+    /// MCP servers, shared by the sessions that use the same ones.
+    mcp: crate::mcp::Pool,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -201,6 +207,7 @@ impl Runtime {
             store: OnceCell::new(),
             origin: "acp".into(),
             swept: Default::default(),
+            mcp: crate::mcp::Pool::default(),
         });
         Self { shared }
     }
@@ -282,6 +289,7 @@ impl Runtime {
         id: &str,
         cwd: PathBuf,
         additional_dirs: Vec<PathBuf>,
+        mcp_servers: Vec<McpServer>,
     ) -> Result<LoadedSession, LoadError> {
         if !crate::store::valid_id(id) {
             return Err(LoadError::NotFound);
@@ -341,7 +349,14 @@ impl Runtime {
                 fallback.ok_or_else(|| LoadError::Model(e.to_string()))?
             }
         };
-        let settings = SessionSettings { cwd, additional_dirs, model, mode: stored.mode, reasoning: stored.reasoning };
+        let settings = SessionSettings {
+            cwd,
+            additional_dirs,
+            model,
+            mode: stored.mode,
+            reasoning: stored.reasoning,
+            mcp_servers,
+        };
         let context_window =
             config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
         let restored = session::Restored {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{self, Command, Parsed, Ran};
 use super::compaction::Accounting;
 use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
+use super::mcp::McpSet;
 use super::op::{Op, TurnId};
 use super::persist::SessionLog;
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
@@ -123,8 +124,10 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         Stored::Restored(r) => (Some(r.transcript.clone()), Some(r)),
     };
     let log = Arc::new(SessionLog::new(id.clone(), transcript, shared.clone()));
+    let mcp = McpSet::start(&shared, &settings);
     let mut session = Session {
         id: id.clone(),
+        mcp,
         settings,
         live,
         shared,
@@ -167,6 +170,8 @@ pub(super) struct Session {
     pub(super) shared: Arc<Shared>,
     pub(super) conversation: Conversation,
     pub(super) accounting: Accounting,
+    /// Its MCP servers.
+    pub(super) mcp: Arc<McpSet>,
     /// Where everything the session saves goes.
     pub(super) log: Arc<SessionLog>,
     /// Whether the model ever answered in this session (then it is listed).
@@ -343,10 +348,11 @@ impl Actor {
             Parsed::Command(c) => Some(c),
         };
         // Reports answer at once when the session is idle; behind running or queued prompts they
-        // wait for them, so their figures include those turns.
+        // wait for them, so their figures include those turns. `/help` and `/mcp` (the servers'
+        // state now, e.g. while a turn waits for one) never wait.
         let idle = running.is_none() && self.queue.is_empty();
         match command {
-            Some(c) if c.is_immediate() && (c == Command::Help || idle) => {
+            Some(c) if c.is_immediate() && (matches!(c, Command::Help | Command::Mcp { .. }) || idle) => {
                 let text = commands::report(&self.session, &c);
                 self.answer(turn, text);
             }
@@ -386,6 +392,7 @@ impl Actor {
             live: session.live.clone(),
             conversation: session.conversation.clone(),
             accounting: session.accounting,
+            mcp: session.mcp.clone(),
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
         Some(Running { turn, seq, cancel, task })

@@ -64,9 +64,11 @@ struct Ready {
     hidden: bool,
 }
 
-/// Runs every call of one reply, in order; returns one result per call.
+/// Runs every call of one reply, in order; returns one result per call, then the images the
+/// calls returned (the model reads them after the results).
 pub(crate) async fn run_all(env: &CallEnv<'_>, calls: Vec<Call>) -> Vec<UserPart> {
     let mut results = Vec::with_capacity(calls.len());
+    let mut images = Vec::new();
     let mut pending = calls.into_iter();
     while let Some(call) = pending.next() {
         if env.cancel.is_cancelled() {
@@ -81,7 +83,7 @@ pub(crate) async fn run_all(env: &CallEnv<'_>, calls: Vec<Call>) -> Vec<UserPart
             }
         };
         if !is_free_read(env, &ready) {
-            results.push(decide_and_run(env, ready).await);
+            decide_and_run(env, ready).await.into(&mut results, &mut images);
             continue;
         }
         // Gather the read-only calls that follow and run them together.
@@ -95,14 +97,36 @@ pub(crate) async fn run_all(env: &CallEnv<'_>, calls: Vec<Call>) -> Vec<UserPart
                 Err(result) => stopper = Some(Err(result)),
             }
         }
-        results.extend(join_all(batch.into_iter().map(|r| execute(env, r))).await);
+        for done in join_all(batch.into_iter().map(|r| execute(env, r))).await {
+            done.into(&mut results, &mut images);
+        }
         match stopper {
-            Some(Ok(r)) => results.push(decide_and_run(env, r).await),
+            Some(Ok(r)) => decide_and_run(env, r).await.into(&mut results, &mut images),
             Some(Err(result)) => results.push(result),
             None => {}
         }
     }
+    results.extend(images);
     results
+}
+
+/// A finished call: its result, and the images it returned.
+struct Done {
+    result: UserPart,
+    images: Vec<UserPart>,
+}
+
+impl Done {
+    fn into(self, results: &mut Vec<UserPart>, images: &mut Vec<UserPart>) {
+        results.push(self.result);
+        images.extend(self.images);
+    }
+}
+
+impl From<UserPart> for Done {
+    fn from(result: UserPart) -> Self {
+        Self { result, images: Vec::new() }
+    }
 }
 
 /// Reads that may run without asking.
@@ -290,13 +314,13 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
 }
 
 /// Approval, then the run.
-async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
+async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
     let name = ready.call.name.clone();
     let decision = approval::decide(env.live.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
     match decision {
         Decision::Allow => execute(env, ready).await,
         Decision::Deny(why) => {
-            finish_unrun(env, &ready, &format!("Rejected: {why}"), &format!("the user rejected this ({why})"))
+            finish_unrun(env, &ready, &format!("Rejected: {why}"), &format!("the user rejected this ({why})")).into()
         }
         Decision::Ask => {
             let options = approval::options(&name, &ready.prepared, ready.inside);
@@ -316,8 +340,10 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
             };
             match chosen {
                 Some(kind) => {
-                    if matches!(kind, OptionKind::AllowAlways | OptionKind::RejectAlways) {
-                        remember(env, &name, &ready, kind.allows());
+                    if let (PermissionAnswer::Selected(option), OptionKind::AllowAlways | OptionKind::RejectAlways) =
+                        (&answer, kind)
+                    {
+                        remember(env, &name, &ready, option, kind.allows());
                     }
                     if kind.allows() {
                         execute(env, ready).await
@@ -328,20 +354,21 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> UserPart {
                             "Rejected by the user",
                             "the user rejected this action. Do not try it again; ask them what to do instead",
                         )
+                        .into()
                     }
                 }
                 None if env.cancel.is_cancelled() => {
-                    finish_unrun(env, &ready, "Cancelled", "the user cancelled the turn")
+                    finish_unrun(env, &ready, "Cancelled", "the user cancelled the turn").into()
                 }
-                None => finish_unrun(env, &ready, "Not approved", "the user did not approve this action"),
+                None => finish_unrun(env, &ready, "Not approved", "the user did not approve this action").into(),
             }
         }
     }
 }
 
 /// Keeps an "always" answer for the session and in config.toml for this workspace.
-fn remember(env: &CallEnv<'_>, tool: &str, ready: &Ready, allow: bool) {
-    let rule = approval::rule_for(tool, &ready.prepared.access, allow);
+fn remember(env: &CallEnv<'_>, tool: &str, ready: &Ready, option: &str, allow: bool) {
+    let rule = approval::rule_for(tool, &ready.prepared.access, option, allow);
     env.live.remember(rule.clone());
     if let Err(e) = crate::config::rules::remember_rule(&env.config.home, &env.settings.cwd, &rule) {
         tracing::warn!(error = %e, "could not save the permission rule to config.toml");
@@ -365,7 +392,7 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
 }
 
 /// Runs an approved call and reports it.
-async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
+async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
     let Ready { call, prepared, ctx, state, hidden, .. } = ready;
     if !hidden {
         let mut s = lock(&state);
@@ -404,12 +431,23 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> UserPart {
         }
     }
     env.events.flush();
-    UserPart::ToolResult(ToolResult {
+    let images = output
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            ToolContent::Image { mime_type, data } => {
+                Some(UserPart::Image { mime_type: mime_type.clone(), data: data.clone() })
+            }
+            _ => None,
+        })
+        .collect();
+    let result = UserPart::ToolResult(ToolResult {
         call_id: call.id,
         name: call.name,
         content: output.for_model,
         is_error: output.is_error,
-    })
+    });
+    Done { result, images }
 }
 
 #[cfg(test)]

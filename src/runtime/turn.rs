@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
 use super::context;
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
+use super::mcp::McpSet;
 use super::tool_calls::{self, Call, CallEnv};
 use super::{LiveState, SessionSettings, Shared};
 use crate::config::{Config, ModelInfo};
@@ -33,6 +34,7 @@ pub(crate) struct TurnContext {
     /// The conversation, the prompt already pushed.
     pub conversation: Conversation,
     pub accounting: Accounting,
+    pub mcp: Arc<McpSet>,
 }
 
 pub(crate) struct TurnResult {
@@ -66,7 +68,7 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, mut conversation, accounting } = ctx;
+    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp } = ctx;
     let config = shared.config();
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
@@ -76,7 +78,8 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
-    let registry = registry(&config);
+    let mut registry = registry(&config);
+    mcp.add_tools(&mut registry, &events, &cancel).await;
     let system = system_prompt(&config, &settings).text;
     let tools = registry.specs();
     let fixed_chars = fixed_chars(&system, &tools);

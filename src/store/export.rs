@@ -120,6 +120,9 @@ pub fn to_markdown(row: &SessionRow, replay: &Replay) -> String {
                         ToolContent::Terminal(id) => {
                             let _ = writeln!(out, "*(terminal {id})*\n");
                         }
+                        ToolContent::Image { mime_type, data } => {
+                            let _ = writeln!(out, "*(image, {mime_type}, {} bytes base64)*\n", data.len());
+                        }
                     }
                 }
             }

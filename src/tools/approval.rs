@@ -8,7 +8,8 @@ use crate::settings::{Mode, Rule};
 
 /// Whether `rule` covers a call of `tool` touching `access`.
 fn rule_matches(rule: &Rule, tool: &str, access: &Access) -> bool {
-    if rule.tool != tool {
+    let whole_server = access.mcp.as_ref().is_some_and(|m| rule.tool == m.every_tool);
+    if rule.tool != tool && !whole_server {
         return false;
     }
     match (&rule.command, &access.exec) {
@@ -80,6 +81,11 @@ pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Ru
     if !inside || matches!(confinement, Some(Confinement::Escape | Confinement::NoSandbox)) {
         return Decision::Ask;
     }
+    // An MCP tool can do whatever its server does: it asks unless a rule allows it, or its
+    // server says it only reads and the mode lets reads run.
+    if let Some(mcp) = &access.mcp {
+        return if mcp.read_only && mode != Mode::Ask { Decision::Allow } else { Decision::Ask };
+    }
     match mode {
         Mode::Ask if access.is_mutating() || access.network.is_some() => Decision::Ask,
         Mode::Code if access.network.is_some() => Decision::Ask,
@@ -114,6 +120,13 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
             label: format!("Always allow {subject}"),
             kind: OptionKind::AllowAlways,
         });
+        if let Some(mcp) = &prepared.access.mcp {
+            options.push(PermissionOption {
+                id: ALLOW_SERVER.into(),
+                label: format!("Always allow every tool of `{}`", mcp.server),
+                kind: OptionKind::AllowAlways,
+            });
+        }
     }
     options.push(PermissionOption { id: "reject-once".into(), label: "Reject".into(), kind: OptionKind::RejectOnce });
     if always {
@@ -126,14 +139,21 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
     options
 }
 
-/// The rule an "always" answer leaves.
-pub fn rule_for(tool: &str, access: &Access, allow: bool) -> Rule {
+/// The option that allows every tool of an MCP server.
+pub const ALLOW_SERVER: &str = "allow-server";
+
+/// The rule an "always" answer (option `option`) leaves.
+pub fn rule_for(tool: &str, access: &Access, option: &str, allow: bool) -> Rule {
+    if let Some(mcp) = access.mcp.as_ref().filter(|_| option == ALLOW_SERVER) {
+        return Rule { tool: mcp.every_tool.clone(), command: None, allow };
+    }
     Rule { tool: tool.to_owned(), command: access.exec.as_ref().map(|e| e.command.trim().to_owned()), allow }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::McpAccess;
     use std::path::PathBuf;
 
     fn read() -> Access {
@@ -247,6 +267,40 @@ mod tests {
         assert!(matches!(decide(Mode::Auto, "exec", &exec("rm -rf x"), true, &rules), Decision::Deny(_)));
         assert_eq!(decide(Mode::Ask, "edit", &write(), true, &rules), Decision::Allow);
         assert_eq!(decide(Mode::Ask, "write", &write(), true, &rules), Decision::Ask, "rules are per tool");
+    }
+
+    fn mcp(read_only: bool) -> Access {
+        let mcp = McpAccess { server: "files".into(), every_tool: "mcp__files__*".into(), read_only };
+        Access { mcp: Some(mcp), ..Access::default() }
+    }
+
+    #[test]
+    fn mcp_tools_ask_unless_allowed_or_read_only_in_code_mode() {
+        use Decision::{Allow, Ask};
+        for (mode, read_only, want) in [
+            (Mode::Ask, true, Ask),
+            (Mode::Ask, false, Ask),
+            (Mode::Code, true, Allow),
+            (Mode::Code, false, Ask),
+            (Mode::Auto, true, Allow),
+            (Mode::Auto, false, Ask),
+        ] {
+            assert_eq!(decide(mode, "mcp__files__write", &mcp(read_only), true, &[]), want, "{mode:?} {read_only}");
+        }
+        let tool = [Rule { tool: "mcp__files__write".into(), command: None, allow: true }];
+        assert_eq!(decide(Mode::Ask, "mcp__files__write", &mcp(false), true, &tool), Allow);
+        assert_eq!(decide(Mode::Ask, "mcp__files__move", &mcp(false), true, &tool), Ask, "one tool, not its server");
+        let server = [rule_for("mcp__files__write", &mcp(false), ALLOW_SERVER, true)];
+        assert_eq!(server[0].tool, "mcp__files__*");
+        assert_eq!(decide(Mode::Ask, "mcp__files__move", &mcp(false), true, &server), Allow);
+        let other = Access {
+            mcp: Some(McpAccess { server: "web".into(), every_tool: "mcp__web__*".into(), read_only: false }),
+            ..Access::default()
+        };
+        assert_eq!(decide(Mode::Ask, "mcp__web__move", &other, true, &server), Ask, "another server");
+        assert_eq!(decide(Mode::Auto, "mcp__files__move", &Access::default(), true, &server), Allow.clone());
+        let never = [Rule { tool: "mcp__files__*".into(), command: None, allow: false }];
+        assert!(matches!(decide(Mode::Auto, "mcp__files__read", &mcp(true), true, &never), Decision::Deny(_)));
     }
 
     #[test]

@@ -72,6 +72,24 @@ pub enum PermissionAnswer {
     NoAnswer,
 }
 
+/// A question with a form, from a tool's server (MCP elicitation) to the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitRequest {
+    /// Who asks (the MCP server's name).
+    pub server: String,
+    pub message: String,
+    /// The form: a flat JSON Schema object of strings, numbers, booleans and enums.
+    pub schema: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElicitAnswer {
+    /// The filled form.
+    Accept(serde_json::Map<String, serde_json::Value>),
+    Decline,
+    Cancel,
+}
+
 /// A command to run in an editor terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalSpec {
@@ -148,6 +166,18 @@ pub trait Host: Send + Sync + 'static {
         cancel: &CancellationToken,
     ) -> impl Future<Output = PermissionAnswer> + Send;
 
+    /// Asks the user to fill a form for a running call; resolves to `Cancel` when `cancel` fires.
+    /// Without a way to ask, declined.
+    fn elicit(
+        &self,
+        _session: &str,
+        _call_id: &str,
+        _request: &ElicitRequest,
+        _cancel: &CancellationToken,
+    ) -> impl Future<Output = ElicitAnswer> + Send {
+        async { ElicitAnswer::Decline }
+    }
+
     /// Whether the editor offers terminals it creates and shows (the `*_terminal` methods).
     fn has_terminals(&self) -> bool {
         false
@@ -212,6 +242,13 @@ pub trait AnyHost: Send + Sync {
         request: &'a PermissionRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, PermissionAnswer>;
+    fn elicit<'a>(
+        &'a self,
+        session: &'a str,
+        call_id: &'a str,
+        request: &'a ElicitRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ElicitAnswer>;
     fn has_terminals(&self) -> bool;
     fn create_terminal<'a>(
         &'a self,
@@ -258,6 +295,16 @@ impl<H: Host> AnyHost for H {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, PermissionAnswer> {
         Box::pin(Host::request_permission(self, session, request, cancel))
+    }
+
+    fn elicit<'a>(
+        &'a self,
+        session: &'a str,
+        call_id: &'a str,
+        request: &'a ElicitRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ElicitAnswer> {
+        Box::pin(Host::elicit(self, session, call_id, request, cancel))
     }
 
     fn has_terminals(&self) -> bool {

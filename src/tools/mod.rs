@@ -67,6 +67,11 @@ pub enum ToolContent {
     },
     /// A terminal the editor created and shows.
     Terminal(String),
+    /// An image (base64 data); the model is shown it too.
+    Image {
+        mime_type: String,
+        data: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -113,6 +118,19 @@ pub struct Access {
     pub exec: Option<ExecAccess>,
     /// A URL fetched over the network.
     pub network: Option<String>,
+    /// A tool of an MCP server: it may do anything its server does.
+    pub mcp: Option<McpAccess>,
+}
+
+/// A call of a tool an MCP server provides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpAccess {
+    /// The server, as the session names it.
+    pub server: String,
+    /// The rule name that covers every tool of the server (`mcp__<server>__*`).
+    pub every_tool: String,
+    /// The server says the tool only reads (`readOnlyHint`).
+    pub read_only: bool,
 }
 
 /// A shell command as it will run.
@@ -141,7 +159,7 @@ pub enum Confinement {
 
 impl Access {
     pub fn is_mutating(&self) -> bool {
-        !self.writes.is_empty() || self.exec.is_some()
+        !self.writes.is_empty() || self.exec.is_some() || self.mcp.as_ref().is_some_and(|m| !m.read_only)
     }
 }
 

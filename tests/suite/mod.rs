@@ -11,6 +11,7 @@ mod errors;
 mod golden;
 mod hostile;
 mod lifecycle;
+mod mcp;
 mod persistence;
 mod protocol;
 mod run;

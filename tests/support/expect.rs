@@ -104,7 +104,7 @@ pub fn initialize_result(home: &Path) -> Value {
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
+            "mcpCapabilities": {"http": true, "sse": true},
             "sessionCapabilities": {"additionalDirectories": {}, "close": {}, "delete": {}, "list": {}, "resume": {}},
             "auth": {}
         },
@@ -215,7 +215,8 @@ pub fn commands_update() -> Value {
         {"name": "reset", "description": "Clear the conversation's context"},
         {"name": "stop", "description": "Stop the running turn and everything queued"},
         {"name": "usage", "description": "Tokens used by this session"},
-        {"name": "network", "description": "Let sandboxed commands use the network, or not (this session)", "input": {"hint": "on | off"}}
+        {"name": "network", "description": "Let sandboxed commands use the network, or not (this session)", "input": {"hint": "on | off"}},
+        {"name": "mcp", "description": "MCP servers: their state, tools, prompts, resources and last error", "input": {"hint": "restart NAME (optional)"}}
     ]})
 }
 

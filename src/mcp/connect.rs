@@ -1,0 +1,191 @@
+//! Reaching a server: a child process on stdio (spawned here, in its own process group, so the
+//! whole group goes when the connection does), streamable HTTP on the agent's HTTP client, or the
+//! legacy SSE transport (`sse.rs`). Each ends in an rmcp client service after `initialize`.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::RoleClient;
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::client::Handler;
+use crate::config::mcp::McpTransport;
+use crate::sync::lock;
+
+/// The longest message a server may send (a large file read, an image).
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+/// Lines of a server's stderr kept to explain why it stopped.
+const STDERR_KEPT: usize = 20;
+
+pub(crate) type Service = RunningService<RoleClient, Handler>;
+
+/// A server process, killed with its whole process group when dropped.
+pub(crate) struct Process {
+    /// Until whoever watches it for its exit takes it.
+    child: Option<Child>,
+    pgid: Option<rustix::process::Pid>,
+    /// The last lines it wrote to stderr.
+    pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Process {
+    pub(crate) fn take_child(&mut self) -> Option<Child> {
+        self.child.take()
+    }
+
+    /// The last lines of its stderr, for an error message.
+    pub(crate) fn stderr_tail(stderr: &Mutex<VecDeque<String>>) -> String {
+        let lines = lock(stderr);
+        if lines.is_empty() {
+            return String::new();
+        }
+        let text: Vec<&str> = lines.iter().map(String::as_str).collect();
+        format!("; its last output: {}", text.join(" / "))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Servers run through `npx`, `uvx` or a shell leave children of their own; the group goes
+        // at once (servers such as server-everything do not stop when their stdin closes).
+        if let Some(pgid) = self.pgid {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// A connection: the rmcp service, and the process behind it for stdio.
+pub(crate) struct Connection {
+    pub(crate) service: Service,
+    pub(crate) process: Option<Process>,
+}
+
+/// Connects and initializes; the caller bounds the time it takes.
+pub(crate) async fn connect(
+    name: &str,
+    transport: &McpTransport,
+    cwd: &Path,
+    handler: Handler,
+    http: impl Future<Output = Result<reqwest::Client, String>>,
+) -> Result<Connection, String> {
+    match transport {
+        McpTransport::Stdio { command, args, env, cwd: own_cwd } => {
+            let mut cmd = Command::new(command);
+            cmd.args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .current_dir(own_cwd.as_deref().unwrap_or(cwd))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+            let mut child = cmd.spawn().map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => format!("`{command}` was not found"),
+                _ => format!("`{command}` could not be started: {e}"),
+            })?;
+            let pgid = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32));
+            let (Some(stdout), Some(stdin), Some(stderr)) =
+                (child.stdout.take(), child.stdin.take(), child.stderr.take())
+            else {
+                return Err("the server's standard streams could not be opened".into());
+            };
+            let kept = Arc::new(Mutex::new(VecDeque::new()));
+            let process = Process { child: Some(child), pgid, stderr: kept.clone() };
+            let server = name.to_owned();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::info!(target: "mcp", server = %server, "{line}");
+                    let mut kept = lock(&kept);
+                    if kept.len() == STDERR_KEPT {
+                        kept.pop_front();
+                    }
+                    kept.push_back(crate::tools::truncate::line(&line, 300).into_owned());
+                }
+            });
+            let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+            match rmcp::serve_client(handler, transport).await {
+                Ok(service) => Ok(Connection { service, process: Some(process) }),
+                Err(e) => {
+                    let mut process = process;
+                    // Give it a moment to end, and its stderr to say why.
+                    let status = match process.child.as_mut() {
+                        Some(child) => {
+                            tokio::time::timeout(std::time::Duration::from_millis(200), child.wait()).await.ok()
+                        }
+                        None => None,
+                    }
+                    .and_then(Result::ok);
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    let why = match (&e, status) {
+                        (ClientInitializeError::ConnectionClosed(_), Some(status)) => {
+                            format!("it exited before answering ({status})")
+                        }
+                        (ClientInitializeError::ConnectionClosed(_), None) => {
+                            "it closed its output before answering".to_owned()
+                        }
+                        _ => describe(&e),
+                    };
+                    Err(format!("initialize failed: {why}{}", Process::stderr_tail(&process.stderr)))
+                }
+            }
+        }
+        McpTransport::Http { url, headers } => {
+            let client = http.await?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(header_map(headers)?)
+                .max_json_response_size(MAX_MESSAGE_BYTES);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let service = rmcp::serve_client(handler, transport)
+                .await
+                .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+            Ok(Connection { service, process: None })
+        }
+        McpTransport::Sse { url, headers } => {
+            let client = http.await?;
+            let headers: reqwest::header::HeaderMap = header_map(headers)?.into_iter().collect();
+            let transport = super::sse::SseTransport::connect(client, url, headers).await?;
+            let service = rmcp::serve_client(handler, transport)
+                .await
+                .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+            Ok(Connection { service, process: None })
+        }
+    }
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HashMap<HeaderName, HeaderValue>, String> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("`{k}` is not a valid header name"))?;
+            let value = HeaderValue::from_str(v).map_err(|_| format!("the value of header `{k}` is not valid"))?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
+/// An rmcp error as a user reads it: its causes, without the Rust type names rmcp puts in.
+pub(crate) fn describe(e: &dyn std::error::Error) -> String {
+    let text = crate::http::error_chain(e);
+    // "Transport [rmcp::transport::worker::WorkerTransport<…>] error: HTTP 500" → "HTTP 500"
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find(" [") {
+        let Some(end) = rest[start..].find("] ") else { break };
+        let inner = &rest[start + 2..start + end];
+        out.push_str(&rest[..start]);
+        if !inner.contains("::") {
+            out.push_str(&rest[start..start + end + 1]);
+        }
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    out
+}

@@ -1,0 +1,64 @@
+"""An MCP server on stdio that misbehaves on purpose, for what the reference servers never do.
+
+usage: stub_server.py MODE [LOG]
+  crash   writes a reason to stderr and exits 3 before answering anything
+  hang    reads requests and never answers (not even `initialize`)
+  tools   a normal server with tools `pid` (its process id), `wait` (answers only when
+          cancelled, or never) and `die` (exits 1 mid-call); every line it reads is appended to
+          LOG when given
+"""
+
+import json
+import os
+import sys
+
+mode = sys.argv[1]
+log = open(sys.argv[2], "a", buffering=1) if len(sys.argv) > 2 else None
+
+if mode == "crash":
+    sys.stderr.write("stub: cannot open the database /nonexistent/db\n")
+    sys.stderr.flush()
+    sys.exit(3)
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+TOOLS = [
+    {"name": "pid", "description": "The server's process id", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "wait", "description": "Waits until cancelled", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "die", "description": "Exits mid-call", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
+]
+
+for line in sys.stdin:
+    if log:
+        log.write(line)
+    if mode == "hang":
+        continue
+    message = json.loads(line)
+    method, id_ = message.get("method"), message.get("id")
+    if id_ is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id_, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "stub", "version": "1.0.0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": id_, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name = message["params"]["name"]
+        if name == "pid":
+            send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": str(os.getpid())}]}})
+        elif name == "die":
+            sys.stderr.write("stub: out of memory\n")
+            sys.stderr.flush()
+            os._exit(1)
+        # `wait`: no answer; the cancellation shows in the log.
+    else:
+        send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "method not found"}})

@@ -1,0 +1,333 @@
+//! MCP servers end to end, with the reference servers from npm (tests/mcp, installed by
+//! tests/run) and a stub for what they never do (crash, hang, exit mid-call): servers given by the
+//! editor and by config.toml, over stdio, streamable HTTP and legacy SSE; tool calls shown with
+//! their kind and title, results reaching the model, approval asked and remembered per server,
+//! cancel, progress, images, elicitation, failures said to the user, restarts and sharing.
+
+use std::path::PathBuf;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::agent::{Agent, Options};
+use crate::support::mock_model::MockModel;
+use crate::support::script::{calls, offered_tools, result_for, text};
+use crate::support::{no_requests, options_for, status_sequence, tool_updates, updates_of};
+
+fn servers_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/node_modules/@modelcontextprotocol");
+    assert!(
+        dir.join("server-everything/dist/index.js").exists(),
+        "the MCP reference servers are not installed: run tests/run (it installs them)"
+    );
+    dir
+}
+
+fn everything() -> String {
+    servers_dir().join("server-everything/dist/index.js").display().to_string()
+}
+
+fn stub() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/stub_server.py").display().to_string()
+}
+
+/// server-everything on stdio, as an editor passes it.
+fn everything_stdio(name: &str) -> Value {
+    json!({"name": name, "command": "node", "args": [everything(), "stdio"], "env": []})
+}
+
+fn said(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// An agent (code mode) with a session in a fresh workspace using `servers`.
+fn agent_with(mock: &MockModel, options: Options, servers: Value) -> (Agent, String, tempfile::TempDir) {
+    let ws = tempfile::tempdir().unwrap();
+    let mut agent = Agent::spawn(options);
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"mcpServers": servers}));
+    let _ = mock;
+    (agent, session, ws)
+}
+
+#[test]
+fn an_editors_stdio_server_gives_the_model_its_tools_shown_with_kind_and_title() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    mock.push(calls(api, &[("c1", "mcp__everything__echo", json!({"message": "hi there"}))]));
+    mock.push(text(api, "Done."));
+    let (mut agent, session, _ws) = agent_with(&mock, options_for(api, &mock), json!([everything_stdio("everything")]));
+    let (before, response) = agent.prompt_answering(&session, "echo something", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let requests = mock.requests();
+    let offered = offered_tools(api, &requests[0].body);
+    for tool in ["mcp__everything__echo", "mcp__everything__get-sum", "mcp__everything__get-tiny-image"] {
+        assert!(offered.contains(&tool.to_owned()), "{tool} not in {offered:?}");
+    }
+    let echo =
+        requests[0].body["tools"].as_array().unwrap().iter().find(|t| t["name"] == "mcp__everything__echo").unwrap();
+    assert_eq!(echo["input_schema"]["properties"]["message"]["type"], "string");
+    assert_eq!(echo["input_schema"]["required"], json!(["message"]));
+    assert_eq!(result_for(api, &requests[1].body, "c1"), "Echo: hi there");
+    let updates = updates_of(&before);
+    let shown = tool_updates(&updates, "c1");
+    assert_eq!(shown[0]["kind"], "read", "echo is annotated read-only: {:#}", shown[0]);
+    assert_eq!(shown[0]["title"], "Echo Tool (everything): message: hi there", "the tool's own title");
+    assert_eq!(status_sequence(&updates, "c1"), ["pending", "in_progress", "completed"]);
+    let last = shown.last().unwrap();
+    assert_eq!(last["content"], json!([{"type": "content", "content": {"type": "text", "text": "Echo: hi there"}}]));
+}
+
+/// Answers each permission question with the option `id`, recording the questions.
+fn choose<'a>(id: &'static str, asked: &'a mut Vec<Value>) -> impl FnMut(&Value) -> Value + 'a {
+    move |msg: &Value| {
+        assert_eq!(msg["method"], "session/request_permission", "{msg}");
+        asked.push(msg.clone());
+        json!({"outcome": {"outcome": "selected", "optionId": id}})
+    }
+}
+
+fn toml_path(path: &str) -> String {
+    serde_json::to_string(path).unwrap()
+}
+
+#[test]
+fn a_configured_server_asks_before_tools_that_change_things_and_remembers_a_whole_server() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let ws = tempfile::tempdir().unwrap();
+    let fs_server = servers_dir().join("server-filesystem/dist/index.js").display().to_string();
+    let config = format!(
+        "[mcp_servers.files]\ncommand = \"node\"\nargs = [{}, {}]\n",
+        toml_path(&fs_server),
+        toml_path(&ws.path().display().to_string())
+    );
+    let file = ws.path().join("a.txt");
+    let dir = ws.path().join("sub");
+    mock.push(calls(api, &[("w1", "mcp__files__write_file", json!({"path": file, "content": "one"}))]));
+    mock.push(calls(api, &[("d1", "mcp__files__create_directory", json!({"path": dir}))]));
+    mock.push(calls(api, &[("l1", "mcp__files__list_directory", json!({"path": ws.path()}))]));
+    mock.push(text(api, "Done."));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({}));
+    let mut asked = Vec::new();
+    let (before, response) = agent.prompt_answering(&session, "write a file", choose("allow-server", &mut asked));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    // One question: the write. The directory is covered by the answer; the listing only reads.
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let question = &asked[0]["params"];
+    assert_eq!(question["toolCall"]["toolCallId"], "w1");
+    assert_eq!(question["toolCall"]["kind"], "edit", "write_file is destructive");
+    let options: Vec<(&str, &str)> = question["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["optionId"].as_str().unwrap(), o["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        options,
+        [
+            ("allow-once", "Allow once"),
+            ("allow-always", "Always allow `mcp__files__write_file`"),
+            ("allow-server", "Always allow every tool of `files`"),
+            ("reject-once", "Reject"),
+            ("reject-always", "Always reject `mcp__files__write_file`"),
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one");
+    assert!(dir.is_dir());
+    let updates = updates_of(&before);
+    assert_eq!(status_sequence(&updates, "d1"), ["pending", "in_progress", "completed"]);
+    let listing = result_for(api, &mock.requests()[3].body, "l1");
+    assert!(listing.contains("[FILE] a.txt") && listing.contains("[DIR] sub"), "{listing}");
+    let saved = std::fs::read_to_string(agent.home.path().join("config.toml")).unwrap();
+    assert!(saved.contains("tool = \"mcp__files__*\"") && saved.contains("decision = \"allow\""), "{saved}");
+}
+
+#[test]
+fn a_server_that_is_not_there_is_said_once_and_the_turn_goes_on_without_it() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let config = format!(
+        "[mcp_servers.missing]\ncommand = \"acp-test-no-such-server\"\n\n\
+         [mcp_servers.crashing]\ncommand = \"python3\"\nargs = [{}, \"crash\"]\n\n\
+         [mcp_servers.hanging]\ncommand = \"python3\"\nargs = [{}, \"hang\"]\nstartup_timeout_sec = 0.5\n",
+        toml_path(&stub()),
+        toml_path(&stub())
+    );
+    mock.push(text(api, "Hello."));
+    mock.push(text(api, "Again."));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session();
+    let (updates, response) = agent.prompt(&session, "hi");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let text = said(&updates);
+    assert!(text.ends_with("Hello."), "{text}");
+    for line in [
+        "MCP server `missing` is not available: `acp-test-no-such-server` was not found.",
+        "MCP server `crashing` is not available: initialize failed: it exited before answering (exit status: 3); its last output: stub: cannot open the database /nonexistent/db.",
+        "MCP server `hanging` is not available: it did not finish starting within 0.5 s.",
+    ] {
+        assert!(text.contains(line), "{line:?} not in {text:?}");
+    }
+    // Said once per start, not on every prompt.
+    let (updates, _) = agent.prompt(&session, "again");
+    assert_eq!(said(&updates), "Again.");
+    let (updates, _) = agent.prompt(&session, "/mcp");
+    let report = said(&updates);
+    let stub = stub();
+    assert_eq!(
+        report,
+        format!(
+            "MCP servers:\n\n\
+             - `crashing` — failed (stdio: python3 {stub} crash)\n  \
+             last error: initialize failed: it exited before answering (exit status: 3); its last output: stub: cannot open the database /nonexistent/db\n\n\
+             - `hanging` — failed (stdio: python3 {stub} hang)\n  last error: it did not finish starting within 0.5 s\n\n\
+             - `missing` — failed (stdio: acp-test-no-such-server)\n  last error: `acp-test-no-such-server` was not found\n\n\
+             `/mcp restart NAME` starts a server again."
+        )
+    );
+    assert_eq!(mock.requests().len(), 2, "/mcp does not reach the model");
+}
+
+#[test]
+fn session_new_answers_while_a_server_hangs_and_the_prompt_waits_for_it_until_cancelled() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let config = format!(
+        "[mcp_servers.slow]\ncommand = \"python3\"\nargs = [{}, \"hang\"]\nstartup_timeout_sec = 3600\n",
+        toml_path(&stub())
+    );
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session();
+    let id =
+        agent.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}));
+    // Answered at once, while the turn waits for the server.
+    let (updates, _) = agent.prompt(&session, "/mcp");
+    assert!(said(&updates).contains("- `slow` — starting (stdio: python3 "), "{}", said(&updates));
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (_, response) = agent.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    assert_eq!(mock.requests().len(), 0, "the turn never ran without the server's tools");
+}
+
+#[test]
+fn a_server_that_exits_mid_call_fails_the_call_and_is_started_again_next_time() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    mock.push(calls(api, &[("p1", "mcp__stub__pid", json!({}))]));
+    mock.push(calls(api, &[("x1", "mcp__stub__die", json!({}))]));
+    mock.push(text(api, "It died."));
+    mock.push(calls(api, &[("p2", "mcp__stub__pid", json!({}))]));
+    mock.push(text(api, "Back."));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session();
+    let (updates, response) = agent.prompt(&session, "go");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let requests = mock.requests();
+    let first_pid = result_for(api, &requests[1].body, "p1");
+    assert!(first_pid.parse::<u32>().is_ok(), "{first_pid}");
+    let died = result_for(api, &requests[2].body, "x1");
+    assert_eq!(died, "`die` failed: the server exited (exit status: 1); its last output: stub: out of memory");
+    assert_eq!(status_sequence(&updates, "x1"), ["pending", "in_progress", "failed"]);
+    let (_, response) = agent.prompt(&session, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let requests = mock.requests();
+    assert!(offered_tools(api, &requests[3].body).contains(&"mcp__stub__pid".to_owned()), "started again");
+    let second_pid = result_for(api, &requests[4].body, "p2");
+    assert!(second_pid.parse::<u32>().is_ok() && second_pid != first_pid, "{first_pid} then {second_pid}");
+}
+
+#[test]
+fn cancel_mid_call_tells_the_server() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = format!(
+        "[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\", {}]\n",
+        toml_path(&stub()),
+        toml_path(&log.path().display().to_string())
+    );
+    mock.push(calls(api, &[("w1", "mcp__stub__wait", json!({}))]));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session();
+    let id = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}));
+    loop {
+        let msg = agent.recv();
+        if msg["params"]["update"]["status"] == "in_progress" {
+            break;
+        }
+    }
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (before, response) = agent.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    assert_eq!(status_sequence(&updates_of(&before), "w1"), ["failed"]);
+    let lines: Vec<Value> =
+        std::fs::read_to_string(log.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let call = lines.iter().find(|l| l["method"] == "tools/call").expect("the call reached the server");
+    let cancelled = lines.iter().find(|l| l["method"] == "notifications/cancelled").expect("the server was told");
+    assert_eq!(cancelled["params"]["requestId"], call["id"]);
+}
+
+#[test]
+fn sessions_with_the_same_server_share_one_process() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let mut pids = Vec::new();
+    for n in 0..2 {
+        let session = agent.new_session_in(ws.path(), json!({}));
+        let id = format!("p{n}");
+        mock.push(calls(api, &[(id.as_str(), "mcp__stub__pid", json!({}))]));
+        mock.push(text(api, "ok"));
+        agent.prompt(&session, "pid?");
+        pids.push(result_for(api, &mock.requests().last().unwrap().body, &id));
+    }
+    assert_eq!(pids[0], pids[1]);
+}
+
+#[test]
+fn images_and_progress_reach_the_editor_and_images_the_model() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    mock.push(calls(api, &[("i1", "mcp__everything__get-tiny-image", json!({}))]));
+    mock.push(calls(
+        api,
+        &[("t1", "mcp__everything__trigger-long-running-operation", json!({"duration": 1, "steps": 2}))],
+    ));
+    mock.push(text(api, "Seen."));
+    let (mut agent, session, _ws) = agent_with(&mock, options_for(api, &mock), json!([everything_stdio("everything")]));
+    let (before, response) = agent.prompt_answering(&session, "show me", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let updates = updates_of(&before);
+    let image = tool_updates(&updates, "i1").last().unwrap()["content"].clone();
+    let kinds: Vec<&str> = image.as_array().unwrap().iter().map(|c| c["content"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "image", "text"]);
+    assert_eq!(image[1]["content"]["mimeType"], "image/png");
+    // The model gets the image after the results, in the same message.
+    let body = &mock.requests()[1].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap();
+    let blocks: Vec<&str> = last["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(blocks, ["tool_result", "image"]);
+    assert_eq!(last["content"][1]["source"]["data"], image[1]["content"]["data"]);
+    let progress: Vec<String> = tool_updates(&updates, "t1")
+        .iter()
+        .filter(|u| u["status"].is_null() && u["sessionUpdate"] == "tool_call_update")
+        .map(|u| u["content"][0]["content"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(progress.iter().any(|p| p.contains("1 of 2")), "{progress:?}");
+}
