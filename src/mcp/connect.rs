@@ -86,6 +86,17 @@ pub(crate) async fn connect(
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
+            // A server must not outlive an agent that is killed (and so cannot kill its group):
+            // it gets SIGKILL when the agent's thread that started it ends.
+            // SAFETY: between fork and exec the child makes one system call (prctl), which is
+            // async-signal-safe; nothing is allocated or locked.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(|| {
+                    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+                    Ok(())
+                });
+            }
             let mut child = cmd.spawn().map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => format!("`{command}` was not found"),
                 _ => format!("`{command}` could not be started: {e}"),

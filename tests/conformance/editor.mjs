@@ -8,6 +8,8 @@
 //   fix     an edit of src/lib.rs, `sh check.sh`, then text; the turn must end `end_turn`.
 //   cancel  a command that runs until killed; once its terminal exists the editor cancels the turn,
 //           which must end `cancelled` after the agent killed and released the terminal.
+//   mcp     the editor passes its MCP servers (JSON in $ACP_TEST_MCP_SERVERS) in session/new and
+//           fills forms (`elicitation/create`, answered with name "Ada"); the turn must end `end_turn`.
 
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -47,12 +49,18 @@ try {
           diff: (u.content ?? []).find((c) => c.type === "diff"),
           terminalId: (u.content ?? []).find((c) => c.type === "terminal")?.terminalId,
           kind: u.kind,
+          title: u.title,
+          text: (u.content ?? []).filter((c) => c.type === "content" && c.content.type === "text").map((c) => c.content.text),
         });
       }
     })
     .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
       log.push({ event: "request_permission", id: params.toolCall.toolCallId, options: params.options.map((o) => o.kind) });
       return { outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === "allow_once").optionId } };
+    })
+    .onRequest(acp.methods.client.elicitation.create, ({ params }) => {
+      log.push({ event: "elicitation/create", id: params.toolCallId, message: params.message, mode: params.mode, fields: Object.keys(params.requestedSchema?.properties ?? {}) });
+      return { action: "accept", content: { name: "Ada" } };
     })
     .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
       log.push({ event: "fs/read_text_file", path: params.path, line: params.line, limit: params.limit });
@@ -116,10 +124,11 @@ try {
     .connectWith(stream, async (ctx) => {
       await ctx.request(acp.methods.agent.initialize, {
         protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+        clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true, elicitation: { form: {} } },
         clientInfo: { name: "acp-editor-test", version: "1" },
       });
-      const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [], _meta: { mode: "ask" } });
+      const mcpServers = scenario === "mcp" ? JSON.parse(process.env.ACP_TEST_MCP_SERVERS) : [];
+      const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers, _meta: { mode: "ask" } });
       cancel = () => {
         log.push({ event: "session/cancel" });
         ctx.notify(acp.methods.agent.session.cancel, { sessionId });

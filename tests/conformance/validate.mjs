@@ -52,6 +52,7 @@ const AGENT_REQUEST_DEFS = {
   "terminal/wait_for_exit": "WaitForTerminalExitRequest",
   "terminal/kill": "KillTerminalRequest",
   "terminal/release": "ReleaseTerminalRequest",
+  "elicitation/create": "CreateElicitationRequest",
 };
 const NOTIFICATION_DEFS = { "session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification" };
 

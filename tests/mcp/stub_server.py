@@ -5,12 +5,13 @@ usage: stub_server.py MODE [LOG]
   hang    reads requests and never answers (not even `initialize`)
   tools   a normal server with tools `pid` (its process id), `wait` (answers only when
           cancelled, or never) and `die` (exits 1 mid-call); every line it reads is appended to
-          LOG when given
+          LOG when given; like many real servers, it does not stop when its stdin closes
 """
 
 import json
 import os
 import sys
+import time
 
 mode = sys.argv[1]
 log = open(sys.argv[2], "a", buffering=1) if len(sys.argv) > 2 else None
@@ -62,3 +63,7 @@ for line in sys.stdin:
         # `wait`: no answer; the cancellation shows in the log.
     else:
         send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "method not found"}})
+
+# Stdin closed: stay, as servers that ignore EOF do (only a signal stops them).
+while True:
+    time.sleep(3600)

@@ -30,6 +30,16 @@ fn in_order(log: &[Value], expected: &[Expect<'_>]) {
 
 /// Runs editor.mjs with the OpenAI-compatible and Anthropic mocks pointed at `mock`; returns its report.
 fn run_editor(scenario: &str, ws: &std::path::Path, mock: &MockModel, model: &str) -> Value {
+    run_editor_with(scenario, ws, mock, model, &[])
+}
+
+fn run_editor_with(
+    scenario: &str,
+    ws: &std::path::Path,
+    mock: &MockModel,
+    model: &str,
+    env: &[(&str, String)],
+) -> Value {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     assert!(
         dir.join("node_modules/@agentclientprotocol/sdk").exists(),
@@ -49,6 +59,7 @@ fn run_editor(scenario: &str, ws: &std::path::Path, mock: &MockModel, model: &st
         .env("OPENAI_API_KEY", "test-key")
         .env("OPENAI_BASE_URL", mock.base_v1())
         .env("ACP_MODEL", model)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -149,4 +160,52 @@ fn cancelling_kills_and_releases_the_editor_terminal() {
         ],
     );
     assert_eq!(mock.requests().len(), 1, "no further model request after the cancel");
+}
+
+#[test]
+fn an_editor_passes_its_mcp_servers_and_fills_their_forms() {
+    let ws = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    let api = "anthropic";
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "the MCP reference servers are not installed: run tests/run");
+    let servers = json!([{"name": "everything", "command": "node", "args": [everything, "stdio"], "env": []}]);
+    mock.push(calls(
+        api,
+        &[
+            ("e1", "mcp__everything__echo", json!({"message": "from the editor"})),
+            ("f1", "mcp__everything__trigger-elicitation-request", json!({})),
+        ],
+    ));
+    mock.push(script::text(api, "Done."));
+    let report = run_editor_with(
+        "mcp",
+        ws.path(),
+        &mock,
+        "anthropic/claude-sonnet-4-5",
+        &[("ACP_TEST_MCP_SERVERS", servers.to_string())],
+    );
+    let log = report["log"].as_array().unwrap().clone();
+    let body = &mock.requests()[1].body;
+    assert_eq!(result_for(api, body, "e1"), "Echo: from the editor");
+    assert!(result_for(api, body, "f1").contains("Ada"), "{}", result_for(api, body, "f1"));
+    let id = |want: &'static str| move |e: &Value| e["id"] == want;
+    let echo_title = |e: &Value| e["id"] == "e1" && e["title"] == "Echo Tool (everything): message: from the editor";
+    in_order(
+        &log,
+        &[
+            ("tool_call", &echo_title),
+            // Ask mode: the read-only echo asks too (an MCP server's hints are not trusted there).
+            ("request_permission", &id("e1")),
+            ("tool_call_update", &|e: &Value| e["id"] == "e1" && e["status"] == "completed"),
+            ("request_permission", &id("f1")),
+            ("elicitation/create", &|e: &Value| {
+                e["id"] == "f1"
+                    && e["mode"] == "form"
+                    && e["fields"].as_array().is_some_and(|f| f.contains(&json!("name")))
+            }),
+            ("tool_call_update", &|e: &Value| e["id"] == "f1" && e["status"] == "completed"),
+        ],
+    );
 }

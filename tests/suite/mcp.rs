@@ -331,3 +331,158 @@ fn images_and_progress_reach_the_editor_and_images_the_model() {
         .collect();
     assert!(progress.iter().any(|p| p.contains("1 of 2")), "{progress:?}");
 }
+
+/// server-everything serving `transport` (`streamableHttp` or `sse`) on a free loopback port,
+/// stopped when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(transport: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("node")
+            .arg(everything())
+            .arg(transport)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Ready once it accepts connections.
+        let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "server-everything did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn servers_over_streamable_http_and_legacy_sse_from_config_and_from_the_editor() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let http = HttpServer::start("streamableHttp");
+    let sse = HttpServer::start("sse");
+    let config = format!(
+        "[mcp_servers.web]\nurl = \"http://127.0.0.1:{}/mcp\"\nheaders = {{ \"X-Team\" = \"core\" }}\n",
+        http.port
+    );
+    mock.push(calls(
+        api,
+        &[
+            ("h1", "mcp__web__get-sum", json!({"a": 2, "b": 3})),
+            ("s1", "mcp__old__get-sum", json!({"a": 4, "b": 5})),
+            ("h2", "mcp__web__get-structured-content", json!({"location": "Chicago"})),
+        ],
+    ));
+    mock.push(text(api, "Sums."));
+    let editor_servers = json!([{
+        "type": "sse", "name": "old", "url": format!("http://127.0.0.1:{}/sse", sse.port),
+        "headers": [{"name": "X-Team", "value": "core"}]
+    }]);
+    let (mut agent, session, _ws) = agent_with(&mock, options_for(api, &mock).config(&config), editor_servers);
+    let (before, response) = agent.prompt_answering(&session, "add", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let body = &mock.requests()[1].body;
+    assert_eq!(result_for(api, body, "h1"), "The sum of 2 and 3 is 5.");
+    assert_eq!(result_for(api, body, "s1"), "The sum of 4 and 5 is 9.");
+    let weather = result_for(api, body, "h2");
+    let parsed: Value = serde_json::from_str(&weather).unwrap_or_else(|e| panic!("{e}: {weather}"));
+    assert!(parsed["temperature"].is_number(), "{weather}");
+    let updates = updates_of(&before);
+    for id in ["h1", "s1", "h2"] {
+        assert_eq!(status_sequence(&updates, id), ["pending", "in_progress", "completed"], "{id}");
+    }
+}
+
+#[test]
+fn a_server_question_becomes_an_editor_form_or_is_declined_without_one() {
+    let api = "anthropic";
+    for form in [true, false] {
+        let mock = MockModel::start();
+        mock.push(calls(api, &[("e1", "mcp__everything__trigger-elicitation-request", json!({}))]));
+        mock.push(text(api, "Thanks."));
+        let ws = tempfile::tempdir().unwrap();
+        let mut agent = Agent::spawn(options_for(api, &mock));
+        let caps = if form { json!({"elicitation": {"form": {}}}) } else { json!({}) };
+        let r = agent.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps, "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        assert!(r.get("result").is_some(), "{r}");
+        let session = agent.new_session_in(ws.path(), json!({"mcpServers": [everything_stdio("everything")]}));
+        let mut asked = Vec::new();
+        let (_, response) = agent.prompt_answering(&session, "ask me", |msg| {
+            asked.push(msg.clone());
+            match msg["method"].as_str() {
+                Some("elicitation/create") => json!({"action": "accept", "content": {"name": "Ada", "check": true}}),
+                // The tool itself may change things: allowed once.
+                _ => json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+            }
+        });
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+        let result = result_for(api, &mock.requests()[1].body, "e1");
+        let methods: Vec<&str> = asked.iter().map(|m| m["method"].as_str().unwrap()).collect();
+        if form {
+            assert_eq!(methods, ["session/request_permission", "elicitation/create"]);
+            let params = &asked[1]["params"];
+            assert_eq!(params["sessionId"], session.as_str());
+            assert_eq!(params["toolCallId"], "e1");
+            assert_eq!(params["mode"], "form");
+            assert!(params["message"].as_str().unwrap().starts_with("everything asks: "), "{params}");
+            assert_eq!(params["requestedSchema"]["required"], json!(["name"]));
+            assert!(result.contains("Ada"), "the answer reached the server: {result}");
+        } else {
+            // No form support, and a required field without a default: declined, nobody asked.
+            assert_eq!(methods, ["session/request_permission"]);
+            assert!(result.to_lowercase().contains("decline"), "{result}");
+        }
+    }
+}
+
+#[test]
+fn servers_stop_with_the_agent_whether_it_exits_or_is_killed() {
+    let api = "anthropic";
+    for killed in [false, true] {
+        let mock = MockModel::start();
+        // On exit the whole process group goes: here a shell that stays as the server's parent.
+        // Killed, the agent cannot clean up: its direct child gets SIGKILL from the kernel.
+        // The stub ignores the end of its stdin, as server-everything does.
+        let config = if killed {
+            format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()))
+        } else {
+            let command = format!("python3 {} tools; true", stub());
+            format!("[mcp_servers.stub]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n", toml_path(&command))
+        };
+        mock.push(calls(api, &[("p1", "mcp__stub__pid", json!({}))]));
+        mock.push(text(api, "ok"));
+        let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+        agent.initialize();
+        let session = agent.new_session();
+        agent.prompt(&session, "pid?");
+        let pid = result_for(api, &mock.requests()[1].body, "p1");
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        assert!(proc.exists());
+        if killed {
+            agent.kill();
+        } else {
+            agent.close_stdin();
+            assert!(agent.wait_exit(crate::support::agent::TIMEOUT).is_some_and(|s| s.success()));
+        }
+        let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+        while proc.exists() && !std::fs::read_to_string(proc.join("stat")).unwrap_or_default().contains(") Z ") {
+            assert!(std::time::Instant::now() < deadline, "the server {pid} outlived the agent (killed: {killed})");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
