@@ -41,6 +41,11 @@ enum Command {
         #[command(subcommand)]
         command: acp::cli::sessions::SessionsCommand,
     },
+    /// MCP servers in config.toml: list them, or test one (connect, list its tools, exit).
+    Mcp {
+        #[command(subcommand)]
+        command: acp::cli::mcp::McpCommand,
+    },
 }
 
 const RUN_HELP: &str = "\
@@ -123,6 +128,7 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
+        Some(Command::Mcp { command }) => return acp::cli::mcp::mcp(command),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),
         None => cli.serve,

@@ -20,8 +20,8 @@ use super::{options, updates};
 use crate::config::mcp::McpServer;
 use crate::config::{Config, ModelRef};
 use crate::runtime::{
-    self, CreateError, LoadError, LoadedSession, Mode, ReasoningEffort, SessionHandle, SessionSettings, SessionSummary,
-    TurnOutcome, commands::COMMANDS,
+    self, CreateError, LoadError, LoadedSession, Mode, ReasoningEffort, SessionCommand, SessionHandle, SessionSettings,
+    SessionSummary, TurnOutcome, commands::COMMANDS,
 };
 
 /// An open session, with the settings the client was last told.
@@ -88,6 +88,7 @@ impl Agent {
             Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),
         };
         let config = self.runtime.config();
+        let extra = self.follow_commands(&id, &handle);
         self.state.sessions().insert(id.clone(), AcpSession::new(handle, &settings));
         tracing::info!(session = %id, cwd = %settings.cwd.display(), model = %settings.model, "session/new");
         self.runtime.prewarm();
@@ -95,7 +96,7 @@ impl Agent {
         let window = config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
         Answer {
             reply: Ok(NewSessionResponse::new(id.clone()).modes(options::modes(settings.mode)).config_options(list)),
-            then: announcement(&id, Some(0), window, None),
+            then: announcement(&id, Some(0), window, None, &extra),
         }
     }
 
@@ -128,6 +129,7 @@ impl Agent {
                 self.state.conn.notify_batched(SESSION_UPDATE, &updates::notification(&id, update));
             }
         }
+        let extra = self.follow_commands(&id, &handle);
         self.state.sessions().insert(id.clone(), AcpSession::new(handle, &settings));
         tracing::info!(session = %id, ?how, replayed, cwd = %settings.cwd.display(), "session reopened");
         self.runtime.prewarm();
@@ -135,8 +137,30 @@ impl Agent {
         let list = options::config_options(&config, &settings.model, &[], settings.mode, settings.reasoning);
         Answer {
             reply: Ok((options::modes(settings.mode), list)),
-            then: announcement(&id, context_tokens, context_window, title),
+            then: announcement(&id, context_tokens, context_window, title, &extra),
         }
+    }
+
+    /// The session's extra commands now (for its announcement); from then on, until it closes,
+    /// each change is sent as an `available_commands_update` (its MCP servers' prompts appear as
+    /// the servers come up).
+    fn follow_commands(&self, id: &str, handle: &SessionHandle) -> Vec<SessionCommand> {
+        let mut commands = handle.commands();
+        let now = commands.borrow_and_update().clone();
+        let (handle, state, id) = (handle.clone(), self.state.clone(), id.to_owned());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = handle.closed() => return,
+                    changed = commands.changed() => if changed.is_err() { return },
+                }
+                let extra = commands.borrow_and_update().clone();
+                let update =
+                    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands(&extra)));
+                state.conn.notify(SESSION_UPDATE, &updates::notification(&id, update));
+            }
+        });
+        now
     }
 
     /// How a prompt is answered once its turn ended: a stop reason; or, for a failed turn, the
@@ -191,8 +215,15 @@ impl Agent {
 
 /// What a client learns after opening a session: the slash commands, the context's fill and
 /// the title.
-fn announcement(id: &str, used: Option<u64>, window: Option<u64>, title: Option<String>) -> Vec<SessionNotification> {
-    let mut updates = vec![SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands()))];
+fn announcement(
+    id: &str,
+    used: Option<u64>,
+    window: Option<u64>,
+    title: Option<String>,
+    extra: &[SessionCommand],
+) -> Vec<SessionNotification> {
+    let mut updates =
+        vec![SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands(extra)))];
     if let Some(size) = window {
         updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used.unwrap_or(0), size)));
     }
@@ -202,12 +233,15 @@ fn announcement(id: &str, used: Option<u64>, window: Option<u64>, title: Option<
     updates.into_iter().map(|u| updates::notification(id, u)).collect()
 }
 
-fn available_commands() -> Vec<AvailableCommand> {
-    COMMANDS
-        .iter()
-        .map(|c| {
-            let command = AvailableCommand::new(c.name, c.description);
-            match c.hint {
+/// The built-in commands, then the session's own (its MCP servers' prompts).
+fn available_commands(extra: &[SessionCommand]) -> Vec<AvailableCommand> {
+    let builtin = COMMANDS.iter().map(|c| (c.name, c.description, c.hint));
+    let own = extra.iter().map(|c| (c.name.as_str(), c.description.as_str(), c.hint.as_deref()));
+    builtin
+        .chain(own)
+        .map(|(name, description, hint)| {
+            let command = AvailableCommand::new(name, description);
+            match hint {
                 Some(hint) => command.input(AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))),
                 None => command,
             }

@@ -7,6 +7,7 @@
 
 mod client;
 mod connect;
+pub mod prompt;
 mod server;
 mod sse;
 pub mod tool;

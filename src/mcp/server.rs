@@ -153,6 +153,11 @@ impl Server {
         self.state.borrow().clone()
     }
 
+    /// Its state as it changes.
+    pub fn subscribe(&self) -> watch::Receiver<State> {
+        self.state.subscribe()
+    }
+
     /// Which start the current state belongs to.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)

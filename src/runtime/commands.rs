@@ -378,7 +378,9 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
 /// The system prompt and tool schemas the next request would carry.
 fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
     let config = session.shared.config();
-    (turn::system_prompt(&config, &session.settings), turn::registry(&config).specs())
+    let mut registry = turn::registry(&config);
+    session.mcp.add_ready_tools(&mut registry);
+    (turn::system_prompt(&config, &session.settings), registry.specs())
 }
 
 fn fill(session: &Session) -> String {

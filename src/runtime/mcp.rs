@@ -5,21 +5,47 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use tokio_util::sync::CancellationToken;
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::event::{Emitter, EventKind};
 use super::turn::new_message_id;
 use super::{SessionSettings, Shared};
+use crate::mcp::prompt;
 use crate::mcp::tool::{McpTool, names};
 use crate::mcp::{HttpSource, Server, State, describe_transport};
+use crate::providers::UserPart;
 use crate::sync::lock;
 use crate::tools::{AnyTool, Registry};
+
+/// A command a session offers beyond the built-in ones: an MCP server's prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCommand {
+    /// Without the slash: `server:prompt`.
+    pub name: String,
+    pub description: String,
+    /// Its arguments, e.g. `city [state]`.
+    pub hint: Option<String>,
+}
 
 /// The servers one session uses.
 pub(crate) struct McpSet {
     servers: Vec<Arc<Server>>,
     /// The start of each server whose failure the user was told about.
     reported: Mutex<HashMap<String, u64>>,
+    /// The servers' prompts, as commands; kept current while the session lives.
+    commands: watch::Sender<Vec<SessionCommand>>,
+    _follow: Option<DropGuard>,
+}
+
+/// What a prompt that names an MCP prompt comes to.
+pub(crate) enum Expanded {
+    /// Not `/server:prompt` for a server of this session.
+    No,
+    /// The prompt's messages, to send instead.
+    Prompt(Vec<UserPart>),
+    /// Why it could not be fetched, to say instead of sending anything.
+    Failed(String),
 }
 
 impl McpSet {
@@ -30,7 +56,59 @@ impl McpSet {
         let all = crate::config::mcp::merge(&config.mcp_servers, settings.mcp_servers.clone());
         let servers =
             if all.is_empty() { Vec::new() } else { shared.mcp.acquire(&all, &settings.roots(), &http(shared)) };
-        Arc::new(Self { servers, reported: Mutex::default() })
+        let commands = watch::channel(Vec::new()).0;
+        let follow = (!servers.is_empty()).then(|| {
+            let stop = CancellationToken::new();
+            tokio::spawn(follow_prompts(servers.clone(), commands.clone(), stop.clone()));
+            stop.drop_guard()
+        });
+        Arc::new(Self { servers, reported: Mutex::default(), commands, _follow: follow })
+    }
+
+    /// The servers' prompts as commands, as they change.
+    pub(crate) fn commands(&self) -> watch::Receiver<Vec<SessionCommand>> {
+        self.commands.subscribe()
+    }
+
+    /// Reads `/server:prompt args` (the whole text of a prompt) as one of its servers' prompts,
+    /// and fetches it.
+    pub(crate) async fn expand(&self, text: &str, cancel: &CancellationToken) -> Expanded {
+        let Some((name, prompt, typed)) = prompt::split(text) else { return Expanded::No };
+        let Some(server) = self.get(name) else { return Expanded::No };
+        server.revive();
+        let lists = match server.settled(cancel).await {
+            State::Ready(lists) => lists,
+            State::Failed { error, .. } => {
+                return Expanded::Failed(format!("MCP server `{name}` is not available: {error}."));
+            }
+            State::Connecting => return Expanded::Failed(format!("MCP server `{name}` is still starting.")),
+        };
+        let Some(found) = lists.prompts.iter().find(|p| p.name == prompt) else {
+            let known: Vec<String> = lists.prompts.iter().map(|p| format!("`/{name}:{}`", p.name)).collect();
+            return Expanded::Failed(format!(
+                "`{name}` has no prompt `{prompt}`; its prompts: {}.",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            ));
+        };
+        let arguments = match prompt::arguments(name, found, typed) {
+            Ok(a) => a,
+            Err(e) => return Expanded::Failed(format!("`/{name}:{prompt}`: {e}.")),
+        };
+        let fetched = tokio::select! {
+            r = server.prompt(prompt, arguments) => r,
+            () = cancel.cancelled() => return Expanded::Failed("Cancelled.".into()),
+        };
+        match fetched {
+            Ok(result) => {
+                let parts = prompt::to_user_parts(result);
+                if parts.is_empty() {
+                    Expanded::Failed(format!("`/{name}:{prompt}` came back empty."))
+                } else {
+                    Expanded::Prompt(parts)
+                }
+            }
+            Err(e) => Expanded::Failed(format!("`/{name}:{prompt}` failed: {e}.")),
+        }
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&Arc<Server>> {
@@ -48,17 +126,28 @@ impl McpSet {
             server.revive();
         }
         let states = futures_util::future::join_all(self.servers.iter().map(|s| s.settled(cancel))).await;
+        for (server, state) in self.servers.iter().zip(&states) {
+            if let State::Failed { error, .. } = state {
+                self.tell_once(server, error, events);
+            }
+        }
+        self.register(registry, &states);
+    }
+
+    /// Adds the tools of the servers that are ready now (for reports: nothing waits).
+    pub(crate) fn add_ready_tools(&self, registry: &mut Registry) {
+        let states: Vec<State> = self.servers.iter().map(|s| s.state()).collect();
+        self.register(registry, &states);
+    }
+
+    fn register(&self, registry: &mut Registry, states: &[State]) {
         let taken: HashSet<String> = registry.specs().into_iter().map(|s| s.name).collect();
         let mut offered = Vec::new();
         for (server, state) in self.servers.iter().zip(states) {
-            match state {
-                State::Ready(lists) => {
-                    for tool in &lists.tools {
-                        offered.push((server.clone(), tool.clone()));
-                    }
+            if let State::Ready(lists) = state {
+                for tool in &lists.tools {
+                    offered.push((server.clone(), tool.clone()));
                 }
-                State::Failed { error, .. } => self.tell_once(server, &error, events),
-                State::Connecting => {}
             }
         }
         let named = names(offered.iter().map(|(s, t)| (s.name(), t.name.as_ref())), &taken);
@@ -110,6 +199,44 @@ impl McpSet {
         }
         out.push_str("\n`/mcp restart NAME` starts a server again.");
         out
+    }
+}
+
+/// Keeps `commands` equal to the prompts of the servers that are ready, until `stop`.
+async fn follow_prompts(
+    servers: Vec<Arc<Server>>,
+    commands: watch::Sender<Vec<SessionCommand>>,
+    stop: CancellationToken,
+) {
+    let mut states: Vec<watch::Receiver<State>> = servers.iter().map(|s| s.subscribe()).collect();
+    let names: Vec<String> = servers.iter().map(|s| s.name().to_owned()).collect();
+    drop(servers);
+    loop {
+        let mut now = Vec::new();
+        for (name, state) in names.iter().zip(states.iter_mut()) {
+            if let State::Ready(lists) = &*state.borrow_and_update() {
+                for p in &lists.prompts {
+                    let usage = prompt::usage(name, p);
+                    let hint = usage.split_once(' ').map(|(_, args)| args.to_owned());
+                    let description = p.description.clone().or_else(|| p.title.clone()).unwrap_or_default();
+                    now.push(SessionCommand {
+                        name: format!("{name}:{}", p.name),
+                        description: format!("{description} (MCP prompt of `{name}`)").trim_start().to_owned(),
+                        hint,
+                    });
+                }
+            }
+        }
+        commands.send_if_modified(|old| {
+            let changed = *old != now;
+            *old = now;
+            changed
+        });
+        let changes = futures_util::future::select_all(states.iter_mut().map(|s| Box::pin(s.changed())));
+        tokio::select! {
+            () = stop.cancelled() => return,
+            (r, _, _) = changes => if r.is_err() { return },
+        }
     }
 }
 

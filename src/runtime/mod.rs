@@ -24,6 +24,7 @@ use tokio::sync::OnceCell;
 pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 pub use event::{CompactionEvent, CompactionPhase, SettingsChange};
 pub use event::{Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
+pub use mcp::SessionCommand;
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 // What surfaces show of a session and its turns.

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{self, Command, Parsed, Ran};
 use super::compaction::Accounting;
 use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
-use super::mcp::McpSet;
+use super::mcp::{McpSet, SessionCommand};
 use super::op::{Op, TurnId};
 use super::persist::SessionLog;
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
@@ -37,11 +37,17 @@ pub struct SessionHandle {
     id: SessionId,
     ops: mpsc::UnboundedSender<Op>,
     closed: CancellationToken,
+    commands: tokio::sync::watch::Receiver<Vec<SessionCommand>>,
 }
 
 impl SessionHandle {
     pub fn id(&self) -> &SessionId {
         &self.id
+    }
+
+    /// The commands it offers beyond the built-in ones (its MCP servers' prompts), as they change.
+    pub fn commands(&self) -> tokio::sync::watch::Receiver<Vec<SessionCommand>> {
+        self.commands.clone()
     }
 
     /// Sends an op; false if the actor has stopped.
@@ -125,6 +131,7 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     };
     let log = Arc::new(SessionLog::new(id.clone(), transcript, shared.clone()));
     let mcp = McpSet::start(&shared, &settings);
+    let commands = mcp.commands();
     let mut session = Session {
         id: id.clone(),
         mcp,
@@ -159,7 +166,7 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         actor.run(rx).await;
         drop(guard);
     });
-    SessionHandle { id, ops: tx, closed }
+    SessionHandle { id, ops: tx, closed, commands }
 }
 
 /// A session's state: what its turns and commands read and change.

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
 use super::context;
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
-use super::mcp::McpSet;
+use super::mcp::{Expanded, McpSet};
 use super::tool_calls::{self, Call, CallEnv};
 use super::{LiveState, SessionSettings, Shared};
 use crate::config::{Config, ModelInfo};
@@ -50,6 +50,17 @@ pub(crate) fn registry(config: &Config) -> Registry {
     Registry::new(&ToolPolicy::new(&config.tools.allow, &config.tools.deny))
 }
 
+/// The text of the turn's prompt when it is text alone and starts with `/`.
+fn slash_text(conversation: &Conversation) -> Option<String> {
+    match conversation.turn_messages() {
+        [Message::User(parts)] => match parts.as_slice() {
+            [crate::providers::UserPart::Text(text)] if text.trim_start().starts_with('/') => Some(text.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The system prompt for a session with these settings.
 pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> context::SystemPrompt {
     context::build(&context::Inputs {
@@ -69,6 +80,27 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
     let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp } = ctx;
+    // `/server:prompt args`: an MCP server's prompt is sent in its place.
+    if let Some(text) = slash_text(&conversation) {
+        match mcp.expand(&text, &cancel).await {
+            Expanded::No => {}
+            Expanded::Prompt(parts) => {
+                conversation.discard_turn();
+                conversation.push(Message::User(parts));
+            }
+            Expanded::Failed(why) => {
+                conversation.discard_turn();
+                let reason = if cancel.is_cancelled() {
+                    StopReason::Cancelled
+                } else {
+                    events.emit(EventKind::TextDelta { message_id: new_message_id(), text: why });
+                    StopReason::EndTurn
+                };
+                let outcome = TurnOutcome::Stopped { reason, usage: Usage::default() };
+                return TurnResult { conversation, accounting, outcome, context: None };
+            }
+        }
+    }
     let config = shared.config();
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,

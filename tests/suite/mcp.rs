@@ -486,3 +486,99 @@ fn servers_stop_with_the_agent_whether_it_exits_or_is_killed() {
         }
     }
 }
+
+#[test]
+fn acp_mcp_lists_the_configured_servers_and_tests_one() {
+    let home = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\n[mcp_servers.gone]\ncommand = \"acp-test-no-such-server\"\n",
+        toml_path(&everything())
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let acp = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ACP_HOME", home.path())
+            .current_dir(home.path())
+            .output()
+            .unwrap()
+    };
+    let out = acp(&["mcp", "list"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "NAME        SERVER\neverything  stdio: node {} stdio\ngone        stdio: acp-test-no-such-server\n",
+            everything()
+        )
+    );
+    let out = acp(&["mcp", "test", "everything"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("`everything`: ready in "), "{stdout}");
+    assert!(stdout.contains("\n  mcp__everything__get-sum  [read]  Get Sum Tool\n"), "{stdout}");
+    assert!(stdout.contains("\n  /everything:simple-prompt  A prompt with no arguments\n"), "{stdout}");
+    assert!(stdout.contains("\n  demo://resource/static/document/features.md  features.md\n"), "{stdout}");
+    let out = acp(&["mcp", "test", "gone"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("acp: `gone` (stdio: acp-test-no-such-server): `acp-test-no-such-server` was not found\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = acp(&["mcp", "test", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no MCP server `nope` in "));
+}
+
+#[test]
+fn a_servers_prompts_are_slash_commands() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let (mut agent, session, _ws) = agent_with(&mock, options_for(api, &mock), json!([everything_stdio("everything")]));
+    // Once the server is up, the editor learns its prompts as commands.
+    let commands = loop {
+        let msg = agent.recv();
+        let update = &msg["params"]["update"];
+        if update["sessionUpdate"] == "available_commands_update" {
+            break update["availableCommands"].as_array().unwrap().clone();
+        }
+    };
+    let args_prompt =
+        commands.iter().find(|c| c["name"] == "everything:args-prompt").unwrap_or_else(|| panic!("{commands:#?}"));
+    assert_eq!(args_prompt["input"], json!({"hint": "city [state]"}));
+    assert_eq!(commands[0]["name"], "help", "the built-in commands first");
+    mock.push(text(api, "Sunny."));
+    let (updates, response) = agent.prompt(&session, "/everything:args-prompt 'New York' state=NY");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    assert_eq!(said(&updates), "Sunny.");
+    let body = &mock.requests()[0].body;
+    let sent = body["messages"][0]["content"][0]["text"].as_str().unwrap();
+    assert!(sent.contains("New York") && sent.contains("NY"), "{sent}");
+    assert!(!sent.starts_with('/'), "the prompt's text, not the command: {sent}");
+    for (line, answer) in [
+        (
+            "/everything:args-prompt",
+            "`/everything:args-prompt`: missing city. Usage: `/everything:args-prompt city [state]`.",
+        ),
+        (
+            "/everything:nope",
+            "`everything` has no prompt `nope`; its prompts: `/everything:simple-prompt`, `/everything:args-prompt`, \
+             `/everything:completable-prompt`, `/everything:resource-prompt`.",
+        ),
+    ] {
+        let (updates, response) = agent.prompt(&session, line);
+        assert_eq!(response["result"]["stopReason"], "end_turn");
+        assert_eq!(said(&updates), answer);
+    }
+    assert_eq!(mock.requests().len(), 1, "failed prompts never reach the model");
+    // The next turn's context holds the expanded prompt, not the failed commands.
+    mock.push(text(api, "ok"));
+    agent.prompt(&session, "thanks");
+    let messages = mock.requests()[1].body["messages"].as_array().unwrap().clone();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+}
