@@ -273,3 +273,94 @@ pub fn output(result: CallToolResult) -> ToolOutput {
     let for_model = truncate::for_model(&for_model, truncate::MODEL_BUDGET, "the output was cut");
     ToolOutput { for_model, content, is_error, raw_output: result.structured_content }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(value: Value) -> Tool {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn names_fit_every_provider_and_never_collide() {
+        let taken = HashSet::from(["read".to_owned()]);
+        let long = "x".repeat(80);
+        let got = names(
+            [
+                ("files", "read_file"),
+                ("my server", "get.thing/v2"),
+                ("files", "read_file"),
+                ("a", long.as_str()),
+                ("a", long.as_str()),
+                ("", ""),
+            ],
+            &taken,
+        );
+        assert_eq!(got[0], "mcp__files__read_file");
+        assert_eq!(got[1], "mcp__my_server__get_thing_v2");
+        assert_eq!(got[2], "mcp__files__read_file_2");
+        assert_eq!(got[3], format!("mcp__a__{}", "x".repeat(MAX_NAME - 8)));
+        assert_eq!(got[4], format!("mcp__a__{}_2", "x".repeat(MAX_NAME - 10)));
+        assert_eq!(got[5], "mcp______", "empty names are `_`");
+        for name in &got {
+            assert!(name.len() <= MAX_NAME && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        }
+    }
+
+    #[test]
+    fn kinds_from_annotations_then_the_name() {
+        let schema = json!({"type": "object"});
+        let kind = |name: &str, hints: Value| {
+            kind_of(&tool(json!({"name": name, "inputSchema": schema, "annotations": hints})))
+        };
+        assert_eq!(kind("echo", json!({"readOnlyHint": true})), ToolKind::Read);
+        assert_eq!(kind("search_files", json!({"readOnlyHint": true})), ToolKind::Search);
+        assert_eq!(kind("lookup", json!({"readOnlyHint": true, "openWorldHint": true})), ToolKind::Search);
+        assert_eq!(kind("weather", json!({"readOnlyHint": true, "openWorldHint": true})), ToolKind::Fetch);
+        assert_eq!(kind("write_file", json!({"destructiveHint": true})), ToolKind::Edit);
+        assert_eq!(kind("move_file", json!({"destructiveHint": true})), ToolKind::Move);
+        assert_eq!(kind("drop_table", json!({"destructiveHint": true})), ToolKind::Edit);
+        assert_eq!(kind("post_message", json!({"openWorldHint": true})), ToolKind::Fetch);
+        assert_eq!(kind("delete_branch", json!({})), ToolKind::Delete);
+        assert_eq!(kind("frobnicate", json!({})), ToolKind::Other);
+    }
+
+    #[test]
+    fn results_for_the_user_and_the_model() {
+        let result: CallToolResult = serde_json::from_value(json!({
+            "content": [
+                {"type": "text", "text": "two files"},
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "hello"}},
+                {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAAA", "mimeType": "application/zip"}},
+                {"type": "resource_link", "uri": "file:///c.md", "name": "c.md", "mimeType": "text/markdown"}
+            ],
+            "structuredContent": {"n": 2}
+        }))
+        .unwrap();
+        let out = output(result);
+        assert!(!out.is_error);
+        assert_eq!(
+            out.for_model,
+            "two files\n[image: image/png]\nResource file:///a.txt:\nhello\n\
+             [resource file:///b.bin: application/zip, 4 bytes base64 of binary data]\n\
+             [resource link: c.md <file:///c.md>, text/markdown]"
+        );
+        assert_eq!(out.content[1], ToolContent::Image { mime_type: "image/png".into(), data: "AAAA".into() });
+        assert_eq!(out.raw_output, Some(json!({"n": 2})));
+        // Structured content alone is what the model reads.
+        let only: CallToolResult =
+            serde_json::from_value(json!({"content": [], "structuredContent": {"t": 1}})).unwrap();
+        assert_eq!(output(only).for_model, "{\n  \"t\": 1\n}");
+        let failed: CallToolResult =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true}))
+                .unwrap();
+        let failed = output(failed);
+        assert!(failed.is_error);
+        assert_eq!(failed.for_model, "no such file");
+        let empty: CallToolResult = serde_json::from_value(json!({"content": []})).unwrap();
+        assert_eq!(output(empty).for_model, "(no output)");
+    }
+}
