@@ -154,9 +154,14 @@ pub(crate) async fn connect(
                 .custom_headers(header_map(headers)?)
                 .max_json_response_size(MAX_MESSAGE_BYTES);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            let service = rmcp::serve_client(handler, transport)
-                .await
-                .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+            let service = rmcp::serve_client(handler, transport).await.map_err(|e| match e.auth_challenge() {
+                Some(challenge) => format!(
+                    "the server refused the credentials (HTTP 401 or 403; it asks for `{}`): check the \
+                     server's headers or its bearer token",
+                    crate::tools::truncate::line(challenge, 200)
+                ),
+                None => format!("initialize failed: {}", describe(&e)),
+            })?;
             Ok(Connection { service, process: None })
         }
         McpTransport::Sse { url, headers } => {

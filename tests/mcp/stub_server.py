@@ -34,6 +34,8 @@ TOOLS = [
      "annotations": {"readOnlyHint": True}},
     {"name": "die", "description": "Exits mid-call", "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}},
+    {"name": "grow", "description": "Adds a tool", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
 ]
 
 for line in sys.stdin:
@@ -48,7 +50,7 @@ for line in sys.stdin:
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": id_, "result": {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "stub", "version": "1.0.0"}}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": id_, "result": {"tools": TOOLS}})
@@ -56,6 +58,10 @@ for line in sys.stdin:
         name = message["params"]["name"]
         if name == "pid":
             send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": str(os.getpid())}]}})
+        elif name == "grow":
+            TOOLS.append({"name": "extra", "description": "Added at run time", "inputSchema": {"type": "object"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "grown"}]}})
         elif name == "die":
             sys.stderr.write("stub: out of memory\n")
             sys.stderr.flush()

@@ -273,10 +273,19 @@ fn cancel_mid_call_tells_the_server() {
     let (before, response) = agent.until_response(id);
     assert_eq!(response["result"]["stopReason"], "cancelled");
     assert_eq!(status_sequence(&updates_of(&before), "w1"), ["failed"]);
-    let lines: Vec<Value> =
-        std::fs::read_to_string(log.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // The server reads its input in its own time.
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    let lines = loop {
+        let lines: Vec<Value> =
+            std::fs::read_to_string(log.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        if lines.iter().any(|l| l["method"] == "notifications/cancelled") {
+            break lines;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server was never told: {lines:#?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     let call = lines.iter().find(|l| l["method"] == "tools/call").expect("the call reached the server");
-    let cancelled = lines.iter().find(|l| l["method"] == "notifications/cancelled").expect("the server was told");
+    let cancelled = lines.iter().find(|l| l["method"] == "notifications/cancelled").unwrap();
     assert_eq!(cancelled["params"]["requestId"], call["id"]);
 }
 
@@ -581,4 +590,84 @@ fn a_servers_prompts_are_slash_commands() {
     agent.prompt(&session, "thanks");
     let messages = mock.requests()[1].body["messages"].as_array().unwrap().clone();
     assert_eq!(messages.len(), 3, "{messages:#?}");
+}
+
+#[test]
+fn a_server_that_changes_its_tools_is_listed_again() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    mock.push(calls(api, &[("g1", "mcp__stub__grow", json!({}))]));
+    mock.push(text(api, "Grown."));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let session = agent.new_session();
+    agent.prompt(&session, "grow");
+    let before = offered_tools(api, &mock.requests()[0].body);
+    assert!(!before.contains(&"mcp__stub__extra".to_owned()));
+    assert_eq!(result_for(api, &mock.requests()[1].body, "g1"), "grown");
+    // The notification is handled in the background; the next turn offers the new tool.
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    loop {
+        let (updates, _) = agent.prompt(&session, "/mcp");
+        if said(&updates).contains("`extra`") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", said(&updates));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    mock.push(text(api, "ok"));
+    agent.prompt(&session, "again");
+    assert!(offered_tools(api, &mock.requests()[2].body).contains(&"mcp__stub__extra".to_owned()));
+}
+
+#[test]
+fn remote_servers_get_their_headers_and_a_refusal_is_said_plainly() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/header_server.py");
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(log.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut port).unwrap();
+    let port = port.trim();
+    let config = format!(
+        "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ \"X-Team\" = \"core\" }}\n\
+         bearer_token_env_var = \"ACP_TEST_MCP_TOKEN\"\n"
+    );
+    let editor = json!([{"type": "sse", "name": "legacy", "url": format!("http://127.0.0.1:{port}/sse"),
+        "headers": [{"name": "X-Editor", "value": "zed"}]}]);
+    mock.push(text(api, "Hello."));
+    let options = options_for(api, &mock).config(&config).env("ACP_TEST_MCP_TOKEN", "s3cret");
+    let (mut agent, session, _ws) = agent_with(&mock, options, editor);
+    let (updates, _) = agent.prompt(&session, "hi");
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = said(&updates);
+    assert!(
+        text.contains(
+            "MCP server `remote` is not available: the server refused the credentials (HTTP 401 or 403; it asks \
+             for `Bearer realm=\"test\"`): check the server's headers or its bearer token."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("MCP server `legacy` is not available: the server answered HTTP 401 Unauthorized."),
+        "{text}"
+    );
+    assert!(!text.contains("rmcp::"), "no Rust type names: {text}");
+    let requests: Vec<Value> =
+        std::fs::read_to_string(log.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let post = requests.iter().find(|r| r["method"] == "POST" && r["path"] == "/mcp").expect("initialize was posted");
+    assert_eq!(post["headers"]["x-team"], "core");
+    assert_eq!(post["headers"]["authorization"], "Bearer s3cret");
+    let get =
+        requests.iter().find(|r| r["method"] == "GET" && r["path"] == "/sse").expect("the event stream was opened");
+    assert_eq!(get["headers"]["x-editor"], "zed");
+    assert_eq!(get["headers"]["accept"], "text/event-stream");
 }
