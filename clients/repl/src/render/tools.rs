@@ -187,6 +187,11 @@ impl<W: Write> Renderer<W> {
                 if let Some(text) = item["content"]["text"].as_str() {
                     let text = text.trim_start_matches("```\n").trim_end_matches("\n```").to_owned();
                     self.output_tail(&text);
+                } else if item["content"]["type"] == "image" {
+                    // A terminal shows what it is, not the picture.
+                    let mime = item["content"]["mimeType"].as_str().unwrap_or("image");
+                    let bytes = item["content"]["data"].as_str().map_or(0, |d| d.len() * 3 / 4);
+                    self.output_tail(&format!("[image: {mime}, {:.1} KB]", bytes as f64 / 1024.0));
                 }
             }
             _ => {}
@@ -363,6 +368,21 @@ mod tests {
         assert!(out.starts_with("· Edit a.rs\n✓ Edit a.rs ("), "{out}");
         assert!(out.contains("  /w/a.rs\n  @@ -1,2 +1,2 @@\n   a\n  -b\n  +c\n"), "{out}");
         assert!(out.contains("Plan\n  ☑ Fix\n  ◐ Test\n"), "{out}");
+    }
+
+    #[test]
+    fn images_are_named_not_drawn() {
+        let mut r = plain();
+        r.update(
+            &json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Get Tiny Image Tool (everything)",
+            "kind": "read", "status": "pending"}),
+        );
+        r.update(&json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed", "content": [
+            {"type": "content", "content": {"type": "text", "text": "Here is an image:"}},
+            {"type": "content", "content": {"type": "image", "mimeType": "image/png", "data": "A".repeat(4096)}}]}));
+        let out = text_of(r);
+        assert!(out.contains("Here is an image:"), "{out}");
+        assert!(out.contains("[image: image/png, 3.0 KB]"), "{out}");
     }
 
     #[test]
