@@ -671,3 +671,33 @@ fn remote_servers_get_their_headers_and_a_refusal_is_said_plainly() {
     assert_eq!(get["headers"]["x-editor"], "zed");
     assert_eq!(get["headers"]["accept"], "text/event-stream");
 }
+
+#[test]
+fn a_server_stops_with_the_last_session_that_uses_it() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+    agent.initialize();
+    let first = agent.new_session_in(ws.path(), json!({}));
+    let second = agent.new_session_in(ws.path(), json!({}));
+    mock.push(calls(api, &[("p1", "mcp__stub__pid", json!({}))]));
+    mock.push(text(api, "ok"));
+    agent.prompt(&first, "pid?");
+    let pid = result_for(api, &mock.requests()[1].body, "p1");
+    let alive = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        !stat.is_empty() && !stat.contains(") Z ")
+    };
+    let r = agent.request("session/close", json!({"sessionId": first}));
+    assert!(r.get("result").is_some(), "{r}");
+    assert!(alive(), "the other session still uses it");
+    let r = agent.request("session/close", json!({"sessionId": second}));
+    assert!(r.get("result").is_some(), "{r}");
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    while alive() {
+        assert!(std::time::Instant::now() < deadline, "the server outlived its sessions");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
