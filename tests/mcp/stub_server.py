@@ -36,7 +36,11 @@ TOOLS = [
      "annotations": {"readOnlyHint": True}},
     {"name": "grow", "description": "Adds a tool", "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}},
+    {"name": "ask", "description": "Asks the user", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
 ]
+
+asking = {}  # our elicitation request id -> the tools/call id waiting for it
 
 for line in sys.stdin:
     if log:
@@ -45,6 +49,10 @@ for line in sys.stdin:
         continue
     message = json.loads(line)
     method, id_ = message.get("method"), message.get("id")
+    if method is None and id_ in asking:
+        answer = json.dumps(message.get("result", message.get("error")), sort_keys=True)
+        send({"jsonrpc": "2.0", "id": asking.pop(id_), "result": {"content": [{"type": "text", "text": answer}]}})
+        continue
     if id_ is None:
         continue
     if method == "initialize":
@@ -62,6 +70,12 @@ for line in sys.stdin:
             TOOLS.append({"name": "extra", "description": "Added at run time", "inputSchema": {"type": "object"}})
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "grown"}]}})
+        elif name == "ask":
+            asking["q%d" % len(asking)] = id_
+            schema = {"type": "object", "required": ["color"],
+                      "properties": {"color": {"type": "string", "enum": ["red", "blue"], "default": "red"}}}
+            send({"jsonrpc": "2.0", "id": "q%d" % (len(asking) - 1), "method": "elicitation/create",
+                  "params": {"mode": "form", "message": "Pick a color", "requestedSchema": schema}})
         elif name == "die":
             sys.stderr.write("stub: out of memory\n")
             sys.stderr.flush()

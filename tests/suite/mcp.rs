@@ -701,3 +701,32 @@ fn a_server_stops_with_the_last_session_that_uses_it() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+#[test]
+fn without_forms_a_question_with_defaults_is_asked_as_a_permission() {
+    let api = "anthropic";
+    for (choice, answer) in
+        [("accept", r#"{"action": "accept", "content": {"color": "red"}}"#), ("decline", r#"{"action": "decline"}"#)]
+    {
+        let mock = MockModel::start();
+        let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+        mock.push(calls(api, &[("a1", "mcp__stub__ask", json!({}))]));
+        mock.push(text(api, "ok"));
+        let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
+        agent.initialize();
+        let session = agent.new_session();
+        let mut asked = Vec::new();
+        let (_, response) = agent.prompt_answering(&session, "ask", choose(choice, &mut asked));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+        assert_eq!(asked.len(), 1);
+        let question = &asked[0]["params"];
+        assert_eq!(question["toolCall"]["toolCallId"], "a1");
+        assert_eq!(question["toolCall"]["title"], "stub asks: Pick a color");
+        assert_eq!(question["toolCall"]["rawInput"], json!({"color": "red"}));
+        let options: Vec<&str> =
+            question["options"].as_array().unwrap().iter().map(|o| o["optionId"].as_str().unwrap()).collect();
+        assert_eq!(options, ["accept", "decline"]);
+        let got: Value = serde_json::from_str(&result_for(api, &mock.requests()[1].body, "a1")).unwrap();
+        assert_eq!(got, serde_json::from_str::<Value>(answer).unwrap(), "{choice}");
+    }
+}
