@@ -20,6 +20,8 @@
 //! - [`store`] — sessions that last: a SQLite index (`$ACP_HOME/acp.db`) and one append-only JSONL
 //!   transcript per session.
 //! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
+//! - [`gateway`] — `acp gateway`: OpenClaw's gateway protocol (v4) over WebSocket, on the same
+//!   runtime; the frames are in `acp-protocol`.
 //! - [`mcp`] — MCP servers on rmcp's client: a shared pool of connections (stdio, streamable HTTP,
 //!   legacy SSE) started in the background, their tools as registry tools.
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
@@ -38,6 +40,7 @@ pub mod acp;
 pub mod cli;
 pub mod config;
 pub mod files;
+pub mod gateway;
 pub mod history;
 pub mod http;
 pub mod mcp;

@@ -41,6 +41,8 @@ enum Command {
         #[command(subcommand)]
         command: acp::cli::sessions::SessionsCommand,
     },
+    /// A long-lived gateway: OpenClaw's gateway protocol over WebSocket, and a web chat.
+    Gateway(acp::cli::gateway::GatewayArgs),
     /// MCP servers in config.toml: list them, or test one (connect, list its tools, exit).
     Mcp {
         #[command(subcommand)]
@@ -129,6 +131,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
         Some(Command::Mcp { command }) => return acp::cli::mcp::mcp(command),
+        Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),
         None => cli.serve,

@@ -3,4 +3,5 @@
 
 pub mod acp;
 pub mod codec;
+pub mod gateway;
 pub mod jsonrpc;

@@ -26,6 +26,7 @@ pub(super) struct FileConfig {
     pub(super) providers: toml::map::Map<String, toml::Value>,
     #[serde(default)]
     pub(super) mcp_servers: BTreeMap<String, mcp::FileMcpServer>,
+    pub(super) gateway: Option<GatewayConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

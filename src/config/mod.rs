@@ -310,8 +310,22 @@ pub struct Config {
     pub web_fetch: WebFetchConfig,
     /// `[mcp_servers.NAME]`, enabled ones, by name.
     pub mcp_servers: Vec<mcp::McpServer>,
+    /// `[gateway]`: defaults for `acp gateway`.
+    pub gateway: GatewayConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
+}
+
+/// `[gateway]` in config.toml: what `acp gateway` uses when its flags do not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// `host:port` to listen on.
+    pub listen: Option<String>,
+    /// The shared token clients present.
+    pub token: Option<String>,
+    /// The directory gateway sessions work in.
+    pub workspace: Option<PathBuf>,
 }
 
 /// Why no model can be used; the message says how to fix it.
@@ -459,6 +473,7 @@ impl Config {
             sandbox: file.sandbox.unwrap_or_default(),
             web_fetch: file.web_fetch.unwrap_or_default(),
             mcp_servers,
+            gateway: file.gateway.unwrap_or_default(),
             load_error,
         }
     }

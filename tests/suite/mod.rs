@@ -8,6 +8,7 @@ mod conformance;
 mod context;
 mod editor;
 mod errors;
+mod gateway;
 mod golden;
 mod hostile;
 mod lifecycle;

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod expect;
 pub mod fix_turn;
+pub mod gateway;
 pub mod golden;
 pub mod mock_model;
 pub mod pty;

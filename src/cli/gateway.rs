@@ -1,0 +1,106 @@
+//! `acp gateway`: the gateway in the foreground until SIGINT or SIGTERM (clients are told
+//! `shutdown`, running turns end `cancelled`), logging to stderr.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use super::signals;
+use crate::config::Config;
+use crate::gateway::Options;
+
+/// The default address: loopback, OpenClaw's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:18789";
+
+#[derive(clap::Args, Debug)]
+pub struct GatewayArgs {
+    /// Address to listen on (default 127.0.0.1:18789, or `[gateway] listen`). Off loopback a token
+    /// is required.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// The shared token clients must present (else $ACP_GATEWAY_TOKEN, else `[gateway] token`).
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// Read the token from this file (its first line).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The directory sessions work in (default `[gateway] workspace`, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
+    let listen = args.listen.or_else(|| config.gateway.listen.clone()).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let listen: SocketAddr =
+        listen.parse().map_err(|_| format!("--listen: `{listen}` is not HOST:PORT (an IP address and a port)"))?;
+    let token = match (args.token, args.token_file) {
+        (Some(t), _) => Some(t),
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+            Some(text.lines().next().unwrap_or_default().trim().to_owned())
+        }
+        (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok().or_else(|| config.gateway.token.clone()),
+    }
+    .filter(|t| !t.is_empty());
+    let workspace = match args.workspace.or_else(|| config.gateway.workspace.clone()) {
+        Some(dir) => std::path::absolute(&dir).map_err(|e| format!("--workspace: {e}"))?,
+        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    };
+    if !workspace.is_dir() {
+        return Err(format!("--workspace {}: not a directory", workspace.display()));
+    }
+    Ok(Options { listen, token, workspace })
+}
+
+pub fn gateway(args: GatewayArgs) -> ExitCode {
+    let config = Config::load();
+    if let Some(err) = &config.load_error {
+        tracing::error!("{err}");
+    }
+    let options = match options(args, &config) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!("{e}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("acp gateway: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let stop = CancellationToken::new();
+    let cancel = stop.clone();
+    if let Err(e) = signals::watch(
+        move |seen: usize| {
+            if seen > 1 {
+                std::process::exit(1);
+            }
+            cancel.cancel();
+        },
+        1,
+        0,
+    ) {
+        tracing::warn!(error = %e, "could not install signal handlers");
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(crate::gateway::run(config, options, stop));
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("acp gateway: {e}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

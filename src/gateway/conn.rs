@@ -1,0 +1,176 @@
+//! One WebSocket connection: the challenge, the handshake (15 s, first frame `connect`), then
+//! requests answered concurrently while events stream out through the connection's queue; `tick`
+//! and `health` pushes every `tickIntervalMs`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use acp_protocol::gateway::{self, ErrorShape, Frame};
+use futures_util::{SinkExt as _, StreamExt as _};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+
+use super::Gateway;
+use super::handshake::{self, Challenge};
+use super::hub::{Conn, Out, now_ms};
+
+type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// How long a client has to send `connect`.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the first frame of a connection came to.
+enum First {
+    Text(String),
+    /// Closed, or nothing in time.
+    Gone,
+}
+
+async fn next_text(stream: &mut futures_util::stream::SplitStream<Socket>) -> First {
+    while let Some(message) = stream.next().await {
+        match message {
+            Ok(Message::Text(text)) => return First::Text(text.to_string()),
+            Ok(Message::Binary(bytes)) => return First::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(Message::Close(_)) | Err(_) => return First::Gone,
+            Ok(_) => {}
+        }
+    }
+    First::Gone
+}
+
+pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
+    let (mut sink, mut stream) = ws.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+    let conn = Arc::new(Conn::new(gw.hub.next_conn_id(), tx));
+    let queued = conn.queued.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(out) = rx.recv().await {
+            match out {
+                Out::Text(text) => {
+                    let n = text.len();
+                    let sent = sink.send(Message::Text(text.into())).await;
+                    queued.fetch_sub(n, Ordering::Relaxed);
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+                Out::Close(code, reason) => {
+                    let frame = CloseFrame { code: code.into(), reason: reason.into() };
+                    let _ = sink.send(Message::Close(Some(frame))).await;
+                    break;
+                }
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let challenge = Challenge { nonce: uuid::Uuid::new_v4().to_string(), ts: now_ms() };
+    conn.send(&Frame::Event {
+        event: "connect.challenge".into(),
+        payload: Some(json!({"nonce": challenge.nonce, "ts": challenge.ts, "capabilities": []})),
+        seq: None,
+        state_version: None,
+    });
+    let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_text(&mut stream)).await {
+        Err(_) => {
+            conn.close(gateway::close::NORMAL, "");
+            None
+        }
+        Ok(First::Gone) => None,
+        Ok(First::Text(text)) => match handshake(&gw, &conn, &text, &challenge).await {
+            Ok(client) => Some(client),
+            Err((code, reason)) => {
+                conn.close(code, &reason);
+                None
+            }
+        },
+    };
+    let Some(client) = client else {
+        drop(conn);
+        let _ = writer.await;
+        return;
+    };
+    tracing::info!(%peer, conn = %client.conn_id, client = %client.client_id, mode = %client.mode, "gateway client connected");
+    gw.hub.add(conn.clone());
+    let client = Arc::new(client);
+    let ticker = tokio::spawn(ticks(gw.clone(), conn.clone()));
+    // The first health push, as the reference sends one just after hello.
+    conn.event("health", &gw.health(), false, Some(&gw.state_version()));
+    while let Some(message) = stream.next().await {
+        let text = match message {
+            Ok(Message::Text(text)) => text.to_string(),
+            Ok(Message::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => continue,
+        };
+        // Malformed JSON is ignored, as the reference does.
+        let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
+        let request = match gateway::parse_request(&frame) {
+            Ok(r) => r,
+            Err(message) => {
+                conn.send(&Frame::err("invalid", ErrorShape::invalid(message)));
+                continue;
+            }
+        };
+        if request.method == "connect" {
+            conn.send(&Frame::err(&request.id, ErrorShape::invalid("connect is only valid as the first request")));
+            continue;
+        }
+        let (gw, conn, client) = (gw.clone(), conn.clone(), client.clone());
+        tokio::spawn(async move { super::methods::call(&gw, &conn, &client, request).await });
+    }
+    ticker.abort();
+    gw.hub.remove(conn.id);
+    tracing::info!(%peer, conn = %client.conn_id, dropped = conn.dropped.load(Ordering::Relaxed), "gateway client left");
+    conn.close(gateway::close::NORMAL, "");
+    drop(conn);
+    let _ = writer.await;
+}
+
+/// The first frame: `Ok` once `hello-ok` is sent; else the close code and reason (after the
+/// response, when the reference sends one).
+async fn handshake(
+    gw: &Gateway,
+    conn: &Conn,
+    text: &str,
+    challenge: &Challenge,
+) -> Result<handshake::Client, (u16, String)> {
+    let policy = gateway::close::POLICY;
+    let Ok(frame) = serde_json::from_str::<Value>(text) else {
+        return Err((gateway::close::NORMAL, String::new()));
+    };
+    let request = gateway::parse_request(&frame).map_err(|_| (policy, "invalid request frame".to_owned()))?;
+    if request.method != "connect" {
+        let message = "invalid handshake: first request must be connect";
+        conn.send(&Frame::err(&request.id, ErrorShape::invalid(message)));
+        return Err((policy, message.into()));
+    }
+    match handshake::connect(gw, &request.id, &request.params, challenge).await {
+        Ok((client, hello)) => {
+            conn.send(&Frame::ok(&request.id, hello));
+            Ok(client)
+        }
+        Err(refusal) => {
+            if let Some(response) = &refusal.response {
+                conn.send(response);
+            }
+            Err((refusal.close, refusal.reason))
+        }
+    }
+}
+
+/// `tick {ts}` then `health` every tick interval, on wall-clock boundaries.
+async fn ticks(gw: Arc<Gateway>, conn: Arc<Conn>) {
+    let every = super::TICK_INTERVAL_MS;
+    loop {
+        let now = now_ms();
+        let next = (now / every + 1) * every;
+        tokio::time::sleep(Duration::from_millis(u64::try_from(next - now).unwrap_or(0))).await;
+        conn.event("tick", &json!({"ts": now_ms()}), true, None);
+        conn.event("health", &gw.health(), true, Some(&gw.state_version()));
+    }
+}

@@ -1,0 +1,343 @@
+//! Who is connected and what they are sent: each connection's outbound queue with its own event
+//! `seq`, broadcasts, and the runtime's events turned into the gateway's `chat` and `agent`
+//! events of the run they belong to. A slow client loses droppable frames (ticks, deltas — the
+//! next delta's cumulative text repairs the gap) and is closed when its queue passes the cap.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use acp_protocol::gateway::Frame;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::runtime::{Event, EventKind, EventSink, StopReason, ToolCallState, ToolStatus, TurnId, TurnOutcome};
+use crate::sync::lock;
+
+/// Bytes a client may have queued before droppable frames are dropped for it.
+pub const SOFT_BUFFER: usize = 1 << 20;
+/// Bytes a client may have queued before it is disconnected (`policy.maxBufferedBytes`).
+pub const MAX_BUFFERED: usize = 50 << 20;
+
+/// What goes out on one connection.
+#[derive(Debug)]
+pub enum Out {
+    Text(String),
+    /// Close with this code and reason.
+    Close(u16, String),
+}
+
+/// One connection, as the hub sees it.
+pub struct Conn {
+    pub id: u64,
+    tx: mpsc::UnboundedSender<Out>,
+    seq: AtomicU64,
+    /// Bytes queued and not yet written.
+    pub queued: Arc<AtomicUsize>,
+    /// Whether it gets `sessions.changed` and `session.message`.
+    pub subscribed: std::sync::atomic::AtomicBool,
+    pub dropped: AtomicU64,
+}
+
+impl Conn {
+    pub fn new(id: u64, tx: mpsc::UnboundedSender<Out>) -> Self {
+        Self {
+            id,
+            tx,
+            seq: AtomicU64::new(0),
+            queued: Arc::new(AtomicUsize::new(0)),
+            subscribed: Default::default(),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn push(&self, text: String) {
+        self.queued.fetch_add(text.len(), Ordering::Relaxed);
+        let _ = self.tx.send(Out::Text(text));
+    }
+
+    /// Sends a frame (responses are never dropped).
+    pub fn send(&self, frame: &Frame) {
+        self.push(frame.to_text());
+    }
+
+    /// Sends an event with this connection's next `seq`; a droppable one is dropped for a client
+    /// that is behind.
+    pub fn event(&self, event: &str, payload: &Value, droppable: bool, state_version: Option<&Value>) {
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued > MAX_BUFFERED {
+            let _ = self.tx.send(Out::Close(acp_protocol::gateway::close::TRY_AGAIN, "slow consumer".into()));
+            return;
+        }
+        if droppable && queued > SOFT_BUFFER {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let frame = Frame::Event {
+            event: event.into(),
+            payload: Some(payload.clone()),
+            seq: Some(seq),
+            state_version: state_version.cloned(),
+        };
+        self.push(frame.to_text());
+    }
+
+    pub fn close(&self, code: u16, reason: &str) {
+        let _ = self.tx.send(Out::Close(code, reason.into()));
+    }
+}
+
+/// A run: one `chat.send` (or `agent`) turn, as its events are numbered and accumulated.
+struct Run {
+    run_id: String,
+    session_key: String,
+    /// The per-run sequence shared by `chat` and `agent` events.
+    seq: u64,
+    text: String,
+    started_at: i64,
+    ended: watch::Sender<Option<RunEnd>>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    Final { text: String },
+    Aborted { text: String },
+    Error { message: String },
+}
+
+/// Connections and runs.
+#[derive(Default)]
+pub struct Hub {
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    runs: Mutex<HashMap<TurnId, Run>>,
+    next_conn: AtomicU64,
+}
+
+/// Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Hub {
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn add(&self, conn: Arc<Conn>) {
+        lock(&self.conns).insert(conn.id, conn);
+    }
+
+    pub fn remove(&self, id: u64) {
+        lock(&self.conns).remove(&id);
+    }
+
+    pub fn count(&self) -> usize {
+        lock(&self.conns).len()
+    }
+
+    fn all(&self) -> Vec<Arc<Conn>> {
+        lock(&self.conns).values().cloned().collect()
+    }
+
+    /// An event to every connection.
+    pub fn broadcast(&self, event: &str, payload: &Value, droppable: bool) {
+        for conn in self.all() {
+            conn.event(event, payload, droppable, None);
+        }
+    }
+
+    /// An event to the connections that subscribed to session events.
+    pub fn to_subscribers(&self, event: &str, payload: &Value) {
+        for conn in self.all() {
+            if conn.subscribed.load(Ordering::Relaxed) {
+                conn.event(event, payload, false, None);
+            }
+        }
+    }
+
+    pub fn close_all(&self, code: u16, reason: &str) {
+        for conn in self.all() {
+            conn.close(code, reason);
+        }
+    }
+
+    /// Registers a run for `turn`; its end is watched through the receiver.
+    pub fn start_run(&self, turn: TurnId, run_id: &str, session_key: &str) -> watch::Receiver<Option<RunEnd>> {
+        let (ended, rx) = watch::channel(None);
+        let started_at = now_ms();
+        let run = Run {
+            run_id: run_id.into(),
+            session_key: session_key.into(),
+            seq: 0,
+            text: String::new(),
+            started_at,
+            ended,
+        };
+        lock(&self.runs).insert(turn, run);
+        self.agent(turn, "lifecycle", json!({"phase": "start", "startedAt": started_at}), false);
+        rx
+    }
+
+    /// The turn of a running run, by run id and session.
+    pub fn turn_of(&self, session_key: &str, run_id: Option<&str>) -> Vec<TurnId> {
+        lock(&self.runs)
+            .iter()
+            .filter(|(_, r)| r.session_key == session_key && run_id.is_none_or(|id| r.run_id == id))
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// Watches how run `turn` ends.
+    pub fn end_of(&self, turn: TurnId) -> Option<watch::Receiver<Option<RunEnd>>> {
+        lock(&self.runs).get(&turn).map(|r| r.ended.subscribe())
+    }
+
+    pub fn run_id(&self, turn: TurnId) -> Option<String> {
+        lock(&self.runs).get(&turn).map(|r| r.run_id.clone())
+    }
+
+    /// Numbers an event of run `turn` and builds its payload; `None` if the turn is no run.
+    fn stamp(&self, turn: TurnId, build: impl FnOnce(&mut Run, u64) -> Value) -> Option<Value> {
+        let mut runs = lock(&self.runs);
+        let run = runs.get_mut(&turn)?;
+        run.seq += 1;
+        let seq = run.seq;
+        Some(build(run, seq))
+    }
+
+    fn agent(&self, turn: TurnId, stream: &str, data: Value, droppable: bool) {
+        let payload = self.stamp(turn, |run, seq| {
+            json!({"runId": run.run_id, "stream": stream, "data": data, "sessionKey": run.session_key,
+                "agentId": "main", "seq": seq, "ts": now_ms(), "isHeartbeat": false})
+        });
+        if let Some(payload) = payload {
+            self.broadcast("agent", &payload, droppable);
+        }
+    }
+
+    fn text(&self, turn: TurnId, message_id: &str, delta: &str) {
+        let payloads = self.stamp(turn, |run, seq| {
+            run.text.push_str(delta);
+            let now = now_ms();
+            json!([
+                {"runId": run.run_id, "stream": "assistant", "data": {"text": run.text, "delta": delta, "itemId": message_id},
+                    "sessionKey": run.session_key, "agentId": "main", "seq": seq, "ts": now, "isHeartbeat": false},
+                {"runId": run.run_id, "sessionKey": run.session_key, "agentId": "main", "seq": seq, "state": "delta",
+                    "deltaText": delta, "message": assistant(&run.text, now)}
+            ])
+        });
+        if let Some(Value::Array(p)) = payloads {
+            self.broadcast("agent", &p[0], true);
+            self.broadcast("chat", &p[1], true);
+        }
+    }
+
+    fn tool(&self, turn: TurnId, state: &ToolCallState, first: bool) {
+        let phase = match (first, state.status) {
+            (true, _) => "start",
+            (false, ToolStatus::Completed | ToolStatus::Failed) => "result",
+            _ => "update",
+        };
+        let text: Vec<String> = state
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                crate::runtime::ToolContent::Text(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut data = json!({"phase": phase, "toolCallId": state.id, "name": state.name, "title": state.title,
+            "kind": state.kind, "status": state.status, "args": state.raw_input});
+        if phase == "result" {
+            data["result"] = json!(text.join("\n"));
+            data["isError"] = json!(state.status == ToolStatus::Failed);
+        }
+        self.agent(turn, "tool", data, false);
+    }
+
+    fn ended(&self, turn: TurnId, outcome: &TurnOutcome) {
+        let (usage, end) = match outcome {
+            TurnOutcome::Stopped { reason: StopReason::Cancelled, usage } => (usage, "aborted"),
+            TurnOutcome::Stopped { usage, .. } => (usage, "final"),
+            TurnOutcome::Failed { usage, .. } => (usage, "error"),
+        };
+        self.agent(turn, "usage", json!({"outputTokens": usage.output, "inputTokens": usage.input}), false);
+        let aborted = end == "aborted";
+        let stop = match outcome {
+            TurnOutcome::Stopped { reason: StopReason::Cancelled, .. } => "rpc".to_owned(),
+            TurnOutcome::Stopped { reason, .. } => wire_stop(*reason).to_owned(),
+            TurnOutcome::Failed { .. } => "error".to_owned(),
+        };
+        let started_at = lock(&self.runs).get(&turn).map(|r| r.started_at).unwrap_or_default();
+        let mut end_data = json!({"phase": "end", "stopReason": stop, "aborted": aborted, "endedAt": now_ms(),
+            "startedAt": started_at});
+        if aborted {
+            end_data["status"] = json!("cancelled");
+        }
+        self.agent(turn, "lifecycle", end_data, false);
+        let payload = self.stamp(turn, |run, seq| {
+            let mut p = json!({"runId": run.run_id, "sessionKey": run.session_key, "agentId": "main", "seq": seq,
+                "state": end});
+            match outcome {
+                TurnOutcome::Failed { error, .. } => p["errorMessage"] = json!(error.message),
+                _ => {
+                    p["stopReason"] = json!(stop);
+                    p["message"] = assistant(&run.text, now_ms());
+                }
+            }
+            p
+        });
+        if let Some(payload) = payload {
+            self.broadcast("chat", &payload, false);
+        }
+        if let Some(run) = lock(&self.runs).remove(&turn) {
+            let end = match outcome {
+                TurnOutcome::Failed { error, .. } => RunEnd::Error { message: error.message.clone() },
+                _ if aborted => RunEnd::Aborted { text: run.text },
+                _ => RunEnd::Final { text: run.text },
+            };
+            run.ended.send_replace(Some(end));
+        }
+    }
+}
+
+/// The stop reason as the reference's clients know them.
+fn wire_stop(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "stop",
+        StopReason::MaxTokens => "length",
+        StopReason::MaxTurnRequests => "max_turn_requests",
+        StopReason::Refusal => "refusal",
+        StopReason::Cancelled => "rpc",
+    }
+}
+
+/// An assistant message with its cumulative text.
+pub fn assistant(text: &str, timestamp: i64) -> Value {
+    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": timestamp})
+}
+
+/// The runtime's events, as the gateway's.
+pub struct HubSink(pub Arc<Hub>);
+
+impl EventSink for HubSink {
+    fn emit(&self, event: Event) {
+        let hub = &self.0;
+        let turn = event.turn;
+        match &event.kind {
+            EventKind::TextDelta { message_id, text } => hub.text(turn, message_id, text),
+            EventKind::ToolCall(state) => hub.tool(turn, state, true),
+            EventKind::ToolCallUpdate(state) => hub.tool(turn, state, false),
+            EventKind::TurnEnded(outcome) => hub.ended(turn, outcome),
+            EventKind::Title(title) => hub.to_subscribers(
+                "sessions.changed",
+                &json!({"sessionKey": event.session.to_string(), "reason": "title", "title": title}),
+            ),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! `acp gateway`: a long-lived headless gateway speaking OpenClaw's gateway protocol (v4) over
+//! WebSocket, with the web chat on the same port. It owns one runtime and its sessions (the same
+//! `$ACP_HOME` store `acp serve` uses); control clients, the web chat, and later channels and the
+//! ACP bridge reach them through it. `server.rs` serves the port, `conn.rs` one connection,
+//! `handshake.rs` `connect`, `methods.rs` the methods, `hub.rs` the connections and the runtime's
+//! events as the gateway's.
+
+mod conn;
+pub mod handshake;
+pub mod hub;
+mod methods;
+mod server;
+mod webchat;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acp_protocol::gateway::{ErrorShape, PROTOCOL_VERSION, code};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigCell};
+use crate::runtime::{CreateError, Mode, Op, Runtime, SessionHandle, SessionSettings};
+use crate::sync::lock;
+use handshake::Client;
+use hub::{Hub, HubSink, now_ms};
+
+/// The largest frame accepted (`policy.maxPayload`).
+pub const MAX_PAYLOAD: usize = 25 << 20;
+/// `policy.tickIntervalMs`.
+pub const TICK_INTERVAL_MS: i64 = 30_000;
+/// How long a finished run's idempotency key is remembered, and how many are.
+const DEDUPE_TTL: Duration = Duration::from_secs(10 * 60);
+const DEDUPE_MAX: usize = 10_000;
+
+/// How the gateway runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub listen: SocketAddr,
+    /// The shared token clients must present; required off loopback.
+    pub token: Option<String>,
+    /// The directory sessions work in.
+    pub workspace: PathBuf,
+}
+
+/// `wire-demo` → `agent:main:wire-demo`; keys already in the `agent:<id>:…` form are kept.
+pub fn canonical_key(key: &str) -> String {
+    let key = key.trim();
+    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
+}
+
+/// Idempotency keys of runs: in flight, or finished (and when).
+#[derive(Default)]
+pub struct Runs(Mutex<HashMap<String, Option<Instant>>>);
+
+impl Runs {
+    /// `finished` now.
+    pub fn finish(&self, id: &str) {
+        let mut runs = lock(&self.0);
+        if let Some(entry) = runs.get_mut(id) {
+            *entry = Some(Instant::now());
+        }
+    }
+}
+
+pub struct Gateway {
+    pub runtime: Runtime,
+    pub hub: Arc<Hub>,
+    token: Option<String>,
+    workspace: PathBuf,
+    started: Instant,
+    boot_id: String,
+    sessions: Mutex<HashMap<String, SessionHandle>>,
+    opening: tokio::sync::Mutex<()>,
+    runs: Arc<Runs>,
+}
+
+impl Gateway {
+    pub fn new(config: Config, options: &Options) -> Arc<Self> {
+        let hub = Arc::new(Hub::default());
+        let sink = Arc::new(HubSink(hub.clone()));
+        // No one to ask: a run whose tool needs a question is refused (the mode decides what runs).
+        let host = Arc::new(crate::runtime::host::LocalHost);
+        let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
+        Arc::new(Self {
+            runtime,
+            hub,
+            token: options.token.clone(),
+            workspace: options.workspace.clone(),
+            started: Instant::now(),
+            boot_id: uuid::Uuid::new_v4().to_string(),
+            sessions: Mutex::default(),
+            opening: tokio::sync::Mutex::new(()),
+            runs: Arc::default(),
+        })
+    }
+
+    fn uptime_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn state_version(&self) -> Value {
+        json!({"presence": 1, "health": 1})
+    }
+
+    pub fn presence(&self) -> Vec<Value> {
+        vec![json!({"version": env!("CARGO_PKG_VERSION"), "platform": std::env::consts::OS, "mode": "gateway",
+            "reason": "self", "instanceId": self.boot_id, "text": format!("Gateway: acp {}", env!("CARGO_PKG_VERSION")),
+            "ts": now_ms()})]
+    }
+
+    fn session_counts(&self) -> Value {
+        let open = lock(&self.sessions).len();
+        json!({"count": open, "recent": []})
+    }
+
+    pub fn health(&self) -> Value {
+        json!({"ok": true, "ts": now_ms(), "durationMs": 0, "channels": {}, "channelOrder": [], "channelLabels": {},
+            "heartbeatSeconds": 0, "defaultAgentId": "main",
+            "agents": [{"agentId": "main", "isDefault": true, "sessions": self.session_counts()}],
+            "sessions": self.session_counts(), "connections": self.hub.count()})
+    }
+
+    pub fn status(&self) -> Value {
+        let config = self.runtime.config();
+        let model = config.default_model_ref().map(|m| m.to_string()).ok();
+        json!({"runtimeVersion": env!("CARGO_PKG_VERSION"), "uptimeMs": self.uptime_ms(),
+            "sessions": {"count": lock(&self.sessions).len(), "defaults": {"model": model}, "recent": []},
+            "connections": self.hub.count(), "channelSummary": [],
+            "processMemory": {"rssBytes": rss_bytes()}})
+    }
+
+    pub fn models(&self) -> Value {
+        let config = self.runtime.config();
+        let models: Vec<Value> = config
+            .model_choices()
+            .into_iter()
+            .map(|(m, name)| json!({"id": m.to_string(), "name": name, "provider": m.provider, "model": m.model}))
+            .collect();
+        json!({"models": models})
+    }
+
+    /// The configuration, with every secret replaced.
+    pub fn config_view(&self) -> Value {
+        let config = self.runtime.config();
+        let providers: Map<String, Value> = config
+            .providers
+            .iter()
+            .map(|p| {
+                let key = p.api_key.as_ref().map(|_| "__OPENCLAW_REDACTED__");
+                (p.id.clone(), json!({"baseUrl": p.base_url, "apiKey": key, "apiKeyEnv": p.api_key_env}))
+            })
+            .collect();
+        json!({"path": config.config_path(), "config": {"providers": providers,
+            "gateway": {"auth": {"mode": if self.token.is_some() { "token" } else { "none" }, "token": "__OPENCLAW_REDACTED__"}},
+            "agents": {"defaults": {"model": config.default_model_ref().map(|m| m.to_string()).ok(),
+                "workspace": self.workspace}}}})
+    }
+
+    pub fn hello(&self, client: &Client) -> Value {
+        let config = self.runtime.config();
+        let methods: Vec<&str> = methods::METHODS.iter().map(|(m, _)| *m).collect();
+        let auth_mode = if self.token.is_some() { "token" } else { "none" };
+        json!({
+            "type": "hello-ok",
+            "protocol": PROTOCOL_VERSION,
+            "server": {"version": env!("CARGO_PKG_VERSION"), "buildId": concat!("acp-", env!("CARGO_PKG_VERSION")),
+                "bootId": self.boot_id, "controlUiBuildSource": "bundled", "connId": client.conn_id},
+            "features": {"methods": methods, "events": methods::EVENTS, "capabilities": []},
+            "snapshot": {
+                "presence": self.presence(),
+                "health": self.health(),
+                "stateVersion": self.state_version(),
+                "uptimeMs": self.uptime_ms(),
+                "sessionDefaults": {"defaultAgentId": "main", "modelConfigured": config.default_model_ref().is_ok(),
+                    "ownership": "sole", "selectionRequired": false, "mainKey": "main",
+                    "mainSessionKey": "agent:main:main", "scope": "per-sender"},
+                "suspension": {"phase": "accepting"},
+                "authMode": auth_mode,
+                "configPath": config.config_path(),
+                "stateDir": config.home,
+            },
+            "auth": {"method": auth_mode, "role": client.role, "scopes": client.scopes},
+            "policy": {"maxPayload": MAX_PAYLOAD, "maxBufferedBytes": hub::MAX_BUFFERED,
+                "tickIntervalMs": TICK_INTERVAL_MS},
+        })
+    }
+
+    /// Whether run `id` was seen: `in_flight` or `ok`; a new one is recorded as in flight.
+    fn runs_seen(&self, id: &str) -> Option<&'static str> {
+        let mut runs = lock(&self.runs.0);
+        runs.retain(|_, done| done.is_none_or(|at| at.elapsed() < DEDUPE_TTL));
+        match runs.get(id) {
+            Some(None) => Some("in_flight"),
+            Some(Some(_)) => Some("ok"),
+            None => {
+                if runs.len() >= DEDUPE_MAX
+                    && let Some(oldest) =
+                        runs.iter().filter_map(|(k, d)| d.map(|at| (k.clone(), at))).min_by_key(|(_, at)| *at)
+                {
+                    runs.remove(&oldest.0);
+                }
+                runs.insert(id.to_owned(), None);
+                None
+            }
+        }
+    }
+
+    /// Forgets a run that never started.
+    fn run_done(&self, id: &str) {
+        lock(&self.runs.0).remove(id);
+    }
+
+    fn runs_handle(&self) -> Arc<Runs> {
+        self.runs.clone()
+    }
+
+    /// The open session `key`, if this gateway has it open.
+    fn open_handle(&self, key: &str) -> Option<SessionHandle> {
+        lock(&self.sessions).get(key).cloned()
+    }
+
+    /// Opens session `key`: this gateway's, or the stored one, or a new one.
+    async fn open(&self, key: &str) -> Result<SessionHandle, String> {
+        let _one_at_a_time = self.opening.lock().await;
+        if let Some(handle) = self.open_handle(key) {
+            return Ok(handle);
+        }
+        if !crate::runtime::valid_session_id(key) {
+            return Err(format!("`{key}` is not a valid session key"));
+        }
+        let config = self.runtime.config();
+        let model = config.default_model_ref().map_err(|e| format!("no model to run: {e}"))?;
+        let settings = SessionSettings {
+            cwd: self.workspace.clone(),
+            additional_dirs: Vec::new(),
+            model,
+            mode: Mode::default(),
+            reasoning: config.reasoning,
+            mcp_servers: Vec::new(),
+        };
+        let handle = match self.runtime.create_session(std::sync::Arc::from(key), settings).await {
+            Ok(handle) => handle,
+            Err(CreateError::Exists) => {
+                self.runtime
+                    .load_session(key, self.workspace.clone(), Vec::new(), Vec::new())
+                    .await
+                    .map_err(|e| format!("could not open session {key}: {e}"))?
+                    .handle
+            }
+            Err(e) => return Err(format!("could not open session {key}: {e}")),
+        };
+        lock(&self.sessions).insert(key.to_owned(), handle.clone());
+        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "created"}));
+        Ok(handle)
+    }
+
+    async fn sessions_list(&self, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
+        let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).min(1000) as usize;
+        let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let search = params.get("search").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let page = self
+            .runtime
+            .list_sessions(None, None, 10_000)
+            .await
+            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
+        let all: Vec<Value> = page
+            .sessions
+            .into_iter()
+            .filter(|s| {
+                search.is_empty()
+                    || s.id.to_lowercase().contains(&search)
+                    || s.title.as_deref().is_some_and(|t| t.to_lowercase().contains(&search))
+            })
+            .map(|s| {
+                json!({"key": s.id, "sessionId": s.id, "label": s.title, "displayName": s.title,
+                    "derivedTitle": s.title, "updatedAt": s.updated_at, "createdAt": s.created_at,
+                    "model": s.model, "origin": s.origin, "inputTokens": s.input_tokens,
+                    "outputTokens": s.output_tokens, "contextTokens": s.context_tokens,
+                    "open": self.open_handle(&s.id).is_some()})
+            })
+            .collect();
+        let total = all.len();
+        let sessions: Vec<Value> = all.into_iter().skip(offset).take(limit).collect();
+        let more = offset + sessions.len() < total;
+        Ok(json!({"ts": now_ms(), "count": sessions.len(), "totalCount": total, "limitApplied": limit,
+            "nextOffset": if more { json!(offset + sessions.len()) } else { Value::Null }, "hasMore": more,
+            "sessions": sessions}))
+    }
+
+    async fn resolve(&self, key: &str) -> Result<Value, ErrorShape> {
+        let key = canonical_key(key);
+        if self.open_handle(&key).is_some() {
+            return Ok(json!({"ok": true, "key": key, "sessionId": key}));
+        }
+        let page = self
+            .runtime
+            .list_sessions(None, None, 10_000)
+            .await
+            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
+        match page.sessions.iter().find(|s| s.id == key) {
+            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": s.title})),
+            None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`"))),
+        }
+    }
+
+    async fn reset(&self, key: &str) -> Result<Value, ErrorShape> {
+        let key = canonical_key(key);
+        let handle = self.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        let turn = self.runtime.next_turn_id();
+        handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: "/reset".into() }]).await;
+        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "reset"}));
+        Ok(json!({"ok": true, "key": key}))
+    }
+
+    async fn delete(&self, key: &str) -> Result<Value, ErrorShape> {
+        let key = canonical_key(key);
+        let open = lock(&self.sessions).remove(&key);
+        if let Some(handle) = open {
+            handle.send(Op::Shutdown);
+            handle.closed().await;
+        }
+        self.runtime.delete_session(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "deleted"}));
+        Ok(json!({"ok": true, "key": key, "deleted": true}))
+    }
+
+    /// Stops: clients are told (`shutdown`), running turns are cancelled and end `cancelled`
+    /// (saved as such), sessions close.
+    pub async fn shut_down(&self) {
+        self.hub.broadcast("shutdown", &json!({"reason": "gateway stopping", "restartExpectedMs": null}), false);
+        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
+        for handle in &handles {
+            handle.send(Op::Shutdown);
+        }
+        let all = futures_util::future::join_all(handles.iter().map(SessionHandle::closed));
+        if tokio::time::timeout(Duration::from_secs(10), all).await.is_err() {
+            tracing::warn!("some sessions did not close in time");
+        }
+        self.hub.close_all(acp_protocol::gateway::close::GOING_AWAY, "gateway stopping");
+        // Let the close frames go out (each connection leaves the hub once its client answers).
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.hub.count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Runs the gateway until `stop`: binds, says where it listens (stderr), serves.
+pub async fn run(config: Config, options: Options, stop: CancellationToken) -> Result<(), String> {
+    if !options.listen.ip().is_loopback() && options.token.is_none() {
+        return Err(format!(
+            "refusing to listen on {} without a token: anyone who can reach it could run the agent. \
+             Give --token, --token-file, ACP_GATEWAY_TOKEN or [gateway] token in config.toml, or listen on 127.0.0.1",
+            options.listen
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("could not listen on {}: {e}", options.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let gateway = Gateway::new(config, &options);
+    gateway.runtime.prewarm();
+    tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback)" }, "gateway listening");
+    // Scripts and tests read the address from this line.
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("acp gateway listening on ws://{local}/");
+    }
+    let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
+    stop.cancelled().await;
+    tracing::info!("gateway stopping");
+    gateway.shut_down().await;
+    serving.abort();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_canonical() {
+        assert_eq!(canonical_key("wire-demo"), "agent:main:wire-demo");
+        assert_eq!(canonical_key("main"), "agent:main:main");
+        assert_eq!(canonical_key("agent:ops:x"), "agent:ops:x");
+    }
+}

@@ -1,0 +1,353 @@
+//! `acp gateway` over real WebSockets, checked against the reference gateway's captured wire
+//! (the handshake and its failures, errors after connect, scopes, `chat.send` streaming to every
+//! socket, idempotent retries, abort, sessions, shutdown).
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Client, Gateway, Read_, TOKEN, connect_params};
+use crate::support::mock_model::MockModel;
+use crate::support::script::{endless_text, text};
+
+fn names(list: &Value) -> Vec<String> {
+    list.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn the_handshake_as_captured() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let (mut client, challenge) = gw.socket();
+    let payload = &challenge["payload"];
+    assert!(payload["nonce"].as_str().is_some_and(|n| n.len() == 36), "{challenge}");
+    assert!(payload["ts"].is_i64());
+    assert_eq!(challenge.get("seq"), None, "the challenge has no seq");
+    let hello = client.request("connect", connect_params(Some(TOKEN), &["operator.read"]));
+    let ok = &hello["payload"];
+    assert_eq!(hello["ok"], true);
+    assert_eq!(ok["type"], "hello-ok");
+    assert_eq!(ok["protocol"], 4);
+    assert_eq!(
+        names(&ok["features"]["methods"]),
+        [
+            "health",
+            "status",
+            "models.list",
+            "system-presence",
+            "config.get",
+            "sessions.list",
+            "sessions.resolve",
+            "sessions.subscribe",
+            "sessions.unsubscribe",
+            "sessions.reset",
+            "sessions.delete",
+            "chat.send",
+            "chat.abort"
+        ]
+    );
+    assert_eq!(ok["auth"], json!({"method": "token", "role": "operator", "scopes": ["operator.read"]}));
+    assert_eq!(ok["policy"], json!({"maxPayload": 26214400, "maxBufferedBytes": 52428800, "tickIntervalMs": 30000}));
+    let defaults = &ok["snapshot"]["sessionDefaults"];
+    assert_eq!((&defaults["mainKey"], &defaults["mainSessionKey"]), (&json!("main"), &json!("agent:main:main")));
+    assert!(ok["snapshot"]["uptimeMs"].is_u64() && ok["server"]["connId"].is_string());
+    // Then a health push, the connection's first event.
+    let health = client.recv();
+    assert_eq!((&health["event"], &health["seq"]), (&json!("health"), &json!(1)), "{health}");
+    assert_eq!(health["payload"]["ok"], true);
+    assert!(health["stateVersion"].is_object());
+}
+
+/// Connects and sends `first`; returns what came back and the close.
+fn first_frame(gw: &Gateway, first: &str) -> (Vec<Value>, Option<(u16, String)>) {
+    let (mut client, _) = gw.socket();
+    client.send_text(first);
+    client.until_closed()
+}
+
+fn error_of(frames: &[Value]) -> Value {
+    assert_eq!(frames.len(), 1, "{frames:#?}");
+    assert_eq!(frames[0]["ok"], false);
+    frames[0]["error"].clone()
+}
+
+#[test]
+fn every_bad_first_frame_as_captured() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let connect = |params: Value| json!({"type": "req", "id": "c1", "method": "connect", "params": params}).to_string();
+    // A request that is not `connect`.
+    let (frames, close) = first_frame(&gw, r#"{"type":"req","id":"h1","method":"health"}"#);
+    let message = "invalid handshake: first request must be connect";
+    assert_eq!(error_of(&frames), json!({"code": "INVALID_REQUEST", "message": message}));
+    assert_eq!(frames[0]["id"], "h1");
+    assert_eq!(close, Some((1008, message.into())));
+    // Not JSON: closed normally, nothing said.
+    assert_eq!(first_frame(&gw, "hello?"), (vec![], Some((1000, String::new()))));
+    // Not a request, or one without an id.
+    for frame in [r#"{"type":"event","event":"x"}"#, r#"{"type":"req","method":"connect"}"#] {
+        assert_eq!(first_frame(&gw, frame), (vec![], Some((1008, "invalid request frame".into()))), "{frame}");
+    }
+    // Params.
+    let mut bogus = connect_params(Some(TOKEN), &[]);
+    bogus["bogus"] = json!(1);
+    let mut bad_id = connect_params(Some(TOKEN), &[]);
+    bad_id["client"]["id"] = json!("my-client");
+    for (params, message) in [
+        (json!({"minProtocol": 4, "maxProtocol": 4}), "invalid connect params: must have required property 'client'"),
+        (bogus, "invalid connect params: at root: unexpected property 'bogus'"),
+        (bad_id, "invalid connect params: at /client/id: must be equal to one of the allowed values"),
+    ] {
+        let (frames, close) = first_frame(&gw, &connect(params));
+        assert_eq!(error_of(&frames), json!({"code": "INVALID_REQUEST", "message": message}));
+        assert_eq!(close, Some((1008, message.into())));
+    }
+    // Versions that do not include 4.
+    for version in [3, 5] {
+        let mut params = connect_params(Some(TOKEN), &[]);
+        params["minProtocol"] = json!(version);
+        params["maxProtocol"] = json!(version);
+        let (frames, close) = first_frame(&gw, &connect(params));
+        assert_eq!(
+            error_of(&frames),
+            json!({"code": "INVALID_REQUEST", "message": "protocol mismatch", "details": {"code": "PROTOCOL_MISMATCH",
+                "clientMinProtocol": version, "clientMaxProtocol": version, "expectedProtocol": 4, "minimumProbeProtocol": 3}})
+        );
+        assert_eq!(close, Some((1002, "protocol mismatch".into())));
+    }
+    let mut admin = connect_params(Some(TOKEN), &[]);
+    admin["role"] = json!("admin");
+    let (frames, close) = first_frame(&gw, &connect(admin));
+    assert_eq!(error_of(&frames), json!({"code": "INVALID_REQUEST", "message": "invalid role"}));
+    assert_eq!(close, Some((1008, "invalid role".into())));
+    // Credentials.
+    let mismatch = "unauthorized: gateway token mismatch (use this gateway's gateway.auth.token or pair the device)";
+    let mut password = connect_params(None, &[]);
+    password["auth"] = json!({"password": TOKEN});
+    for params in [connect_params(Some("wrong"), &[]), password] {
+        let (frames, close) = first_frame(&gw, &connect(params));
+        assert_eq!(
+            error_of(&frames),
+            json!({"code": "INVALID_REQUEST", "message": mismatch, "details": {"code": "AUTH_TOKEN_MISMATCH",
+                "authReason": "token_mismatch", "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}})
+        );
+        assert_eq!(close, Some((1008, mismatch.into())));
+    }
+    let (frames, close) = first_frame(&gw, &connect(connect_params(None, &[])));
+    assert_eq!(
+        error_of(&frames),
+        json!({"code": "NOT_PAIRED", "message": "device identity required", "details": {"code": "DEVICE_IDENTITY_REQUIRED"}})
+    );
+    assert_eq!(close, Some((1008, "device identity required".into())));
+}
+
+#[test]
+fn errors_after_connect_leave_the_socket_open() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    let error = |r: Value| {
+        assert_eq!(r["ok"], false, "{r}");
+        r["error"].clone()
+    };
+    assert_eq!(
+        error(client.request("no.such.method", json!({}))),
+        json!({"code": "INVALID_REQUEST", "message": "unknown method: no.such.method"})
+    );
+    assert_eq!(
+        error(client.request("chat.send", json!({"sessionKey": "k", "message": "hi"}))),
+        json!({"code": "INVALID_REQUEST", "message": "invalid chat.send params: must have required property 'idempotencyKey'"})
+    );
+    assert_eq!(
+        error(client.request("sessions.list", json!({"limit": "ten"}))),
+        json!({"code": "INVALID_REQUEST", "message": "invalid sessions.list params: at /limit: must be integer"})
+    );
+    assert_eq!(
+        error(client.request("chat.abort", json!({"sessionKey": "k", "bogus": true}))),
+        json!({"code": "INVALID_REQUEST", "message": "invalid chat.abort params: at root: unexpected property 'bogus'"})
+    );
+    // Not a request: answered under the id "invalid".
+    client.send(&json!({"type": "event", "event": "x"}));
+    let (_, r) = client.until_response("invalid");
+    assert_eq!(error(r)["message"].as_str().unwrap().starts_with("invalid request frame: "), true);
+    // Malformed JSON is ignored; the next request is answered.
+    client.send_text("{not json");
+    assert_eq!(client.request("health", json!({}))["ok"], true);
+    assert_eq!(
+        error(client.request("connect", connect_params(Some(TOKEN), &[]))),
+        json!({"code": "INVALID_REQUEST", "message": "connect is only valid as the first request"})
+    );
+    // A read-only client reads, and is refused what writes.
+    let mut reader = gw.client(&["operator.read"]);
+    assert_eq!(reader.request("sessions.list", json!({}))["ok"], true);
+    assert_eq!(
+        error(reader.request("chat.send", json!({"sessionKey": "k", "message": "hi", "idempotencyKey": "r1"}))),
+        json!({"code": "FORBIDDEN", "message": "missing scope: operator.write", "details": {"code": "MISSING_SCOPE",
+            "missingScope": "operator.write", "requiredScopes": ["operator.write"]}})
+    );
+    assert_eq!(mock.requests().len(), 0);
+}
+
+fn chat_events(frames: &[Value], run: &str) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|f| f["event"] == "chat" && f["payload"]["runId"] == run)
+        .map(|f| f["payload"].clone())
+        .collect()
+}
+
+#[test]
+fn a_run_streams_to_every_socket_and_retries_never_start_a_second() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from the mock model, in pieces."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut sender = gw.client(&["operator.admin"]);
+    let mut watcher = gw.client(&["operator.read"]);
+    let send = json!({"sessionKey": "wire-demo", "message": "Say hello.", "idempotencyKey": "run-1"});
+    let first = sender.send_request("chat.send", send.clone());
+    let again = sender.send_request("chat.send", send.clone());
+    // Back to back: one starts the run, the other is told it is in flight (in either order, as
+    // requests are answered as they finish).
+    let mut answers = std::collections::HashMap::new();
+    let mut sender_frames = Vec::new();
+    while answers.len() < 2 {
+        let frame = sender.recv();
+        if frame["type"] == "res" {
+            answers.insert(frame["id"].as_str().unwrap().to_owned(), frame["payload"].clone());
+        } else {
+            sender_frames.push(frame);
+        }
+    }
+    assert_eq!(answers[&first], json!({"runId": "run-1", "status": "started"}));
+    assert_eq!(answers[&again], json!({"runId": "run-1", "status": "in_flight"}));
+    for (n, client) in [&mut sender, &mut watcher].into_iter().enumerate() {
+        let mut frames = if n == 0 { std::mem::take(&mut sender_frames) } else { Vec::new() };
+        if !frames.iter().any(|e| e["event"] == "chat" && e["payload"]["state"] == "final") {
+            frames.extend(client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final"));
+        }
+        let chat = chat_events(&frames, "run-1");
+        let finale = chat.last().unwrap();
+        assert_eq!(finale["state"], "final");
+        assert_eq!(finale["sessionKey"], "agent:main:wire-demo");
+        assert_eq!(finale["stopReason"], "stop");
+        let full = finale["message"]["content"][0]["text"].as_str().unwrap();
+        assert_eq!(full, "Hello from the mock model, in pieces.");
+        let deltas: Vec<&Value> = chat.iter().filter(|c| c["state"] == "delta").collect();
+        assert!(!deltas.is_empty());
+        let joined: String = deltas.iter().map(|d| d["deltaText"].as_str().unwrap()).collect();
+        assert_eq!(joined, full, "the deltas add up to the reply");
+        for d in &deltas {
+            let cumulative = d["message"]["content"][0]["text"].as_str().unwrap();
+            assert!(full.starts_with(cumulative));
+        }
+        // Each socket numbers its own events, without gaps; the run numbers its own.
+        let seqs: Vec<u64> = frames.iter().filter_map(|f| f["seq"].as_u64()).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+        let run_seqs: Vec<u64> = chat.iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+        assert!(run_seqs.windows(2).all(|w| w[1] > w[0]), "{run_seqs:?}");
+        let lifecycle: Vec<&str> = frames
+            .iter()
+            .filter(|f| f["event"] == "agent" && f["payload"]["stream"] == "lifecycle")
+            .map(|f| f["payload"]["data"]["phase"].as_str().unwrap())
+            .collect();
+        assert_eq!(lifecycle, ["start", "end"]);
+    }
+    // After it ended, the same key from either socket: `ok`, and no second run.
+    for client in [&mut sender, &mut watcher] {
+        let r = client.request("chat.send", send.clone());
+        let r = if r["ok"] == true { r["payload"].clone() } else { r["error"].clone() };
+        assert!(r == json!({"runId": "run-1", "status": "ok"}) || r["code"] == "FORBIDDEN", "{r}");
+    }
+    assert_eq!(mock.requests().len(), 1);
+    let list = sender.request("sessions.list", json!({"limit": 20}));
+    let keys: Vec<&str> =
+        list["payload"]["sessions"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["agent:main:wire-demo"]);
+    assert_eq!(
+        sender.request("sessions.resolve", json!({"key": "wire-demo"}))["payload"]["key"],
+        "agent:main:wire-demo"
+    );
+}
+
+#[test]
+fn abort_sends_aborted_before_its_answer() {
+    let mock = MockModel::start();
+    mock.push(endless_text("Counting: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    let r = client.request("chat.abort", json!({"sessionKey": "wire-abort"}));
+    assert_eq!(r["payload"], json!({"ok": true, "aborted": false, "runIds": []}), "nothing running");
+    let r =
+        client.request("chat.send", json!({"sessionKey": "wire-abort", "message": "count", "idempotencyKey": "a1"}));
+    assert_eq!(r["payload"]["status"], "started");
+    client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "delta");
+    let r = client.request("chat.abort", json!({"sessionKey": "wire-abort", "runId": "nope"}));
+    assert_eq!(r["payload"], json!({"ok": true, "aborted": false, "runIds": []}), "an unknown run");
+    let id = client.send_request("chat.abort", json!({"sessionKey": "wire-abort", "runId": "a1"}));
+    let (before, answer) = client.until_response(&id);
+    assert_eq!(answer["payload"], json!({"ok": true, "aborted": true, "runIds": ["a1"]}));
+    let aborted =
+        chat_events(&before, "a1").into_iter().find(|c| c["state"] == "aborted").expect("aborted before the answer");
+    assert_eq!(aborted["stopReason"], "rpc");
+    assert!(aborted["message"]["content"][0]["text"].as_str().unwrap().starts_with("Counting: "));
+}
+
+#[test]
+fn sigterm_mid_run_tells_clients_and_exits() {
+    let mock = MockModel::start();
+    mock.push(endless_text("Going on "));
+    let mut gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    client.request("chat.send", json!({"sessionKey": "wire-stop", "message": "go", "idempotencyKey": "s1"}));
+    client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "delta");
+    gw.signal("TERM");
+    let (frames, close) = client.until_closed();
+    let events: Vec<&str> = frames.iter().filter_map(|f| f["event"].as_str()).collect();
+    assert!(events.contains(&"shutdown"), "{events:?}");
+    let aborted = chat_events(&frames, "s1").into_iter().find(|c| c["state"] == "aborted");
+    assert!(aborted.is_some(), "the run ended cancelled: {frames:#?}");
+    assert_eq!(close, Some((1001, "gateway stopping".into())));
+    assert!(gw.wait_exit().success());
+}
+
+#[test]
+fn off_loopback_without_a_token_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["gateway", "--listen", "0.0.0.0:0"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("refusing to listen on 0.0.0.0:0 without a token"), "{stderr}");
+}
+
+#[test]
+fn the_web_chat_page_is_served_with_a_strict_policy() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let response = crate::support::gateway::read_all(stream);
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.contains("content-security-policy: default-src 'self'"), "{response}");
+    assert!(response.contains("<title>acp gateway</title>"));
+    // A page from another site cannot open a socket with the user's browser.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nOrigin: http://evil.example\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            gw.port
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut head = [0u8; 64];
+    let n = std::io::Read::read(&mut stream, &mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 403"), "{}", String::from_utf8_lossy(&head[..n]));
+    let _: Option<Client> = None;
+    let _ = Read_::Closed(None);
+}

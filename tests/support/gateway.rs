@@ -1,0 +1,232 @@
+//! Drives a real `acp gateway` process over real WebSockets: start it on a free loopback port
+//! (read from its stderr), connect clients, send requests, read frames with timeouts.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, WebSocket};
+
+use super::agent::TIMEOUT;
+
+pub const TOKEN: &str = "test-token";
+
+pub struct Gateway {
+    pub child: Child,
+    pub port: u16,
+    pub home: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Gateway {
+    /// Starts `acp gateway` with a token, the model at `mock_base` (Anthropic wire API).
+    pub fn start(mock_base: &str, extra: &[&str]) -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), mock_base, extra)
+    }
+
+    pub fn start_in(home: tempfile::TempDir, mock_base: &str, extra: &[&str]) -> Self {
+        let workspace = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
+            .arg(workspace.path())
+            .args(extra)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("ACP_HOME", home.path())
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", mock_base)
+            .env("RUST_LOG", "acp=debug,warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut lines = BufReader::new(child.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let mut told = false;
+            while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                if !told && let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
+                    let _ = tx.send(rest.trim_end_matches('/').parse::<u16>().unwrap());
+                    told = true;
+                }
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        let port = rx
+            .recv_timeout(TIMEOUT)
+            .unwrap_or_else(|_| panic!("the gateway did not start:\n{}", stderr.lock().unwrap()));
+        Self { child, port, home, workspace, stderr }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// A WebSocket to it, the challenge already read.
+    pub fn socket(&self) -> (Client, Value) {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let (ws, _) = tokio_tungstenite::tungstenite::client::client(format!("ws://127.0.0.1:{}/", self.port), stream)
+            .unwrap_or_else(|e| panic!("WebSocket handshake failed: {e}"));
+        let mut client = Client { ws, next: 0 };
+        let challenge = client.recv();
+        assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
+        (client, challenge)
+    }
+
+    /// A connected operator (`scopes` as given).
+    pub fn client(&self, scopes: &[&str]) -> Client {
+        let (mut client, _) = self.socket();
+        let hello = client.request("connect", connect_params(Some(TOKEN), scopes));
+        assert_eq!(hello["ok"], true, "{hello}");
+        client
+    }
+
+    pub fn signal(&self, sig: &str) {
+        Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
+    }
+
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `connect` params as the stock CLI sends them.
+pub fn connect_params(token: Option<&str>, scopes: &[&str]) -> Value {
+    let mut params = json!({"minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "cli", "version": "test", "platform": "linux", "mode": "cli"},
+        "caps": [], "role": "operator", "scopes": scopes});
+    if let Some(token) = token {
+        params["auth"] = json!({"token": token});
+    }
+    params
+}
+
+pub struct Client {
+    pub ws: WebSocket<TcpStream>,
+    next: u64,
+}
+
+/// What reading a socket came to.
+#[derive(Debug, PartialEq)]
+pub enum Read_ {
+    Frame(Value),
+    Closed(Option<(u16, String)>),
+}
+
+impl Client {
+    pub fn send_text(&mut self, text: &str) {
+        self.ws.send(Message::Text(text.into())).unwrap();
+    }
+
+    pub fn send(&mut self, frame: &Value) {
+        self.send_text(&frame.to_string());
+    }
+
+    /// Sends a request; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> String {
+        self.next += 1;
+        let id = format!("{}:{method}", self.next);
+        self.send(&json!({"type": "req", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next frame or the close.
+    pub fn read(&mut self) -> Read_ {
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(text)) => return Read_::Frame(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(frame)) => {
+                    return Read_::Closed(
+                        frame.map(|CloseFrame { code, reason }| (u16::from(code), reason.to_string())),
+                    );
+                }
+                Ok(_) => continue,
+                Err(tokio_tungstenite::tungstenite::Error::ConnectionClosed) => return Read_::Closed(None),
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+
+    pub fn recv(&mut self) -> Value {
+        match self.read() {
+            Read_::Frame(v) => v,
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    /// Reads until the response to `id`; returns (what came before, the response).
+    pub fn until_response(&mut self, id: &str) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let frame = self.recv();
+            if frame["type"] == "res" && frame["id"] == id {
+                return (before, frame);
+            }
+            before.push(frame);
+        }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.until_response(&id).1
+    }
+
+    /// Reads events until `pred` holds for one; returns every event read, that one last.
+    pub fn until_event(&mut self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let frame = self.recv();
+            let done = frame["type"] == "event" && pred(&frame);
+            seen.push(frame);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Reads until the socket closes; returns the close code and reason, and the frames before.
+    pub fn until_closed(&mut self) -> (Vec<Value>, Option<(u16, String)>) {
+        let mut frames = Vec::new();
+        loop {
+            match self.read() {
+                Read_::Frame(v) => frames.push(v),
+                Read_::Closed(c) => return (frames, c),
+            }
+        }
+    }
+}
+
+/// Reads the rest of a stream (for a raw HTTP exchange).
+pub fn read_all(mut stream: TcpStream) -> String {
+    let mut out = String::new();
+    let _ = stream.read_to_string(&mut out);
+    out
+}
