@@ -102,7 +102,7 @@ struct Run {
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEnd {
-    Final { text: String },
+    Final { text: String, stop_reason: String },
     Aborted { text: String },
     Error { message: String },
 }
@@ -292,13 +292,18 @@ impl Hub {
             p
         });
         if let Some(payload) = payload {
+            if payload["state"] == "final" {
+                let message = json!({"sessionKey": payload["sessionKey"], "runId": payload["runId"],
+                    "message": payload["message"]});
+                self.to_subscribers("session.message", &message);
+            }
             self.broadcast("chat", &payload, false);
         }
         if let Some(run) = lock(&self.runs).remove(&turn) {
             let end = match outcome {
                 TurnOutcome::Failed { error, .. } => RunEnd::Error { message: error.message.clone() },
                 _ if aborted => RunEnd::Aborted { text: run.text },
-                _ => RunEnd::Final { text: run.text },
+                _ => RunEnd::Final { text: run.text, stop_reason: stop },
             };
             run.ended.send_replace(Some(end));
         }

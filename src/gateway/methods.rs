@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use super::handshake::{ADMIN, Client, READ, WRITE};
-use super::hub::Conn;
-use crate::runtime::{Op, UserBlock};
+use super::hub::{Conn, RunEnd, now_ms};
+use crate::runtime::{Op, Shown, UserBlock};
 
 /// Every method: its name and the scope it needs.
 pub const METHODS: &[(&str, &str)] = &[
@@ -27,11 +27,23 @@ pub const METHODS: &[(&str, &str)] = &[
     ("sessions.delete", ADMIN),
     ("chat.send", WRITE),
     ("chat.abort", WRITE),
+    ("chat.history", READ),
+    ("agent", WRITE),
+    ("agent.wait", READ),
 ];
 
 /// The events this gateway sends.
-pub const EVENTS: &[&str] =
-    &["connect.challenge", "agent", "chat", "sessions.changed", "health", "tick", "presence", "shutdown"];
+pub const EVENTS: &[&str] = &[
+    "connect.challenge",
+    "agent",
+    "chat",
+    "sessions.changed",
+    "session.message",
+    "health",
+    "tick",
+    "presence",
+    "shutdown",
+];
 
 fn schema(method: &str) -> Schema {
     let key = || Schema::NonEmptyString;
@@ -64,6 +76,21 @@ fn schema(method: &str) -> Schema {
             ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
         ]),
         "chat.abort" => Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)]),
+        "chat.history" => Schema::object(&[
+            ("sessionKey", key(), true),
+            ("limit", Schema::Integer { min: Some(1), max: None }, false),
+        ]),
+        "agent" => Schema::open_object(&[
+            ("message", Schema::String, true),
+            ("idempotencyKey", key(), true),
+            ("sessionKey", Schema::String, false),
+            ("agentId", Schema::String, false),
+            ("thinking", Schema::String, false),
+            ("timeout", Schema::Integer { min: Some(0), max: None }, false),
+        ]),
+        "agent.wait" => {
+            Schema::object(&[("runId", key(), true), ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false)])
+        }
         _ => Schema::open_object(&[]),
     }
 }
@@ -89,6 +116,9 @@ async fn dispatch(gw: &Gateway, client: &Client, conn: &Conn, request: &Request)
     let params = check_params(method, &schema(method), &request.params).map_err(ErrorShape::invalid)?;
     if method == "chat.send" {
         return chat_send(gw, conn, &request.id, &params).await.map(|()| None);
+    }
+    if method == "agent" {
+        return agent(gw, conn, &request.id, &params).await.map(|()| None);
     }
     answer(gw, conn, method, &params).await.map(Some)
 }
@@ -122,6 +152,8 @@ async fn answer(gw: &Gateway, conn: &Conn, method: &str, params: &Map<String, Va
             if method == "sessions.reset" { gw.reset(&key).await } else { gw.delete(&key).await }
         }
         "chat.abort" => chat_abort(gw, &text("sessionKey"), params.get("runId").and_then(Value::as_str)).await,
+        "chat.history" => chat_history(gw, &text("sessionKey"), params.get("limit").and_then(Value::as_u64)).await,
+        "agent.wait" => agent_wait(gw, &text("runId"), params.get("timeoutMs").and_then(Value::as_u64)).await,
         _ => Err(ErrorShape::invalid(format!("unknown method: {method}"))),
     }
 }
@@ -130,29 +162,82 @@ async fn answer(gw: &Gateway, conn: &Conn, method: &str, params: &Map<String, Va
 /// answer precedes the run's events.
 async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
     let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let (key, message, run_id) = (super::canonical_key(&text("sessionKey")), text("message"), text("idempotencyKey"));
-    if let Some(status) = gw.runs_seen(&run_id) {
-        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": status})));
-        return Ok(());
+    let (key, run_id) = (super::canonical_key(&text("sessionKey")), text("idempotencyKey"));
+    let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
+    let started = |_: &str| json!({"runId": run_id, "status": "started"});
+    if let Some(seen) = start_run(gw, conn, id, &key, &text("message"), &run_id, timeout, started).await? {
+        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": seen})));
+    }
+    Ok(())
+}
+
+/// The `agent` method: answered twice on one id — `accepted`, then the result when the run ends.
+async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
+    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let key =
+        super::canonical_key(&Some(text("sessionKey")).filter(|k| !k.is_empty()).unwrap_or_else(|| "main".into()));
+    let run_id = text("idempotencyKey");
+    let timeout = params.get("timeout").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_secs);
+    let accepted = |key: &str| json!({"runId": run_id, "sessionKey": key, "agentId": "main", "status": "accepted", "acceptedAt": now_ms()});
+    let seen = start_run(gw, conn, id, &key, &text("message"), &run_id, timeout, accepted).await?;
+    if seen.is_some() {
+        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "accepted", "sessionKey": key, "agentId": "main"})));
+    }
+    let result = match wait_for(gw, &run_id, None).await {
+        Some((RunEnd::Final { text, .. }, _)) => json!({"runId": run_id, "status": "ok", "summary": "completed",
+            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
+        Some((RunEnd::Aborted { text }, _)) => json!({"runId": run_id, "status": "aborted", "summary": "aborted",
+            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
+        Some((RunEnd::Error { message }, _)) => {
+            conn.send(&Frame::err(id, ErrorShape::new(code::UNAVAILABLE, message)));
+            return Ok(());
+        }
+        None => json!({"runId": run_id, "status": "ok", "summary": "completed"}),
+    };
+    conn.send(&Frame::ok(id, result));
+    Ok(())
+}
+
+/// Starts run `run_id` on session `key` with `message`, after answering `first` on `id`; `Some`
+/// (`in_flight` or `ok`) when the key was seen already and nothing started.
+#[allow(clippy::too_many_arguments)]
+async fn start_run(
+    gw: &Gateway,
+    conn: &Conn,
+    id: &str,
+    key: &str,
+    message: &str,
+    run_id: &str,
+    timeout: Option<Duration>,
+    first: impl FnOnce(&str) -> Value,
+) -> Result<Option<&'static str>, ErrorShape> {
+    if let Some(status) = gw.runs_seen(run_id) {
+        return Ok(Some(status));
     }
     if message.trim().is_empty() {
-        gw.run_done(&run_id);
-        return Err(ErrorShape::invalid("invalid chat.send params: `message` is empty"));
+        gw.run_done(run_id);
+        return Err(ErrorShape::invalid("`message` is empty"));
     }
-    let handle = match gw.open(&key).await {
+    let handle = match gw.open(key).await {
         Ok(h) => h,
         Err(e) => {
-            gw.run_done(&run_id);
+            gw.run_done(run_id);
             return Err(ErrorShape::new(code::UNAVAILABLE, e));
         }
     };
-    conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "started"})));
+    conn.send(&Frame::ok(id, first(key)));
     let turn = gw.runtime.next_turn_id();
-    let mut ended = gw.hub.start_run(turn, &run_id, &key);
-    let outcome = handle.prompt(turn, vec![UserBlock::Text { text: message }]);
-    let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
+    let ended = gw.hub.start_run(turn, run_id, key);
+    gw.runs_handle().attach(run_id, ended.clone());
+    gw.hub.to_subscribers(
+        "session.message",
+        &json!({"sessionKey": key, "runId": run_id,
+            "message": {"role": "user", "content": message, "timestamp": now_ms()}}),
+    );
+    let outcome = handle.prompt(turn, vec![UserBlock::Text { text: message.to_owned() }]);
     let done = gw.runs_handle();
-    let run = run_id.clone();
+    let run = run_id.to_owned();
+    let mut ended = ended;
     tokio::spawn(async move {
         match timeout {
             Some(limit) => {
@@ -170,7 +255,73 @@ async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Val
         let _ = ended.wait_for(Option::is_some).await;
         done.finish(&run);
     });
-    Ok(())
+    Ok(None)
+}
+
+/// Waits (up to `limit`) for run `id` to end: how, and when (Unix ms).
+async fn wait_for(gw: &Gateway, id: &str, limit: Option<Duration>) -> Option<(RunEnd, i64)> {
+    let (end, finished) = gw.runs_handle().watch(id)?;
+    let mut end = end?;
+    let waited = async { end.wait_for(Option::is_some).await.ok()?.clone() };
+    let ended = match limit {
+        Some(limit) => tokio::time::timeout(limit, waited).await.ok().flatten(),
+        None => waited.await,
+    }?;
+    Some((ended, finished.unwrap_or_else(now_ms)))
+}
+
+async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<Value, ErrorShape> {
+    if gw.runs_handle().watch(id).is_none() {
+        return Err(ErrorShape::new(code::NOT_FOUND, format!("unknown run: {id}")));
+    }
+    let limit = Duration::from_millis(timeout_ms.unwrap_or(30_000));
+    Ok(match wait_for(gw, id, Some(limit)).await {
+        Some((RunEnd::Final { text, stop_reason }, at)) => json!({"runId": id, "status": "ok", "endedAt": at,
+            "stopReason": stop_reason, "terminalReply": {"disposition": "visible", "text": text}}),
+        Some((RunEnd::Aborted { text }, at)) => json!({"runId": id, "status": "aborted", "endedAt": at,
+            "stopReason": "rpc", "terminalReply": {"disposition": "visible", "text": text}}),
+        Some((RunEnd::Error { message }, at)) => {
+            json!({"runId": id, "status": "error", "endedAt": at, "error": message})
+        }
+        None => json!({"runId": id, "status": "timeout"}),
+    })
+}
+
+/// A session's messages as the reference's `chat.history` gives them (user and assistant text).
+async fn chat_history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Value, ErrorShape> {
+    let key = super::canonical_key(key);
+    let shown = gw
+        .runtime
+        .history(&key)
+        .await
+        .map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?
+        .ok_or_else(|| ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`")))?;
+    let mut messages: Vec<Value> = Vec::new();
+    let mut last_text_id = None;
+    for item in shown {
+        match item {
+            Shown::User { blocks, .. } => {
+                last_text_id = None;
+                messages.push(json!({"role": "user", "content": crate::runtime::plain_text(&blocks)}));
+            }
+            Shown::Text { id, text } => {
+                if last_text_id.as_deref() == Some(id.as_str())
+                    && let Some(Value::String(t)) = messages.last_mut().and_then(|m| m.pointer_mut("/content/0/text"))
+                {
+                    t.push_str(&text);
+                } else {
+                    messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": text}]}));
+                    last_text_id = Some(id);
+                }
+            }
+            _ => last_text_id = None,
+        }
+    }
+    let total = messages.len();
+    let limit = limit.map_or(total, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let messages: Vec<Value> = messages.into_iter().skip(total.saturating_sub(limit)).collect();
+    Ok(json!({"sessionKey": key, "sessionId": key, "messages": messages, "hasMore": messages.len() < total,
+        "totalMessages": total}))
 }
 
 async fn chat_abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Value, ErrorShape> {

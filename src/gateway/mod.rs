@@ -52,17 +52,38 @@ pub fn canonical_key(key: &str) -> String {
     if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
 }
 
-/// Idempotency keys of runs: in flight, or finished (and when).
+/// Runs by idempotency key: in flight (watched until they end) or finished (kept for retries and
+/// `agent.wait`, 10 minutes and at most 10,000).
 #[derive(Default)]
-pub struct Runs(Mutex<HashMap<String, Option<Instant>>>);
+pub struct Runs(Mutex<HashMap<String, RunRecord>>);
+
+/// How a run ends, as it is watched.
+type EndWatch = tokio::sync::watch::Receiver<Option<hub::RunEnd>>;
+
+#[derive(Default)]
+struct RunRecord {
+    end: Option<EndWatch>,
+    /// When it finished: for expiry, and `endedAt`.
+    finished: Option<(Instant, i64)>,
+}
 
 impl Runs {
-    /// `finished` now.
+    /// The run finished now.
     pub fn finish(&self, id: &str) {
-        let mut runs = lock(&self.0);
-        if let Some(entry) = runs.get_mut(id) {
-            *entry = Some(Instant::now());
+        if let Some(record) = lock(&self.0).get_mut(id) {
+            record.finished = Some((Instant::now(), now_ms()));
         }
+    }
+
+    fn attach(&self, id: &str, end: EndWatch) {
+        if let Some(record) = lock(&self.0).get_mut(id) {
+            record.end = Some(end);
+        }
+    }
+
+    /// How run `id` ends (or ended), and when it did; `None` for a run never seen.
+    fn watch(&self, id: &str) -> Option<(Option<EndWatch>, Option<i64>)> {
+        lock(&self.0).get(id).map(|r| (r.end.clone(), r.finished.map(|(_, at)| at)))
     }
 }
 
@@ -192,18 +213,20 @@ impl Gateway {
     /// Whether run `id` was seen: `in_flight` or `ok`; a new one is recorded as in flight.
     fn runs_seen(&self, id: &str) -> Option<&'static str> {
         let mut runs = lock(&self.runs.0);
-        runs.retain(|_, done| done.is_none_or(|at| at.elapsed() < DEDUPE_TTL));
+        runs.retain(|_, r| r.finished.is_none_or(|(at, _)| at.elapsed() < DEDUPE_TTL));
         match runs.get(id) {
-            Some(None) => Some("in_flight"),
-            Some(Some(_)) => Some("ok"),
+            Some(RunRecord { finished: None, .. }) => Some("in_flight"),
+            Some(_) => Some("ok"),
             None => {
                 if runs.len() >= DEDUPE_MAX
-                    && let Some(oldest) =
-                        runs.iter().filter_map(|(k, d)| d.map(|at| (k.clone(), at))).min_by_key(|(_, at)| *at)
+                    && let Some(oldest) = runs
+                        .iter()
+                        .filter_map(|(k, r)| r.finished.map(|(at, _)| (k.clone(), at)))
+                        .min_by_key(|(_, at)| *at)
                 {
                     runs.remove(&oldest.0);
                 }
-                runs.insert(id.to_owned(), None);
+                runs.insert(id.to_owned(), RunRecord::default());
                 None
             }
         }

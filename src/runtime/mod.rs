@@ -28,7 +28,7 @@ pub use mcp::SessionCommand;
 pub use op::{Mode, Op, TurnId};
 pub use session::SessionHandle;
 // What surfaces show of a session and its turns.
-pub use crate::history::input::UserBlock;
+pub use crate::history::input::{UserBlock, plain_text};
 pub use crate::history::replay::Shown;
 pub use crate::providers::Usage;
 pub use crate::settings::ReasoningEffort;
@@ -403,6 +403,18 @@ impl Runtime {
             sessions: sessions.into_iter().map(SessionSummary::from).collect(),
             next_cursor: next.map(|c| c.encode()),
         })
+    }
+
+    /// What a stored session showed, in order, read from its transcript (also while it is open:
+    /// a transcript is only appended to). `None`: no such session.
+    pub async fn history(&self, id: &str) -> Result<Option<Vec<Shown>>, String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.read_session(&id))
+            .await
+            .map_err(|e| format!("reading the session failed: {e}"))?
+            .map(|found| found.map(|(_, replay)| replay.shown))
+            .map_err(|e| e.to_string())
     }
 
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in

@@ -42,7 +42,10 @@ fn the_handshake_as_captured() {
             "sessions.reset",
             "sessions.delete",
             "chat.send",
-            "chat.abort"
+            "chat.abort",
+            "chat.history",
+            "agent",
+            "agent.wait"
         ]
     );
     assert_eq!(ok["auth"], json!({"method": "token", "role": "operator", "scopes": ["operator.read"]}));
@@ -350,4 +353,50 @@ fn the_web_chat_page_is_served_with_a_strict_policy() {
     assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 403"), "{}", String::from_utf8_lossy(&head[..n]));
     let _: Option<Client> = None;
     let _ = Read_::Closed(None);
+}
+
+#[test]
+fn the_agent_method_answers_twice_and_history_and_subscribers_see_the_run() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from the agent."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    let mut subscriber = gw.client(&["operator.read"]);
+    assert_eq!(subscriber.request("sessions.subscribe", json!({}))["ok"], true);
+    let id = client.send_request(
+        "agent",
+        json!({"message": "Say hello.", "agentId": "main", "sessionKey": "wire-agent",
+        "idempotencyKey": "g1"}),
+    );
+    let (_, accepted) = client.until_response(&id);
+    let accepted = &accepted["payload"];
+    assert_eq!((&accepted["runId"], &accepted["status"]), (&json!("g1"), &json!("accepted")));
+    assert_eq!(accepted["sessionKey"], "agent:main:wire-agent");
+    let (_, result) = client.until_response(&id);
+    assert_eq!(
+        result["payload"],
+        json!({"runId": "g1", "status": "ok", "summary": "completed",
+            "result": {"payloads": [{"text": "Hello from the agent.", "mediaUrl": null}], "meta": {}}})
+    );
+    let wait = client.request("agent.wait", json!({"runId": "g1", "timeoutMs": 1000}))["payload"].clone();
+    assert_eq!((&wait["status"], &wait["stopReason"]), (&json!("ok"), &json!("stop")));
+    assert_eq!(wait["terminalReply"], json!({"disposition": "visible", "text": "Hello from the agent."}));
+    assert!(wait["endedAt"].is_i64());
+    assert_eq!(client.request("agent.wait", json!({"runId": "nope"}))["error"]["code"], "NOT_FOUND");
+    // The subscriber saw the session's messages; a plain socket does not get them.
+    let seen =
+        subscriber.until_event(|e| e["event"] == "session.message" && e["payload"]["message"]["role"] == "assistant");
+    let messages: Vec<&Value> =
+        seen.iter().filter(|e| e["event"] == "session.message").map(|e| &e["payload"]["message"]).collect();
+    assert_eq!(messages[0]["content"], "Say hello.");
+    assert_eq!(messages[1]["content"][0]["text"], "Hello from the agent.");
+    assert!(seen.iter().any(|e| e["event"] == "sessions.changed"), "the session was created");
+    let history = client.request("chat.history", json!({"sessionKey": "wire-agent", "limit": 10}))["payload"].clone();
+    assert_eq!(history["sessionKey"], "agent:main:wire-agent");
+    assert_eq!(
+        history["messages"],
+        json!([{"role": "user", "content": "Say hello."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hello from the agent."}]}])
+    );
+    assert_eq!(client.request("chat.history", json!({"sessionKey": "nobody"}))["error"]["code"], "NOT_FOUND");
 }
