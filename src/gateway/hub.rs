@@ -300,6 +300,7 @@ impl Hub {
             self.broadcast("chat", &payload, false);
         }
         if let Some(run) = lock(&self.runs).remove(&turn) {
+            self.to_subscribers("sessions.changed", &json!({"sessionKey": run.session_key, "reason": "run"}));
             let end = match outcome {
                 TurnOutcome::Failed { error, .. } => RunEnd::Error { message: error.message.clone() },
                 _ if aborted => RunEnd::Aborted { text: run.text },

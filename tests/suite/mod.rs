@@ -23,3 +23,4 @@ mod sessions_cli;
 mod streaming;
 mod tidy;
 mod tools;
+mod webchat;
