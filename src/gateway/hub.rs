@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use acp_protocol::gateway::Frame;
+
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
@@ -64,6 +65,12 @@ impl Conn {
     /// Sends an event with this connection's next `seq`; a droppable one is dropped for a client
     /// that is behind.
     pub fn event(&self, event: &str, payload: &Value, droppable: bool, state_version: Option<&Value>) {
+        let shared = Shared::new(event, payload, state_version);
+        self.shared_event(&shared, droppable);
+    }
+
+    /// The same, for an event serialised once for every connection.
+    fn shared_event(&self, event: &Shared, droppable: bool) {
         let queued = self.queued.load(Ordering::Relaxed);
         if queued > MAX_BUFFERED {
             let _ = self.tx.send(Out::Close(acp_protocol::gateway::close::TRY_AGAIN, "slow consumer".into()));
@@ -74,17 +81,40 @@ impl Conn {
             return;
         }
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let frame = Frame::Event {
-            event: event.into(),
-            payload: Some(payload.clone()),
-            seq: Some(seq),
-            state_version: state_version.cloned(),
-        };
-        self.push(frame.to_text());
+        self.push(event.with_seq(seq));
     }
 
     pub fn close(&self, code: u16, reason: &str) {
         let _ = self.tx.send(Out::Close(code, reason.into()));
+    }
+}
+
+/// An event serialised once: everything but the connection's `seq`, which is spliced in.
+struct Shared {
+    /// `{"type":"event","event":…,"payload":…` (and `stateVersion`), without the closing brace.
+    head: String,
+}
+
+impl Shared {
+    fn new(event: &str, payload: &Value, state_version: Option<&Value>) -> Self {
+        let frame = Frame::Event {
+            event: event.into(),
+            payload: Some(payload.clone()),
+            seq: None,
+            state_version: state_version.cloned(),
+        };
+        let mut head = frame.to_text();
+        head.pop(); // the closing brace
+        Self { head }
+    }
+
+    fn with_seq(&self, seq: u64) -> String {
+        let mut text = String::with_capacity(self.head.len() + 24);
+        text.push_str(&self.head);
+        text.push_str(",\"seq\":");
+        text.push_str(&seq.to_string());
+        text.push('}');
+        text
     }
 }
 
@@ -143,18 +173,20 @@ impl Hub {
         lock(&self.conns).values().cloned().collect()
     }
 
-    /// An event to every connection.
+    /// An event to every connection (serialised once).
     pub fn broadcast(&self, event: &str, payload: &Value, droppable: bool) {
+        let shared = Shared::new(event, payload, None);
         for conn in self.all() {
-            conn.event(event, payload, droppable, None);
+            conn.shared_event(&shared, droppable);
         }
     }
 
     /// An event to the connections that subscribed to session events.
     pub fn to_subscribers(&self, event: &str, payload: &Value) {
+        let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.subscribed.load(Ordering::Relaxed) {
-                conn.event(event, payload, false, None);
+                conn.shared_event(&shared, false);
             }
         }
     }
@@ -345,5 +377,24 @@ impl EventSink for HubSink {
             ),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_event_reads_as_one_serialised_whole() {
+        let payload = json!({"a": [1, "}"]});
+        let shared = Shared::new("chat", &payload, Some(&json!({"health": 1})));
+        let frame = Frame::Event {
+            event: "chat".into(),
+            payload: Some(payload),
+            seq: Some(7),
+            state_version: Some(json!({"health": 1})),
+        };
+        let spliced: Value = serde_json::from_str(&shared.with_seq(7)).unwrap();
+        assert_eq!(spliced, serde_json::to_value(&frame).unwrap());
     }
 }

@@ -101,9 +101,13 @@ fn upgrade(mut req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::So
     tokio::spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
+                // Small buffers: a thousand idle clients must stay cheap (the defaults are 128 KiB
+                // each way per connection); frames are written as they come.
                 let config = WebSocketConfig::default()
                     .max_message_size(Some(super::MAX_PAYLOAD))
-                    .max_frame_size(Some(super::MAX_PAYLOAD));
+                    .max_frame_size(Some(super::MAX_PAYLOAD))
+                    .read_buffer_size(4096)
+                    .write_buffer_size(0);
                 let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
                 super::conn::run(ws, gateway, peer).await;
             }
