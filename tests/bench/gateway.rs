@@ -66,7 +66,11 @@ fn start(mock: &MockModel) -> Gw {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "the gateway did not start");
+        if lines.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway did not start");
+        }
         if let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
             let started = t.elapsed();
             let port = rest.trim_end_matches('/').parse().unwrap();
