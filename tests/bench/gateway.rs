@@ -49,7 +49,7 @@ impl Drop for Gw {
 fn start(mock: &MockModel) -> Gw {
     let home = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
+    let child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
         .arg(home.path())
         .env_clear()
@@ -62,20 +62,18 @@ fn start(mock: &MockModel) -> Gw {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap());
+    // Reaped when dropped, whatever happens below.
+    let mut gw = Gw { child, port: 0, _home: home, started: Duration::ZERO };
+    let mut lines = BufReader::new(gw.child.stderr.take().unwrap());
     let mut line = String::new();
     loop {
         line.clear();
-        if lines.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the gateway did not start");
-        }
+        assert!(lines.read_line(&mut line).unwrap_or(0) > 0, "the gateway did not start");
         if let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
-            let started = t.elapsed();
-            let port = rest.trim_end_matches('/').parse().unwrap();
+            gw.started = t.elapsed();
+            gw.port = rest.trim_end_matches('/').parse().unwrap();
             std::thread::spawn(move || while lines.read_line(&mut String::new()).unwrap_or(0) > 0 {});
-            return Gw { child, port, _home: home, started };
+            return gw;
         }
     }
 }
