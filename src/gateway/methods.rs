@@ -24,6 +24,7 @@ pub const METHODS: &[(&str, &str)] = &[
     ("sessions.subscribe", READ),
     ("sessions.unsubscribe", READ),
     ("sessions.reset", WRITE),
+    ("sessions.patch", WRITE),
     ("sessions.delete", ADMIN),
     ("chat.send", WRITE),
     ("chat.abort", WRITE),
@@ -76,6 +77,12 @@ fn schema(method: &str) -> Schema {
             ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
         ]),
         "chat.abort" => Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)]),
+        "sessions.patch" => Schema::object(&[
+            ("key", key(), true),
+            ("model", Schema::String, false),
+            ("thinking", Schema::String, false),
+            ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
+        ]),
         "chat.history" => Schema::object(&[
             ("sessionKey", key(), true),
             ("limit", Schema::Integer { min: Some(1), max: None }, false),
@@ -153,6 +160,7 @@ async fn answer(gw: &Gateway, conn: &Conn, method: &str, params: &Map<String, Va
         }
         "chat.abort" => chat_abort(gw, &text("sessionKey"), params.get("runId").and_then(Value::as_str)).await,
         "chat.history" => chat_history(gw, &text("sessionKey"), params.get("limit").and_then(Value::as_u64)).await,
+        "sessions.patch" => sessions_patch(gw, params).await,
         "agent.wait" => agent_wait(gw, &text("runId"), params.get("timeoutMs").and_then(Value::as_u64)).await,
         _ => Err(ErrorShape::invalid(format!("unknown method: {method}"))),
     }
@@ -285,6 +293,39 @@ async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<V
         }
         None => json!({"runId": id, "status": "timeout"}),
     })
+}
+
+/// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
+async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
+    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
+    let key = super::canonical_key(&text("key").unwrap_or_default());
+    let config = gw.runtime.config();
+    let mut ops = Vec::new();
+    if let Some(model) = text("model") {
+        let (model, _) = config
+            .resolve_model(&model)
+            .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: at /model: {e}")))?;
+        ops.push(Op::SetModel(model));
+    }
+    if let Some(level) = text("thinking") {
+        let effort = match level.as_str() {
+            "off" | "default" => None,
+            other => Some(crate::runtime::ReasoningEffort::parse(other).ok_or_else(|| {
+                ErrorShape::invalid("invalid sessions.patch params: at /thinking: use off, low, medium or high")
+            })?),
+        };
+        ops.push(Op::SetReasoning(effort));
+    }
+    if let Some(mode) = text("mode").and_then(|m| crate::runtime::Mode::parse(&m)) {
+        ops.push(Op::SetMode(mode));
+    }
+    let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+    for op in ops {
+        handle.send(op);
+    }
+    handle.settled().await;
+    gw.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "patch"}));
+    Ok(json!({"ok": true, "key": key}))
 }
 
 /// A session's messages as the reference's `chat.history` gives them (user and assistant text).

@@ -103,8 +103,7 @@ impl Gateway {
     pub fn new(config: Config, options: &Options) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let sink = Arc::new(HubSink(hub.clone()));
-        // No one to ask: a run whose tool needs a question is refused (the mode decides what runs).
-        let host = Arc::new(crate::runtime::host::LocalHost);
+        let host = Arc::new(GatewayHost);
         let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
         Arc::new(Self {
             runtime,
@@ -369,6 +368,46 @@ impl Gateway {
         while self.hub.count() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// Files on disk; approval questions cannot be asked on this surface yet, so a call that needs
+/// one is refused with a message that says what to change (the session's mode decides the rest).
+struct GatewayHost;
+
+/// Why a gateway run cannot ask.
+pub const UNASKABLE: &str = "gateway runs have no one to ask for approval; allow it with an \"always\" rule \
+     ([[permissions]] in config.toml) or run it from an editor";
+
+impl crate::runtime::host::Host for GatewayHost {
+    async fn read_text_file(
+        &self,
+        session: &str,
+        path: &std::path::Path,
+        range: Option<crate::runtime::host::LineRange>,
+        cancel: &CancellationToken,
+    ) -> Result<String, crate::runtime::host::FsError> {
+        crate::runtime::host::Host::read_text_file(&crate::runtime::host::LocalHost, session, path, range, cancel).await
+    }
+
+    async fn write_text_file(
+        &self,
+        session: &str,
+        path: &std::path::Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), crate::runtime::host::FsError> {
+        crate::runtime::host::Host::write_text_file(&crate::runtime::host::LocalHost, session, path, content, cancel)
+            .await
+    }
+
+    async fn request_permission(
+        &self,
+        _session: &str,
+        _request: &crate::runtime::host::PermissionRequest,
+        _cancel: &CancellationToken,
+    ) -> crate::runtime::host::PermissionAnswer {
+        crate::runtime::host::PermissionAnswer::Unaskable(UNASKABLE.into())
     }
 }
 

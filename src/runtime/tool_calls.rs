@@ -336,7 +336,7 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
                     env.cancel.cancel();
                     None
                 }
-                PermissionAnswer::NoAnswer => None,
+                PermissionAnswer::NoAnswer | PermissionAnswer::Unaskable(_) => None,
             };
             match chosen {
                 Some(kind) => {
@@ -360,7 +360,13 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
                 None if env.cancel.is_cancelled() => {
                     finish_unrun(env, &ready, "Cancelled", "the user cancelled the turn").into()
                 }
-                None => finish_unrun(env, &ready, "Not approved", "the user did not approve this action").into(),
+                None => match &answer {
+                    PermissionAnswer::Unaskable(why) => {
+                        finish_unrun(env, &ready, &format!("Not run: {why}"), &format!("it needs approval and {why}"))
+                            .into()
+                    }
+                    _ => finish_unrun(env, &ready, "Not approved", "the user did not approve this action").into(),
+                },
             }
         }
     }

@@ -70,6 +70,8 @@ pub enum PermissionAnswer {
     Cancelled,
     /// No choice came back: the user could not be asked, or the answer made no sense.
     NoAnswer,
+    /// The surface has no way to ask anyone; says why, and what to change instead.
+    Unaskable(String),
 }
 
 /// A question with a form, from a tool's server (MCP elicitation) to the user.

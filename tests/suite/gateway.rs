@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Client, Gateway, Read_, TOKEN, connect_params};
 use crate::support::mock_model::MockModel;
-use crate::support::script::{endless_text, text};
+use crate::support::script::{calls, endless_text, result_for, text};
 
 fn names(list: &Value) -> Vec<String> {
     list.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
@@ -40,6 +40,7 @@ fn the_handshake_as_captured() {
             "sessions.subscribe",
             "sessions.unsubscribe",
             "sessions.reset",
+            "sessions.patch",
             "sessions.delete",
             "chat.send",
             "chat.abort",
@@ -476,4 +477,60 @@ fn the_real_openclaw_cli_works_against_it() {
     let (ok, out) = openclaw(&gw, state.path(), &["gateway", "call", "health", "--url", &url, "--token", "wrong"]);
     assert!(!ok);
     assert!(out.contains("gateway token mismatch"), "{out}");
+}
+
+#[test]
+fn a_call_that_needs_a_question_is_refused_saying_why_and_patch_changes_the_mode() {
+    let mock = MockModel::start();
+    mock.push(calls("anthropic", &[("f1", "web_fetch", json!({"url": "https://example.org/"}))]));
+    mock.push(text("anthropic", "I could not fetch it."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    client.request("chat.send", json!({"sessionKey": "wire-ask", "message": "fetch", "idempotencyKey": "q1"}));
+    let frames = client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final");
+    let result = result_for("anthropic", &mock.requests()[1].body, "f1");
+    assert!(result.contains("gateway runs have no one to ask for approval"), "{result}");
+    let tool = frames
+        .iter()
+        .find(|f| {
+            f["event"] == "agent" && f["payload"]["stream"] == "tool" && f["payload"]["data"]["phase"] == "result"
+        })
+        .expect("the tool's result event");
+    assert_eq!(tool["payload"]["data"]["isError"], true);
+    assert!(
+        tool["payload"]["data"]["result"].as_str().unwrap().starts_with("Not run: gateway runs have no one to ask")
+    );
+    // Ask mode, from the next run on.
+    let r = client.request("sessions.patch", json!({"key": "wire-ask", "mode": "ask", "thinking": "high"}));
+    assert_eq!(r["payload"], json!({"ok": true, "key": "agent:main:wire-ask"}), "{r}");
+    let r = client.request("sessions.patch", json!({"key": "wire-ask", "model": "nope/nope"}));
+    assert!(r["error"]["message"].as_str().unwrap().starts_with("invalid sessions.patch params: at /model: "), "{r}");
+}
+
+#[test]
+fn a_client_that_stops_reading_loses_deltas_not_the_end_of_the_run() {
+    let mock = MockModel::start();
+    mock.push(endless_text(&"x".repeat(4000)));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut reader = gw.client(&["operator.admin"]);
+    let mut slow = gw.client(&["operator.read"]);
+    reader.request("chat.send", json!({"sessionKey": "wire-slow", "message": "go", "idempotencyKey": "w1"}));
+    // Let several MiB stream while `slow` reads nothing.
+    let mut streamed = 0usize;
+    while streamed < 32 << 20 {
+        let frame = reader.recv();
+        streamed += frame.to_string().len();
+    }
+    let id = reader.send_request("chat.abort", json!({"sessionKey": "wire-slow"}));
+    reader.until_response(&id);
+    let frames = slow.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "aborted");
+    let deltas = frames.iter().filter(|f| f["event"] == "chat" && f["payload"]["state"] == "delta").count();
+    let aborted = &frames.last().unwrap()["payload"];
+    let text = aborted["message"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.len() >= 4000, "the end carries the whole text");
+    // Its own events stay numbered without gaps: what was dropped was never numbered.
+    let seqs: Vec<u64> = frames.iter().filter_map(|f| f["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert!(deltas * 4000 < text.len(), "some deltas were dropped for the slow client ({deltas} kept)");
+    assert_eq!(slow.request("health", json!({}))["ok"], true, "and it is still connected");
 }
