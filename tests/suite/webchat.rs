@@ -1,9 +1,11 @@
 //! The gateway's web chat in real headless Chromium (Debian's `chromium`, driven by
 //! `playwright-core`; tests/webchat/webchat.mjs): log in with the token, a streamed reply rendered
-//! as Markdown, a reply made of HTML and script shown as text, a run stopped, a screenshot.
+//! as Markdown, a reply made of HTML and script shown as text, a run stopped, a screenshot, and
+//! the page reconnecting by itself after the gateway restarts.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -27,22 +29,33 @@ fn the_web_chat_in_chromium() {
         "Look: <img src=x onerror=\"window.__pwned = true\"> and <script>window.__pwned = true</script>",
     ));
     mock.push(endless_text("Counting: "));
-    let gw = Gateway::start(&mock.base(), &[]);
+    let mut gw = Some(Gateway::start(&mock.base(), &[]));
+    let port = gw.as_ref().unwrap().port;
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webchat.png");
-    let out = Command::new("node")
+    let mut node = Command::new("node")
         .arg(dir.join("webchat.mjs"))
-        .arg(format!("http://127.0.0.1:{}/", gw.port))
+        .arg(format!("http://127.0.0.1:{port}/"))
         .arg(TOKEN)
         .arg(&shot)
         .env("CHROMIUM", &chromium)
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("no report ({e}):\n{stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), gw.stderr())
-    });
-    assert!(out.status.success(), "failures: {:#}\ngateway:\n{}", report["failures"], gw.stderr());
-    assert_eq!(report["steps"].as_array().unwrap().len(), 6, "{report:#}");
+    let mut report = None;
+    for line in BufReader::new(node.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line == "RESTART" {
+            // The page asks for a gateway restart: same port, same store.
+            gw = Some(gw.take().unwrap().restart(&mock.base()));
+        } else if let Some(json) = line.strip_prefix("REPORT ") {
+            report = Some(serde_json::from_str::<Value>(json).unwrap());
+        }
+    }
+    let status = node.wait().unwrap();
+    let gw = gw.unwrap();
+    let report = report.unwrap_or_else(|| panic!("no report from the page\n{}", gw.stderr()));
+    assert!(status.success(), "failures: {:#}\ngateway:\n{}", report["failures"], gw.stderr());
+    assert_eq!(report["steps"].as_array().unwrap().len(), 7, "{report:#}");
     assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "a screenshot at {}", shot.display());
     println!("web chat screenshot: {}", shot.display());
 }

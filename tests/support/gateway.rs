@@ -32,9 +32,15 @@ impl Gateway {
     }
 
     pub fn start_in(home: tempfile::TempDir, mock_base: &str, extra: &[&str]) -> Self {
+        Self::start_on(home, 0, mock_base, extra)
+    }
+
+    /// Starts it on `port` (0: any free one) with `home` as `$ACP_HOME`.
+    pub fn start_on(home: tempfile::TempDir, port: u16, mock_base: &str, extra: &[&str]) -> Self {
         let workspace = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
+            .args(["gateway", "--listen", &listen, "--token", TOKEN, "--workspace"])
             .arg(workspace.path())
             .args(extra)
             .env_clear()
@@ -108,6 +114,16 @@ impl Gateway {
             assert!(Instant::now() < deadline, "the gateway did not exit:\n{}", self.stderr());
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+impl Gateway {
+    /// Stops it (SIGKILL) and starts another on the same port and home.
+    pub fn restart(mut self, mock_base: &str) -> Self {
+        let home = std::mem::replace(&mut self.home, tempfile::tempdir().unwrap());
+        let port = self.port;
+        drop(self);
+        Self::start_on(home, port, mock_base, &[])
     }
 }
 

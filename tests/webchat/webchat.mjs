@@ -61,11 +61,18 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll(".msg.assistant")].some((m) => m.textContent.includes("(stopped)")));
   check("stopped", true);
   await page.screenshot({ path: screenshot, fullPage: true });
+
+  // 4. The gateway restarts: the page sees it go and comes back by itself.
+  process.stdout.write("RESTART\n");
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("disconnected"));
+  await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
+  await page.waitForFunction(() => [...document.querySelectorAll(".msg.user")].some((m) => m.textContent === "Say hello"));
+  check("reconnected after a restart, history shown", true);
   check("no page errors", errors.length === 0, errors);
 } catch (e) {
   report.failures.push({ what: "exception", detail: String(e && e.stack || e) });
 } finally {
   await browser.close();
 }
-process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+process.stdout.write("REPORT " + JSON.stringify(report) + "\n");
 process.exit(report.failures.length === 0 ? 0 : 1);
