@@ -100,7 +100,14 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     let ticker = tokio::spawn(ticks(gw.clone(), conn.clone()));
     // The first health push, as the reference sends one just after hello.
     conn.event("health", &gw.health(), false, Some(&gw.state_version()));
-    while let Some(message) = stream.next().await {
+    loop {
+        let message = tokio::select! {
+            () = conn.dropped_out.cancelled() => break,
+            message = stream.next() => match message {
+                Some(m) => m,
+                None => break,
+            },
+        };
         let text = match message {
             Ok(Message::Text(text)) => text.to_string(),
             Ok(Message::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -128,7 +135,11 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     tracing::info!(%peer, conn = %client.conn_id, dropped = conn.dropped.load(Ordering::Relaxed), "gateway client left");
     conn.close(gateway::close::NORMAL, "");
     drop(conn);
-    let _ = writer.await;
+    // A writer stuck on a client that reads nothing is not waited for long.
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {
+        abort.abort();
+    }
 }
 
 /// The first frame: `Ok` once `hello-ok` is sent; else the close code and reason (after the

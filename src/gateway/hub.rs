@@ -38,6 +38,10 @@ pub struct Conn {
     /// Whether it gets `sessions.changed` and `session.message`.
     pub subscribed: std::sync::atomic::AtomicBool,
     pub dropped: AtomicU64,
+    /// Past the buffer cap: it is being closed, and nothing more is queued for it.
+    pub closing: std::sync::atomic::AtomicBool,
+    /// Fires when it is closed as too slow (its reader stops waiting for it).
+    pub dropped_out: tokio_util::sync::CancellationToken,
 }
 
 impl Conn {
@@ -49,15 +53,29 @@ impl Conn {
             queued: Arc::new(AtomicUsize::new(0)),
             subscribed: Default::default(),
             dropped: AtomicU64::new(0),
+            closing: Default::default(),
+            dropped_out: tokio_util::sync::CancellationToken::new(),
         }
     }
 
+    /// Queues a frame, unless the client is too far behind: then it is closed instead (a client
+    /// that sends requests and never reads cannot make the gateway hold their answers forever).
     fn push(&self, text: String) {
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.queued.load(Ordering::Relaxed) > MAX_BUFFERED {
+            self.closing.store(true, Ordering::Relaxed);
+            self.dropped_out.cancel();
+            tracing::warn!(conn = self.id, "a client fell too far behind; closing it");
+            let _ = self.tx.send(Out::Close(acp_protocol::gateway::close::TRY_AGAIN, "slow consumer".into()));
+            return;
+        }
         self.queued.fetch_add(text.len(), Ordering::Relaxed);
         let _ = self.tx.send(Out::Text(text));
     }
 
-    /// Sends a frame (responses are never dropped).
+    /// Sends a frame (responses are dropped only for a client being closed as too slow).
     pub fn send(&self, frame: &Frame) {
         self.push(frame.to_text());
     }
@@ -72,10 +90,6 @@ impl Conn {
     /// The same, for an event serialised once for every connection.
     fn shared_event(&self, event: &Shared, droppable: bool) {
         let queued = self.queued.load(Ordering::Relaxed);
-        if queued > MAX_BUFFERED {
-            let _ = self.tx.send(Out::Close(acp_protocol::gateway::close::TRY_AGAIN, "slow consumer".into()));
-            return;
-        }
         if droppable && queued > SOFT_BUFFER {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;

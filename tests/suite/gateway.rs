@@ -534,3 +534,39 @@ fn a_client_that_stops_reading_loses_deltas_not_the_end_of_the_run() {
     assert!(deltas * 4000 < text.len(), "some deltas were dropped for the slow client ({deltas} kept)");
     assert_eq!(slow.request("health", json!({}))["ok"], true, "and it is still connected");
 }
+
+#[test]
+fn a_client_that_floods_requests_and_never_reads_is_dropped_and_others_go_on() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut flood = gw.client(&["operator.admin"]);
+    // Never read: each answer (the model list, a few KiB) piles up until the gateway gives up.
+    flood.ws.get_ref().set_nonblocking(false).unwrap();
+    let request = json!({"type": "req", "id": "x", "method": "models.list", "params": {}}).to_string();
+    let mut sent = 0u64;
+    // Only a guard against a hang: the flood ends when the gateway drops the client.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while std::time::Instant::now() < deadline {
+        use tokio_tungstenite::tungstenite::Message;
+        // Written without waiting for anything; a closed socket ends the flood.
+        if flood.ws.write(Message::Text(request.clone().into())).is_err() || flood.ws.flush().is_err() {
+            break;
+        }
+        sent += 1;
+        if sent.is_multiple_of(1000) && gw.stderr().contains("a client fell too far behind; closing it") {
+            break;
+        }
+    }
+    assert!(gw.stderr().contains("a client fell too far behind; closing it"), "sent {sent}:\n{}", gw.stderr());
+    // The gateway itself is fine.
+    let mut other = gw.client(&["operator.read"]);
+    assert_eq!(other.request("health", json!({}))["ok"], true);
+    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", gw.child.id()))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(rss_kib < 200 * 1024, "peak RSS {rss_kib} KiB after {sent} unread requests");
+}
