@@ -49,21 +49,41 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     let conn = Arc::new(Conn::new(gw.hub.next_conn_id(), tx));
     let queued = conn.queued.clone();
     let writer = tokio::spawn(async move {
-        while let Some(out) = rx.recv().await {
-            match out {
-                Out::Text(text) => {
-                    let n = text.len();
-                    let sent = sink.send(Message::Text(text.into())).await;
-                    queued.fetch_sub(n, Ordering::Relaxed);
-                    if sent.is_err() {
+        // Whatever is queued goes out together: one write for a delta's `agent` and `chat`
+        // events, or for a burst.
+        let mut batch = Vec::new();
+        'writing: while let Some(out) = rx.recv().await {
+            batch.push(out);
+            while batch.len() < 64 {
+                match rx.try_recv() {
+                    Ok(out) => batch.push(out),
+                    Err(_) => break,
+                }
+            }
+            let mut written = 0;
+            let mut close = None;
+            for out in batch.drain(..) {
+                match out {
+                    Out::Text(text) => {
+                        written += text.len();
+                        if sink.feed(Message::Text(text.into())).await.is_err() {
+                            break 'writing;
+                        }
+                    }
+                    Out::Close(code, reason) => {
+                        close = Some(CloseFrame { code: code.into(), reason: reason.into() });
                         break;
                     }
                 }
-                Out::Close(code, reason) => {
-                    let frame = CloseFrame { code: code.into(), reason: reason.into() };
-                    let _ = sink.send(Message::Close(Some(frame))).await;
-                    break;
-                }
+            }
+            let flushed = sink.flush().await;
+            queued.fetch_sub(written, Ordering::Relaxed);
+            if let Some(frame) = close {
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                break;
+            }
+            if flushed.is_err() {
+                break;
             }
         }
         let _ = sink.close().await;

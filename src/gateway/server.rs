@@ -102,12 +102,12 @@ fn upgrade(mut req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::So
         match on_upgrade.await {
             Ok(upgraded) => {
                 // Small buffers: a thousand idle clients must stay cheap (the defaults are 128 KiB
-                // each way per connection); frames are written as they come.
+                // each way per connection); the writer flushes each batch it sends.
                 let config = WebSocketConfig::default()
                     .max_message_size(Some(super::MAX_PAYLOAD))
                     .max_frame_size(Some(super::MAX_PAYLOAD))
                     .read_buffer_size(4096)
-                    .write_buffer_size(0);
+                    .write_buffer_size(16 << 10);
                 let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
                 super::conn::run(ws, gateway, peer).await;
             }
