@@ -91,6 +91,11 @@ fn choose<'a>(id: &'static str, asked: &'a mut Vec<Value>) -> impl FnMut(&Value)
     }
 }
 
+/// config.toml with the stub in `tools` mode as server `stub`.
+fn stub_config() -> String {
+    format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()))
+}
+
 fn toml_path(path: &str) -> String {
     serde_json::to_string(path).unwrap()
 }
@@ -222,7 +227,7 @@ fn session_new_answers_while_a_server_hangs_and_the_prompt_waits_for_it_until_ca
 fn a_server_that_exits_mid_call_fails_the_call_and_is_started_again_next_time() {
     let api = "anthropic";
     let mock = MockModel::start();
-    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let config = stub_config();
     mock.push(calls(api, &[("p1", "mcp__stub__pid", json!({}))]));
     mock.push(calls(api, &[("x1", "mcp__stub__die", json!({}))]));
     mock.push(text(api, "It died."));
@@ -294,7 +299,7 @@ fn sessions_with_the_same_server_share_one_process() {
     let api = "anthropic";
     let mock = MockModel::start();
     let ws = tempfile::tempdir().unwrap();
-    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let config = stub_config();
     let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
     agent.initialize();
     let mut pids = Vec::new();
@@ -468,7 +473,7 @@ fn servers_stop_with_the_agent_whether_it_exits_or_is_killed() {
         // Killed, the agent cannot clean up: its direct child gets SIGKILL from the kernel.
         // The stub ignores the end of its stdin, as server-everything does.
         let config = if killed {
-            format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()))
+            stub_config()
         } else {
             let command = format!("python3 {} tools; true", stub());
             format!("[mcp_servers.stub]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n", toml_path(&command))
@@ -596,7 +601,7 @@ fn a_servers_prompts_are_slash_commands() {
 fn a_server_that_changes_its_tools_is_listed_again() {
     let api = "anthropic";
     let mock = MockModel::start();
-    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let config = stub_config();
     mock.push(calls(api, &[("g1", "mcp__stub__grow", json!({}))]));
     mock.push(text(api, "Grown."));
     let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
@@ -677,7 +682,7 @@ fn a_server_stops_with_the_last_session_that_uses_it() {
     let api = "anthropic";
     let mock = MockModel::start();
     let ws = tempfile::tempdir().unwrap();
-    let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+    let config = stub_config();
     let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
     agent.initialize();
     let first = agent.new_session_in(ws.path(), json!({}));
@@ -709,7 +714,7 @@ fn without_forms_a_question_with_defaults_is_asked_as_a_permission() {
         [("accept", r#"{"action": "accept", "content": {"color": "red"}}"#), ("decline", r#"{"action": "decline"}"#)]
     {
         let mock = MockModel::start();
-        let config = format!("[mcp_servers.stub]\ncommand = \"python3\"\nargs = [{}, \"tools\"]\n", toml_path(&stub()));
+        let config = stub_config();
         mock.push(calls(api, &[("a1", "mcp__stub__ask", json!({}))]));
         mock.push(text(api, "ok"));
         let mut agent = Agent::spawn(options_for(api, &mock).config(&config));
