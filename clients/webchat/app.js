@@ -1,5 +1,6 @@
 // The gateway's web chat: log in with the token, list and open sessions, send, watch the reply
-// stream in, see tool calls, stop a run; reconnects (1 s → 30 s) when the gateway goes away.
+// stream in, see tool calls, answer approval questions, stop a run; reconnects (1 s → 30 s) when
+// the gateway goes away.
 // Model output is never inserted as HTML: text is escaped first, then a small Markdown subset
 // (code blocks, inline code, bold, italics, http(s) links, lists) is built from it.
 "use strict";
@@ -8,6 +9,8 @@ const $ = (id) => document.getElementById(id);
 const state = {
   ws: null, token: "", session: "agent:main:main", nextId: 1, pending: new Map(),
   runs: new Map(), backoff: 1000, wanted: false, connected: false,
+  // Approval questions waiting, by id (the gateway sends those asked before we connected).
+  questions: new Map(),
 };
 
 function setStatus(text, kind) {
@@ -132,6 +135,66 @@ function onAgent(p) {
   if (d.phase === "result" && d.isError) { el.classList.add("failed"); }
 }
 
+// ---- Approval questions ---------------------------------------------------------------------
+// Shown as text (never HTML): what will run, and one button per choice the agent offers.
+function showQuestion(q) {
+  const r = q.request || {};
+  if (r.sessionKey !== state.session || document.getElementById("q-" + q.id)) { return; }
+  const box = document.createElement("div");
+  box.className = "question";
+  box.id = "q-" + q.id;
+  const title = document.createElement("div");
+  title.className = "question-title";
+  title.textContent = "Approve: " + (r.title || r.toolName || "this action");
+  box.appendChild(title);
+  if (r.command && r.command !== r.title) {
+    const pre = document.createElement("pre");
+    pre.textContent = r.command;
+    box.appendChild(pre);
+  }
+  for (const c of r.content || []) {
+    if (c.type !== "diff") { continue; }
+    const pre = document.createElement("pre");
+    pre.textContent = c.path + "\n" + c.newText;
+    box.appendChild(pre);
+  }
+  const buttons = document.createElement("div");
+  buttons.className = "actions";
+  for (const o of r.options || []) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = o.label;
+    b.className = o.kind.startsWith("allow") ? "allow" : "reject";
+    b.onclick = () => {
+      for (const other of buttons.children) { other.disabled = true; }
+      request("exec.approval.resolve", { id: q.id, decision: o.id }).catch((e) => {
+        title.textContent = e.message || "could not answer";
+      });
+    };
+    buttons.appendChild(b);
+  }
+  box.appendChild(buttons);
+  const run = r.runId ? runView(r.runId) : null;
+  if (run) { run.el.insertBefore(box, run.body); } else { $("messages").appendChild(box); }
+  box.scrollIntoView({ block: "end" });
+}
+
+function onQuestion(q) {
+  state.questions.set(q.id, q);
+  showQuestion(q);
+}
+
+function onResolved(p) {
+  state.questions.delete(p.id);
+  const box = document.getElementById("q-" + p.id);
+  if (!box) { return; }
+  const note = document.createElement("div");
+  note.className = "note";
+  note.textContent = p.reason === "expired" ? "(not answered in time: not run)"
+    : p.reason === "cancelled" ? "(withdrawn)" : p.decision === "deny" ? "(rejected)" : "(allowed)";
+  box.replaceWith(note);
+}
+
 // ---- The socket ------------------------------------------------------------------------------
 function request(method, params) {
   const id = String(state.nextId++);
@@ -154,7 +217,7 @@ function connect() {
       const params = {
         minProtocol: 4, maxProtocol: 4,
         client: { id: "webchat-ui", version: "acp", platform: navigator.platform || "web", mode: "webchat" },
-        role: "operator", scopes: ["operator.read", "operator.write"],
+        role: "operator", scopes: ["operator.read", "operator.write", "operator.approvals"],
       };
       if (state.token) { params.auth = { token: state.token }; }
       request("connect", params).then(onHello, (e) => {
@@ -176,6 +239,8 @@ function connect() {
       if (frame.event === "chat") { onChat(frame.payload); }
       if (frame.event === "agent") { onAgent(frame.payload); }
       if (frame.event === "sessions.changed") { loadSessions(); }
+      if (frame.event === "exec.approval.requested") { onQuestion(frame.payload); }
+      if (frame.event === "exec.approval.resolved") { onResolved(frame.payload); }
     }
   };
   ws.onclose = () => {
@@ -192,6 +257,7 @@ function connect() {
 function onHello() {
   state.connected = true;
   state.backoff = 1000;
+  state.questions.clear();
   setStatus("connected", "ok");
   $("login").hidden = true;
   $("app").hidden = false;
@@ -225,6 +291,7 @@ function openSession(key) {
       const text = typeof m.content === "string" ? m.content : m.content.map((c) => c.text || "").join("");
       addMessage(m.role === "user" ? "user" : "assistant", text);
     }
+    for (const q of state.questions.values()) { showQuestion(q); }
   }, () => {});
 }
 

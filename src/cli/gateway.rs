@@ -51,7 +51,11 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
     if !workspace.is_dir() {
         return Err(format!("--workspace {}: not a directory", workspace.display()));
     }
-    Ok(Options { listen, token, workspace })
+    let approval_timeout = config
+        .gateway
+        .approval_timeout_secs
+        .map_or(crate::gateway::DEFAULT_APPROVAL_TIMEOUT, std::time::Duration::from_secs);
+    Ok(Options { listen, token, workspace, approval_timeout })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {

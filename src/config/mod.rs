@@ -326,6 +326,8 @@ pub struct GatewayConfig {
     pub token: Option<String>,
     /// The directory gateway sessions work in.
     pub workspace: Option<PathBuf>,
+    /// How long an approval question waits for a client's answer (default 120).
+    pub approval_timeout_secs: Option<u64>,
 }
 
 /// Why no model can be used; the message says how to fix it.

@@ -115,11 +115,13 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
         return;
     };
     tracing::info!(%peer, conn = %client.conn_id, client = %client.client_id, mode = %client.mode, "gateway client connected");
+    conn.approver.store(client.may(handshake::APPROVALS), Ordering::Relaxed);
     gw.hub.add(conn.clone());
     let client = Arc::new(client);
     let ticker = tokio::spawn(ticks(gw.clone(), conn.clone()));
     // The first health push, as the reference sends one just after hello.
     conn.event("health", &gw.health(), false, Some(&gw.state_version()));
+    gw.joined(&conn, &client, peer);
     loop {
         let message = tokio::select! {
             () = conn.dropped_out.cancelled() => break,
@@ -152,6 +154,7 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     }
     ticker.abort();
     gw.hub.remove(conn.id);
+    gw.left(&client);
     tracing::info!(%peer, conn = %client.conn_id, dropped = conn.dropped.load(Ordering::Relaxed), "gateway client left");
     conn.close(gateway::close::NORMAL, "");
     drop(conn);

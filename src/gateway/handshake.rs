@@ -14,6 +14,7 @@ use super::hub::now_ms;
 pub const ADMIN: &str = "operator.admin";
 pub const WRITE: &str = "operator.write";
 pub const READ: &str = "operator.read";
+pub const APPROVALS: &str = "operator.approvals";
 
 /// Who connected, once accepted.
 #[derive(Debug, Clone)]
@@ -23,6 +24,10 @@ pub struct Client {
     pub mode: String,
     pub role: String,
     pub scopes: Vec<String>,
+    /// The verified device identity, if it signed the connect.
+    pub device_id: Option<String>,
+    /// What it told about itself (`client.version`, `platform`, …), for presence.
+    pub info: Value,
 }
 
 impl Client {
@@ -84,16 +89,38 @@ pub async fn connect(
         None => vec![READ.to_owned(), WRITE.to_owned()],
     };
     let auth = params.get("auth").and_then(Value::as_object);
-    let token = auth.and_then(|a| a.get("token")).and_then(Value::as_str);
+    let auth_text = |k: &str| auth.and_then(|a| a.get(k)).and_then(Value::as_str).filter(|t| !t.is_empty());
+    let (token, device_token) = (auth_text("token"), auth_text("deviceToken"));
     let device = params.get("device").and_then(Value::as_object);
-    match (&gw.token, token) {
-        (Some(expected), Some(given)) if same(expected, given) => {}
-        (Some(_), None) if auth.is_none() && device.is_none() => {
-            let error = ErrorShape::new(code::NOT_PAIRED, "device identity required")
-                .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED"}));
-            return Err(Refusal::answered(id, error, policy));
+    // The device proof signs the token the client authenticates with: the shared one, else its
+    // device token.
+    let device_id = match device {
+        None => None,
+        Some(device) => {
+            let signed = token.or(device_token);
+            match verify_device(device, &field("id"), &field("mode"), &role, &scopes, signed, &client, challenge) {
+                Ok(id) => Some(id),
+                Err(why) => {
+                    let error = ErrorShape::new(code::NOT_PAIRED, format!("device identity rejected: {why}"))
+                        .with_details(json!({"code": "DEVICE_AUTH_INVALID", "reason": why}));
+                    return Err(Refusal::answered(id, error, policy));
+                }
+            }
         }
-        (Some(_), _) => {
+    };
+    if let Some(expected) = &gw.token {
+        let shared = token.is_some_and(|given| same(expected, given));
+        // A device token stands in for the shared token, for the signed device it was issued to.
+        let paired = match (&device_id, device_token) {
+            (Some(device), Some(given)) => same(&device_token_for(expected, device, &role), given),
+            _ => false,
+        };
+        if !shared && !paired {
+            if auth.is_none() && device.is_none() {
+                let error = ErrorShape::new(code::NOT_PAIRED, "device identity required")
+                    .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED"}));
+                return Err(Refusal::answered(id, error, policy));
+            }
             // Answered late, as the reference does: guessing tokens is slow.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             let error = ErrorShape::invalid(
@@ -103,19 +130,21 @@ pub async fn connect(
                 "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}));
             return Err(Refusal::answered(id, error, policy));
         }
-        (None, _) => {}
-    }
-    if let Some(device) = device
-        && let Err(why) = verify_device(device, &field("id"), &field("mode"), &role, &scopes, token, &client, challenge)
-    {
-        let error = ErrorShape::new(code::NOT_PAIRED, format!("device identity rejected: {why}"))
-            .with_details(json!({"code": "DEVICE_AUTH_INVALID", "reason": why}));
-        return Err(Refusal::answered(id, error, policy));
     }
     let conn_id = uuid::Uuid::new_v4().to_string();
-    let accepted = Client { conn_id, client_id: field("id"), mode: field("mode"), role, scopes };
+    let accepted =
+        Client { conn_id, client_id: field("id"), mode: field("mode"), role, scopes, device_id, info: client };
     let hello = gw.hello(&accepted);
     Ok((accepted, hello))
+}
+
+/// The device token a signed device gets in `hello-ok` and may present instead of the shared
+/// token: an HMAC of its id and role under the shared token, so nothing is stored, and changing
+/// the shared token revokes every device token at once.
+pub fn device_token_for(shared: &str, device_id: &str, role: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, shared.as_bytes());
+    let tag = ring::hmac::sign(&key, format!("acp-device-token|v1|{device_id}|{role}").as_bytes());
+    format!("acpdt1.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref()))
 }
 
 /// Compares without stopping at the first difference.
@@ -162,7 +191,7 @@ fn verify_device(
     token: Option<&str>,
     client: &Value,
     challenge: &Challenge,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let text = |k: &str| device.get(k).and_then(Value::as_str).unwrap_or_default();
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let key =
@@ -202,7 +231,7 @@ fn verify_device(
             family,
         );
         if verifier.verify(payload.as_bytes(), &signature).is_ok() {
-            return Ok(());
+            return Ok(id);
         }
     }
     Err("the signature does not match".into())
@@ -224,6 +253,16 @@ mod tests {
             "v2|abc|cli|cli|operator|operator.admin|17||n1"
         );
         assert!(same("token", "token") && !same("token", "tokex") && !same("t", "to"));
+    }
+
+    #[test]
+    fn device_tokens_are_per_device_and_role_and_die_with_the_shared_token() {
+        let t = device_token_for("shared", "dev1", "operator");
+        assert!(t.starts_with("acpdt1.") && t.len() > 40);
+        assert_eq!(t, device_token_for("shared", "dev1", "operator"));
+        assert_ne!(t, device_token_for("shared", "dev2", "operator"));
+        assert_ne!(t, device_token_for("shared", "dev1", "node"));
+        assert_ne!(t, device_token_for("rotated", "dev1", "operator"));
     }
 
     #[test]
@@ -264,8 +303,8 @@ mod tests {
         let check = |d: &Map<String, Value>| {
             verify_device(d, "cli", "cli", "operator", &scopes, Some("T"), &client, &challenge)
         };
-        assert_eq!(check(&device(sign("v3", "n1"), "n1")), Ok(()));
-        assert_eq!(check(&device(sign("v2", "n1"), "n1")), Ok(()), "v2 is still accepted");
+        assert_eq!(check(&device(sign("v3", "n1"), "n1")), Ok(id.clone()));
+        assert_eq!(check(&device(sign("v2", "n1"), "n1")), Ok(id.clone()), "v2 is still accepted");
         assert_eq!(check(&device(sign("v3", "n2"), "n2")).unwrap_err(), "the nonce is not this connection's challenge");
         let mut other = device(sign("v3", "n1"), "n1");
         other.insert("id".into(), json!("00"));

@@ -37,6 +37,8 @@ pub struct Conn {
     pub queued: Arc<AtomicUsize>,
     /// Whether it gets `sessions.changed` and `session.message`.
     pub subscribed: std::sync::atomic::AtomicBool,
+    /// Whether it may answer approval questions (and gets them).
+    pub approver: std::sync::atomic::AtomicBool,
     pub dropped: AtomicU64,
     /// Past the buffer cap: it is being closed, and nothing more is queued for it.
     pub closing: std::sync::atomic::AtomicBool,
@@ -52,6 +54,7 @@ impl Conn {
             seq: AtomicU64::new(0),
             queued: Arc::new(AtomicUsize::new(0)),
             subscribed: Default::default(),
+            approver: Default::default(),
             dropped: AtomicU64::new(0),
             closing: Default::default(),
             dropped_out: tokio_util::sync::CancellationToken::new(),
@@ -192,6 +195,29 @@ impl Hub {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             conn.shared_event(&shared, droppable);
+        }
+    }
+
+    /// An event to the connections that may answer approvals.
+    pub fn to_approvers(&self, event: &str, payload: &Value) {
+        let shared = Shared::new(event, payload, None);
+        for conn in self.all() {
+            if conn.approver.load(Ordering::Relaxed) {
+                conn.shared_event(&shared, false);
+            }
+        }
+    }
+
+    /// Whether anyone connected may answer approvals.
+    pub fn has_approver(&self) -> bool {
+        lock(&self.conns).values().any(|c| c.approver.load(Ordering::Relaxed))
+    }
+
+    /// An event carrying `stateVersion` to every connection (never dropped).
+    pub fn broadcast_versioned(&self, event: &str, payload: &Value, state_version: &Value) {
+        let shared = Shared::new(event, payload, Some(state_version));
+        for conn in self.all() {
+            conn.shared_event(&shared, false);
         }
     }
 

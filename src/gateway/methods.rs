@@ -8,7 +8,7 @@ use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, check_params, co
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
-use super::handshake::{ADMIN, Client, READ, WRITE};
+use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
 use super::hub::{Conn, RunEnd, now_ms};
 use crate::runtime::{Op, Shown, UserBlock};
 
@@ -29,8 +29,11 @@ pub const METHODS: &[(&str, &str)] = &[
     ("chat.send", WRITE),
     ("chat.abort", WRITE),
     ("chat.history", READ),
+    ("chat.inject", ADMIN),
     ("agent", WRITE),
     ("agent.wait", READ),
+    ("exec.approval.get", APPROVALS),
+    ("exec.approval.resolve", APPROVALS),
 ];
 
 /// The events this gateway sends.
@@ -43,6 +46,8 @@ pub const EVENTS: &[&str] = &[
     "health",
     "tick",
     "presence",
+    "exec.approval.requested",
+    "exec.approval.resolved",
     "shutdown",
 ];
 
@@ -77,6 +82,9 @@ fn schema(method: &str) -> Schema {
             ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
         ]),
         "chat.abort" => Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)]),
+        "chat.inject" => {
+            Schema::object(&[("sessionKey", key(), true), ("message", key(), true), ("label", Schema::String, false)])
+        }
         "sessions.patch" => Schema::object(&[
             ("key", key(), true),
             ("model", Schema::String, false),
@@ -94,6 +102,13 @@ fn schema(method: &str) -> Schema {
             ("agentId", Schema::String, false),
             ("thinking", Schema::String, false),
             ("timeout", Schema::Integer { min: Some(0), max: None }, false),
+        ]),
+        "exec.approval.get" => Schema::object(&[("id", key(), true)]),
+        "exec.approval.resolve" => Schema::object(&[
+            ("id", key(), true),
+            ("decision", key(), true),
+            ("reviewer", Schema::Any, false),
+            ("grantExpiresInDays", Schema::Integer { min: Some(1), max: Some(3650) }, false),
         ]),
         "agent.wait" => {
             Schema::object(&[("runId", key(), true), ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false)])
@@ -127,12 +142,23 @@ async fn dispatch(gw: &Gateway, client: &Client, conn: &Conn, request: &Request)
     if method == "agent" {
         return agent(gw, conn, &request.id, &params).await.map(|()| None);
     }
-    answer(gw, conn, method, &params).await.map(Some)
+    answer(gw, client, conn, method, &params).await.map(Some)
 }
 
-async fn answer(gw: &Gateway, conn: &Conn, method: &str, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
+async fn answer(
+    gw: &Gateway,
+    client: &Client,
+    conn: &Conn,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Value, ErrorShape> {
     let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     match method {
+        "exec.approval.get" => gw.approvals.get(&text("id")).map_err(|e| *e),
+        "exec.approval.resolve" => {
+            let by = client.info.get("displayName").and_then(Value::as_str).unwrap_or(&client.client_id);
+            gw.approvals.resolve(&gw.hub, &text("id"), &text("decision"), by).map_err(|e| *e)
+        }
         "health" => Ok(gw.health()),
         "status" => Ok(gw.status()),
         "models.list" => Ok(gw.models()),
@@ -159,6 +185,7 @@ async fn answer(gw: &Gateway, conn: &Conn, method: &str, params: &Map<String, Va
             if method == "sessions.reset" { gw.reset(&key).await } else { gw.delete(&key).await }
         }
         "chat.abort" => chat_abort(gw, &text("sessionKey"), params.get("runId").and_then(Value::as_str)).await,
+        "chat.inject" => chat_inject(gw, &text("sessionKey"), &text("message"), &text("label")).await,
         "chat.history" => chat_history(gw, &text("sessionKey"), params.get("limit").and_then(Value::as_u64)).await,
         "sessions.patch" => sessions_patch(gw, params).await,
         "agent.wait" => agent_wait(gw, &text("runId"), params.get("timeoutMs").and_then(Value::as_u64)).await,
@@ -363,6 +390,38 @@ async fn chat_history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Val
     let messages: Vec<Value> = messages.into_iter().skip(total.saturating_sub(limit)).collect();
     Ok(json!({"sessionKey": key, "sessionId": key, "messages": messages, "hasMore": messages.len() < total,
         "totalMessages": total}))
+}
+
+/// Posts a message into a session as the assistant's, without a run (`[label]` first when given):
+/// saved, shown to every client as a `chat` final of run `inject-<id>`, and in the model's context
+/// from the next run on (as a note of what was shown).
+async fn chat_inject(gw: &Gateway, key: &str, message: &str, label: &str) -> Result<Value, ErrorShape> {
+    let key = super::canonical_key(key);
+    if label.chars().count() > 100 {
+        return Err(ErrorShape::invalid(
+            "invalid chat.inject params: at /label: must NOT have more than 100 characters",
+        ));
+    }
+    if gw.open_handle(&key).is_none() {
+        gw.resolve(&key).await?;
+    }
+    let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+    let text = if label.is_empty() { message.to_owned() } else { format!("[{label}]\n\n{message}") };
+    let id = handle
+        .inject(text.clone())
+        .await
+        .ok_or_else(|| ErrorShape::new(code::UNAVAILABLE, format!("session `{key}` closed")))?;
+    let mut shown = super::hub::assistant(&text, now_ms());
+    shown["stopReason"] = json!("injected");
+    let run_id = format!("inject-{id}");
+    gw.hub.to_subscribers("session.message", &json!({"sessionKey": key, "runId": run_id, "message": shown}));
+    gw.hub.broadcast(
+        "chat",
+        &json!({"runId": run_id, "sessionKey": key, "agentId": "main", "seq": 0, "state": "final",
+            "stopReason": "injected", "message": shown}),
+        false,
+    );
+    Ok(json!({"ok": true, "messageId": id, "runId": run_id}))
 }
 
 async fn chat_abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Value, ErrorShape> {

@@ -5,6 +5,7 @@
 //! `handshake.rs` `connect`, `methods.rs` the methods, `hub.rs` the connections and the runtime's
 //! events as the gateway's.
 
+mod approvals;
 mod conn;
 pub mod handshake;
 pub mod hub;
@@ -44,6 +45,8 @@ pub struct Options {
     pub token: Option<String>,
     /// The directory sessions work in.
     pub workspace: PathBuf,
+    /// How long an approval question waits for a client's answer.
+    pub approval_timeout: Duration,
 }
 
 /// `wire-demo` → `agent:main:wire-demo`; keys already in the `agent:<id>:…` form are kept.
@@ -90,6 +93,7 @@ impl Runs {
 pub struct Gateway {
     pub runtime: Runtime,
     pub hub: Arc<Hub>,
+    approvals: Arc<approvals::Approvals>,
     token: Option<String>,
     workspace: PathBuf,
     started: Instant,
@@ -97,17 +101,24 @@ pub struct Gateway {
     sessions: Mutex<HashMap<String, SessionHandle>>,
     opening: tokio::sync::Mutex<()>,
     runs: Arc<Runs>,
+    /// Connected clients other than CLIs, by connection id, as `presence` lists them.
+    present: Mutex<Vec<(String, Value)>>,
+    /// `stateVersion`: bumped when the presence list, or what `health` reports, changes.
+    presence_version: std::sync::atomic::AtomicU64,
+    health_version: std::sync::atomic::AtomicU64,
 }
 
 impl Gateway {
     pub fn new(config: Config, options: &Options) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let sink = Arc::new(HubSink(hub.clone()));
-        let host = Arc::new(GatewayHost);
+        let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
+        let host = Arc::new(GatewayHost { hub: hub.clone(), approvals: approvals.clone() });
         let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
         Arc::new(Self {
             runtime,
             hub,
+            approvals,
             token: options.token.clone(),
             workspace: options.workspace.clone(),
             started: Instant::now(),
@@ -115,6 +126,9 @@ impl Gateway {
             sessions: Mutex::default(),
             opening: tokio::sync::Mutex::new(()),
             runs: Arc::default(),
+            present: Mutex::default(),
+            presence_version: 1.into(),
+            health_version: 1.into(),
         })
     }
 
@@ -123,13 +137,64 @@ impl Gateway {
     }
 
     pub fn state_version(&self) -> Value {
-        json!({"presence": 1, "health": 1})
+        let get = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed);
+        json!({"presence": get(&self.presence_version), "health": get(&self.health_version)})
     }
 
+    /// What `health` reports changed (connections, open sessions).
+    fn health_changed(&self) {
+        self.health_version.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The gateway itself, then every connected client but CLIs.
     pub fn presence(&self) -> Vec<Value> {
-        vec![json!({"version": env!("CARGO_PKG_VERSION"), "platform": std::env::consts::OS, "mode": "gateway",
-            "reason": "self", "instanceId": self.boot_id, "text": format!("Gateway: acp {}", env!("CARGO_PKG_VERSION")),
-            "ts": now_ms()})]
+        let mut list = vec![json!({"version": env!("CARGO_PKG_VERSION"), "platform": std::env::consts::OS,
+            "mode": "gateway", "reason": "self", "instanceId": self.boot_id,
+            "text": format!("Gateway: acp {}", env!("CARGO_PKG_VERSION")), "ts": now_ms()})];
+        list.extend(lock(&self.present).iter().map(|(_, entry)| entry.clone()));
+        list
+    }
+
+    /// A client connected: it is present (unless a CLI, as the reference has it), and everyone is
+    /// told.
+    pub fn joined(&self, conn: &hub::Conn, client: &Client, peer: SocketAddr) {
+        self.health_changed();
+        if conn.approver.load(std::sync::atomic::Ordering::Relaxed) {
+            // Questions asked before it came.
+            for question in self.approvals.waiting() {
+                conn.event("exec.approval.requested", &question, false, None);
+            }
+        }
+        if client.mode == "cli" {
+            return;
+        }
+        let info = |k: &str| client.info.get(k).cloned().unwrap_or(Value::Null);
+        let name = client.info.get("displayName").and_then(Value::as_str).unwrap_or(&client.client_id);
+        let entry = json!({"ip": peer.ip().to_string(), "version": info("version"), "platform": info("platform"),
+            "deviceFamily": info("deviceFamily"), "mode": client.mode, "reason": "connect",
+            "text": format!("{name} ({})", client.mode), "ts": now_ms(), "deviceId": client.device_id,
+            "roles": [client.role], "scopes": client.scopes,
+            "instanceId": client.info.get("instanceId").and_then(Value::as_str).unwrap_or(&client.conn_id)});
+        lock(&self.present).push((client.conn_id.clone(), entry));
+        self.presence_changed();
+    }
+
+    /// A client left.
+    pub fn left(&self, client: &Client) {
+        self.health_changed();
+        let mut present = lock(&self.present);
+        let before = present.len();
+        present.retain(|(id, _)| *id != client.conn_id);
+        let changed = present.len() != before;
+        drop(present);
+        if changed {
+            self.presence_changed();
+        }
+    }
+
+    fn presence_changed(&self) {
+        self.presence_version.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.hub.broadcast_versioned("presence", &json!({"presence": self.presence()}), &self.state_version());
     }
 
     fn session_counts(&self) -> Value {
@@ -203,10 +268,21 @@ impl Gateway {
                 "configPath": config.config_path(),
                 "stateDir": config.home,
             },
-            "auth": {"method": auth_mode, "role": client.role, "scopes": client.scopes},
+            "auth": self.auth_info(client, auth_mode),
             "policy": {"maxPayload": MAX_PAYLOAD, "maxBufferedBytes": hub::MAX_BUFFERED,
                 "tickIntervalMs": TICK_INTERVAL_MS},
         })
+    }
+
+    /// `hello-ok.auth`: a signed device on a gateway with a token also gets its device token.
+    fn auth_info(&self, client: &Client, mode: &str) -> Value {
+        let mut auth = json!({"method": mode, "role": client.role, "scopes": client.scopes});
+        if let (Some(shared), Some(device)) = (&self.token, &client.device_id) {
+            auth["deviceToken"] = json!(handshake::device_token_for(shared, device, &client.role));
+            auth["issuedAtMs"] = json!(now_ms());
+            auth["recoveryMigrationAllowed"] = json!(true);
+        }
+        auth
     }
 
     /// Whether run `id` was seen: `in_flight` or `ok`; a new one is recorded as in flight.
@@ -276,6 +352,7 @@ impl Gateway {
             Err(e) => return Err(format!("could not open session {key}: {e}")),
         };
         lock(&self.sessions).insert(key.to_owned(), handle.clone());
+        self.health_changed();
         self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "created"}));
         Ok(handle)
     }
@@ -342,6 +419,7 @@ impl Gateway {
         let key = canonical_key(key);
         let open = lock(&self.sessions).remove(&key);
         if let Some(handle) = open {
+            self.health_changed();
             handle.send(Op::Shutdown);
             handle.closed().await;
         }
@@ -371,13 +449,14 @@ impl Gateway {
     }
 }
 
-/// Files on disk; approval questions cannot be asked on this surface yet, so a call that needs
-/// one is refused with a message that says what to change (the session's mode decides the rest).
-struct GatewayHost;
+/// Files on disk; approval questions go to the connected clients that may answer them (with none
+/// connected, a call that needs one is refused with a message that says what to change).
+struct GatewayHost {
+    hub: Arc<Hub>,
+    approvals: Arc<approvals::Approvals>,
+}
 
-/// Why a gateway run cannot ask.
-pub const UNASKABLE: &str = "gateway runs have no one to ask for approval; allow it with an \"always\" rule \
-     ([[permissions]] in config.toml) or run it from an editor";
+pub use approvals::{DEFAULT_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT, UNASKABLE};
 
 impl crate::runtime::host::Host for GatewayHost {
     async fn read_text_file(
@@ -403,11 +482,11 @@ impl crate::runtime::host::Host for GatewayHost {
 
     async fn request_permission(
         &self,
-        _session: &str,
-        _request: &crate::runtime::host::PermissionRequest,
-        _cancel: &CancellationToken,
+        session: &str,
+        request: &crate::runtime::host::PermissionRequest,
+        cancel: &CancellationToken,
     ) -> crate::runtime::host::PermissionAnswer {
-        crate::runtime::host::PermissionAnswer::Unaskable(UNASKABLE.into())
+        self.approvals.ask(&self.hub, session, request, cancel).await
     }
 }
 

@@ -103,7 +103,7 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
 
     workspace_files(inputs, &mut text, &mut files);
 
-    let now = jiff::Zoned::now();
+    let now = jiff::Timestamp::now().to_zoned(local_zone().clone());
     let zone = now.time_zone().iana_name().unwrap_or("local");
     text.push_str(&format!(
         "Date: {} ({}). Time zone: {zone} (UTC{}).\n",
@@ -119,6 +119,48 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
         inputs.model,
     ));
     SystemPrompt { text, files }
+}
+
+/// The local time zone, read once: `TZ` (a name, `:name`, a file, or a POSIX rule), else the
+/// `/etc/localtime` link, named after its target — never by listing the whole zoneinfo
+/// database, which the generic lookup does on the first use (a few milliseconds on the first
+/// prompt of every process).
+fn local_zone() -> &'static jiff::tz::TimeZone {
+    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
+    ZONE.get_or_init(|| {
+        zone_from(std::env::var("TZ").ok().as_deref(), Path::new("/etc/localtime"), Path::new("/usr/share/zoneinfo"))
+            .unwrap_or_else(jiff::tz::TimeZone::system)
+    })
+}
+
+/// The zone `tz` (the `TZ` variable) names, else the one `localtime` links to in `zoneinfo`.
+fn zone_from(tz: Option<&str>, localtime: &Path, zoneinfo: &Path) -> Option<jiff::tz::TimeZone> {
+    let named = |name: &str, file: &Path| {
+        let data = std::fs::read(file).ok()?;
+        jiff::tz::TimeZone::tzif(name, &data).ok()
+    };
+    match tz.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(tz) => {
+            let tz = tz.strip_prefix(':').unwrap_or(tz);
+            if tz.starts_with('/') {
+                let file = Path::new(tz);
+                let name = file.strip_prefix(zoneinfo).ok().and_then(Path::to_str).unwrap_or(tz);
+                return named(name, file);
+            }
+            let plain = tz.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+            if plain && let Some(zone) = named(tz, &zoneinfo.join(tz)) {
+                return Some(zone);
+            }
+            jiff::tz::TimeZone::posix(tz).ok()
+        }
+        None => {
+            let target = std::fs::read_link(localtime).ok()?;
+            let target = if target.is_relative() { localtime.parent()?.join(target) } else { target };
+            let text = target.to_str()?;
+            let name = &text[text.find("zoneinfo/")? + "zoneinfo/".len()..];
+            named(name, localtime)
+        }
+    }
 }
 
 /// The agent-workspace section: each file under `$ACP_HOME/workspace`, empty ones skipped,
@@ -236,6 +278,36 @@ pub fn truncate_file(content: &str, name: &str, max: usize) -> (String, bool) {
 
 fn hostname() -> String {
     rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod zone_tests {
+    use super::*;
+
+    #[test]
+    fn the_zone_is_named_from_tz_or_the_localtime_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let zoneinfo = dir.path().join("zoneinfo");
+        std::fs::create_dir_all(zoneinfo.join("Europe")).unwrap();
+        std::fs::copy("/usr/share/zoneinfo/Europe/Paris", zoneinfo.join("Europe/Paris")).unwrap();
+        let localtime = dir.path().join("localtime");
+        std::os::unix::fs::symlink("zoneinfo/Europe/Paris", &localtime).unwrap();
+        let name = |tz: Option<&str>| zone_from(tz, &localtime, &zoneinfo).map(|z| z.iana_name().map(str::to_owned));
+        assert_eq!(name(None), Some(Some("Europe/Paris".into())), "a relative link");
+        assert_eq!(name(Some("Europe/Paris")), Some(Some("Europe/Paris".into())));
+        assert_eq!(name(Some(":Europe/Paris")), Some(Some("Europe/Paris".into())));
+        let file = zoneinfo.join("Europe/Paris");
+        assert_eq!(name(Some(file.to_str().unwrap())), Some(Some("Europe/Paris".into())), "a file");
+        // A POSIX rule has an offset and no name; a name that escapes the database is no file.
+        let posix = zone_from(Some("EST5EDT,M3.2.0,M11.1.0"), &localtime, &zoneinfo).unwrap();
+        assert_eq!(posix.iana_name(), None);
+        assert!(zone_from(Some("../localtime"), &localtime, &zoneinfo).is_none());
+        // Neither: the caller falls back to the generic lookup.
+        assert!(zone_from(None, &dir.path().join("none"), &zoneinfo).is_none());
+        let paris = zone_from(None, &localtime, &zoneinfo).unwrap();
+        let summer = jiff::Timestamp::from_second(1_750_000_000).unwrap().to_zoned(paris);
+        assert_eq!(summer.strftime("%:z").to_string(), "+02:00");
+    }
 }
 
 #[cfg(test)]

@@ -101,6 +101,11 @@ impl SessionLog {
         t.record_live(live);
     }
 
+    /// Text posted from outside a turn (`chat.inject`), shown as the assistant's.
+    pub(crate) fn posted(&self, id: &str, text: &str) {
+        self.record(&Record::Text { id: id.to_owned(), text: text.to_owned() });
+    }
+
     /// Writes merged text out if it has waited long enough.
     pub(crate) fn flush_due(&self) {
         if let Some(t) = &self.transcript {

@@ -82,6 +82,19 @@ impl SessionHandle {
         }
     }
 
+    /// Posts `text` into the conversation (see [`Op::Inject`]); resolves to the message's id once
+    /// it is on disk, or `None` if the session stopped first.
+    pub fn inject(&self, text: String) -> impl std::future::Future<Output = Option<String>> + Send + 'static {
+        let (done, posted) = tokio::sync::oneshot::channel();
+        let sent = self.send(Op::Inject { text, done });
+        async move {
+            if !sent {
+                return None;
+            }
+            posted.await.ok()
+        }
+    }
+
     /// Whether the actor has stopped.
     pub fn is_stopped(&self) -> bool {
         self.closed.is_cancelled()
@@ -158,8 +171,14 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     if log.is_saved() {
         session.conversation.set_journal(Some(log));
     }
-    let actor =
-        Actor { session, queue: VecDeque::new(), waiting: HashMap::new(), cancelled: Vec::new(), stops: Vec::new() };
+    let actor = Actor {
+        session,
+        queue: VecDeque::new(),
+        waiting: HashMap::new(),
+        cancelled: Vec::new(),
+        stops: Vec::new(),
+        injects: VecDeque::new(),
+    };
     let closed = CancellationToken::new();
     let guard = closed.clone().drop_guard();
     tokio::spawn(async move {
@@ -220,6 +239,19 @@ impl Session {
         }
     }
 
+    /// A message posted from outside a turn: shown as the assistant's, and in the model's context
+    /// as a note of what the user was shown (the model did not write it, and a conversation may
+    /// not start with an assistant message on every API).
+    fn inject(&mut self, text: &str) -> String {
+        let id = new_message_id().to_string();
+        self.log.posted(&id, text);
+        self.conversation.push(Message::User(vec![crate::providers::UserPart::Text(format!(
+            "[Posted to this conversation from outside it, and shown to the user as your message:]\n\n{text}"
+        ))]));
+        self.mark_prompted();
+        id
+    }
+
     fn set_title(&mut self, turn: TurnId, title: String) {
         self.log.title(&title);
         self.title = Some(title.clone());
@@ -258,6 +290,8 @@ struct Actor {
     cancelled: Vec<TurnId>,
     /// `/stop`s waiting for the turn they stopped to end.
     stops: Vec<TurnId>,
+    /// Messages to post once no turn runs.
+    injects: VecDeque<(String, oneshot::Sender<String>)>,
 }
 
 enum Wake {
@@ -269,10 +303,14 @@ impl Actor {
     async fn run(mut self, mut ops: mpsc::UnboundedReceiver<Op>) {
         let mut running: Option<Running> = None;
         loop {
-            while running.is_none()
-                && let Some(queued) = self.queue.pop_front()
-            {
-                running = self.start(queued);
+            while running.is_none() {
+                if let Some((text, done)) = self.injects.pop_front() {
+                    let _ = done.send(self.session.inject(&text));
+                } else if let Some(queued) = self.queue.pop_front() {
+                    running = self.start(queued);
+                } else {
+                    break;
+                }
             }
             let wake = match running.as_mut() {
                 Some(r) => tokio::select! {
@@ -318,6 +356,7 @@ impl Actor {
                     self.session.settings.reasoning = level;
                     self.session.log.settings(&self.session.settings);
                 }
+                Some(Op::Inject { text, done }) => self.injects.push_back((text, done)),
                 Some(Op::Settled(done)) => {
                     let _ = done.send(());
                 }

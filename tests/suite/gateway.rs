@@ -5,7 +5,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Client, Gateway, Read_, TOKEN, connect_params};
+use crate::support::gateway::{Client, Device, Gateway, Read_, TOKEN, connect_params};
 use crate::support::mock_model::MockModel;
 use crate::support::script::{calls, endless_text, result_for, text};
 
@@ -45,8 +45,11 @@ fn the_handshake_as_captured() {
             "chat.send",
             "chat.abort",
             "chat.history",
+            "chat.inject",
             "agent",
-            "agent.wait"
+            "agent.wait",
+            "exec.approval.get",
+            "exec.approval.resolve"
         ]
     );
     assert_eq!(ok["auth"], json!({"method": "token", "role": "operator", "scopes": ["operator.read"]}));
@@ -485,11 +488,12 @@ fn a_call_that_needs_a_question_is_refused_saying_why_and_patch_changes_the_mode
     mock.push(calls("anthropic", &[("f1", "web_fetch", json!({"url": "https://example.org/"}))]));
     mock.push(text("anthropic", "I could not fetch it."));
     let gw = Gateway::start(&mock.base(), &[]);
-    let mut client = gw.client(&["operator.admin"]);
+    // Connected, but without the scope to answer approvals: no one can be asked.
+    let mut client = gw.client(&["operator.write"]);
     client.request("chat.send", json!({"sessionKey": "wire-ask", "message": "fetch", "idempotencyKey": "q1"}));
     let frames = client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final");
     let result = result_for("anthropic", &mock.requests()[1].body, "f1");
-    assert!(result.contains("gateway runs have no one to ask for approval"), "{result}");
+    assert!(result.contains("no one who can answer approval questions is connected"), "{result}");
     let tool = frames
         .iter()
         .find(|f| {
@@ -497,9 +501,7 @@ fn a_call_that_needs_a_question_is_refused_saying_why_and_patch_changes_the_mode
         })
         .expect("the tool's result event");
     assert_eq!(tool["payload"]["data"]["isError"], true);
-    assert!(
-        tool["payload"]["data"]["result"].as_str().unwrap().starts_with("Not run: gateway runs have no one to ask")
-    );
+    assert!(tool["payload"]["data"]["result"].as_str().unwrap().starts_with("Not run: no one who can answer approval"));
     // Ask mode, from the next run on.
     let r = client.request("sessions.patch", json!({"key": "wire-ask", "mode": "ask", "thinking": "high"}));
     assert_eq!(r["payload"], json!({"ok": true, "key": "agent:main:wire-ask"}), "{r}");
@@ -569,4 +571,128 @@ fn a_client_that_floods_requests_and_never_reads_is_dropped_and_others_go_on() {
         .and_then(|v| v.parse().ok())
         .unwrap();
     assert!(rss_kib < 200 * 1024, "peak RSS {rss_kib} KiB after {sent} unread requests");
+}
+
+#[test]
+fn an_injected_message_is_shown_saved_and_seen_by_the_model_next_run() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello."));
+    mock.push(text("anthropic", "Noted: the build passed."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut admin = gw.client(&["operator.admin"]);
+    let mut writer = gw.client(&["operator.write"]);
+    let inject = json!({"sessionKey": "wire-inject", "message": "Build 42 passed.", "label": "ci"});
+    assert_eq!(admin.request("chat.inject", inject.clone())["error"]["code"], "NOT_FOUND", "no such session");
+    let r = admin.request("chat.send", json!({"sessionKey": "wire-inject", "message": "Hi", "idempotencyKey": "i1"}));
+    assert_eq!(r["payload"]["status"], "started");
+    admin.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final");
+    writer.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final");
+    assert_eq!(writer.request("chat.inject", inject.clone())["error"]["code"], "FORBIDDEN", "admin only");
+    let long = json!({"sessionKey": "wire-inject", "message": "x", "label": "l".repeat(101)});
+    assert_eq!(admin.request("chat.inject", long)["error"]["code"], "INVALID_REQUEST");
+
+    let r = admin.request("chat.inject", inject)["payload"].clone();
+    assert_eq!(r["ok"], true);
+    let run = r["runId"].as_str().unwrap().to_owned();
+    assert!(run.starts_with("inject-"), "{run}");
+    // Every socket sees it as a finished assistant message.
+    let seen = writer.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == run.as_str());
+    let shown = &seen.last().unwrap()["payload"];
+    assert_eq!(
+        (&shown["state"], &shown["seq"], &shown["stopReason"]),
+        (&json!("final"), &json!(0), &json!("injected"))
+    );
+    assert_eq!(shown["message"]["content"][0]["text"], "[ci]\n\nBuild 42 passed.");
+
+    // The next run's request carries it, as a note in the user's turn (roles still alternate).
+    let r =
+        admin.request("chat.send", json!({"sessionKey": "wire-inject", "message": "Did it?", "idempotencyKey": "i2"}));
+    assert_eq!(r["payload"]["status"], "started");
+    admin.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == "i2" && e["payload"]["state"] == "final");
+    let body = &mock.requests()[1].body;
+    let roles: Vec<&str> = body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"]);
+    let last = body["messages"][2]["content"].to_string();
+    assert!(last.contains("[ci]\\n\\nBuild 42 passed.") && last.contains("Did it?"), "{last}");
+
+    // Saved: after a restart the history has it in its place.
+    let gw = gw.restart(&mock.base());
+    let mut client = gw.client(&["operator.read"]);
+    let history = client.request("chat.history", json!({"sessionKey": "wire-inject"}))["payload"]["messages"].clone();
+    let texts: Vec<String> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["content"].as_str().map_or_else(|| m["content"][0]["text"].as_str().unwrap().to_owned(), str::to_owned)
+        })
+        .collect();
+    assert_eq!(texts, ["Hi", "Hello.", "[ci]\n\nBuild 42 passed.", "Did it?", "Noted: the build passed."]);
+}
+
+#[test]
+fn a_signed_device_gets_a_device_token_that_stands_in_for_the_shared_one() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let device = Device::new();
+    let (mut client, challenge) = gw.socket();
+    let params = device.sign(connect_params(Some(TOKEN), &["operator.admin"]), &challenge, Some(TOKEN));
+    let hello = client.request("connect", params)["payload"].clone();
+    let auth = &hello["auth"];
+    let token = auth["deviceToken"].as_str().expect("a device token for a signed device").to_owned();
+    assert!(auth["issuedAtMs"].is_i64() && auth["recoveryMigrationAllowed"] == true, "{auth}");
+    // A plain token connect gets none.
+    let (mut plain, _) = gw.socket();
+    assert_eq!(plain.request("connect", connect_params(Some(TOKEN), &[]))["payload"]["auth"].get("deviceToken"), None);
+
+    let with_device_token = |device: &Device, sign: bool, shared: Option<&str>| {
+        let (mut c, challenge) = gw.socket();
+        let mut params = connect_params(shared, &["operator.admin"]);
+        params["auth"]["deviceToken"] = json!(token);
+        if sign {
+            params = device.sign(params, &challenge, Some(shared.unwrap_or(&token)));
+        }
+        c.request("connect", params)
+    };
+    // The device alone, with its token and no shared token: in, with the same device token.
+    let again = with_device_token(&device, true, None);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(again["payload"]["auth"]["deviceToken"], token.as_str());
+    // The reference client's retry after a token mismatch: the wrong shared token plus the device token.
+    assert_eq!(with_device_token(&device, true, Some("rotated-away"))["ok"], true);
+    // Another device, or no proof at all, cannot use it.
+    let other = with_device_token(&Device::new(), true, None);
+    assert_eq!(other["error"]["details"]["code"], "AUTH_TOKEN_MISMATCH", "{other}");
+    let unsigned = with_device_token(&device, false, None);
+    assert_eq!(unsigned["error"]["details"]["code"], "AUTH_TOKEN_MISMATCH", "{unsigned}");
+}
+
+#[test]
+fn presence_follows_clients_that_come_and_go() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut watcher = gw.client(&["operator.read"]);
+    let before = watcher.request("system-presence", json!({}))["payload"].clone();
+    assert_eq!(before.as_array().unwrap().len(), 1, "the gateway alone (CLIs are not listed): {before}");
+    let (mut page, _) = gw.socket();
+    let mut params = connect_params(Some(TOKEN), &["operator.read"]);
+    params["client"] = json!({"id": "webchat-ui", "displayName": "Web chat", "version": "1", "platform": "web",
+        "mode": "webchat", "instanceId": "tab-1"});
+    let hello = page.request("connect", params);
+    let versions = hello["payload"]["snapshot"]["stateVersion"].clone();
+    let joined = watcher.until_event(|e| e["event"] == "presence");
+    let joined = joined.last().unwrap();
+    let list = joined["payload"]["presence"].as_array().unwrap();
+    let entry = list.iter().find(|p| p["instanceId"] == "tab-1").expect("the page is present");
+    assert_eq!((&entry["mode"], &entry["text"]), (&json!("webchat"), &json!("Web chat (webchat)")));
+    assert_eq!(entry["ip"], "127.0.0.1");
+    assert!(joined["stateVersion"]["presence"].as_u64() > versions["presence"].as_u64(), "{joined} {versions}");
+    let listed = watcher.request("system-presence", json!({}))["payload"].clone();
+    assert!(listed.as_array().unwrap().iter().any(|p| p["instanceId"] == "tab-1"));
+    drop(page);
+    let left = watcher.until_event(|e| e["event"] == "presence");
+    let left = left.last().unwrap();
+    assert!(!left["payload"]["presence"].as_array().unwrap().iter().any(|p| p["instanceId"] == "tab-1"));
+    assert!(left["stateVersion"]["presence"].as_u64() > joined["stateVersion"]["presence"].as_u64());
+    assert!(left["stateVersion"]["health"].as_u64() > versions["health"].as_u64(), "connections changed");
 }

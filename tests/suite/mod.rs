@@ -9,6 +9,7 @@ mod context;
 mod editor;
 mod errors;
 mod gateway;
+mod gateway_approvals;
 mod golden;
 mod hostile;
 mod lifecycle;

@@ -1,7 +1,7 @@
 //! The gateway's web chat in real headless Chromium (Debian's `chromium`, driven by
 //! `playwright-core`; tests/webchat/webchat.mjs): log in with the token, a streamed reply rendered
-//! as Markdown, a reply made of HTML and script shown as text, a run stopped, a screenshot, and
-//! the page reconnecting by itself after the gateway restarts.
+//! as Markdown, a reply made of HTML and script shown as text, an approval question answered, a
+//! run stopped, a screenshot, and the page reconnecting by itself after the gateway restarts.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::gateway::{Gateway, TOKEN};
 use crate::support::mock_model::MockModel;
-use crate::support::script::{endless_text, text};
+use crate::support::script::{calls, endless_text, text};
 
 #[test]
 fn the_web_chat_in_chromium() {
@@ -28,9 +28,20 @@ fn the_web_chat_in_chromium() {
         "anthropic",
         "Look: <img src=x onerror=\"window.__pwned = true\"> and <script>window.__pwned = true</script>",
     ));
+    let write = serde_json::json!({"path": "notes.txt", "content": "from the web chat\n"});
+    mock.push(calls("anthropic", &[("w1", "write", write)]));
+    mock.push(text("anthropic", "Written."));
     mock.push(endless_text("Counting: "));
     let mut gw = Some(Gateway::start(&mock.base(), &[]));
     let port = gw.as_ref().unwrap().port;
+    // The session asks before every change, so the page gets a question to answer.
+    let patched = gw
+        .as_ref()
+        .unwrap()
+        .client(&["operator.admin"])
+        .request("sessions.patch", serde_json::json!({"key": "main", "mode": "ask"}));
+    assert_eq!(patched["ok"], true, "{patched}");
+    let notes = gw.as_ref().unwrap().workspace.path().join("notes.txt");
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webchat.png");
     let mut node = Command::new("node")
         .arg(dir.join("webchat.mjs"))
@@ -42,9 +53,12 @@ fn the_web_chat_in_chromium() {
         .spawn()
         .expect("run node");
     let mut report = None;
+    let mut written = None;
     for line in BufReader::new(node.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         if line == "RESTART" {
+            // Approved in the page, then written (read before the restart takes the workspace).
+            written = std::fs::read_to_string(&notes).ok();
             // The page asks for a gateway restart: same port, same store.
             gw = Some(gw.take().unwrap().restart(&mock.base()));
         } else if let Some(json) = line.strip_prefix("REPORT ") {
@@ -55,7 +69,8 @@ fn the_web_chat_in_chromium() {
     let gw = gw.unwrap();
     let report = report.unwrap_or_else(|| panic!("no report from the page\n{}", gw.stderr()));
     assert!(status.success(), "failures: {:#}\ngateway:\n{}", report["failures"], gw.stderr());
-    assert_eq!(report["steps"].as_array().unwrap().len(), 7, "{report:#}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 8, "{report:#}");
+    assert_eq!(written.as_deref(), Some("from the web chat\n"), "approved in the page, then written");
     assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "a screenshot at {}", shot.display());
     println!("web chat screenshot: {}", shot.display());
 }

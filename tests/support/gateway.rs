@@ -246,3 +246,45 @@ pub fn read_all(mut stream: TcpStream) -> String {
     let _ = stream.read_to_string(&mut out);
     out
 }
+
+/// An ed25519 device identity, signing `connect` as the reference's clients do (proof v3).
+pub struct Device {
+    pair: ring::signature::Ed25519KeyPair,
+    pub id: String,
+}
+
+impl Device {
+    pub fn new() -> Self {
+        use ring::signature::KeyPair as _;
+        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+        let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+        let digest = ring::digest::digest(&ring::digest::SHA256, pair.public_key().as_ref());
+        let id = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        Self { pair, id }
+    }
+
+    /// `params` (from [`connect_params`]) signed for `challenge`, over `signed_token`.
+    pub fn sign(&self, mut params: Value, challenge: &Value, signed_token: Option<&str>) -> Value {
+        use base64::Engine as _;
+        use ring::signature::KeyPair as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let nonce = challenge["payload"]["nonce"].as_str().unwrap();
+        let signed_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let scopes: Vec<String> = params["scopes"].as_array().unwrap().iter().map(text).collect();
+        let payload = format!(
+            "v3|{}|{}|{}|{}|{}|{signed_at}|{}|{nonce}|{}|{}",
+            self.id,
+            text(&params["client"]["id"]),
+            text(&params["client"]["mode"]),
+            text(&params["role"]),
+            scopes.join(","),
+            signed_token.unwrap_or_default(),
+            text(&params["client"]["platform"]).to_lowercase(),
+            text(&params["client"]["deviceFamily"]).to_lowercase(),
+        );
+        params["device"] = json!({"id": self.id, "publicKey": b64.encode(self.pair.public_key().as_ref()),
+            "signature": b64.encode(self.pair.sign(payload.as_bytes()).as_ref()), "signedAt": signed_at, "nonce": nonce});
+        params
+    }
+}

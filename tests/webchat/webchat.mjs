@@ -4,7 +4,8 @@
 //
 // usage: node webchat.mjs <url> <token> <screenshot.png>
 // The caller scripts the model: 1) "Hello **world** from `acp`."  2) a reply with <img onerror>
-// and <script>  3) a reply that never ends.
+// and <script>  3) a write of notes.txt that needs approval, then "Written."  4) a reply that
+// never ends.
 
 import { chromium } from "playwright-core";
 
@@ -52,7 +53,22 @@ try {
   check("html in a reply shows as text", injected.images === 0 && injected.scripts === 0 && !injected.pwned
     && injected.text.includes("<img src=x onerror=") && injected.text.includes("<script>window.__pwned = true</script>"), injected);
 
-  // 3. Stop a run that never ends.
+  // 3. An approval question: shown with what will be written, answered with a button.
+  await page.fill("#input", "Write the notes");
+  await page.press("#input", "Enter");
+  await page.waitForSelector(".question button.allow");
+  await page.screenshot({ path: screenshot.replace(/\.png$/, "-question.png") });
+  const question = await page.evaluate(() => document.querySelector(".question").textContent);
+  check("the question shows what will be written", question.includes("notes.txt") && question.includes("from the web chat"), question);
+  await page.click(".question button.allow");
+  await page.waitForFunction(() => [...document.querySelectorAll(".msg.assistant")].some((m) => m.textContent.includes("Written.")));
+  const answered = await page.evaluate(() => ({ open: document.querySelectorAll(".question").length,
+    note: [...document.querySelectorAll(".note")].map((n) => n.textContent).join(" ") }));
+  if (answered.open !== 0 || !answered.note.includes("(allowed)")) {
+    report.failures.push({ what: "the question closes once answered", detail: answered });
+  }
+
+  // 4. Stop a run that never ends.
   await page.fill("#input", "Count forever");
   await page.press("#input", "Enter");
   await page.waitForFunction(() => [...document.querySelectorAll(".msg.assistant")].some((m) => m.textContent.includes("Counting")));
@@ -62,7 +78,7 @@ try {
   check("stopped", true);
   await page.screenshot({ path: screenshot, fullPage: true });
 
-  // 4. The gateway restarts: the page sees it go and comes back by itself.
+  // 5. The gateway restarts: the page sees it go and comes back by itself.
   process.stdout.write("RESTART\n");
   await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("disconnected"));
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });

@@ -1,0 +1,175 @@
+//! Approval questions of gateway runs, answered by a connected client: the question goes out as
+//! `exec.approval.requested` to every client that may answer (`operator.approvals` or admin), the
+//! first `exec.approval.resolve` decides, and everyone hears `exec.approval.resolved`. Unanswered
+//! questions are rejected after the timeout; a cancelled turn withdraws its question. With no one
+//! connected who could answer, the run is told so at once (it never waits for nobody).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use acp_protocol::gateway::{ErrorShape, code};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::{Hub, now_ms};
+use crate::sync::lock;
+use crate::runtime::ToolContent;
+use crate::runtime::host::{OptionKind, PermissionAnswer, PermissionOption, PermissionRequest};
+
+/// Why a gateway run cannot ask.
+pub const UNASKABLE: &str = "no one who can answer approval questions is connected to the gateway (a client \
+     with the operator.approvals or operator.admin scope, such as the web chat); allow it with an \"always\" \
+     rule ([[permissions]] in config.toml), change the session's mode, or run it from an editor";
+
+/// How long a question waits for an answer, unless configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Pending {
+    /// The `exec.approval.requested` payload (sent again to approvers who connect later).
+    event: Value,
+    options: Vec<PermissionOption>,
+    answer: oneshot::Sender<String>,
+}
+
+pub struct Approvals {
+    pending: Mutex<HashMap<String, Pending>>,
+    timeout: Duration,
+}
+
+impl Approvals {
+    pub fn new(timeout: Duration) -> Self {
+        Self { pending: Mutex::default(), timeout }
+    }
+
+    /// Asks the connected approvers about a call of session `key`'s running run.
+    pub async fn ask(
+        &self,
+        hub: &Arc<Hub>,
+        key: &str,
+        request: &PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> PermissionAnswer {
+        if !hub.has_approver() {
+            return PermissionAnswer::Unaskable(UNASKABLE.into());
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let call = &request.call;
+        let command = call.raw_input.get("command").and_then(Value::as_str).unwrap_or(&call.title);
+        let run_id = hub.turn_of(key, None).first().and_then(|t| hub.run_id(*t));
+        let created = now_ms();
+        let timeout_ms = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
+        let options: Vec<Value> =
+            request.options.iter().map(|o| json!({"id": o.id, "label": o.label, "kind": kind_name(o.kind)})).collect();
+        let mut asked = json!({"command": command, "title": call.title, "kind": call.kind, "toolName": call.name,
+            "rawInput": call.raw_input, "content": shown(&call.content), "host": "gateway", "agentId": "main", "sessionKey": key,
+            "runId": run_id, "toolCallId": call.id, "options": options});
+        if !request.options.iter().any(|o| o.kind == OptionKind::AllowAlways) {
+            asked["unavailableDecisions"] = json!(["allow-always"]);
+        }
+        let event = json!({"approvalKind": "exec", "id": id, "request": asked, "createdAtMs": created,
+            "expiresAtMs": created.saturating_add(timeout_ms)});
+        let (answer, answered) = oneshot::channel();
+        lock(&self.pending)
+            .insert(id.clone(), Pending { event: event.clone(), options: request.options.clone(), answer });
+        hub.to_approvers("exec.approval.requested", &event);
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => Err("cancelled"),
+            () = tokio::time::sleep(self.timeout) => Err("expired"),
+            chosen = answered => chosen.map_err(|_| "cancelled"),
+        };
+        if let Err(reason) = outcome {
+            // Withdrawn: nobody can answer it any more.
+            if lock(&self.pending).remove(&id).is_some() {
+                hub.to_approvers(
+                    "exec.approval.resolved",
+                    &json!({"id": id, "decision": "deny", "reason": reason,
+                    "ts": now_ms()}),
+                );
+            }
+        }
+        match outcome {
+            Ok(option) => PermissionAnswer::Selected(option),
+            Err("expired") => PermissionAnswer::NoAnswer,
+            Err(_) => PermissionAnswer::Cancelled,
+        }
+    }
+
+    /// `exec.approval.resolve {id, decision}`: `allow-once`, `allow-always`, `deny`, or one of the
+    /// question's own option ids.
+    pub fn resolve(&self, hub: &Hub, id: &str, decision: &str, by: &str) -> Result<Value, Box<ErrorShape>> {
+        let mut pending = lock(&self.pending);
+        let Some(question) = pending.get(id) else {
+            return Err(Box::new(ErrorShape::invalid("unknown or expired approval id")));
+        };
+        let wanted = |kinds: &[OptionKind]| question.options.iter().find(|o| kinds.contains(&o.kind));
+        let option = match decision {
+            "allow-once" => wanted(&[OptionKind::AllowOnce]),
+            "allow-always" => wanted(&[OptionKind::AllowAlways]),
+            "deny" => wanted(&[OptionKind::RejectOnce, OptionKind::RejectAlways]),
+            other => question.options.iter().find(|o| o.id == other),
+        };
+        let Some(option) = option.cloned() else {
+            let error = if decision == "allow-always" {
+                ErrorShape::invalid("allow-always is unavailable for this request")
+            } else {
+                ErrorShape::invalid("invalid decision")
+            };
+            return Err(Box::new(error));
+        };
+        let Some(question) = pending.remove(id) else {
+            return Err(Box::new(ErrorShape::new(code::UNAVAILABLE, "the question was withdrawn")));
+        };
+        drop(pending);
+        let _ = question.answer.send(option.id.clone());
+        let resolved = json!({"id": id, "decision": decision_name(option.kind), "option": option.id,
+            "resolvedBy": by, "ts": now_ms()});
+        hub.to_approvers("exec.approval.resolved", &resolved);
+        Ok(json!({"ok": true, "id": id, "decision": decision_name(option.kind)}))
+    }
+
+    /// `exec.approval.get {id}`: the question as it was sent.
+    pub fn get(&self, id: &str) -> Result<Value, Box<ErrorShape>> {
+        lock(&self.pending)
+            .get(id)
+            .map(|p| p.event.clone())
+            .ok_or_else(|| Box::new(ErrorShape::invalid("unknown or expired approval id")))
+    }
+
+    /// The questions waiting, for an approver who just connected.
+    pub fn waiting(&self) -> Vec<Value> {
+        lock(&self.pending).values().map(|p| p.event.clone()).collect()
+    }
+}
+
+/// What the call shows (the diff it would make, text), as the question carries it.
+fn shown(content: &[ToolContent]) -> Vec<Value> {
+    content
+        .iter()
+        .filter_map(|c| match c {
+            ToolContent::Text(text) => Some(json!({"type": "text", "text": text})),
+            ToolContent::Diff { path, old_text, new_text } => {
+                Some(json!({"type": "diff", "path": path, "oldText": old_text, "newText": new_text}))
+            }
+            ToolContent::Terminal(_) | ToolContent::Image { .. } => None,
+        })
+        .collect()
+}
+
+fn kind_name(kind: OptionKind) -> &'static str {
+    match kind {
+        OptionKind::AllowOnce => "allow_once",
+        OptionKind::AllowAlways => "allow_always",
+        OptionKind::RejectOnce => "reject_once",
+        OptionKind::RejectAlways => "reject_always",
+    }
+}
+
+fn decision_name(kind: OptionKind) -> &'static str {
+    match kind {
+        OptionKind::AllowOnce => "allow-once",
+        OptionKind::AllowAlways => "allow-always",
+        OptionKind::RejectOnce | OptionKind::RejectAlways => "deny",
+    }
+}
