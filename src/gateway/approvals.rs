@@ -14,9 +14,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::{Hub, now_ms};
-use crate::sync::lock;
 use crate::runtime::ToolContent;
 use crate::runtime::host::{OptionKind, PermissionAnswer, PermissionOption, PermissionRequest};
+use crate::sync::lock;
 
 /// Why a gateway run cannot ask.
 pub const UNASKABLE: &str = "no one who can answer approval questions is connected to the gateway (a client \
