@@ -22,6 +22,8 @@
 //! - [`stream`] — protocol-neutral helpers (a tool call's changed fields).
 //! - [`gateway`] — `acp gateway`: OpenClaw's gateway protocol (v4) over WebSocket, on the same
 //!   runtime; the frames are in `acp-protocol`.
+//! - [`remote`] — a client of the gateway protocol (ours or OpenClaw's): device identity, the
+//!   handshake, requests by id, events, tick watchdog, reconnect; `acp serve --gateway` rides it.
 //! - [`mcp`] — MCP servers on rmcp's client: a shared pool of connections (stdio, streamable HTTP,
 //!   legacy SSE) started in the background, their tools as registry tools.
 //! - [`providers`] — one file per wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI
@@ -45,6 +47,7 @@ pub mod history;
 pub mod http;
 pub mod mcp;
 pub mod providers;
+pub mod remote;
 pub mod rpc;
 pub mod runtime;
 pub mod sandbox;

@@ -117,6 +117,8 @@ struct ServeArgs {
     /// Largest accepted input line in bytes (default 16 MiB, or `max_line_bytes` in config.toml).
     #[arg(long, value_name = "BYTES")]
     max_line_bytes: Option<usize>,
+    #[command(flatten)]
+    bridge: acp::cli::serve::BridgeArgs,
 }
 
 fn main() -> ExitCode {
@@ -136,7 +138,7 @@ fn main() -> ExitCode {
         Some(Command::Client(args)) => return client(args, cli.verbose),
         None => cli.serve,
     };
-    acp::cli::serve::serve(args.max_line_bytes)
+    acp::cli::serve::serve(args.max_line_bytes, &args.bridge)
 }
 
 /// `acp client`: the terminal REPL, with this binary's `serve` as the default agent.

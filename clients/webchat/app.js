@@ -88,7 +88,8 @@ function runView(runId) {
 function onChat(p) {
   if (p.sessionKey !== state.session) { return; }
   const run = runView(p.runId);
-  const text = p.message && p.message.content && p.message.content[0] ? p.message.content[0].text || "" : run.text;
+  const block = p.message && Array.isArray(p.message.content) ? p.message.content.find((c) => c.type === "text") : null;
+  const text = block ? block.text || "" : run.text;
   if (p.state === "delta" || p.state === "final" || p.state === "aborted") {
     run.text = text;
     // Deltas come faster than frames: render once per frame, the latest text.
@@ -131,7 +132,7 @@ function onAgent(p) {
     run.tools.set(d.toolCallId, el);
     run.el.insertBefore(el, run.body);
   }
-  el.textContent = "🔧 " + (d.title || d.name) + " — " + d.status;
+  el.textContent = (d.title || d.name) + " — " + d.status;
   if (d.phase === "result" && d.isError) { el.classList.add("failed"); }
 }
 
@@ -273,6 +274,11 @@ function loadSessions() {
     for (const s of r.sessions) {
       const li = document.createElement("li");
       li.textContent = s.label || s.key;
+      if (s.label) {
+        const key = document.createElement("small");
+        key.textContent = s.key.replace(/^agent:main:/, "");
+        li.appendChild(key);
+      }
       li.title = s.key;
       if (s.key === state.session) { li.className = "current"; }
       li.onclick = () => openSession(s.key);

@@ -14,6 +14,17 @@ pub const MODE: &[&str] = &["mode", "modeId"];
 /// `session/new`: the thought level to start with (`default`, `low`, `medium`, `high`).
 pub const THINKING: &[&str] = &["thinking", "thinkingLevel", "thoughtLevel"];
 
+/// The gateway bridge, `session/new` / `session/load`: a session label (resolved by the gateway).
+pub const SESSION_LABEL: &[&str] = &["sessionLabel", "label"];
+/// The gateway bridge: fail unless the key or label exists on the gateway.
+pub const REQUIRE_EXISTING: &[&str] = &["requireExisting", "requireExistingSession"];
+/// The gateway bridge: reset the gateway session before first use.
+pub const RESET: &[&str] = &["resetSession", "reset"];
+/// The gateway bridge: prefix prompts with `[Working directory: …]`.
+pub const PREFIX_CWD: &[&str] = &["prefixCwd"];
+/// The gateway bridge, per prompt: the run's time limit.
+pub const TIMEOUT_MS: &[&str] = &["timeoutMs"];
+
 /// The first key holding a string that is not blank; returned trimmed.
 pub fn read_string<'a>(meta: Option<&'a Meta>, keys: &[&str]) -> Option<&'a str> {
     let meta = meta?;

@@ -3,6 +3,7 @@
 //! (`meta`). `serve` runs one connection from first message to exit.
 
 pub mod agent;
+pub mod bridge;
 pub mod client_bridge;
 mod dispatch;
 mod mcp;
@@ -37,12 +38,45 @@ pub enum Ended {
 /// resolves (then cancels running turns and answers them `cancelled`, within a bounded time).
 /// `origin` names the surface in the session index (`acp` for editors, `run` for `acp run`).
 pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future<Output = ()>) -> Ended {
-    let Rpc { conn, mut incoming } = rpc;
+    let Rpc { conn, incoming } = rpc;
     let config = ConfigCell::new(config);
     let state = Arc::new(agent::State::new(conn, config.clone()));
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
     let agent = Agent::new(state, Runtime::new(config, sink, host).with_origin(origin));
+    serve_loop(incoming, &agent, shutdown).await
+}
+
+/// What the serve loop drives: the in-process agent, or the bridge to a gateway.
+pub(crate) trait Surface {
+    fn dispatch(&self, incoming: crate::rpc::Incoming) -> Work;
+    /// Cancels every running and queued prompt (a shutdown signal).
+    fn cancel_everything(&self);
+    /// Closes every session, waiting at most `limit`.
+    fn close_all(&self, limit: Duration) -> impl Future<Output = ()>;
+}
+
+impl Surface for Agent {
+    fn dispatch(&self, incoming: crate::rpc::Incoming) -> Work {
+        Agent::dispatch(self, incoming)
+    }
+
+    fn cancel_everything(&self) {
+        Agent::cancel_everything(self);
+    }
+
+    fn close_all(&self, limit: Duration) -> impl Future<Output = ()> {
+        self.close_all_sessions(limit)
+    }
+}
+
+/// Dispatches messages in input order until input ends (then finishes what was asked) or
+/// `shutdown` resolves (then cancels and answers within a bounded time).
+pub(crate) async fn serve_loop(
+    mut incoming: crate::rpc::IncomingRx,
+    surface: &impl Surface,
+    shutdown: impl Future<Output = ()>,
+) -> Ended {
     // Every answer still owed; the connection ends only once they are given.
     let work = TaskTracker::new();
     tokio::pin!(shutdown);
@@ -50,7 +84,7 @@ pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future
     let mut ended = loop {
         tokio::select! {
             message = incoming.recv() => match message {
-                Some(message) => match agent.dispatch(message) {
+                Some(message) => match surface.dispatch(message) {
                     Work::Done => {}
                     Work::Alongside(future) => {
                         work.spawn(future);
@@ -79,11 +113,11 @@ pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future
         }
     }
     if ended == Ended::Signal {
-        agent.cancel_everything();
+        surface.cancel_everything();
         // Cancelled turns answer within milliseconds; do not let a stuck one hold the exit.
         let _ = tokio::time::timeout(Duration::from_millis(250), work.wait()).await;
     }
     let limit = if ended == Ended::Signal { Duration::from_millis(100) } else { Duration::from_secs(2) };
-    agent.close_all_sessions(limit).await;
+    surface.close_all(limit).await;
     ended
 }

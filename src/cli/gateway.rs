@@ -66,7 +66,6 @@ pub fn gateway(args: GatewayArgs) -> ExitCode {
     let options = match options(args, &config) {
         Ok(o) => o,
         Err(e) => {
-            tracing::error!("{e}");
             #[allow(clippy::print_stderr)]
             {
                 eprintln!("acp gateway: {e}");

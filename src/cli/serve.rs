@@ -7,8 +7,77 @@ use tokio_util::sync::CancellationToken;
 use super::signals;
 use crate::config::Config;
 
+/// `acp serve --gateway URL`: the editor's sessions live in a gateway (`acp gateway` or
+/// OpenClaw's) instead of this process.
+#[derive(clap::Args, Debug, Default)]
+pub struct BridgeArgs {
+    /// Bridge to the gateway at this URL (ws:// or wss://) instead of running the agent here.
+    #[arg(long, value_name = "URL")]
+    pub gateway: Option<String>,
+    /// The gateway's shared token (else $ACP_GATEWAY_TOKEN).
+    #[arg(long, value_name = "TOKEN", requires = "gateway", conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// Read the gateway token from this file (its first line).
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The gateway's password, for gateways that use one (else $ACP_GATEWAY_PASSWORD).
+    #[arg(long, value_name = "PASSWORD", requires = "gateway")]
+    pub password: Option<String>,
+    /// The gateway session new ACP sessions use (default: a new one per ACP session).
+    #[arg(long = "session", value_name = "KEY", requires = "gateway")]
+    pub session_key: Option<String>,
+    /// The gateway session with this label (resolved by the gateway).
+    #[arg(long, value_name = "LABEL", requires = "gateway")]
+    pub session_label: Option<String>,
+    /// Fail unless the session key or label exists on the gateway.
+    #[arg(long, requires = "gateway")]
+    pub require_existing: bool,
+    /// Reset the gateway session before its first use.
+    #[arg(long, requires = "gateway")]
+    pub reset_session: bool,
+    /// Do not start prompts with `[Working directory: …]`.
+    #[arg(long, requires = "gateway")]
+    pub no_prefix_cwd: bool,
+}
+
+impl BridgeArgs {
+    /// The bridge's options, if `--gateway` was given.
+    fn options(&self) -> Result<Option<crate::acp::bridge::BridgeOptions>, String> {
+        let Some(url) = self.gateway.clone() else { return Ok(None) };
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(file)) => {
+                let text =
+                    std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+                Some(text.lines().next().unwrap_or_default().trim().to_owned())
+            }
+            (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok(),
+        }
+        .filter(|t| !t.is_empty());
+        let password =
+            self.password.clone().or_else(|| std::env::var("ACP_GATEWAY_PASSWORD").ok()).filter(|p| !p.is_empty());
+        Ok(Some(crate::acp::bridge::BridgeOptions {
+            url,
+            token,
+            password,
+            session: self.session_key.clone(),
+            session_label: self.session_label.clone(),
+            require_existing: self.require_existing,
+            reset_session: self.reset_session,
+            prefix_cwd: !self.no_prefix_cwd,
+        }))
+    }
+}
+
 /// Serves one editor on stdio; `max_line_bytes` overrides the configured limit.
-pub fn serve(max_line_bytes: Option<usize>) -> std::process::ExitCode {
+pub fn serve(max_line_bytes: Option<usize>, bridge: &BridgeArgs) -> std::process::ExitCode {
+    let bridge = match bridge.options() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!("{e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     // SIGINT/SIGTERM: running turns end `cancelled` and the server exits; a second signal exits at once.
     let shutdown = CancellationToken::new();
     let cancel = shutdown.clone();
@@ -31,13 +100,17 @@ pub fn serve(max_line_bytes: Option<usize>) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve_stdio(max_line_bytes, shutdown));
+    let code = runtime.block_on(serve_stdio(max_line_bytes, bridge, shutdown));
     // Do not wait for the blocked stdin read or idle connections.
     runtime.shutdown_background();
     code
 }
 
-async fn serve_stdio(max_line_bytes: Option<usize>, shutdown: CancellationToken) -> std::process::ExitCode {
+async fn serve_stdio(
+    max_line_bytes: Option<usize>,
+    bridge: Option<crate::acp::bridge::BridgeOptions>,
+    shutdown: CancellationToken,
+) -> std::process::ExitCode {
     let mut config = Config::load();
     if let Some(max) = max_line_bytes {
         config.max_line_bytes = max;
@@ -60,7 +133,18 @@ async fn serve_stdio(max_line_bytes: Option<usize>, shutdown: CancellationToken)
             return std::process::ExitCode::FAILURE;
         }
     };
-    let ended = crate::acp::serve(rpc, config, "acp", shutdown.cancelled_owned()).await;
+    let ended = match bridge {
+        Some(options) => {
+            match crate::acp::bridge::serve(rpc, config.home.clone(), options, shutdown.cancelled_owned()).await {
+                Ok(ended) => ended,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            }
+        }
+        None => crate::acp::serve(rpc, config, "acp", shutdown.cancelled_owned()).await,
+    };
     tracing::debug!(?ended, "exiting");
     std::process::ExitCode::SUCCESS
 }

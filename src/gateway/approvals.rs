@@ -114,7 +114,9 @@ impl Approvals {
             let error = if decision == "allow-always" {
                 ErrorShape::invalid("allow-always is unavailable for this request")
             } else {
-                ErrorShape::invalid("invalid decision")
+                ErrorShape::invalid(
+                    "invalid decision: use allow-once, allow-always, deny, or the id of one of the question's options",
+                )
             };
             return Err(Box::new(error));
         };

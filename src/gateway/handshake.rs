@@ -124,7 +124,7 @@ pub async fn connect(
             // Answered late, as the reference does: guessing tokens is slow.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             let error = ErrorShape::invalid(
-                "unauthorized: gateway token mismatch (use this gateway's gateway.auth.token or pair the device)",
+                "unauthorized: gateway token mismatch (use this gateway's token: acp gateway --token, ACP_GATEWAY_TOKEN or [gateway] token)",
             )
             .with_details(json!({"code": "AUTH_TOKEN_MISMATCH", "authReason": "token_mismatch",
                 "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}));

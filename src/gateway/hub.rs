@@ -142,6 +142,8 @@ struct Run {
     /// The per-run sequence shared by `chat` and `agent` events.
     seq: u64,
     text: String,
+    /// The reasoning shown so far.
+    thinking: String,
     started_at: i64,
     ended: watch::Sender<Option<RunEnd>>,
 }
@@ -246,6 +248,7 @@ impl Hub {
             session_key: session_key.into(),
             seq: 0,
             text: String::new(),
+            thinking: String::new(),
             started_at,
             ended,
         };
@@ -291,15 +294,17 @@ impl Hub {
         }
     }
 
-    fn text(&self, turn: TurnId, message_id: &str, delta: &str) {
+    fn text(&self, turn: TurnId, message_id: &str, delta: &str, thought: bool) {
         let payloads = self.stamp(turn, |run, seq| {
-            run.text.push_str(delta);
+            let stream = if thought { "thinking" } else { "assistant" };
+            if thought { run.thinking.push_str(delta) } else { run.text.push_str(delta) }
+            let cumulative = if thought { &run.thinking } else { &run.text };
             let now = now_ms();
             json!([
-                {"runId": run.run_id, "stream": "assistant", "data": {"text": run.text, "delta": delta, "itemId": message_id},
+                {"runId": run.run_id, "stream": stream, "data": {"text": cumulative, "delta": delta, "itemId": message_id},
                     "sessionKey": run.session_key, "agentId": "main", "seq": seq, "ts": now, "isHeartbeat": false},
                 {"runId": run.run_id, "sessionKey": run.session_key, "agentId": "main", "seq": seq, "state": "delta",
-                    "deltaText": delta, "message": assistant(&run.text, now)}
+                    "deltaText": if thought { "" } else { delta }, "message": message(run, now)}
             ])
         });
         if let Some(Value::Array(p)) = payloads {
@@ -322,8 +327,21 @@ impl Hub {
                 _ => None,
             })
             .collect();
+        let diffs: Vec<Value> = state
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                crate::runtime::ToolContent::Diff { path, old_text, new_text } => {
+                    Some(json!({"path": path, "oldText": old_text, "newText": new_text}))
+                }
+                _ => None,
+            })
+            .collect();
         let mut data = json!({"phase": phase, "toolCallId": state.id, "name": state.name, "title": state.title,
             "kind": state.kind, "status": state.status, "args": state.raw_input});
+        if !diffs.is_empty() {
+            data["diffs"] = json!(diffs);
+        }
         if phase == "result" {
             data["result"] = json!(text.join("\n"));
             data["isError"] = json!(state.status == ToolStatus::Failed);
@@ -358,7 +376,7 @@ impl Hub {
                 TurnOutcome::Failed { error, .. } => p["errorMessage"] = json!(error.message),
                 _ => {
                     p["stopReason"] = json!(stop);
-                    p["message"] = assistant(&run.text, now_ms());
+                    p["message"] = message(run, now_ms());
                 }
             }
             p
@@ -399,6 +417,17 @@ pub fn assistant(text: &str, timestamp: i64) -> Value {
     json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": timestamp})
 }
 
+/// A run's message so far: its reasoning (when there is some) as a `thinking` block, then its text.
+fn message(run: &Run, timestamp: i64) -> Value {
+    let mut message = assistant(&run.text, timestamp);
+    if !run.thinking.is_empty()
+        && let Some(content) = message["content"].as_array_mut()
+    {
+        content.insert(0, json!({"type": "thinking", "thinking": run.thinking}));
+    }
+    message
+}
+
 /// The runtime's events, as the gateway's.
 pub struct HubSink(pub Arc<Hub>);
 
@@ -407,7 +436,11 @@ impl EventSink for HubSink {
         let hub = &self.0;
         let turn = event.turn;
         match &event.kind {
-            EventKind::TextDelta { message_id, text } => hub.text(turn, message_id, text),
+            EventKind::TextDelta { message_id, text } => hub.text(turn, message_id, text, false),
+            EventKind::ThoughtDelta { message_id, text } => hub.text(turn, message_id, text, true),
+            EventKind::Usage { used, size } => {
+                hub.agent(turn, "usage", json!({"contextTokens": used, "contextWindow": size}), true);
+            }
             EventKind::ToolCall(state) => hub.tool(turn, state, true),
             EventKind::ToolCallUpdate(state) => hub.tool(turn, state, false),
             EventKind::TurnEnded(outcome) => hub.ended(turn, outcome),

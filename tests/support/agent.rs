@@ -56,6 +56,11 @@ impl Options {
         self
     }
 
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| (*a).to_owned()));
+        self
+    }
+
     /// Point the built-in `anthropic` provider at a mock server.
     pub fn anthropic(self, base: &str) -> Self {
         self.env("ANTHROPIC_API_KEY", "test-key").env("ANTHROPIC_BASE_URL", base)

@@ -64,7 +64,7 @@ impl Gateway {
             let mut told = false;
             while lines.read_line(&mut line).unwrap_or(0) > 0 {
                 if !told && let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
-                    let _ = tx.send(rest.trim_end_matches('/').parse::<u16>().unwrap());
+                    let _ = tx.send(rest.split('/').next().unwrap().parse::<u16>().unwrap());
                     told = true;
                 }
                 sink.lock().unwrap().push_str(&line);

@@ -363,6 +363,9 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply, piece_times: &mut Ve
             if socket.write_all(&framed).await.is_err() || socket.flush().await.is_err() {
                 return false;
             }
+            if !reply.delay.is_zero() {
+                tokio::time::sleep(reply.delay).await;
+            }
         }
     }
     socket.write_all(b"0\r\n\r\n").await.is_ok()

@@ -6,6 +6,7 @@ pub mod fix_turn;
 pub mod gateway;
 pub mod golden;
 pub mod mock_model;
+pub mod openclaw;
 pub mod pty;
 pub mod script;
 

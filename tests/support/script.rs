@@ -303,3 +303,36 @@ pub fn endless_text(first: &str) -> Reply {
     };
     Reply::sse(format!("{start}{}", delta(first))).forever(delta(&"y".repeat(32 * 1024)))
 }
+
+/// An OpenAI Chat Completions reply streaming `text` one word per chunk (a gateway that throttles
+/// its deltas then carries the tail only in its final event).
+pub fn chat_words(text: &str) -> Reply {
+    let chunk = |delta: Value, finish: Value| {
+        event(
+            None,
+            &json!({"id": "chatcmpl-words", "object": "chat.completion.chunk", "created": 1751980800, "model": "mock-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
+    };
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    for (i, word) in text.split(' ').enumerate() {
+        let piece = if i == 0 { word.to_owned() } else { format!(" {word}") };
+        s.push_str(&chunk(json!({"content": piece}), Value::Null));
+    }
+    s.push_str(&chunk(json!({}), json!("stop")));
+    s.push_str("data: [DONE]\n\n");
+    Reply::sse(s)
+}
+
+/// An OpenAI Chat Completions reply that starts with `first` and then never stops (a chunk every
+/// 20 ms until the client hangs up).
+pub fn endless_chat_text(first: &str) -> Reply {
+    let chunk = |text: &str| {
+        event(
+            None,
+            &json!({"id": "chatcmpl-endless", "object": "chat.completion.chunk", "created": 1751980800, "model": "mock-model",
+                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}),
+        )
+    };
+    Reply::sse(chunk(first)).forever(chunk(" and on")).delay(std::time::Duration::from_millis(20))
+}

@@ -1,0 +1,439 @@
+//! A client of the gateway protocol (v4) — `acp gateway`'s or OpenClaw's: it connects with this
+//! installation's device identity (proof v3, v2 for servers that refuse it), waits for `hello-ok`
+//! before any request goes out, answers requests by id, hands events on, watches `tick`s (a
+//! gateway silent for two tick intervals is dropped) and reconnects with backoff (1 s doubling to
+//! 30 s). Credentials a gateway refuses end it: retrying cannot fix them.
+
+pub mod identity;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::sync::lock;
+use identity::{DeviceToken, Identity};
+
+/// The protocol spoken.
+pub const PROTOCOL: u64 = 4;
+/// How long connecting (TCP, TLS, WebSocket) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the server has to answer `connect`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+/// The longest wait between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How to reach the gateway and who to be there.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `ws://host:port` or `wss://…`.
+    pub url: String,
+    pub token: Option<String>,
+    pub password: Option<String>,
+    /// `$ACP_HOME`: where the device identity is kept.
+    pub home: PathBuf,
+    pub scopes: Vec<String>,
+    /// `connect.client`: id, displayName, version, platform, deviceFamily, mode.
+    pub client: Value,
+    pub caps: Vec<String>,
+}
+
+/// What the connection tells its owner.
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// Connected (again); the `hello-ok` payload.
+    Up(Value),
+    /// The connection went away; it is being made again.
+    Down(String),
+    /// The gateway refused these credentials or this protocol: nothing more is tried.
+    Refused(String),
+    Event {
+        event: String,
+        payload: Value,
+    },
+}
+
+/// A request that failed: the gateway's error, or why it could not be asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteError {
+    pub message: String,
+    /// The gateway's error code (`INVALID_REQUEST`, `NOT_FOUND`, …); `None` when it was not asked.
+    pub code: Option<String>,
+}
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl RemoteError {
+    fn local(message: impl Into<String>) -> Self {
+        Self { message: message.into(), code: None }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Link {
+    /// Not connected yet; the last failure, if any.
+    Connecting(Option<String>),
+    Up,
+    Refused(String),
+}
+
+type Answer = oneshot::Sender<Result<Value, RemoteError>>;
+
+struct Inner {
+    url: String,
+    link: watch::Sender<Link>,
+    /// The live connection's outbound frames.
+    out: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    pending: Mutex<HashMap<String, Answer>>,
+    next: AtomicU64,
+    stop: CancellationToken,
+}
+
+/// A connection to a gateway, made and kept in the background; cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl Gateway {
+    /// Starts connecting; notices go to `notices`.
+    pub fn start(options: Options, identity: Identity, notices: mpsc::UnboundedSender<Notice>) -> Self {
+        let inner = Arc::new(Inner {
+            url: options.url.clone(),
+            link: watch::channel(Link::Connecting(None)).0,
+            out: Mutex::default(),
+            pending: Mutex::default(),
+            next: AtomicU64::new(1),
+            stop: CancellationToken::new(),
+        });
+        tokio::spawn(keep_connected(inner.clone(), options, identity, notices));
+        Self { inner }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// Stops the connection (pending requests fail).
+    pub fn stop(&self) {
+        self.inner.stop.cancel();
+    }
+
+    /// Waits (up to `wait`) for the connection, then asks `method` and waits for its answer.
+    pub async fn request(&self, method: &str, params: Value, wait: Duration) -> Result<Value, RemoteError> {
+        let mut link = self.inner.link.subscribe();
+        let ready = tokio::time::timeout(wait, link.wait_for(|l| !matches!(l, Link::Connecting(_)))).await.is_ok();
+        let state = link.borrow().clone();
+        match (ready, state) {
+            (_, Link::Refused(why)) => return Err(RemoteError::local(why)),
+            (false, Link::Connecting(last)) => {
+                let why = last.unwrap_or_else(|| "it did not answer".to_owned());
+                return Err(RemoteError::local(format!("the gateway at {} is not reachable: {why}", self.inner.url)));
+            }
+            _ => {}
+        }
+        let id = format!("acp-{}", self.inner.next.fetch_add(1, Ordering::Relaxed));
+        let (answer, answered) = oneshot::channel();
+        lock(&self.inner.pending).insert(id.clone(), answer);
+        let frame = json!({"type": "req", "id": id, "method": method, "params": params}).to_string();
+        let sent = lock(&self.inner.out).as_ref().is_some_and(|out| out.send(frame).is_ok());
+        if !sent {
+            lock(&self.inner.pending).remove(&id);
+            return Err(RemoteError::local(format!("the gateway at {} is not connected", self.inner.url)));
+        }
+        answered.await.unwrap_or_else(|_| Err(RemoteError::local("the gateway connection closed")))
+    }
+
+    /// Whether it is connected now.
+    pub fn is_up(&self) -> bool {
+        matches!(*self.inner.link.borrow(), Link::Up)
+    }
+}
+
+/// How one connection ended.
+enum Ended {
+    /// Closed or failed; try again. `true` if it had been up.
+    Closed(String, bool),
+    Refused(String),
+    /// The server refused the v3 proof: try v2 at once.
+    TryV2,
+}
+
+async fn keep_connected(
+    inner: Arc<Inner>,
+    options: Options,
+    identity: Identity,
+    notices: mpsc::UnboundedSender<Notice>,
+) {
+    let mut backoff = Duration::from_secs(1);
+    let mut proof = "v3";
+    loop {
+        let ended = tokio::select! {
+            () = inner.stop.cancelled() => Ended::Refused("the gateway connection was stopped".into()),
+            ended = connection(&inner, &options, &identity, proof, &notices) => ended,
+        };
+        *lock(&inner.out) = None;
+        let failed: Vec<Answer> = lock(&inner.pending).drain().map(|(_, a)| a).collect();
+        match ended {
+            Ended::TryV2 => {
+                proof = "v2";
+                continue;
+            }
+            Ended::Refused(why) => {
+                for answer in failed {
+                    let _ = answer.send(Err(RemoteError::local(why.clone())));
+                }
+                inner.link.send_replace(Link::Refused(why.clone()));
+                let _ = notices.send(Notice::Refused(why));
+                return;
+            }
+            Ended::Closed(why, was_up) => {
+                tracing::info!(url = %inner.url, reason = %why, "gateway connection lost; reconnecting");
+                for answer in failed {
+                    let _ = answer.send(Err(RemoteError::local(format!("the gateway connection closed: {why}"))));
+                }
+                inner.link.send_replace(Link::Connecting(Some(why.clone())));
+                if was_up {
+                    backoff = Duration::from_secs(1);
+                    let _ = notices.send(Notice::Down(why));
+                }
+            }
+        }
+        tokio::select! {
+            () = inner.stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// A byte stream a WebSocket runs over: plain TCP or TLS.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+async fn open(url: &str) -> Result<Box<dyn Stream>, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a ws:// or wss:// URL: {e}"))?;
+    let tls = match parsed.scheme() {
+        "wss" => true,
+        "ws" => false,
+        other => return Err(format!("`{url}` is not a ws:// or wss:// URL (it is {other}://)")),
+    };
+    let host = parsed.host_str().ok_or_else(|| format!("`{url}` is not a ws:// or wss:// URL: no host"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = parsed.port().unwrap_or(if tls { 443 } else { 80 });
+    let address = (host.as_str(), port);
+    let tcp = tokio::net::TcpStream::connect(address).await.map_err(|e| format!("{host}:{port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    if !tls {
+        return Ok(Box::new(tcp));
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = <rustls::ClientConfig as rustls_platform_verifier::ConfigVerifierExt>::with_platform_verifier()
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| format!("{host}: {e}"))?;
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with {host}: {e}"))?;
+    Ok(Box::new(stream))
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Stream>>;
+
+/// The next text frame, or why there is none.
+async fn next_text(ws: &mut Socket) -> Result<String, String> {
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(text))) => return Ok(text.to_string()),
+            Some(Ok(Message::Binary(bytes))) => return Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Some(Ok(Message::Close(frame))) => {
+                return Err(frame
+                    .map_or_else(|| "closed".to_owned(), |f| format!("closed ({}): {}", u16::from(f.code), f.reason)));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Err("closed".into()),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// One connection: handshake, then frames both ways until it ends.
+async fn connection(
+    inner: &Inner,
+    options: &Options,
+    identity: &Identity,
+    proof: &str,
+    notices: &mpsc::UnboundedSender<Notice>,
+) -> Ended {
+    let closed = |why: String| Ended::Closed(why, false);
+    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, open(&options.url)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) if e.contains("is not a ws://") => return Ended::Refused(e),
+        Ok(Err(e)) => return closed(e),
+        Err(_) => return closed("connecting timed out".into()),
+    };
+    let mut config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
+    config.max_message_size = Some(32 << 20);
+    config.max_frame_size = Some(32 << 20);
+    let handshake = tokio_tungstenite::client_async_with_config(options.url.as_str(), stream, Some(config));
+    let mut ws = match tokio::time::timeout(CONNECT_TIMEOUT, handshake).await {
+        Ok(Ok((ws, _))) => ws,
+        Ok(Err(e)) => return closed(format!("WebSocket handshake: {e}")),
+        Err(_) => return closed("the WebSocket handshake timed out".into()),
+    };
+    // The challenge comes first; a server without one gets a connect without a nonce.
+    let nonce = match tokio::time::timeout(Duration::from_millis(2000), next_text(&mut ws)).await {
+        Ok(Ok(text)) => serde_json::from_str::<Value>(&text)
+            .ok()
+            .filter(|f| f["event"] == "connect.challenge")
+            .and_then(|f| f["payload"]["nonce"].as_str().map(str::to_owned)),
+        Ok(Err(e)) => return closed(e),
+        Err(_) => None,
+    };
+    let stored = identity.device_token(&options.url);
+    let shared = options.token.as_deref().filter(|t| !t.is_empty());
+    let device_token = stored.as_ref().filter(|_| shared.is_none() && options.password.is_none());
+    let role = "operator";
+    let scopes = device_token.map_or_else(|| options.scopes.clone(), |t| t.scopes.clone());
+    let mut auth = serde_json::Map::new();
+    if let Some(t) = shared {
+        auth.insert("token".into(), json!(t));
+    }
+    if let Some(p) = &options.password {
+        auth.insert("password".into(), json!(p));
+    }
+    if let Some(t) = device_token {
+        auth.insert("deviceToken".into(), json!(t.token));
+    }
+    let signed = shared.or(device_token.map(|t| t.token.as_str()));
+    let mut params = json!({"minProtocol": PROTOCOL, "maxProtocol": PROTOCOL, "client": options.client,
+        "caps": options.caps, "role": role, "scopes": scopes});
+    if !auth.is_empty() {
+        params["auth"] = Value::Object(auth);
+    }
+    if let Some(nonce) = &nonce {
+        params["device"] = identity.proof(proof, &options.client, role, &scopes, now_ms(), signed, nonce);
+    }
+    let connect = json!({"type": "req", "id": "connect", "method": "connect", "params": params});
+    if let Err(e) = ws.send(Message::Text(connect.to_string().into())).await {
+        return closed(e.to_string());
+    }
+    let hello = loop {
+        let text = match tokio::time::timeout(HELLO_TIMEOUT, next_text(&mut ws)).await {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => return closed(format!("the gateway closed the handshake: {e}")),
+            Err(_) => return closed("the gateway did not answer connect".into()),
+        };
+        let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
+        if frame["type"] != "res" || frame["id"] != "connect" {
+            continue;
+        }
+        if frame["ok"] == true {
+            break frame["payload"].clone();
+        }
+        let error = &frame["error"];
+        let message = error["message"].as_str().unwrap_or("connect refused").to_owned();
+        let detail = error["details"]["code"].as_str().unwrap_or_default();
+        if detail == "DEVICE_AUTH_INVALID" && proof == "v3" {
+            return Ended::TryV2;
+        }
+        if device_token.is_some() {
+            // The kept device token is no longer good: forget it, fall back to the shared one.
+            identity.set_device_token(&options.url, None);
+            return closed(format!("the gateway refused the kept device token: {message}"));
+        }
+        return Ended::Refused(format!("the gateway at {} refused the connection: {message}", options.url));
+    };
+    if let Some(token) = hello["auth"]["deviceToken"].as_str() {
+        let scopes = hello["auth"]["scopes"]
+            .as_array()
+            .map_or_else(Vec::new, |s| s.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+        identity.set_device_token(&options.url, Some(DeviceToken { token: token.into(), role: role.into(), scopes }));
+    }
+    let tick = hello["policy"]["tickIntervalMs"].as_u64().filter(|t| *t > 0).unwrap_or(30_000);
+    let silence = Duration::from_millis(tick.saturating_mul(2));
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    *lock(&inner.out) = Some(tx);
+    inner.link.send_replace(Link::Up);
+    tracing::info!(url = %options.url, "connected to the gateway");
+    let _ = notices.send(Notice::Up(hello));
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(last_heard + silence) => {
+                let frame = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                    code: 4000.into(), reason: "tick timeout".into() };
+                let _ = ws.send(Message::Close(Some(frame))).await;
+                return Ended::Closed("no tick from the gateway for two tick intervals".into(), true);
+            }
+            out = rx.recv() => match out {
+                Some(text) => {
+                    if let Err(e) = ws.send(Message::Text(text.into())).await {
+                        return Ended::Closed(e.to_string(), true);
+                    }
+                }
+                None => return Ended::Closed("stopped".into(), true),
+            },
+            text = next_text(&mut ws) => {
+                let text = match text {
+                    Ok(text) => text,
+                    Err(e) => return Ended::Closed(e, true),
+                };
+                last_heard = tokio::time::Instant::now();
+                let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
+                handle(inner, frame, notices);
+            }
+        }
+    }
+}
+
+/// A frame from the gateway: an answer to its request, or an event for the owner.
+fn handle(inner: &Inner, frame: Value, notices: &mpsc::UnboundedSender<Notice>) {
+    match frame["type"].as_str() {
+        Some("res") => {
+            let Some(id) = frame["id"].as_str() else { return };
+            // `accepted` first answers of two-answer methods are not the result.
+            if frame["ok"] == true && frame["payload"]["status"] == "accepted" {
+                return;
+            }
+            let Some(answer) = lock(&inner.pending).remove(id) else { return };
+            let result = if frame["ok"] == true {
+                Ok(frame["payload"].clone())
+            } else {
+                let error = &frame["error"];
+                Err(RemoteError {
+                    message: error["message"].as_str().unwrap_or("the gateway refused the request").to_owned(),
+                    code: error["code"].as_str().map(str::to_owned),
+                })
+            };
+            let _ = answer.send(result);
+        }
+        Some("event") => {
+            let Some(event) = frame["event"].as_str() else { return };
+            if event == "tick" {
+                return;
+            }
+            let payload = frame.get("payload").cloned().unwrap_or(Value::Null);
+            let _ = notices.send(Notice::Event { event: event.to_owned(), payload });
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,56 @@
+//! Starts a release `acp gateway` for the benchmarks, on a free loopback port with a token and
+//! the mock model, and says how long it took to listen.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::mock_model::MockModel;
+
+pub const TOKEN: &str = "bench-token";
+
+pub struct Gw {
+    pub child: Child,
+    pub port: u16,
+    _home: tempfile::TempDir,
+    pub started: Duration,
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start(mock: &MockModel) -> Gw {
+    let home = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
+        .arg(home.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "bench")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Reaped when dropped, whatever happens below.
+    let mut gw = Gw { child, port: 0, _home: home, started: Duration::ZERO };
+    let mut lines = BufReader::new(gw.child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(lines.read_line(&mut line).unwrap_or(0) > 0, "the gateway did not start");
+        if let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
+            gw.started = t.elapsed();
+            gw.port = rest.split('/').next().unwrap().parse().unwrap();
+            std::thread::spawn(move || while lines.read_line(&mut String::new()).unwrap_or(0) > 0 {});
+            return gw;
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! `acp serve --gateway URL` against a real `acp gateway` (real WebSockets, the mock model behind
+//! it): a prompt streamed through, ids stable across new/list/load, a cancel that touches only its
+//! own run, a gateway restart mid-prompt, a gateway never reachable, and the bad-input properties
+//! of `acp serve`.
+
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::agent::{Agent, Options, text_of};
+use crate::support::gateway::{Gateway, TOKEN};
+use crate::support::mock_model::MockModel;
+use crate::support::openclaw::OpenClawGateway;
+use crate::support::script::{chat_words, endless_chat_text, endless_text, text};
+
+fn bridge(gw: &Gateway) -> Agent {
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let mut agent = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", TOKEN]));
+    agent.initialize();
+    agent
+}
+
+fn new_session(agent: &mut Agent, cwd: &std::path::Path, meta: Value) -> String {
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": meta}));
+    r["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("session/new: {r}\n{}", agent.stderr())).to_owned()
+}
+
+/// Waits for the first reply chunk of a prompt sent with `send_request`.
+fn first_chunk(agent: &mut Agent) -> Value {
+    loop {
+        let m = agent.recv();
+        if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            return m;
+        }
+        assert!(m.get("id").is_none() || m.get("method").is_some(), "answered before any text: {m}");
+    }
+}
+
+#[test]
+fn a_prompt_streams_through_and_the_session_id_is_the_same_everywhere() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from the gateway, through the bridge."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut editor = bridge(&gw);
+    let cwd = gw.workspace.path();
+    let id = new_session(&mut editor, cwd, json!({}));
+    assert!(id.starts_with("agent:main:acp-bridge:"), "{id}");
+    let (updates, response) = editor.prompt(&id, "Say hello.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", editor.stderr());
+    assert_eq!(text_of(&updates, "agent_message_chunk"), "Hello from the gateway, through the bridge.");
+    let sent = mock.requests()[0].body.to_string();
+    assert!(sent.contains(&format!("[Working directory: {}]\\n\\nSay hello.", cwd.display())), "{sent}");
+
+    let listed = editor.request("session/list", json!({}));
+    let ids: Vec<&str> =
+        listed["result"]["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap()).collect();
+    assert_eq!(ids, [id.as_str()], "the id session/new handed out");
+
+    // Another editor process loads it by that id: the history, without the working-directory line.
+    let mut other = bridge(&gw);
+    let r = other.request("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let replayed: Vec<(String, String)> = other
+        .seen
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == id.as_str())
+        .map(|m| {
+            let u = &m["params"]["update"];
+            (u["sessionUpdate"].as_str().unwrap().to_owned(), u["content"]["text"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            ("user_message_chunk".to_owned(), "Say hello.".to_owned()),
+            ("agent_message_chunk".to_owned(), "Hello from the gateway, through the bridge.".to_owned())
+        ]
+    );
+    let missing = other.request("session/load", json!({"sessionId": "agent:main:nope", "cwd": cwd, "mcpServers": []}));
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+}
+
+#[test]
+fn cancel_stops_only_its_own_run() {
+    let mock = MockModel::start();
+    mock.push(endless_text("Theirs: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    // Another client runs on the same gateway session.
+    let mut theirs = gw.client(&["operator.admin"]);
+    let r = theirs.request("chat.send", json!({"sessionKey": "shared", "message": "count", "idempotencyKey": "t1"}));
+    assert_eq!(r["payload"]["status"], "started");
+    theirs.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "delta");
+    let mut editor = bridge(&gw);
+    let id = new_session(&mut editor, gw.workspace.path(), json!({"sessionKey": "shared"}));
+    assert_eq!(id, "agent:main:shared");
+    let prompt =
+        editor.send_request("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "mine"}]}));
+    // Ours waits behind theirs on the gateway (its run has started there); cancelling it leaves
+    // theirs running.
+    theirs.until_event(|e| {
+        e["event"] == "agent" && e["payload"]["stream"] == "lifecycle" && e["payload"]["runId"] != "t1"
+    });
+    editor.notify("session/cancel", json!({"sessionId": id}));
+    let (_, answer) = editor.until_response(prompt);
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let aborted = theirs.request("chat.abort", json!({"sessionKey": "shared", "runId": "t1"}));
+    assert_eq!(aborted["payload"], json!({"ok": true, "aborted": true, "runIds": ["t1"]}), "theirs was still running");
+    assert_eq!(mock.requests().len(), 1, "ours never reached the model");
+}
+
+#[test]
+fn a_gateway_restart_mid_prompt_ends_it_clearly_and_the_next_prompt_works() {
+    let mock = MockModel::start();
+    mock.push(endless_text("Counting: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut editor = bridge(&gw);
+    let id = new_session(&mut editor, gw.workspace.path(), json!({"sessionKey": "restart"}));
+    let prompt =
+        editor.send_request("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "count"}]}));
+    first_chunk(&mut editor);
+    let gw = gw.restart(&mock.base());
+    let (_, answer) = editor.until_response(prompt);
+    let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{answer}"));
+    assert!(message.contains("no longer knows this prompt's run"), "{message}");
+    mock.push(text("anthropic", "Back again."));
+    let (updates, response) = editor.prompt(&id, "still there?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", editor.stderr());
+    assert_eq!(text_of(&updates, "agent_message_chunk"), "Back again.");
+    drop(gw);
+}
+
+#[test]
+fn a_gateway_that_never_answers_fails_prompts_clearly() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut editor = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", TOKEN]));
+    // Initialize and session/new need no gateway.
+    editor.initialize();
+    let cwd = editor.home.path().to_path_buf();
+    let id = new_session(&mut editor, &cwd, json!({}));
+    let (_, response) = editor.prompt(&id, "anyone?");
+    let message = response["error"]["message"].as_str().unwrap_or_else(|| panic!("{response}"));
+    assert!(message.contains(&format!("the gateway at {url} is not reachable")), "{message}");
+    assert!(message.contains("refused"), "says why: {message}");
+}
+
+#[test]
+fn a_refused_token_is_said_at_once() {
+    let mock = MockModel::start();
+    let gw = Gateway::start(&mock.base(), &[]);
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let mut editor = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", "wrong"]));
+    editor.initialize();
+    let cwd = editor.home.path().to_path_buf();
+    let id = new_session(&mut editor, &cwd, json!({}));
+    let (_, response) = editor.prompt(&id, "hello?");
+    let message = response["error"]["message"].as_str().unwrap_or_else(|| panic!("{response}"));
+    assert!(message.contains("refused the connection") && message.contains("token mismatch"), "{message}");
+}
+
+#[test]
+fn bad_input_gets_the_same_answers_as_acp_serve_and_a_prompt_before_eof_is_answered() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Answered after EOF."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut editor = bridge(&gw);
+    editor.send_raw(b"[1,2]\n");
+    assert_eq!(editor.recv()["error"]["code"], -32600);
+    editor.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"x\xff\"}\n");
+    assert_eq!(editor.recv()["error"]["code"], -32700, "invalid UTF-8");
+    editor.send_raw(b"{not json\n");
+    assert_eq!(editor.recv()["error"]["code"], -32700);
+    let r = editor.request("session/set_mode", json!({"sessionId": "x", "modeId": "ask"}));
+    assert_eq!(r["error"]["code"], -32601);
+    let r = editor.request("session/prompt", json!({"sessionId": "nope", "prompt": []}));
+    assert_eq!(r["error"]["code"], -32002);
+    let r = editor.request("session/new", json!({"cwd": "relative", "mcpServers": []}));
+    assert_eq!(r["error"]["code"], -32602);
+    let id = new_session(&mut editor, gw.workspace.path(), json!({}));
+    let r = editor.request(
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "image", "data": "", "mimeType": "image/png"}]}),
+    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("only text"), "{r}");
+    // A prompt, then the end of input: answered, then the bridge exits.
+    let prompt =
+        editor.send_request("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}));
+    editor.close_stdin();
+    let (before, answer) = editor.until_response(prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates: Vec<Value> = before.iter().map(|m| m["params"]["update"].clone()).collect();
+    assert_eq!(text_of(&updates, "agent_message_chunk"), "Answered after EOF.");
+    assert!(editor.wait_exit(Duration::from_secs(10)).is_some_and(|s| s.success()), "exits after EOF");
+}
+
+/// Runs tests/conformance/bridge.mjs (the official TypeScript SDK as the editor) against `agent`;
+/// returns its report.
+pub fn sdk_editor(cwd: &std::path::Path, agent: &[String], env: &[(&str, &str)]) -> Value {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    assert!(dir.join("node_modules/@agentclientprotocol/sdk").exists(), "run tests/run: it installs the SDK");
+    let out = std::process::Command::new("node")
+        .arg(dir.join("bridge.mjs"))
+        .arg(cwd)
+        .args(agent)
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find_map(|l| l.strip_prefix("REPORT ")).unwrap_or_else(|| panic!("no report:\n{stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn the_typescript_sdk_drives_the_bridge_end_to_end() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from acp gateway, through the bridge, to the SDK."));
+    mock.push(endless_text("Counting: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let home = tempfile::tempdir().unwrap();
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let agent: Vec<String> = [env!("CARGO_BIN_EXE_acp"), "serve", "--gateway", &url, "--token", TOKEN]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let home_dir = home.path().display().to_string();
+    let report = sdk_editor(gw.workspace.path(), &agent, &[("ACP_HOME", &home_dir), ("HOME", &home_dir)]);
+    assert_eq!(report["failures"], json!([]), "{report:#}\n{}", gw.stderr());
+    assert_eq!(report["hello"]["stopReason"], "end_turn");
+    assert_eq!(report["hello"]["text"], "Hello from acp gateway, through the bridge, to the SDK.");
+    assert_eq!((&report["cancel"]["stopReason"], &report["cancel"]["sawText"]), (&json!("cancelled"), &json!(true)));
+    let id = report["sessionId"].as_str().unwrap();
+    assert!(report["listed"].as_array().unwrap().iter().any(|l| l == id), "{report:#}");
+    let loaded = &report["loaded"];
+    assert_eq!(loaded[0], json!(["user_message_chunk", "Say hello."]), "{report:#}");
+    assert_eq!(loaded[1], json!(["agent_message_chunk", "Hello from acp gateway, through the bridge, to the SDK."]));
+    assert!(report["validated"].as_u64().unwrap() > 10);
+}
+
+#[test]
+fn the_bridge_works_against_the_real_openclaw_gateway() {
+    let mock = MockModel::start();
+    // Word by word, fast: the reference gateway merges such deltas, and its final carries the tail.
+    let reply = "Hello from a mock model, through the OpenClaw gateway and the acp bridge, every word of it.";
+    mock.push(chat_words(reply));
+    mock.push(endless_chat_text("Counting:"));
+    let openclaw = OpenClawGateway::start(&mock.base_v1());
+    let home = tempfile::tempdir().unwrap();
+    let url = format!("ws://127.0.0.1:{}", openclaw.port);
+    let agent: Vec<String> =
+        [env!("CARGO_BIN_EXE_acp"), "serve", "--gateway", &url, "--token", crate::support::openclaw::TOKEN]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+    let home_dir = home.path().display().to_string();
+    let report = sdk_editor(openclaw.workspace.path(), &agent, &[("ACP_HOME", &home_dir), ("HOME", &home_dir)]);
+    assert_eq!(report["failures"], json!([]), "{report:#}\n{}", openclaw.log());
+    assert_eq!(report["hello"], json!({"stopReason": "end_turn", "text": reply}), "no lost tail");
+    assert_eq!((&report["cancel"]["stopReason"], &report["cancel"]["sawText"]), (&json!("cancelled"), &json!(true)));
+    let id = report["sessionId"].as_str().unwrap();
+    assert!(id.starts_with("agent:main:acp-bridge:"), "{id}");
+    assert!(report["listed"].as_array().unwrap().iter().any(|l| l == id), "the id session/new gave: {report:#}");
+    assert_eq!(report["loaded"][0], json!(["user_message_chunk", "Say hello."]), "{report:#}");
+    assert_eq!(report["loaded"][1], json!(["agent_message_chunk", reply]));
+    // It signed in as a device, and kept the device token the gateway gave it.
+    let tokens = std::fs::read_to_string(home.path().join("identity/device-tokens.json")).unwrap();
+    assert!(tokens.contains(&url), "{tokens}");
+}
+
+#[test]
+fn the_real_openclaw_acp_bridge_works_against_acp_gateway() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello from acp gateway, through openclaw acp."));
+    mock.push(endless_text("Counting: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let state = tempfile::tempdir().unwrap();
+    let token_file = state.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let agent =
+        crate::support::openclaw::command_line(&["acp", "--url", &url, "--token-file", token_file.to_str().unwrap()]);
+    let env = crate::support::openclaw::env(state.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let report = sdk_editor(gw.workspace.path(), &agent, &env);
+    assert_eq!(report["failures"], json!([]), "{report:#}\n{}", gw.stderr());
+    assert_eq!(
+        report["hello"],
+        json!({"stopReason": "end_turn", "text": "Hello from acp gateway, through openclaw acp."})
+    );
+    assert_eq!((&report["cancel"]["stopReason"], &report["cancel"]["sawText"]), (&json!("cancelled"), &json!(true)));
+    // Its own list shows the gateway key of the session it made (its ids differ: its defect).
+    let id = report["sessionId"].as_str().unwrap();
+    let key = format!("agent:main:acp-bridge:{id}");
+    assert!(report["listed"].as_array().unwrap().iter().any(|l| *l == key), "{report:#}");
+    assert_eq!(report["loaded"].as_array().unwrap().iter().filter(|u| u[0] == "user_message_chunk").count(), 2);
+}
