@@ -87,6 +87,7 @@ fn schema(method: &str) -> Schema {
         }
         "sessions.patch" => Schema::object(&[
             ("key", key(), true),
+            ("label", Schema::String, false),
             ("model", Schema::String, false),
             ("thinking", Schema::String, false),
             ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
@@ -167,10 +168,11 @@ async fn answer(
         "sessions.list" => gw.sessions_list(params).await,
         "sessions.resolve" => {
             let key = if params.contains_key("key") { text("key") } else { text("sessionKey") };
-            if key.is_empty() {
-                return Err(ErrorShape::invalid("invalid sessions.resolve params: give `key`"));
+            match (key.is_empty(), text("label")) {
+                (false, _) => gw.resolve(&key).await,
+                (true, label) if !label.trim().is_empty() => gw.resolve_label(label.trim()).await,
+                _ => Err(ErrorShape::invalid("invalid sessions.resolve params: give `key` or `label`")),
             }
-            gw.resolve(&key).await
         }
         "sessions.subscribe" | "sessions.unsubscribe" => {
             let on = method == "sessions.subscribe";
@@ -199,8 +201,16 @@ async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Val
     let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (key, run_id) = (super::canonical_key(&text("sessionKey")), text("idempotencyKey"));
     let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
+    let thinking = params
+        .get("thinking")
+        .and_then(Value::as_str)
+        .map(|l| reasoning("chat.send", l))
+        .transpose()
+        .map_err(ErrorShape::invalid)?;
+    let run =
+        Start { key: &key, message: &text("message"), run_id: &run_id, timeout, ops: thinking.into_iter().collect() };
     let started = |_: &str| json!({"runId": run_id, "status": "started"});
-    if let Some(seen) = start_run(gw, conn, id, &key, &text("message"), &run_id, timeout, started).await? {
+    if let Some(seen) = start_run(gw, conn, id, run, started).await? {
         conn.send(&Frame::ok(id, json!({"runId": run_id, "status": seen})));
     }
     Ok(())
@@ -214,7 +224,15 @@ async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>)
     let run_id = text("idempotencyKey");
     let timeout = params.get("timeout").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_secs);
     let accepted = |key: &str| json!({"runId": run_id, "sessionKey": key, "agentId": "main", "status": "accepted", "acceptedAt": now_ms()});
-    let seen = start_run(gw, conn, id, &key, &text("message"), &run_id, timeout, accepted).await?;
+    let thinking = params
+        .get("thinking")
+        .and_then(Value::as_str)
+        .map(|l| reasoning("agent", l))
+        .transpose()
+        .map_err(ErrorShape::invalid)?;
+    let run =
+        Start { key: &key, message: &text("message"), run_id: &run_id, timeout, ops: thinking.into_iter().collect() };
+    let seen = start_run(gw, conn, id, run, accepted).await?;
     if seen.is_some() {
         conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "accepted", "sessionKey": key, "agentId": "main"})));
     }
@@ -233,19 +251,26 @@ async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>)
     Ok(())
 }
 
-/// Starts run `run_id` on session `key` with `message`, after answering `first` on `id`; `Some`
-/// (`in_flight` or `ok`) when the key was seen already and nothing started.
-#[allow(clippy::too_many_arguments)]
+/// A run to start.
+struct Start<'a> {
+    key: &'a str,
+    message: &'a str,
+    run_id: &'a str,
+    timeout: Option<Duration>,
+    /// Settings the run asks for (`thinking`), applied to the session first.
+    ops: Vec<Op>,
+}
+
+/// Starts the run, after answering `first` on `id`; `Some` (`in_flight` or `ok`) when its run id
+/// was seen already and nothing started.
 async fn start_run(
     gw: &Gateway,
     conn: &Conn,
     id: &str,
-    key: &str,
-    message: &str,
-    run_id: &str,
-    timeout: Option<Duration>,
+    run: Start<'_>,
     first: impl FnOnce(&str) -> Value,
 ) -> Result<Option<&'static str>, ErrorShape> {
+    let Start { key, message, run_id, timeout, ops } = run;
     if let Some(status) = gw.runs_seen(run_id) {
         return Ok(Some(status));
     }
@@ -261,6 +286,9 @@ async fn start_run(
         }
     };
     conn.send(&Frame::ok(id, first(key)));
+    for op in ops {
+        handle.send(op);
+    }
     let turn = gw.runtime.next_turn_id();
     let ended = gw.hub.start_run(turn, run_id, key);
     gw.runs_handle().attach(run_id, ended.clone());
@@ -322,6 +350,18 @@ async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<V
     })
 }
 
+/// `thinking` as the session's reasoning effort.
+fn reasoning(method: &str, level: &str) -> Result<Op, String> {
+    let effort = match level {
+        "off" | "default" => None,
+        other => Some(
+            crate::runtime::ReasoningEffort::parse(other)
+                .ok_or_else(|| format!("invalid {method} params: at /thinking: use off, low, medium or high"))?,
+        ),
+    };
+    Ok(Op::SetReasoning(effort))
+}
+
 /// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
 async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
     let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -335,16 +375,17 @@ async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Val
         ops.push(Op::SetModel(model));
     }
     if let Some(level) = text("thinking") {
-        let effort = match level.as_str() {
-            "off" | "default" => None,
-            other => Some(crate::runtime::ReasoningEffort::parse(other).ok_or_else(|| {
-                ErrorShape::invalid("invalid sessions.patch params: at /thinking: use off, low, medium or high")
-            })?),
-        };
-        ops.push(Op::SetReasoning(effort));
+        ops.push(reasoning("sessions.patch", &level).map_err(ErrorShape::invalid)?);
     }
     if let Some(mode) = text("mode").and_then(|m| crate::runtime::Mode::parse(&m)) {
         ops.push(Op::SetMode(mode));
+    }
+    if let Some(label) = text("label") {
+        let label = label.trim().to_owned();
+        if label.is_empty() || label.chars().count() > 100 {
+            return Err(ErrorShape::invalid("invalid sessions.patch params: at /label: 1 to 100 characters"));
+        }
+        ops.push(Op::SetTitle(label));
     }
     let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
     for op in ops {
@@ -355,7 +396,9 @@ async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Val
     Ok(json!({"ok": true, "key": key}))
 }
 
-/// A session's messages as the reference's `chat.history` gives them (user and assistant text).
+/// A session's messages as the reference's `chat.history` gives them: the user's text, and the
+/// assistant's as content blocks in order — `thinking`, `toolCall` (with its title, status and
+/// result) and `text`.
 async fn chat_history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Value, ErrorShape> {
     let key = super::canonical_key(key);
     let shown = gw
@@ -364,32 +407,90 @@ async fn chat_history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Val
         .await
         .map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?
         .ok_or_else(|| ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`")))?;
-    let mut messages: Vec<Value> = Vec::new();
-    let mut last_text_id = None;
+    let mut history = History::default();
     for item in shown {
-        match item {
-            Shown::User { blocks, .. } => {
-                last_text_id = None;
-                messages.push(json!({"role": "user", "content": crate::runtime::plain_text(&blocks)}));
-            }
-            Shown::Text { id, text } => {
-                if last_text_id.as_deref() == Some(id.as_str())
-                    && let Some(Value::String(t)) = messages.last_mut().and_then(|m| m.pointer_mut("/content/0/text"))
-                {
-                    t.push_str(&text);
-                } else {
-                    messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": text}]}));
-                    last_text_id = Some(id);
-                }
-            }
-            _ => last_text_id = None,
-        }
+        history.add(item);
     }
+    history.close();
+    let messages = history.messages;
     let total = messages.len();
     let limit = limit.map_or(total, |l| usize::try_from(l).unwrap_or(usize::MAX));
     let messages: Vec<Value> = messages.into_iter().skip(total.saturating_sub(limit)).collect();
     Ok(json!({"sessionKey": key, "sessionId": key, "messages": messages, "hasMore": messages.len() < total,
         "totalMessages": total}))
+}
+
+/// Builds `chat.history` messages from what a session shows.
+#[derive(Default)]
+struct History {
+    messages: Vec<Value>,
+    /// The blocks of the assistant message being built.
+    blocks: Vec<Value>,
+    /// The message id of the last text or thinking block, which the next piece with that id
+    /// extends.
+    last_id: Option<String>,
+}
+
+impl History {
+    /// The assistant message being built is done.
+    fn close(&mut self) {
+        if !self.blocks.is_empty() {
+            let content = std::mem::take(&mut self.blocks);
+            self.messages.push(json!({"role": "assistant", "content": content}));
+        }
+        self.last_id = None;
+    }
+
+    fn has_text(&self) -> bool {
+        self.blocks.iter().any(|b| b["type"] == "text")
+    }
+
+    fn add(&mut self, item: Shown) {
+        match item {
+            Shown::User { blocks, .. } => {
+                self.close();
+                self.messages.push(json!({"role": "user", "content": crate::runtime::plain_text(&blocks)}));
+            }
+            Shown::Text { id, text } | Shown::Thought { id, text } if self.last_id.as_deref() == Some(id.as_str()) => {
+                if let Some(Value::Object(block)) = self.blocks.last_mut() {
+                    let field = if block.get("type").is_some_and(|t| t == "text") { "text" } else { "thinking" };
+                    if let Some(Value::String(s)) = block.get_mut(field) {
+                        s.push_str(&text);
+                    }
+                }
+            }
+            Shown::Text { id, text } => {
+                // A reply that already has text, and a new message id: a new message.
+                if self.has_text() {
+                    self.close();
+                }
+                self.blocks.push(json!({"type": "text", "text": text}));
+                self.last_id = Some(id);
+            }
+            Shown::Thought { id, text } => {
+                if self.has_text() {
+                    self.close();
+                }
+                self.blocks.push(json!({"type": "thinking", "thinking": text}));
+                self.last_id = Some(id);
+            }
+            Shown::Tool(state) => {
+                let result: Vec<&str> = state
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        crate::runtime::ToolContent::Text(t) => Some(t.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                self.blocks.push(json!({"type": "toolCall", "id": state.id, "name": state.name,
+                    "arguments": state.raw_input, "title": state.title, "kind": state.kind, "status": state.status,
+                    "result": result.join("\n")}));
+                self.last_id = None;
+            }
+            _ => self.close(),
+        }
+    }
 }
 
 /// Posts a message into a session as the assistant's, without a run (`[label]` first when given):

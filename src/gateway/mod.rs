@@ -406,6 +406,19 @@ impl Gateway {
         }
     }
 
+    /// The most recently used session whose label (title) is `label`.
+    async fn resolve_label(&self, label: &str) -> Result<Value, ErrorShape> {
+        let page = self
+            .runtime
+            .list_sessions(None, None, 10_000)
+            .await
+            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
+        match page.sessions.iter().find(|s| s.title.as_deref() == Some(label)) {
+            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": label})),
+            None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session has the label `{label}`"))),
+        }
+    }
+
     async fn reset(&self, key: &str) -> Result<Value, ErrorShape> {
         let key = canonical_key(key);
         let handle = self.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;

@@ -28,6 +28,8 @@ pub enum Op {
     /// as an assistant message, seen by the model as a note of what was shown. Applied when no
     /// turn runs (after the running one, before the queued ones); `done` gets the message's id.
     Inject { text: String, done: tokio::sync::oneshot::Sender<String> },
+    /// Names the session: its title (and label) from now on.
+    SetTitle(String),
     /// Answered once every op sent before it has taken effect and is on disk (a surface answers
     /// a settings change only then, so a `kill -9` right after cannot lose it).
     Settled(tokio::sync::oneshot::Sender<()>),

@@ -357,6 +357,7 @@ impl Actor {
                     self.session.log.settings(&self.session.settings);
                 }
                 Some(Op::Inject { text, done }) => self.injects.push_back((text, done)),
+                Some(Op::SetTitle(title)) => self.session.set_title(0, title),
                 Some(Op::Settled(done)) => {
                     let _ = done.send(());
                 }

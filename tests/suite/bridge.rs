@@ -296,3 +296,190 @@ fn the_real_openclaw_acp_bridge_works_against_acp_gateway() {
     assert!(report["listed"].as_array().unwrap().iter().any(|l| *l == key), "{report:#}");
     assert_eq!(report["loaded"].as_array().unwrap().iter().filter(|u| u[0] == "user_message_chunk").count(), 2);
 }
+
+#[test]
+fn acp_client_works_on_the_bridge_and_answers_the_gateways_question() {
+    let mock = MockModel::start();
+    mock.push(crate::support::script::calls(
+        "anthropic",
+        &[("call_w", "write", json!({"path": "NOTES.md", "content": "add() adds.\n"}))],
+    ));
+    mock.push(text("anthropic", "Wrote **NOTES.md** for you."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    // The gateway session asks before changes.
+    let r = gw.client(&["operator.admin"]).request("sessions.patch", json!({"key": "notes", "mode": "ask"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let home = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "{} serve --gateway ws://127.0.0.1:{} --token {TOKEN} --session notes",
+        env!("CARGO_BIN_EXE_acp"),
+        gw.port
+    );
+    let env = [("ACP_HOME", home.path().display().to_string()), ("HOME", home.path().display().to_string())];
+    let mut pty = crate::support::pty::Pty::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_acp")),
+        &["client", "--agent", &agent],
+        &env,
+        gw.workspace.path(),
+    );
+    pty.wait_for("/help for commands");
+    pty.wait_for_prompt();
+    pty.send("Write the notes\r");
+    // The gateway's question, relayed by the bridge: what will be written, then the choices.
+    let screen = pty.wait_for("Allow Create NOTES.md?");
+    assert!(screen.contains("+add() adds."), "the diff is shown before the question:\n{screen}");
+    pty.wait_for("1. Allow");
+    pty.send("\r");
+    pty.wait_for("Wrote NOTES.md for you.");
+    assert_eq!(std::fs::read_to_string(gw.workspace.path().join("NOTES.md")).unwrap(), "add() adds.\n");
+    pty.wait_for_prompt();
+    pty.send("\x04");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+#[test]
+fn labels_required_keys_and_resets_choose_the_gateway_session() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "First answer."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut admin = gw.client(&["operator.admin"]);
+    admin.request("chat.send", json!({"sessionKey": "labeled", "message": "first", "idempotencyKey": "l1"}));
+    admin.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final");
+    let r = admin.request("sessions.patch", json!({"key": "labeled", "label": "My project"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let cwd = gw.workspace.path();
+    let mut editor = Agent::spawn(Options::default().args(&[
+        "serve",
+        "--gateway",
+        &url,
+        "--token",
+        TOKEN,
+        "--session-label",
+        "My project",
+    ]));
+    editor.initialize();
+    assert_eq!(new_session(&mut editor, cwd, json!({})), "agent:main:labeled", "the label, resolved by the gateway");
+    let unknown = editor.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"label": "Nope"}}));
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("Nope"), "{unknown}");
+    let ghost = editor.request(
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": [], "_meta": {"sessionKey": "ghost", "requireExisting": true}}),
+    );
+    assert_eq!(ghost["error"]["code"], -32002, "{ghost}");
+    assert!(ghost["error"]["message"].as_str().unwrap().contains("`ghost` does not exist"), "{ghost}");
+    // A reset before first use: the model sees none of the earlier conversation.
+    let mut fresh = bridge(&gw);
+    let id = new_session(&mut fresh, cwd, json!({"sessionKey": "labeled", "reset": true}));
+    mock.push(text("anthropic", "A clean slate."));
+    let (_, response) = fresh.prompt(&id, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let body = mock.requests()[1].body.to_string();
+    assert!(!body.contains("First answer.") && body.contains("again"), "{body}");
+}
+
+#[test]
+fn thoughts_tools_and_the_thinking_level_go_through() {
+    let mock = MockModel::start();
+    mock.push(crate::support::script::anthropic_thinking(
+        "Let me look.",
+        None,
+        &[("r1", "read", json!({"path": "notes.txt"}))],
+    ));
+    mock.push(text("anthropic", "It says hi."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    std::fs::write(gw.workspace.path().join("notes.txt"), "hi\n").unwrap();
+    let mut editor = bridge(&gw);
+    let id = new_session(&mut editor, gw.workspace.path(), json!({}));
+    let prompt = editor.send_request(
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "read it"}], "_meta": {"thinking": "high"}}),
+    );
+    let (before, answer) = editor.until_response(prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates: Vec<Value> = before.iter().map(|m| m["params"]["update"].clone()).collect();
+    assert_eq!(text_of(&updates, "agent_thought_chunk"), "Let me look.");
+    assert_eq!(text_of(&updates, "agent_message_chunk"), "It says hi.");
+    let call = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").expect("the tool call");
+    assert_eq!((&call["toolCallId"], &call["kind"]), (&json!("r1"), &json!("read")), "{call}");
+    let done = updates.iter().rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    // The run asked for high reasoning: the model request carries it.
+    assert_eq!(mock.requests()[0].body["thinking"]["type"], "enabled", "{}", mock.requests()[0].body);
+    // Loaded elsewhere, the turn replays in order: the prompt, the thought, the call, the text.
+    let mut other = bridge(&gw);
+    let r = other.request("session/load", json!({"sessionId": id, "cwd": gw.workspace.path(), "mcpServers": []}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let replayed: Vec<String> = other
+        .seen
+        .iter()
+        .map(|m| {
+            let u = &m["params"]["update"];
+            let detail =
+                u["content"]["text"].as_str().map_or_else(|| format!("{} {}", u["kind"], u["status"]), str::to_owned);
+            format!("{} {detail}", u["sessionUpdate"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            "user_message_chunk read it",
+            "agent_thought_chunk Let me look.",
+            "tool_call \"read\" \"completed\"",
+            "agent_message_chunk It says hi."
+        ]
+    );
+}
+
+/// A gateway stand-in that speaks just enough of the protocol to misbehave on cue: its first
+/// connection promises ticks every 100 ms and then falls silent; its second takes one `chat.send`,
+/// then the gateway goes away for good. Reports each connection it accepts.
+fn misbehaving_gateway(connections: std::sync::mpsc::Sender<u32>) -> u16 {
+    use tokio_tungstenite::tungstenite::{Message, accept};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for n in 1..=2u32 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut ws = accept(stream).unwrap();
+            let challenge = json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 0}});
+            ws.send(Message::Text(challenge.to_string().into())).unwrap();
+            let connect: Value = serde_json::from_str(&ws.read().unwrap().into_text().unwrap()).unwrap();
+            let tick = if n == 1 { 100 } else { 30_000 };
+            let hello = json!({"type": "res", "id": connect["id"], "ok": true, "payload": {"type": "hello-ok",
+                "protocol": 4, "policy": {"tickIntervalMs": tick}, "auth": {"role": "operator", "scopes": []}}});
+            ws.send(Message::Text(hello.to_string().into())).unwrap();
+            connections.send(n).unwrap();
+            loop {
+                let Ok(Message::Text(text)) = ws.read() else { break };
+                let frame: Value = serde_json::from_str(&text).unwrap();
+                if frame["method"] == "chat.send" {
+                    let run = &frame["params"]["idempotencyKey"];
+                    let ack = json!({"type": "res", "id": frame["id"], "ok": true, "payload": {"runId": run, "status": "started"}});
+                    ws.send(Message::Text(ack.to_string().into())).unwrap();
+                    break;
+                }
+            }
+        }
+        // Gone: the listener closes with this thread.
+    });
+    port
+}
+
+#[test]
+fn a_silent_gateway_is_dropped_and_one_gone_for_good_fails_the_prompt_after_the_grace_period() {
+    let (tx, connections) = std::sync::mpsc::channel();
+    let port = misbehaving_gateway(tx);
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut editor = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", TOKEN]));
+    editor.initialize();
+    // No tick for two intervals: the bridge drops the first connection and makes another.
+    assert_eq!(connections.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+    assert_eq!(connections.recv_timeout(Duration::from_secs(30)).unwrap(), 2, "{}", editor.stderr());
+    let cwd = editor.home.path().to_path_buf();
+    let id = new_session(&mut editor, &cwd, json!({}));
+    let (_, response) = editor.prompt(&id, "hello?");
+    let message = response["error"]["message"].as_str().unwrap_or_else(|| panic!("{response}"));
+    assert!(message.contains("did not come back within 10 s") && message.contains("outcome is unknown"), "{message}");
+    assert!(editor.stderr().contains("no tick from the gateway"), "{}", editor.stderr());
+}

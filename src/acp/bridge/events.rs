@@ -280,31 +280,50 @@ fn diffs(data: &Value, cwd: &std::path::Path) -> Vec<ToolCallContent> {
         .collect()
 }
 
-/// A replayed message, as the editor shows it.
-pub(super) fn replay(message: &Value, id: &str) -> Vec<SessionUpdate> {
+/// A replayed message, as the editor shows it: the user's text (without the working-directory
+/// line this bridge put first), the assistant's blocks in order — thoughts, text, tool calls.
+pub(super) fn replay(message: &Value, id: &str, cwd: &std::path::Path) -> Vec<SessionUpdate> {
     let chunk = |text: String| ContentChunk::new(ContentBlock::from(text)).message_id(Some(id.to_owned().into()));
     match message["role"].as_str() {
         Some("user") => {
             let (text, _) = message_text(message);
-            // The working-directory line this bridge put first is not the user's.
             let text = match text.strip_prefix("[Working directory: ") {
                 Some(rest) => rest.split_once("]\n\n").map_or(text.clone(), |(_, t)| t.to_owned()),
                 None => text,
             };
             vec![SessionUpdate::UserMessageChunk(chunk(text))]
         }
-        Some("assistant") => {
-            let (text, thinking) = message_text(message);
-            let mut out = Vec::new();
-            if !thinking.is_empty() {
-                out.push(SessionUpdate::AgentThoughtChunk(chunk(thinking)));
-            }
-            if !text.is_empty() {
-                out.push(SessionUpdate::AgentMessageChunk(chunk(text)));
-            }
-            out
-        }
+        Some("assistant") => match &message["content"] {
+            Value::String(text) => vec![SessionUpdate::AgentMessageChunk(chunk(text.clone()))],
+            Value::Array(blocks) => blocks.iter().filter_map(|b| replay_block(b, &chunk, cwd)).collect(),
+            _ => Vec::new(),
+        },
         _ => Vec::new(),
+    }
+}
+
+fn replay_block(block: &Value, chunk: &dyn Fn(String) -> ContentChunk, cwd: &std::path::Path) -> Option<SessionUpdate> {
+    let text = |k: &str| block[k].as_str().filter(|t| !t.is_empty()).map(str::to_owned);
+    match block["type"].as_str()? {
+        "text" => Some(SessionUpdate::AgentMessageChunk(chunk(text("text")?))),
+        "thinking" => Some(SessionUpdate::AgentThoughtChunk(chunk(text("thinking")?))),
+        "toolCall" | "tool_use" => {
+            let name = block["name"].as_str().unwrap_or("tool");
+            let args = block.get("arguments").or(block.get("input")).cloned().unwrap_or(Value::Null);
+            let (kind, title, locations) = crate::runtime::describe_foreign(name, &args, cwd);
+            let status = if block["status"] == "failed" { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+            let mut call =
+                ToolCall::new(block["id"].as_str().unwrap_or_default().to_owned(), text("title").unwrap_or(title))
+                    .kind(updates::kind(kind))
+                    .status(status)
+                    .raw_input(args)
+                    .locations(locations.iter().map(updates::location).collect::<Vec<_>>());
+            if let Some(result) = text("result") {
+                call = call.content(vec![ToolCallContent::from(ContentBlock::from(result))]);
+            }
+            Some(SessionUpdate::ToolCall(call))
+        }
+        _ => None,
     }
 }
 
@@ -331,7 +350,7 @@ mod tests {
         assert_eq!(message_text(&m), ("a\nb".into(), "hmm".into()));
         assert_eq!(message_text(&json!({"content": "plain"})), ("plain".into(), String::new()));
         let user = json!({"role": "user", "content": "[Working directory: ~/p]\n\nfix it"});
-        let SessionUpdate::UserMessageChunk(c) = &replay(&user, "m")[0] else { panic!() };
+        let SessionUpdate::UserMessageChunk(c) = &replay(&user, "m", std::path::Path::new("/"))[0] else { panic!() };
         assert_eq!(c.content, ContentBlock::from("fix it".to_owned()));
     }
 }

@@ -185,10 +185,10 @@ fn load_session(bridge: &Arc<Bridge>, req: LoadSessionRequest) -> Reply<Handled<
                         gateway_error("could not read the session's history", &e)
                     }
                 })?;
-            open(&this, &req.session_id.0, req.cwd, req.meta.as_ref()).await?;
+            open(&this, &req.session_id.0, req.cwd.clone(), req.meta.as_ref()).await?;
             let messages = history["messages"].as_array().cloned().unwrap_or_default();
             for (n, message) in messages.iter().enumerate() {
-                for update in super::events::replay(message, &format!("{id}#{n}")) {
+                for update in super::events::replay(message, &format!("{id}#{n}"), &req.cwd) {
                     this.send(&req.session_id.0, update);
                 }
             }
