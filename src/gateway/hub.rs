@@ -319,14 +319,6 @@ impl Hub {
             (false, ToolStatus::Completed | ToolStatus::Failed) => "result",
             _ => "update",
         };
-        let text: Vec<String> = state
-            .content
-            .iter()
-            .filter_map(|c| match c {
-                crate::runtime::ToolContent::Text(t) => Some(t.clone()),
-                _ => None,
-            })
-            .collect();
         let diffs: Vec<Value> = state
             .content
             .iter()
@@ -343,7 +335,7 @@ impl Hub {
             data["diffs"] = json!(diffs);
         }
         if phase == "result" {
-            data["result"] = json!(text.join("\n"));
+            data["result"] = json!(result_text(&state.content));
             data["isError"] = json!(state.status == ToolStatus::Failed);
         }
         self.agent(turn, "tool", data, false);
@@ -399,6 +391,18 @@ impl Hub {
             run.ended.send_replace(Some(end));
         }
     }
+}
+
+/// A tool call's text output, its parts joined.
+pub fn result_text(content: &[crate::runtime::ToolContent]) -> String {
+    let parts: Vec<&str> = content
+        .iter()
+        .filter_map(|c| match c {
+            crate::runtime::ToolContent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    parts.join("\n")
 }
 
 /// The stop reason as the reference's clients know them.

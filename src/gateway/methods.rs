@@ -475,17 +475,9 @@ impl History {
                 self.last_id = Some(id);
             }
             Shown::Tool(state) => {
-                let result: Vec<&str> = state
-                    .content
-                    .iter()
-                    .filter_map(|c| match c {
-                        crate::runtime::ToolContent::Text(t) => Some(t.as_str()),
-                        _ => None,
-                    })
-                    .collect();
                 self.blocks.push(json!({"type": "toolCall", "id": state.id, "name": state.name,
                     "arguments": state.raw_input, "title": state.title, "kind": state.kind, "status": state.status,
-                    "result": result.join("\n")}));
+                    "result": super::hub::result_text(&state.content)}));
                 self.last_id = None;
             }
             _ => self.close(),
