@@ -483,3 +483,65 @@ fn a_silent_gateway_is_dropped_and_one_gone_for_good_fails_the_prompt_after_the_
     assert!(message.contains("did not come back within 10 s") && message.contains("outcome is unknown"), "{message}");
     assert!(editor.stderr().contains("no tick from the gateway"), "{}", editor.stderr());
 }
+
+/// Whether `connect`'s device proof is a valid signature over the `version` payload.
+fn signed_as(connect: &Value, version: &str) -> bool {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let p = &connect["params"];
+    let d = &p["device"];
+    let scopes: Vec<&str> = p["scopes"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let mut payload = format!(
+        "{version}|{}|{}|{}|{}|{}|{}|{}|{}",
+        d["id"].as_str().unwrap(),
+        p["client"]["id"].as_str().unwrap(),
+        p["client"]["mode"].as_str().unwrap(),
+        p["role"].as_str().unwrap(),
+        scopes.join(","),
+        d["signedAt"],
+        p["auth"]["token"].as_str().unwrap_or_default(),
+        d["nonce"].as_str().unwrap()
+    );
+    if version == "v3" {
+        let lower = |k: &str| p["client"][k].as_str().unwrap_or_default().to_lowercase();
+        payload.push_str(&format!("|{}|{}", lower("platform"), lower("deviceFamily")));
+    }
+    let key = b64.decode(d["publicKey"].as_str().unwrap()).unwrap();
+    let signature = b64.decode(d["signature"].as_str().unwrap()).unwrap();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key).verify(payload.as_bytes(), &signature).is_ok()
+}
+
+#[test]
+fn a_gateway_that_refuses_proof_v3_gets_v2() {
+    use tokio_tungstenite::tungstenite::{Message, accept};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, connects) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for n in 0..2 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut ws = accept(stream).unwrap();
+            let challenge = json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": format!("n{n}"), "ts": 0}});
+            ws.send(Message::Text(challenge.to_string().into())).unwrap();
+            let connect: Value = serde_json::from_str(&ws.read().unwrap().into_text().unwrap()).unwrap();
+            tx.send(connect.clone()).unwrap();
+            let answer = if n == 0 {
+                json!({"type": "res", "id": connect["id"], "ok": false, "error": {"code": "NOT_PAIRED",
+                    "message": "device identity rejected", "details": {"code": "DEVICE_AUTH_INVALID"}}})
+            } else {
+                json!({"type": "res", "id": connect["id"], "ok": true, "payload": {"type": "hello-ok", "protocol": 4,
+                    "policy": {"tickIntervalMs": 30000}}})
+            };
+            ws.send(Message::Text(answer.to_string().into())).unwrap();
+            while ws.read().is_ok() {}
+        }
+    });
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut editor = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", TOKEN]));
+    editor.initialize();
+    let first = connects.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(signed_as(&first, "v3"), "{first}");
+    let second = connects.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(signed_as(&second, "v2") && !signed_as(&second, "v3"), "{second}");
+    assert_eq!(first["params"]["device"]["id"], second["params"]["device"]["id"], "one identity");
+}
