@@ -508,7 +508,9 @@ fn signed_as(connect: &Value, version: &str) -> bool {
     }
     let key = b64.decode(d["publicKey"].as_str().unwrap()).unwrap();
     let signature = b64.decode(d["signature"].as_str().unwrap()).unwrap();
-    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key).verify(payload.as_bytes(), &signature).is_ok()
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key)
+        .verify(payload.as_bytes(), &signature)
+        .is_ok()
 }
 
 #[test]
@@ -521,7 +523,8 @@ fn a_gateway_that_refuses_proof_v3_gets_v2() {
         for n in 0..2 {
             let (stream, _) = listener.accept().unwrap();
             let mut ws = accept(stream).unwrap();
-            let challenge = json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": format!("n{n}"), "ts": 0}});
+            let challenge =
+                json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": format!("n{n}"), "ts": 0}});
             ws.send(Message::Text(challenge.to_string().into())).unwrap();
             let connect: Value = serde_json::from_str(&ws.read().unwrap().into_text().unwrap()).unwrap();
             tx.send(connect.clone()).unwrap();
