@@ -24,7 +24,7 @@ pub struct BridgeArgs {
     #[arg(long, value_name = "PASSWORD", requires = "gateway")]
     pub password: Option<String>,
     /// The gateway session new ACP sessions use (default: a new one per ACP session).
-    #[arg(long = "session", value_name = "KEY", requires = "gateway")]
+    #[arg(long = "session", value_name = "KEY", requires = "gateway", conflicts_with = "session_label")]
     pub session_key: Option<String>,
     /// The gateway session with this label (resolved by the gateway).
     #[arg(long, value_name = "LABEL", requires = "gateway")]
@@ -44,12 +44,20 @@ impl BridgeArgs {
     /// The bridge's options, if `--gateway` was given.
     fn options(&self) -> Result<Option<crate::acp::bridge::BridgeOptions>, String> {
         let Some(url) = self.gateway.clone() else { return Ok(None) };
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "ws" | "wss") && u.host_str().is_some() => {}
+            _ => return Err(format!("--gateway: `{url}` is not a ws:// or wss:// URL (e.g. ws://127.0.0.1:18789)")),
+        }
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.clone()),
             (None, Some(file)) => {
                 let text =
                     std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-                Some(text.lines().next().unwrap_or_default().trim().to_owned())
+                let token = text.lines().next().unwrap_or_default().trim().to_owned();
+                if token.is_empty() {
+                    return Err(format!("--token-file {}: the file is empty", file.display()));
+                }
+                Some(token)
             }
             (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok(),
         }
@@ -74,7 +82,10 @@ pub fn serve(max_line_bytes: Option<usize>, bridge: &BridgeArgs) -> std::process
     let bridge = match bridge.options() {
         Ok(b) => b,
         Err(e) => {
-            tracing::error!("{e}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("acp serve: {e}");
+            }
             return std::process::ExitCode::from(2);
         }
     };

@@ -83,8 +83,8 @@ impl RemoteError {
 
 #[derive(Debug, Clone)]
 enum Link {
-    /// Not connected yet; the last failure, if any.
-    Connecting(Option<String>),
+    /// Not connected yet: how many attempts have failed so far, and the last failure.
+    Connecting(u64, Option<String>),
     Up,
     Refused(String),
 }
@@ -99,6 +99,8 @@ struct Inner {
     pending: Mutex<HashMap<String, Answer>>,
     next: AtomicU64,
     stop: CancellationToken,
+    /// A request is waiting: try to connect now rather than at the end of the backoff.
+    wake: tokio::sync::Notify,
 }
 
 /// A connection to a gateway, made and kept in the background; cheap to clone.
@@ -112,11 +114,12 @@ impl Gateway {
     pub fn start(options: Options, identity: Identity, notices: mpsc::UnboundedSender<Notice>) -> Self {
         let inner = Arc::new(Inner {
             url: options.url.clone(),
-            link: watch::channel(Link::Connecting(None)).0,
+            link: watch::channel(Link::Connecting(0, None)).0,
             out: Mutex::default(),
             pending: Mutex::default(),
             next: AtomicU64::new(1),
             stop: CancellationToken::new(),
+            wake: tokio::sync::Notify::new(),
         });
         tokio::spawn(keep_connected(inner.clone(), options, identity, notices));
         Self { inner }
@@ -131,14 +134,28 @@ impl Gateway {
         self.inner.stop.cancel();
     }
 
-    /// Waits (up to `wait`) for the connection, then asks `method` and waits for its answer.
+    /// Waits for the connection, then asks `method` and waits for its answer. Not connected, it
+    /// has a connection tried at once (not at the end of the backoff) and fails when that attempt
+    /// fails, or after `wait`.
     pub async fn request(&self, method: &str, params: Value, wait: Duration) -> Result<Value, RemoteError> {
         let mut link = self.inner.link.subscribe();
-        let ready = tokio::time::timeout(wait, link.wait_for(|l| !matches!(l, Link::Connecting(_)))).await.is_ok();
+        let failed_before = match &*link.borrow() {
+            Link::Connecting(failures, last) => {
+                self.inner.wake.notify_one();
+                // A first attempt still under way counts as the one to wait for.
+                Some(if last.is_some() { *failures } else { failures.saturating_sub(1) })
+            }
+            _ => None,
+        };
+        let settled = |l: &Link| match l {
+            Link::Connecting(failures, _) => failed_before.is_some_and(|before| *failures > before),
+            _ => true,
+        };
+        let ready = tokio::time::timeout(wait, link.wait_for(settled)).await.is_ok();
         let state = link.borrow().clone();
         match (ready, state) {
             (_, Link::Refused(why)) => return Err(RemoteError::local(why)),
-            (false, Link::Connecting(last)) => {
+            (_, Link::Connecting(_, last)) => {
                 let why = last.unwrap_or_else(|| "it did not answer".to_owned());
                 return Err(RemoteError::local(format!("the gateway at {} is not reachable: {why}", self.inner.url)));
             }
@@ -154,6 +171,13 @@ impl Gateway {
             return Err(RemoteError::local(format!("the gateway at {} is not connected", self.inner.url)));
         }
         answered.await.unwrap_or_else(|_| Err(RemoteError::local("the gateway connection closed")))
+    }
+
+    /// Tries to connect now, not at the end of the backoff (prompts are waiting on it).
+    pub fn retry_now(&self) {
+        if matches!(*self.inner.link.borrow(), Link::Connecting(..)) {
+            self.inner.wake.notify_one();
+        }
     }
 
     /// Whether it is connected now.
@@ -204,7 +228,11 @@ async fn keep_connected(
                 for answer in failed {
                     let _ = answer.send(Err(RemoteError::local(format!("the gateway connection closed: {why}"))));
                 }
-                inner.link.send_replace(Link::Connecting(Some(why.clone())));
+                let failures = match &*inner.link.borrow() {
+                    Link::Connecting(n, _) => n + 1,
+                    _ => 1,
+                };
+                inner.link.send_replace(Link::Connecting(failures, Some(why.clone())));
                 if was_up {
                     backoff = Duration::from_secs(1);
                     let _ = notices.send(Notice::Down(why));
@@ -213,9 +241,10 @@ async fn keep_connected(
         }
         tokio::select! {
             () = inner.stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
+            // Someone is waiting: try now (the backoff stays where it was).
+            () = inner.wake.notified() => {}
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
@@ -360,7 +389,8 @@ async fn connection(
             identity.set_device_token(&options.url, None);
             return closed(format!("the gateway refused the kept device token: {message}"));
         }
-        return Ended::Refused(format!("the gateway at {} refused the connection: {message}", options.url));
+        let given = if shared.is_none() && options.password.is_none() { " (no token was given)" } else { "" };
+        return Ended::Refused(format!("the gateway at {} refused the connection: {message}{given}", options.url));
     };
     if let Some(token) = hello["auth"]["deviceToken"].as_str() {
         let scopes = hello["auth"]["scopes"]

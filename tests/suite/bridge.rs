@@ -548,3 +548,60 @@ fn a_gateway_that_refuses_proof_v3_gets_v2() {
     assert!(signed_as(&second, "v2") && !signed_as(&second, "v3"), "{second}");
     assert_eq!(first["params"]["device"]["id"], second["params"]["device"]["id"], "one identity");
 }
+
+#[test]
+fn a_session_answers_to_its_key_in_either_spelling_and_slash_commands_reach_the_gateway() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "One."));
+    mock.push(text("anthropic", "Two."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut editor = bridge(&gw);
+    let cwd = gw.workspace.path();
+    assert_eq!(new_session(&mut editor, cwd, json!({"sessionKey": "spelled"})), "agent:main:spelled");
+    // Scripts that name the key as they gave it.
+    let (updates, response) = editor.prompt("spelled", "first");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(updates.is_empty(), "updates go to the id the editor was given, not this spelling");
+    // Loaded by its short key, prompted by its full one: the same session.
+    let mut other = bridge(&gw);
+    let r = other.request("session/load", json!({"sessionId": "spelled", "cwd": cwd, "mcpServers": []}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (updates, response) = other.prompt("agent:main:spelled", "second");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(updates.is_empty(), "updates carry the spelling the editor loaded it by");
+    assert!(
+        other
+            .seen
+            .iter()
+            .any(|m| m["params"]["sessionId"] == "spelled" && m["params"]["update"]["content"]["text"] == "Two.")
+    );
+    // A slash command is sent as typed: the gateway answers it without the model.
+    let (updates, response) = other.prompt("spelled", "/status");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(mock.requests().len(), 2, "no model request for /status");
+    let _ = updates;
+    let status: String = other
+        .seen
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(status.contains("agent:main:spelled"), "{status}");
+}
+
+#[test]
+fn bad_bridge_flags_are_refused_at_start() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["serve", "--gateway", "http://127.0.0.1:1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is not a ws:// or wss:// URL"), "{err}");
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let (code, err) = run(&["serve", "--gateway", "ws://127.0.0.1:1", "--token-file", empty.path().to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("the file is empty"), "{err}");
+    let (code, _) = run(&["serve", "--gateway", "ws://127.0.0.1:1", "--session", "a", "--session-label", "b"]);
+    assert_eq!(code, Some(2), "a key and a label at once");
+}

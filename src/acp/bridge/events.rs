@@ -189,9 +189,11 @@ impl Bridge {
         let key = request["sessionKey"].as_str().unwrap_or_default();
         let ours = {
             let runs = lock(&self.runs);
-            runs.get(run).or_else(|| runs.values().find(|r| r.started && r.key == key)).map(|r| r.session_id.clone())
+            runs.get(run)
+                .or_else(|| runs.values().find(|r| r.started && r.key == key))
+                .map(|r| (r.session_id.clone(), r.cwd.clone()))
         };
-        let Some(session) = ours else { return };
+        let Some((session, cwd)) = ours else { return };
         let asked = CancellationToken::new();
         lock(&self.questions).insert(id.clone(), asked.clone());
         let options = question_options(request);
@@ -203,7 +205,6 @@ impl Bridge {
         } else if let Some(command) = request["command"].as_str() {
             fields = fields.raw_input(json!({"command": command}));
         }
-        let cwd = lock(&self.sessions).get(&session).map(|s| s.cwd.clone()).unwrap_or_default();
         let shown = diffs(request, &cwd);
         if !shown.is_empty() {
             fields = fields.content(shown);

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::dispatch::{self, Answer, Handled, Method as _, Reply, Requests, Work};
 use super::super::{agent, meta, updates};
-use super::{Bridge, CONNECT_WAIT, Run, RunEnd, Session};
+use super::{Bridge, CONNECT_WAIT, Run, RunEnd, Session, canonical};
 use crate::rpc::Incoming;
 use crate::sync::lock;
 
@@ -85,11 +85,6 @@ fn authenticate(_: &Arc<Bridge>, _: AuthenticateRequest) -> Reply<Handled<Authen
     Ok(Handled::Now(AuthenticateResponse::new()))
 }
 
-/// `wire-demo` → `agent:main:wire-demo`, as the gateways store keys.
-fn canonical(key: &str) -> String {
-    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
-}
-
 fn gateway_error(what: &str, e: &crate::remote::RemoteError) -> ErrorObject {
     let code = if e.code.as_deref() == Some("NOT_FOUND") { code::RESOURCE_NOT_FOUND } else { code::INTERNAL_ERROR };
     ErrorObject::new(code, format!("{what}: {e}"))
@@ -131,19 +126,27 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
     Ok(canonical(&key))
 }
 
-/// Registers ACP session `id` (the gateway key), resetting it first if asked.
+/// Registers ACP session `id` (a gateway key, as the editor spells it), resetting it first if
+/// asked.
 async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>) -> Reply<()> {
+    let key = canonical(id);
     if meta::read_bool(meta, meta::RESET).unwrap_or(bridge.options.reset_session) {
         bridge
             .gateway
-            .request("sessions.reset", json!({"key": id}), CONNECT_WAIT)
+            .request("sessions.reset", json!({"key": key}), CONNECT_WAIT)
             .await
-            .map_err(|e| gateway_error(&format!("could not reset `{id}`"), &e))?;
+            .map_err(|e| gateway_error(&format!("could not reset `{key}`"), &e))?;
     }
     let prefix_cwd = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(bridge.options.prefix_cwd);
-    let session =
-        Session { key: id.to_owned(), cwd, prefix_cwd, turns: Arc::default(), cancel: CancellationToken::new() };
-    lock(&bridge.sessions).insert(id.to_owned(), session);
+    let session = Session {
+        key: key.clone(),
+        acp_id: id.to_owned(),
+        cwd,
+        prefix_cwd,
+        turns: Arc::default(),
+        cancel: CancellationToken::new(),
+    };
+    lock(&bridge.sessions).insert(key, session);
     Ok(())
 }
 
@@ -222,16 +225,10 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
             c.parse::<u64>().map_err(|_| ErrorObject::invalid_params("`cursor`: not a cursor this agent gave"))?
         }
     };
-    let cwd = match req.cwd {
-        Some(cwd) if !cwd.is_absolute() => {
-            return Err(ErrorObject::invalid_params(format!(
-                "`cwd` must be an absolute path, got `{}`",
-                cwd.display()
-            )));
-        }
-        Some(cwd) => cwd,
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-    };
+    if let Some(cwd) = req.cwd.as_ref().filter(|c| !c.is_absolute()) {
+        return Err(ErrorObject::invalid_params(format!("`cwd` must be an absolute path, got `{}`", cwd.display())));
+    }
+    let filter = req.cwd;
     let this = bridge.clone();
     Ok(Handled::InOrder(Box::pin(async move {
         let params = json!({"limit": LIST_PAGE, "offset": offset, "includeDerivedTitles": true});
@@ -239,7 +236,7 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
         Answer::from(match listed {
             Ok(page) => {
                 let rows = page["sessions"].as_array().cloned().unwrap_or_default();
-                let sessions = rows.iter().filter_map(|row| session_info(row, &cwd)).collect();
+                let sessions = rows.iter().filter_map(|row| session_info(row, filter.as_deref())).collect();
                 let next = page["nextOffset"].as_u64().filter(|_| page["hasMore"] == true).map(|n| n.to_string());
                 Ok(ListSessionsResponse::new(sessions).next_cursor(next))
             }
@@ -248,8 +245,18 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
     })))
 }
 
-fn session_info(row: &Value, cwd: &std::path::Path) -> Option<SessionInfo> {
+/// A `sessions.list` row as ACP session info. Its directory is the one the gateway gives (`acp
+/// gateway` does); a gateway that gives none is taken to serve the directory asked about (or
+/// this process's). Asked about a directory, rows from another are left out.
+fn session_info(row: &Value, filter: Option<&std::path::Path>) -> Option<SessionInfo> {
     let key = row["key"].as_str()?;
+    let cwd = match (row["cwd"].as_str().map(PathBuf::from), filter) {
+        (Some(cwd), Some(wanted)) if cwd != wanted => return None,
+        (Some(cwd), _) => cwd,
+        (None, Some(wanted)) => wanted.to_path_buf(),
+        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    let cwd = cwd.as_path();
     let title = ["label", "displayName", "derivedTitle"].iter().find_map(|k| row[*k].as_str()).map(str::to_owned);
     let mut info = SessionInfo::new(key.to_owned(), cwd.to_path_buf()).title(title);
     if let Some(at) = row["updatedAt"].as_i64() {
@@ -260,11 +267,11 @@ fn session_info(row: &Value, cwd: &std::path::Path) -> Option<SessionInfo> {
 
 fn close_session(bridge: &Arc<Bridge>, req: CloseSessionRequest) -> Reply<Handled<CloseSessionResponse>> {
     let id = req.session_id.0.to_string();
-    if !lock(&bridge.sessions).contains_key(&id) {
+    if !lock(&bridge.sessions).contains_key(&canonical(&id)) {
         return Err(agent::session_not_found(&id));
     }
     bridge.cancel_session(&id);
-    lock(&bridge.sessions).remove(&id);
+    lock(&bridge.sessions).remove(&canonical(&id));
     Ok(Handled::Now(CloseSessionResponse::new()))
 }
 
@@ -317,14 +324,15 @@ fn shown_dir(dir: &std::path::Path) -> String {
 }
 
 fn prompt(bridge: &Arc<Bridge>, req: PromptRequest, cancel: CancellationToken) -> Reply<Handled<PromptResponse>> {
-    let id = req.session_id.0.to_string();
-    let (key, cwd, prefix, turns, cancelled) = lock(&bridge.sessions)
-        .get(&id)
-        .map(|s| (s.key.clone(), s.cwd.clone(), s.prefix_cwd, s.turns.clone(), s.cancel.clone()))
-        .ok_or_else(|| agent::session_not_found(&id))?;
+    let asked = req.session_id.0.to_string();
+    let (id, key, cwd, prefix, turns, cancelled) = lock(&bridge.sessions)
+        .get(&canonical(&asked))
+        .map(|s| (s.acp_id.clone(), s.key.clone(), s.cwd.clone(), s.prefix_cwd, s.turns.clone(), s.cancel.clone()))
+        .ok_or_else(|| agent::session_not_found(&asked))?;
     let text = message_of(&req.prompt)?;
     let meta = req.meta.as_ref();
-    let prefix = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(prefix);
+    // A slash command goes as typed, so the gateway reads it as one.
+    let prefix = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(prefix) && !text.starts_with('/');
     let message = if prefix { format!("[Working directory: {}]\n\n{text}", shown_dir(&cwd)) } else { text };
     let mut params = json!({"sessionKey": key, "message": message});
     if let Some(thinking) = meta::read_string(meta, meta::THINKING) {

@@ -45,9 +45,12 @@ pub struct BridgeOptions {
     pub prefix_cwd: bool,
 }
 
-/// An ACP session of this connection: which gateway session it is.
+/// An ACP session of this connection: which gateway session it is. Sessions are kept by gateway
+/// key, so `x` and `agent:main:x` name the same one.
 struct Session {
     key: String,
+    /// The id the editor uses for it (updates carry this one).
+    acp_id: String,
     cwd: PathBuf,
     prefix_cwd: bool,
     /// One prompt at a time; later ones wait their turn.
@@ -147,7 +150,7 @@ impl Surface for BridgeSurface {
 impl Bridge {
     /// `session/cancel`: the running prompt and every waiting one end `cancelled`.
     fn cancel_session(&self, id: &str) {
-        if let Some(session) = lock(&self.sessions).get_mut(id) {
+        if let Some(session) = lock(&self.sessions).get_mut(&canonical(id)) {
             std::mem::replace(&mut session.cancel, CancellationToken::new()).cancel();
         }
     }
@@ -178,7 +181,12 @@ impl Bridge {
                 Notice::Down(why) => {
                     let this = self.clone();
                     tokio::spawn(async move {
-                        tokio::time::sleep(GRACE).await;
+                        // Prompts are waiting: try every second rather than backing off.
+                        let deadline = tokio::time::Instant::now() + GRACE;
+                        while tokio::time::Instant::now() < deadline && !this.gateway.is_up() {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            this.gateway.retry_now();
+                        }
                         if !this.gateway.is_up() {
                             this.fail_started_runs(&format!(
                                 "lost the gateway at {} ({why}) and it did not come back within {} s; this \
@@ -248,6 +256,11 @@ impl Bridge {
             self.send_text(&session, run_id, suffix, false);
         }
     }
+}
+
+/// `wire-demo` → `agent:main:wire-demo`, as the gateways store keys.
+fn canonical(key: &str) -> String {
+    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
 }
 
 /// Reads a number of milliseconds from `_meta` (`timeoutMs`).
