@@ -1,4 +1,8 @@
-//! Messaging channels on the gateway: how a reply is cut into messages for channels that cannot
-//! edit one (`chunker.rs`).
+//! Messaging channels on the gateway. What is built so far: routing an inbound message to its
+//! agent and session key (`routing.rs`), who may talk to the agent and the deduplication of
+//! redelivered messages (`access.rs`), and how a reply is cut into messages for channels that
+//! cannot edit one (`chunker.rs`).
 
+pub mod access;
 pub mod chunker;
+pub mod routing;

@@ -1,0 +1,283 @@
+//! Who may talk to the agent through a channel. Per channel, `dmPolicy`: `pairing` (the default —
+//! an unknown sender gets a code, which the owner approves with `acp pairing approve <channel>
+//! <code>`), `allowlist` (only `allowFrom`) or `open`. Codes are 8 characters from an alphabet
+//! without look-alikes, expire after an hour, and at most 3 wait per channel. Approved senders and
+//! waiting codes are kept in `$ACP_HOME/channels/pairing.json`. Inbound messages are deduplicated
+//! by (channel, account, peer, message id), so a redelivery never starts a second run.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sync::lock;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DmPolicy {
+    #[default]
+    Pairing,
+    Allowlist,
+    Open,
+}
+
+/// How long a pairing code is good for.
+pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
+/// Codes waiting per channel, at most.
+pub const MAX_PENDING: usize = 3;
+/// No 0/O, 1/I/L: codes are read aloud and typed.
+const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPair {
+    pub channel: String,
+    pub peer: String,
+    pub name: String,
+    pub code: String,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Stored {
+    #[serde(default)]
+    approved: BTreeMap<String, BTreeSet<String>>,
+    #[serde(default)]
+    pending: Vec<PendingPair>,
+}
+
+/// What to do with a direct message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Allowed,
+    /// Not allowed, and nothing to say (allowlist).
+    Denied,
+    /// Tell the sender this code (`new`: just made; else the one already waiting).
+    Pair {
+        code: String,
+        new: bool,
+    },
+    /// Pairing, but too many codes wait already.
+    PairingFull,
+}
+
+pub struct Pairings {
+    path: PathBuf,
+    state: Mutex<Stored>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Pairings {
+    /// Loads `$ACP_HOME/channels/pairing.json` (empty if missing; a damaged file is an error).
+    pub fn load(home: &std::path::Path) -> Result<Self, String> {
+        let path = home.join("channels").join("pairing.json");
+        let state = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stored::default(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        Ok(Self { path, state: Mutex::new(state) })
+    }
+
+    fn save(&self, state: &Stored) -> Result<(), String> {
+        let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tmp = self.path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(state).unwrap_or_default();
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+
+    /// Whether `peer` may talk to the agent on `channel`, under `policy` and `allow_from`.
+    pub fn admit(&self, channel: &str, policy: DmPolicy, allow_from: &[String], peer: &str, name: &str) -> Admission {
+        let listed = allow_from.iter().any(|a| a == peer || a == "*");
+        match policy {
+            DmPolicy::Open => return Admission::Allowed,
+            DmPolicy::Allowlist => return if listed { Admission::Allowed } else { Admission::Denied },
+            DmPolicy::Pairing if listed => return Admission::Allowed,
+            DmPolicy::Pairing => {}
+        }
+        let mut state = lock(&self.state);
+        if state.approved.get(channel).is_some_and(|s| s.contains(peer)) {
+            return Admission::Allowed;
+        }
+        let now = now_ms();
+        state.pending.retain(|p| now - p.created_ms < CODE_TTL_MS);
+        if let Some(waiting) = state.pending.iter().find(|p| p.channel == channel && p.peer == peer) {
+            return Admission::Pair { code: waiting.code.clone(), new: false };
+        }
+        if state.pending.iter().filter(|p| p.channel == channel).count() >= MAX_PENDING {
+            return Admission::PairingFull;
+        }
+        let code = new_code();
+        state.pending.push(PendingPair {
+            channel: channel.into(),
+            peer: peer.into(),
+            name: name.into(),
+            code: code.clone(),
+            created_ms: now,
+        });
+        if let Err(e) = self.save(&state) {
+            tracing::warn!(error = %e, "could not save the pairing code");
+        }
+        Admission::Pair { code, new: true }
+    }
+
+    /// The codes waiting (unexpired).
+    pub fn pending(&self) -> Vec<PendingPair> {
+        let now = now_ms();
+        lock(&self.state).pending.iter().filter(|p| now - p.created_ms < CODE_TTL_MS).cloned().collect()
+    }
+
+    /// Approves `code` on `channel`; returns the sender it was for.
+    pub fn approve(&self, channel: &str, code: &str) -> Result<PendingPair, String> {
+        self.take(channel, code, true)
+    }
+
+    pub fn reject(&self, channel: &str, code: &str) -> Result<PendingPair, String> {
+        self.take(channel, code, false)
+    }
+
+    fn take(&self, channel: &str, code: &str, approve: bool) -> Result<PendingPair, String> {
+        let code = code.trim().to_uppercase();
+        let mut state = lock(&self.state);
+        let now = now_ms();
+        state.pending.retain(|p| now - p.created_ms < CODE_TTL_MS);
+        let at =
+            state.pending.iter().position(|p| p.channel == channel && p.code == code).ok_or_else(|| {
+                format!("no pairing code `{code}` is waiting on {channel} (codes expire after an hour)")
+            })?;
+        let pair = state.pending.remove(at);
+        if approve {
+            state.approved.entry(channel.to_owned()).or_default().insert(pair.peer.clone());
+        }
+        self.save(&state)?;
+        Ok(pair)
+    }
+}
+
+fn new_code() -> String {
+    let mut bytes = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
+        bytes = uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap_or_default();
+    }
+    bytes.iter().map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect()
+}
+
+/// Messages seen recently, by (channel, account, peer, message id): a redelivered one is dropped.
+pub struct Dedupe {
+    seen: Mutex<(HashMap<String, Instant>, VecDeque<String>)>,
+    ttl: Duration,
+    max: usize,
+}
+
+impl Dedupe {
+    pub fn new(ttl: Duration, max: usize) -> Self {
+        Self { seen: Mutex::default(), ttl, max }
+    }
+
+    /// True the first time a message is seen (within the window).
+    pub fn first(&self, channel: &str, account: &str, peer: &str, message_id: &str) -> bool {
+        let key = format!("{channel}\u{0}{account}\u{0}{peer}\u{0}{message_id}");
+        let mut guard = lock(&self.seen);
+        let (seen, order) = &mut *guard;
+        let now = Instant::now();
+        while let Some(oldest) = order.front() {
+            let expired = seen.get(oldest).is_none_or(|at| now.duration_since(*at) > self.ttl);
+            if expired || order.len() > self.max {
+                let k = order.pop_front().unwrap_or_default();
+                seen.remove(&k);
+            } else {
+                break;
+            }
+        }
+        if seen.contains_key(&key) {
+            return false;
+        }
+        seen.insert(key.clone(), now);
+        order.push_back(key);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairing_gives_a_code_the_owner_approves_and_it_lasts() {
+        let home = tempfile::tempdir().unwrap();
+        let p = Pairings::load(home.path()).unwrap();
+        let Admission::Pair { code, new: true } = p.admit("telegram", DmPolicy::Pairing, &[], "123", "Ada") else {
+            panic!()
+        };
+        assert_eq!(code.len(), 8);
+        assert!(code.bytes().all(|b| ALPHABET.contains(&b)), "{code}");
+        assert_eq!(
+            p.admit("telegram", DmPolicy::Pairing, &[], "123", "Ada"),
+            Admission::Pair { code: code.clone(), new: false },
+            "the same code again, not a new one"
+        );
+        assert!(p.approve("telegram", "WRONG123").unwrap_err().contains("no pairing code"));
+        assert_eq!(p.approve("telegram", &code.to_lowercase()).unwrap().peer, "123");
+        assert_eq!(p.admit("telegram", DmPolicy::Pairing, &[], "123", "Ada"), Admission::Allowed);
+        // Kept across a restart.
+        let again = Pairings::load(home.path()).unwrap();
+        assert_eq!(again.admit("telegram", DmPolicy::Pairing, &[], "123", "Ada"), Admission::Allowed);
+        assert!(
+            matches!(again.admit("other", DmPolicy::Pairing, &[], "123", "Ada"), Admission::Pair { .. }),
+            "per channel"
+        );
+    }
+
+    #[test]
+    fn at_most_three_codes_wait_and_a_rejected_one_is_gone() {
+        let home = tempfile::tempdir().unwrap();
+        let p = Pairings::load(home.path()).unwrap();
+        let codes: Vec<String> = (0..3)
+            .map(|i| match p.admit("telegram", DmPolicy::Pairing, &[], &i.to_string(), "x") {
+                Admission::Pair { code, .. } => code,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(p.admit("telegram", DmPolicy::Pairing, &[], "9", "x"), Admission::PairingFull);
+        assert_eq!(p.reject("telegram", &codes[0]).unwrap().peer, "0");
+        match p.admit("telegram", DmPolicy::Pairing, &[], "0", "x") {
+            Admission::Pair { code, new: true } => assert_ne!(code, codes[0], "a fresh code after the rejection"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.pending().len(), 3);
+    }
+
+    #[test]
+    fn allowlists_and_open_channels() {
+        let home = tempfile::tempdir().unwrap();
+        let p = Pairings::load(home.path()).unwrap();
+        let allow = vec!["123".to_owned()];
+        assert_eq!(p.admit("t", DmPolicy::Allowlist, &allow, "123", "x"), Admission::Allowed);
+        assert_eq!(p.admit("t", DmPolicy::Allowlist, &allow, "456", "x"), Admission::Denied);
+        assert_eq!(p.admit("t", DmPolicy::Pairing, &allow, "123", "x"), Admission::Allowed, "listed: no pairing");
+        assert_eq!(p.admit("t", DmPolicy::Open, &[], "456", "x"), Admission::Allowed);
+        std::fs::create_dir_all(home.path().join("channels")).unwrap();
+        std::fs::write(home.path().join("channels/pairing.json"), "{").unwrap();
+        assert!(Pairings::load(home.path()).err().unwrap().contains("pairing.json"), "damaged: an error, not a reset");
+    }
+
+    #[test]
+    fn a_redelivered_message_is_seen_once() {
+        let d = Dedupe::new(Duration::from_secs(600), 3);
+        assert!(d.first("telegram", "default", "1", "m1"));
+        assert!(!d.first("telegram", "default", "1", "m1"));
+        assert!(d.first("telegram", "default", "2", "m1"), "another peer's message 1");
+        assert!(d.first("telegram", "other", "1", "m1"), "another account");
+        for i in 0..10 {
+            assert!(d.first("telegram", "default", "1", &format!("n{i}")));
+        }
+        assert!(d.first("telegram", "default", "1", "m1"), "bounded: the oldest was forgotten");
+    }
+}
