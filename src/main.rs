@@ -48,6 +48,20 @@ enum Command {
         #[command(subcommand)]
         command: acp::cli::mcp::McpCommand,
     },
+    /// Pairing codes of channel senders on the running gateway: list, approve, reject.
+    Pairing {
+        #[command(subcommand)]
+        command: acp::cli::pairing::PairingCommand,
+        #[command(flatten)]
+        target: acp::cli::pairing::GatewayTarget,
+    },
+    /// The running gateway's messaging channels.
+    Channels {
+        #[command(subcommand)]
+        command: acp::cli::pairing::ChannelsCommand,
+        #[command(flatten)]
+        target: acp::cli::pairing::GatewayTarget,
+    },
 }
 
 const RUN_HELP: &str = "\
@@ -133,6 +147,8 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
         Some(Command::Mcp { command }) => return acp::cli::mcp::mcp(command),
+        Some(Command::Pairing { command, target }) => return acp::cli::pairing::pairing(command, &target),
+        Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),

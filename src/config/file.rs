@@ -27,6 +27,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) mcp_servers: BTreeMap<String, mcp::FileMcpServer>,
     pub(super) gateway: Option<GatewayConfig>,
+    pub(super) channels: Option<ChannelsConfig>,
+    pub(super) session: Option<SessionConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -312,6 +312,10 @@ pub struct Config {
     pub mcp_servers: Vec<mcp::McpServer>,
     /// `[gateway]`: defaults for `acp gateway`.
     pub gateway: GatewayConfig,
+    /// `[channels.*]`: the messaging channels `acp gateway` serves.
+    pub channels: ChannelsConfig,
+    /// `[session]`: how channel messages map to sessions.
+    pub session: SessionConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -328,6 +332,47 @@ pub struct GatewayConfig {
     pub workspace: Option<PathBuf>,
     /// How long an approval question waits for a client's answer (default 120).
     pub approval_timeout_secs: Option<u64>,
+}
+
+/// `[channels]` in config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsConfig {
+    pub telegram: Option<TelegramConfig>,
+}
+
+/// `[channels.telegram]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The bot's token (else `$TELEGRAM_BOT_TOKEN`).
+    pub bot_token: Option<String>,
+    /// Default `https://api.telegram.org`.
+    pub api_base_url: Option<String>,
+    /// `pairing` (default), `allowlist` or `open`.
+    pub dm_policy: Option<String>,
+    /// Telegram user ids (as strings) always allowed.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// More ways a group message addresses the bot, besides `@botname` and replies to it.
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+    /// Replies are sent in messages of this many characters (default 800..=3500; Telegram's
+    /// limit is 4096).
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+}
+
+/// `[session]`: how channel messages map to sessions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// `main` (default), `per-peer`, `per-channel-peer` or `per-account-channel-peer`.
+    pub dm_scope: Option<String>,
+    pub main_key: Option<String>,
+    /// A canonical name → the channel-prefixed ids that are that person (`telegram:123`).
+    #[serde(default)]
+    pub identity_links: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Why no model can be used; the message says how to fix it.
@@ -476,6 +521,8 @@ impl Config {
             web_fetch: file.web_fetch.unwrap_or_default(),
             mcp_servers,
             gateway: file.gateway.unwrap_or_default(),
+            channels: file.channels.unwrap_or_default(),
+            session: file.session.unwrap_or_default(),
             load_error,
         }
     }

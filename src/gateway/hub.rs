@@ -146,6 +146,8 @@ struct Run {
     thinking: String,
     started_at: i64,
     ended: watch::Sender<Option<RunEnd>>,
+    /// Where the reply's text goes as it streams (a channel delivering it), if anywhere.
+    listener: Option<mpsc::UnboundedSender<String>>,
 }
 
 /// How a run ended.
@@ -241,6 +243,17 @@ impl Hub {
 
     /// Registers a run for `turn`; its end is watched through the receiver.
     pub fn start_run(&self, turn: TurnId, run_id: &str, session_key: &str) -> watch::Receiver<Option<RunEnd>> {
+        self.start_run_to(turn, run_id, session_key, None)
+    }
+
+    /// [`Self::start_run`], the reply's text also sent to `listener` as it streams.
+    pub fn start_run_to(
+        &self,
+        turn: TurnId,
+        run_id: &str,
+        session_key: &str,
+        listener: Option<mpsc::UnboundedSender<String>>,
+    ) -> watch::Receiver<Option<RunEnd>> {
         let (ended, rx) = watch::channel(None);
         let started_at = now_ms();
         let run = Run {
@@ -251,6 +264,7 @@ impl Hub {
             thinking: String::new(),
             started_at,
             ended,
+            listener,
         };
         lock(&self.runs).insert(turn, run);
         self.agent(turn, "lifecycle", json!({"phase": "start", "startedAt": started_at}), false);
@@ -298,6 +312,9 @@ impl Hub {
         let payloads = self.stamp(turn, |run, seq| {
             let stream = if thought { "thinking" } else { "assistant" };
             if thought { run.thinking.push_str(delta) } else { run.text.push_str(delta) }
+            if let Some(listener) = run.listener.as_ref().filter(|_| !thought) {
+                let _ = listener.send(delta.to_owned());
+            }
             let cumulative = if thought { &run.thinking } else { &run.text };
             let now = now_ms();
             json!([

@@ -32,6 +32,10 @@ pub const METHODS: &[(&str, &str)] = &[
     ("chat.inject", ADMIN),
     ("agent", WRITE),
     ("agent.wait", READ),
+    ("channels.status", READ),
+    ("pairing.list", ADMIN),
+    ("pairing.approve", ADMIN),
+    ("pairing.reject", ADMIN),
     ("exec.approval.get", APPROVALS),
     ("exec.approval.resolve", APPROVALS),
 ];
@@ -105,6 +109,8 @@ fn schema(method: &str) -> Schema {
             ("timeout", Schema::Integer { min: Some(0), max: None }, false),
         ]),
         "exec.approval.get" => Schema::object(&[("id", key(), true)]),
+        "pairing.list" | "channels.status" => Schema::object(&[]),
+        "pairing.approve" | "pairing.reject" => Schema::object(&[("channel", key(), true), ("code", key(), true)]),
         "exec.approval.resolve" => Schema::object(&[
             ("id", key(), true),
             ("decision", key(), true),
@@ -156,6 +162,21 @@ async fn answer(
     let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     match method {
         "exec.approval.get" => gw.approvals.get(&text("id")).map_err(|e| *e),
+        "pairing.list" => Ok(json!({"pending": gw.pairings.pending()})),
+        "channels.status" => {
+            let channels: Vec<Value> = crate::sync::lock(&gw.channel_status).values().cloned().collect();
+            Ok(json!({"ts": now_ms(), "channels": channels}))
+        }
+        "pairing.approve" | "pairing.reject" => {
+            let (channel, code) = (text("channel"), text("code"));
+            let done = if method == "pairing.approve" {
+                gw.pairings.approve(&channel, &code)
+            } else {
+                gw.pairings.reject(&channel, &code)
+            };
+            done.map(|pair| json!({"ok": true, "channel": pair.channel, "peer": pair.peer, "name": pair.name}))
+                .map_err(|e| ErrorShape::new(code::NOT_FOUND, e))
+        }
         "exec.approval.resolve" => {
             let by = client.info.get("displayName").and_then(Value::as_str).unwrap_or(&client.client_id);
             gw.approvals.resolve(&gw.hub, &text("id"), &text("decision"), by).map_err(|e| *e)

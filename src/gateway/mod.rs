@@ -95,6 +95,10 @@ pub struct Gateway {
     pub runtime: Runtime,
     pub hub: Arc<Hub>,
     approvals: Arc<approvals::Approvals>,
+    /// Who may talk to the agent through channels.
+    pub pairings: Arc<channels::access::Pairings>,
+    /// Each channel's state, as `channels.status` shows it.
+    pub channel_status: Mutex<std::collections::BTreeMap<String, Value>>,
     token: Option<String>,
     workspace: PathBuf,
     started: Instant,
@@ -110,7 +114,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config, options: &Options) -> Arc<Self> {
+    pub fn new(config: Config, options: &Options, pairings: Arc<channels::access::Pairings>) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let sink = Arc::new(HubSink(hub.clone()));
         let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
@@ -120,6 +124,8 @@ impl Gateway {
             runtime,
             hub,
             approvals,
+            pairings,
+            channel_status: Mutex::default(),
             token: options.token.clone(),
             workspace: options.workspace.clone(),
             started: Instant::now(),
@@ -442,6 +448,27 @@ impl Gateway {
         Ok(json!({"ok": true, "key": key, "deleted": true}))
     }
 
+    /// Runs `text` on session `key` for a channel: the reply's text streams to the returned
+    /// receiver, and the watch says how the run ended. Clients see the run as any other.
+    pub async fn channel_run(
+        &self,
+        key: &str,
+        text: &str,
+    ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<String>, EndWatch), String> {
+        let handle = self.open(key).await?;
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let turn = self.runtime.next_turn_id();
+        let ended = self.hub.start_run_to(turn, &run_id, key, Some(tx));
+        self.hub.to_subscribers(
+            "session.message",
+            &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
+        );
+        let outcome = handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: text.to_owned() }]);
+        tokio::spawn(outcome);
+        Ok((rx, ended))
+    }
+
     /// Stops: clients are told (`shutdown`), running turns are cancelled and end `cancelled`
     /// (saved as such), sessions close.
     pub async fn shut_down(&self) {
@@ -527,8 +554,16 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
         .await
         .map_err(|e| format!("could not listen on {}: {e}", options.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let gateway = Gateway::new(config, &options);
+    let pairings = Arc::new(channels::access::Pairings::load(&config.home)?);
+    let channel_config = config.clone();
+    let gateway = Gateway::new(config, &options, pairings.clone());
     gateway.runtime.prewarm();
+    if channel_config.channels.telegram.is_some() {
+        let http = gateway.runtime.http_client().await?;
+        if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, http)? {
+            tokio::spawn(telegram.run(stop.clone()));
+        }
+    }
     tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback)" }, "gateway listening");
     // Scripts and tests read the address from this line.
     #[allow(clippy::print_stderr)]

@@ -432,6 +432,12 @@ impl Runtime {
             .map_err(|e| e.to_string())
     }
 
+    /// The shared HTTP client (built on first use), for surfaces that call out themselves (a
+    /// gateway's channels).
+    pub async fn http_client(&self) -> Result<reqwest::Client, String> {
+        self.shared.http().await.map_err(|e| e.message)
+    }
+
     /// Builds the HTTP client and opens the session store in the background, so the first turn
     /// waits for neither.
     pub fn prewarm(&self) {

@@ -48,6 +48,10 @@ fn the_handshake_as_captured() {
             "chat.inject",
             "agent",
             "agent.wait",
+            "channels.status",
+            "pairing.list",
+            "pairing.approve",
+            "pairing.reject",
             "exec.approval.get",
             "exec.approval.resolve"
         ]

@@ -3,6 +3,7 @@
 mod approvals;
 mod bridge;
 mod cancel;
+mod channels;
 mod client;
 mod commands;
 mod conformance;

@@ -1,0 +1,162 @@
+//! `acp pairing list|approve|reject` and `acp channels status`: they ask the running gateway
+//! (`pairing.*`, `channels.status`) over its protocol, with this installation's device identity —
+//! at `--gateway` (default: `[gateway] listen`, else ws://127.0.0.1:18789) with `--token`
+//! (default: `$ACP_GATEWAY_TOKEN`, else `[gateway] token`). Output on stdout; problems on stderr,
+//! exit code 1.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+
+#[derive(clap::Args, Debug)]
+pub struct GatewayTarget {
+    /// The gateway (default: `[gateway] listen` in config.toml, else ws://127.0.0.1:18789).
+    #[arg(long, value_name = "URL", global = true)]
+    pub gateway: Option<String>,
+    /// Its token (default: $ACP_GATEWAY_TOKEN, else `[gateway] token`).
+    #[arg(long, value_name = "TOKEN", global = true)]
+    pub token: Option<String>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum PairingCommand {
+    /// The pairing codes waiting for approval.
+    List,
+    /// Lets the sender of this code talk to the agent on this channel.
+    Approve { channel: String, code: String },
+    /// Drops this code.
+    Reject { channel: String, code: String },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ChannelsCommand {
+    /// Each channel's state on the running gateway.
+    Status,
+}
+
+fn target(config: &Config, t: &GatewayTarget) -> crate::remote::Options {
+    let url = t.gateway.clone().unwrap_or_else(|| {
+        format!("ws://{}", config.gateway.listen.clone().unwrap_or_else(|| super::gateway::DEFAULT_LISTEN.to_owned()))
+    });
+    let token = t
+        .token
+        .clone()
+        .or_else(|| std::env::var("ACP_GATEWAY_TOKEN").ok())
+        .or_else(|| config.gateway.token.clone())
+        .filter(|t| !t.is_empty());
+    crate::remote::Options {
+        url,
+        token,
+        password: None,
+        home: config.home.clone(),
+        scopes: vec!["operator.admin".into()],
+        client: json!({"id": "cli", "displayName": "acp", "version": env!("CARGO_PKG_VERSION"),
+            "platform": std::env::consts::OS, "mode": "cli"}),
+        caps: Vec::new(),
+    }
+}
+
+/// Asks the running gateway `method`; its answer, or why not.
+fn ask(options: crate::remote::Options, method: &str, params: Value) -> Result<Value, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let identity = crate::remote::identity::Identity::load_or_create(&options.home)?;
+        let (tx, _notices) = tokio::sync::mpsc::unbounded_channel();
+        let gateway = crate::remote::Gateway::start(options, identity, tx);
+        let answer = gateway.request(method, params, Duration::from_secs(10)).await.map_err(|e| e.to_string());
+        gateway.stop();
+        answer
+    })
+}
+
+fn finish(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            let _ = writeln!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "acp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `acp pairing …`.
+pub fn pairing(command: PairingCommand, t: &GatewayTarget) -> ExitCode {
+    let config = Config::load();
+    let options = target(&config, t);
+    finish(match command {
+        PairingCommand::List => ask(options, "pairing.list", json!({})).map(|r| {
+            let pending = r["pending"].as_array().cloned().unwrap_or_default();
+            if pending.is_empty() {
+                return "No pairing codes are waiting.".to_owned();
+            }
+            pending
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}  {}  {} ({})",
+                        p["code"].as_str().unwrap_or_default(),
+                        p["channel"].as_str().unwrap_or_default(),
+                        p["name"].as_str().unwrap_or_default(),
+                        p["peer"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        PairingCommand::Approve { channel, code } => {
+            ask(options, "pairing.approve", json!({"channel": channel, "code": code})).map(|r| {
+                format!(
+                    "Approved: {} ({}) may talk to the agent on {}.",
+                    r["name"].as_str().unwrap_or_default(),
+                    r["peer"].as_str().unwrap_or_default(),
+                    r["channel"].as_str().unwrap_or_default()
+                )
+            })
+        }
+        PairingCommand::Reject { channel, code } => {
+            ask(options, "pairing.reject", json!({"channel": channel, "code": code}))
+                .map(|r| format!("Rejected the code of {} ({}).", r["name"].as_str().unwrap_or_default(), r["peer"]))
+        }
+    })
+}
+
+/// `acp channels status`.
+pub fn channels(command: ChannelsCommand, t: &GatewayTarget) -> ExitCode {
+    let config = Config::load();
+    let ChannelsCommand::Status = command;
+    finish(ask(target(&config, t), "channels.status", json!({})).map(|r| {
+        let channels = r["channels"].as_array().cloned().unwrap_or_default();
+        if channels.is_empty() {
+            return "No channels are configured on the gateway ([channels.telegram] in its config.toml).".to_owned();
+        }
+        channels
+            .iter()
+            .map(|c| {
+                let mut line =
+                    format!("{}: {}", c["id"].as_str().unwrap_or_default(), c["state"].as_str().unwrap_or("unknown"));
+                for (key, label) in [
+                    ("bot", "bot"),
+                    ("dmPolicy", "dm policy"),
+                    ("messagesIn", "messages in"),
+                    ("lastError", "last error"),
+                ] {
+                    if let Some(v) = c.get(key).filter(|v| !v.is_null()) {
+                        line.push_str(&format!(
+                            " · {label} {}",
+                            v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                        ));
+                    }
+                }
+                line
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }))
+}

@@ -1,0 +1,236 @@
+//! A Telegram Bot API stand-in on loopback (no real one runs offline), faithful to the documented
+//! behaviour of the methods the channel uses: `getMe`; `getUpdates` long-polling (held until an
+//! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped);
+//! `sendMessage` (recorded; HTML that does not parse is refused with 400 "can't parse
+//! entities"); `sendChatAction`. Tests push messages as users would send them, may make the next
+//! call answer 429 with `retry_after`, and read what the bot sent.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+pub const BOT: &str = "acp_test_bot";
+
+#[derive(Default)]
+struct State {
+    updates: VecDeque<Value>,
+    next_update: i64,
+    next_message: i64,
+    sent: Vec<Value>,
+    /// Answer the next call of this method with 429 and this `retry_after`.
+    throttle: Option<(String, u64)>,
+    /// `getUpdates` offsets asked for, in order.
+    offsets: Vec<i64>,
+}
+
+#[derive(Clone)]
+pub struct FakeTelegram {
+    pub base: String,
+    state: Arc<Mutex<State>>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl FakeTelegram {
+    pub fn start() -> Self {
+        let state = Arc::new(Mutex::new(State { next_update: 1000, next_message: 1, ..State::default() }));
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (s, n) = (state.clone(), notify.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(listener.local_addr().unwrap()).unwrap();
+                loop {
+                    let Ok((socket, _)) = listener.accept().await else { continue };
+                    tokio::spawn(serve(socket, s.clone(), n.clone()));
+                }
+            });
+        });
+        let addr = rx.recv().unwrap();
+        Self { base: format!("http://{addr}"), state, notify }
+    }
+
+    /// A user's text message arrives (`chat_type`: private, group, supergroup).
+    pub fn message(&self, chat: i64, chat_type: &str, from: i64, text: &str) -> i64 {
+        let mut s = self.state.lock().unwrap();
+        s.next_message += 1;
+        let message_id = s.next_message;
+        let update = json!({"message": {"message_id": message_id, "date": 0,
+            "chat": {"id": chat, "type": chat_type}, "from": {"id": from, "is_bot": false, "first_name": format!("User{from}")},
+            "text": text}});
+        drop(s);
+        self.push(update);
+        message_id
+    }
+
+    /// The same message delivered again (Telegram may redeliver).
+    pub fn redeliver(&self, chat: i64, chat_type: &str, from: i64, text: &str, message_id: i64) {
+        self.push(json!({"message": {"message_id": message_id, "date": 0, "chat": {"id": chat, "type": chat_type},
+            "from": {"id": from, "is_bot": false, "first_name": format!("User{from}")}, "text": text}}));
+    }
+
+    fn push(&self, mut update: Value) {
+        let mut s = self.state.lock().unwrap();
+        s.next_update += 1;
+        update["update_id"] = json!(s.next_update);
+        s.updates.push_back(update);
+        drop(s);
+        self.notify.notify_waiters();
+    }
+
+    pub fn throttle_next(&self, method: &str, retry_after: u64) {
+        self.state.lock().unwrap().throttle = Some((method.into(), retry_after));
+    }
+
+    pub fn sent(&self) -> Vec<Value> {
+        self.state.lock().unwrap().sent.clone()
+    }
+
+    pub fn offsets(&self) -> Vec<i64> {
+        self.state.lock().unwrap().offsets.clone()
+    }
+
+    /// Waits until the bot has sent `n` messages to `chat` (or panics after 20 s).
+    pub fn wait_sent(&self, chat: i64, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let texts: Vec<String> = self
+                .sent()
+                .iter()
+                .filter(|m| m["chat_id"] == json!(chat.to_string()) || m["chat_id"] == json!(chat))
+                .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            if texts.len() >= n {
+                return texts;
+            }
+            assert!(Instant::now() < deadline, "the bot sent {} of {n} messages to {chat}: {texts:#?}", texts.len());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, notify: Arc<tokio::sync::Notify>) {
+    loop {
+        let mut request = Vec::new();
+        let mut buf = [0u8; 8192];
+        let (path, body) = loop {
+            let n = match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request).into_owned();
+            let Some(head_end) = text.find("\r\n\r\n") else { continue };
+            let length: usize = text[..head_end]
+                .lines()
+                .find_map(|l| l.to_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .unwrap_or(0);
+            if request.len() < head_end + 4 + length {
+                continue;
+            }
+            let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let body: Value =
+                serde_json::from_slice(&request[head_end + 4..head_end + 4 + length]).unwrap_or(json!({}));
+            break (path, body);
+        };
+        let method = path.rsplit('/').next().unwrap_or_default().to_owned();
+        let (status, answer) = answer(&method, &body, &state, &notify).await;
+        let answer = answer.to_string();
+        let head = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            answer.len()
+        );
+        if socket.write_all(head.as_bytes()).await.is_err() || socket.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &tokio::sync::Notify) -> (u16, Value) {
+    {
+        let mut s = state.lock().unwrap();
+        if s.throttle.as_ref().is_some_and(|(m, _)| m == method) {
+            let (_, after) = s.throttle.take().unwrap();
+            return (
+                429,
+                json!({"ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after {after}"), "parameters": {"retry_after": after}}),
+            );
+        }
+    }
+    match method {
+        "getMe" => {
+            (200, json!({"ok": true, "result": {"id": 1, "is_bot": true, "first_name": "acp", "username": BOT}}))
+        }
+        "getUpdates" => {
+            let offset = body["offset"].as_i64().unwrap_or(0);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
+            state.lock().unwrap().offsets.push(offset);
+            loop {
+                let waiting = notify.notified();
+                {
+                    let mut s = state.lock().unwrap();
+                    // Updates below the offset are confirmed: Telegram forgets them.
+                    while s.updates.front().is_some_and(|u| u["update_id"].as_i64().unwrap_or(0) < offset) {
+                        s.updates.pop_front();
+                    }
+                    if !s.updates.is_empty() {
+                        let all: Vec<Value> = s.updates.iter().cloned().collect();
+                        return (200, json!({"ok": true, "result": all}));
+                    }
+                }
+                if tokio::time::timeout_at(deadline, waiting).await.is_err() {
+                    return (200, json!({"ok": true, "result": []}));
+                }
+            }
+        }
+        "sendMessage" => {
+            let text = body["text"].as_str().unwrap_or_default();
+            if body["parse_mode"] == "HTML" && !balanced_html(text) {
+                return (
+                    400,
+                    json!({"ok": false, "error_code": 400,
+                    "description": "Bad Request: can't parse entities: unclosed start tag"}),
+                );
+            }
+            let mut s = state.lock().unwrap();
+            s.next_message += 1;
+            let id = s.next_message;
+            s.sent.push(body.clone());
+            (200, json!({"ok": true, "result": {"message_id": id, "chat": {"id": body["chat_id"]}, "text": text}}))
+        }
+        "sendChatAction" => (200, json!({"ok": true, "result": true})),
+        other => (404, json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})),
+    }
+}
+
+/// Telegram's HTML: the tags it knows, each closed.
+fn balanced_html(text: &str) -> bool {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        let Some(close) = rest[open..].find('>') else { return false };
+        let tag = &rest[open + 1..open + close];
+        let name = tag.trim_start_matches('/').split_whitespace().next().unwrap_or_default().to_owned();
+        if !["b", "i", "u", "s", "a", "code", "pre", "strong", "em", "blockquote", "tg-spoiler"]
+            .contains(&name.as_str())
+        {
+            return false;
+        }
+        if tag.starts_with('/') {
+            if stack.pop().as_deref() != Some(name.as_str()) {
+                return false;
+            }
+        } else {
+            stack.push(name);
+        }
+        rest = &rest[open + close + 1..];
+    }
+    stack.is_empty()
+}
