@@ -469,6 +469,15 @@ impl Gateway {
         Ok((rx, ended))
     }
 
+    /// Cancels the runs going on session `key` (a channel's `interrupt` queue mode).
+    pub fn abort_runs(&self, key: &str) {
+        if let Some(handle) = self.open_handle(key) {
+            for turn in self.hub.turn_of(key, None) {
+                handle.send(Op::CancelTurn(turn));
+            }
+        }
+    }
+
     /// Stops: clients are told (`shutdown`), running turns are cancelled and end `cancelled`
     /// (saved as such), sessions close.
     pub async fn shut_down(&self) {

@@ -13,10 +13,14 @@ use crate::support::script::text;
 use crate::support::telegram::{BOT, FakeTelegram};
 
 fn gateway(mock: &MockModel, fake: &FakeTelegram, home: tempfile::TempDir) -> Gateway {
+    gateway_with(mock, fake, home, "")
+}
+
+fn gateway_with(mock: &MockModel, fake: &FakeTelegram, home: tempfile::TempDir, more: &str) -> Gateway {
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\nchunk_min_chars = 40\nchunk_max_chars = 120\n",
+            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\nchunk_min_chars = 40\nchunk_max_chars = 120\n{more}",
             fake.base
         ),
     )
@@ -124,5 +128,64 @@ fn pairing_then_a_chunked_reply_redeliveries_groups_no_reply_and_a_restart() {
     // it was killed are confirmed), not from the start.
     let first_after = fake.offsets()[polls_before..].iter().copied().find(|o| *o != before).unwrap_or(before);
     assert!(first_after >= before && before > 1000, "resumed at {first_after}, kept {before}");
+    drop(gw);
+}
+
+/// A reply that takes a while: its pieces 300 ms apart.
+fn slow(reply: &str) -> crate::support::mock_model::Reply {
+    text("anthropic", reply).delay(std::time::Duration::from_millis(300))
+}
+
+#[test]
+fn messages_during_a_run_are_collected_followed_up_or_interrupt_it() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = gateway_with(&mock, &fake, tempfile::tempdir().unwrap(), "dm_policy = \"open\"\n");
+    let user = 222;
+    let burst = |words: &[&str]| {
+        for w in words {
+            fake.message(user, "private", user, w);
+        }
+    };
+
+    // collect (the default): the burst runs as one prompt once the run ends.
+    mock.push(slow("First."));
+    mock.push(text("anthropic", "All three, together."));
+    fake.message(user, "private", user, "start");
+    mock.wait_requests(1);
+    burst(&["alpha", "beta", "gamma"]);
+    assert_eq!(fake.wait_sent(user, 2), ["First.", "All three, together."]);
+    let collected = mock.requests()[1].body.to_string();
+    assert!(collected.contains("alpha\\n\\nbeta\\n\\ngamma"), "{collected}");
+    assert_eq!(mock.requests().len(), 2);
+
+    // followup: each on its own, in order.
+    fake.message(user, "private", user, "/queue followup");
+    assert_eq!(fake.wait_sent(user, 3)[2], "Queue mode: followup.");
+    mock.push(slow("Second."));
+    for reply in ["One.", "Two.", "Three."] {
+        mock.push(text("anthropic", reply));
+    }
+    fake.message(user, "private", user, "again");
+    mock.wait_requests(3);
+    burst(&["one", "two", "three"]);
+    let sent = fake.wait_sent(user, 7);
+    assert_eq!(sent[3..], ["Second.", "One.", "Two.", "Three."]);
+    assert_eq!(mock.requests().len(), 6);
+
+    // interrupt: the run stops, and the newest message runs.
+    fake.message(user, "private", user, "/queue interrupt");
+    assert_eq!(fake.wait_sent(user, 8)[7], "Queue mode: interrupt.");
+    mock.push(text("anthropic", "This never ends").stall_after(3));
+    mock.push(text("anthropic", "Interrupted, here I am."));
+    fake.message(user, "private", user, "talk forever");
+    mock.wait_requests(7);
+    fake.message(user, "private", user, "stop that");
+    let sent = fake.wait_sent(user, 9);
+    assert_eq!(sent.last().unwrap(), "Interrupted, here I am.");
+    assert!(mock.wait_done(6).client_left, "the running request was dropped");
+    assert!(mock.requests()[7].body.to_string().contains("stop that"));
+    let all = fake.wait_sent(user, 9).join("|");
+    assert!(!all.contains("This never ends"), "a stopped run's unsent rest is not delivered: {all}");
     drop(gw);
 }

@@ -3,7 +3,10 @@
 //! neither loses nor repeats one), drops redeliveries, lets in only those the DM policy admits
 //! (an unknown sender is given a pairing code), answers groups only when addressed, routes each
 //! message to its session and streams the reply back in messages cut by the chunker, with the
-//! typing indicator while it runs. A reply that is exactly `NO_REPLY` is not delivered.
+//! typing indicator while it runs. A reply that is exactly `NO_REPLY` is not delivered. Messages
+//! that arrive while their session runs follow its queue mode (`/queue`): `collect` (default: they
+//! run as one prompt after the run), `followup` (each after the run, in order; `steer` for now),
+//! or `interrupt` (the run stops; the newest runs).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +24,48 @@ use crate::gateway::Gateway;
 use crate::gateway::hub::RunEnd;
 
 const POLL: Duration = Duration::from_secs(25);
+/// Messages a session's queue holds while it runs; the oldest go first beyond that.
+const QUEUE_CAP: usize = 20;
+
+/// What happens to a message that arrives while its session runs (`/queue MODE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum QueueMode {
+    /// Everything that arrived runs as one prompt when the run ends.
+    #[default]
+    Collect,
+    /// Each runs on its own, in order, after the run.
+    Followup,
+    /// The run is stopped and the newest message runs instead.
+    Interrupt,
+}
+
+impl QueueMode {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "collect" => Some(Self::Collect),
+            // Steering into a running turn is not offered yet: it queues as a follow-up.
+            "followup" | "steer" => Some(Self::Followup),
+            "interrupt" => Some(Self::Interrupt),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Collect => "collect",
+            Self::Followup => "followup",
+            Self::Interrupt => "interrupt",
+        }
+    }
+}
+
+/// One session's lane: whether a run is going, and what waits for it.
+#[derive(Default)]
+struct Lane {
+    running: bool,
+    mode: QueueMode,
+    pending: std::collections::VecDeque<String>,
+}
 
 pub struct Telegram {
     api: Api,
@@ -33,6 +78,7 @@ pub struct Telegram {
     mention_patterns: Vec<String>,
     limits: Limits,
     offset_path: PathBuf,
+    lanes: std::sync::Mutex<std::collections::HashMap<String, Lane>>,
 }
 
 /// The channel from `[channels.telegram]`, if configured with a token; an error for a setting
@@ -83,6 +129,7 @@ pub fn telegram(
         mention_patterns: t.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
         limits: Limits::new(t.chunk_min_chars.unwrap_or(800), t.chunk_max_chars.unwrap_or(3500), TEXT_LIMIT),
         offset_path: config.home.join("channels").join("telegram.offset"),
+        lanes: std::sync::Mutex::default(),
     })))
 }
 
@@ -212,14 +259,83 @@ impl Telegram {
         if text.trim().is_empty() {
             return;
         }
-        self.api.typing(&env.peer, thread.as_deref()).await;
-        match self.gw.channel_run(&key, &text).await {
-            Ok((deltas, ended)) => {
-                let this = self.clone();
-                tokio::spawn(async move { this.reply(env.peer, thread, deltas, ended).await });
-            }
-            Err(e) => self.deliver(&env.peer, thread.as_deref(), &format!("Sorry, I could not run that: {e}")).await,
+        if let Some(rest) = text.strip_prefix("/queue") {
+            let reply = self.set_queue(&key, rest.trim());
+            self.deliver(&env.peer, thread.as_deref(), &reply).await;
+            return;
         }
+        let start = {
+            let mut lanes = crate::sync::lock(&self.lanes);
+            let lane = lanes.entry(key.clone()).or_default();
+            if lane.running {
+                if lane.mode == QueueMode::Interrupt {
+                    lane.pending.clear();
+                }
+                lane.pending.push_back(text.clone());
+                while lane.pending.len() > QUEUE_CAP {
+                    lane.pending.pop_front();
+                }
+                if lane.mode == QueueMode::Interrupt {
+                    self.gw.abort_runs(&key);
+                }
+                false
+            } else {
+                lane.running = true;
+                true
+            }
+        };
+        if start {
+            self.start(key, env.peer, thread, text);
+        }
+    }
+
+    /// `/queue [mode]`: shows or sets what happens to messages that arrive during a run.
+    fn set_queue(&self, key: &str, asked: &str) -> String {
+        let mut lanes = crate::sync::lock(&self.lanes);
+        let lane = lanes.entry(key.to_owned()).or_default();
+        if asked.is_empty() {
+            return format!("Queue mode: {} (collect, followup, steer, interrupt).", lane.mode.name());
+        }
+        match QueueMode::parse(&asked.to_lowercase()) {
+            Some(mode) => {
+                lane.mode = mode;
+                format!("Queue mode: {}.", mode.name())
+            }
+            None => format!("Unknown queue mode `{asked}`: use collect, followup, steer or interrupt."),
+        }
+    }
+
+    /// Runs `text` on session `key`, replying in `chat`; then what waited meanwhile.
+    fn start(self: &Arc<Self>, key: String, chat: String, thread: Option<String>, text: String) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut text = text;
+            loop {
+                this.api.typing(&chat, thread.as_deref()).await;
+                match this.gw.channel_run(&key, &text).await {
+                    Ok((deltas, ended)) => this.reply(chat.clone(), thread.clone(), deltas, ended).await,
+                    Err(e) => {
+                        this.deliver(&chat, thread.as_deref(), &format!("Sorry, I could not run that: {e}")).await
+                    }
+                }
+                let next = {
+                    let mut lanes = crate::sync::lock(&this.lanes);
+                    let lane = lanes.entry(key.clone()).or_default();
+                    let next = match lane.mode {
+                        QueueMode::Collect if !lane.pending.is_empty() => {
+                            Some(lane.pending.drain(..).collect::<Vec<_>>().join("\n\n"))
+                        }
+                        _ => lane.pending.pop_front(),
+                    };
+                    lane.running = next.is_some();
+                    next
+                };
+                match next {
+                    Some(queued) => text = queued,
+                    None => return,
+                }
+            }
+        });
     }
 
     /// Streams a run's reply into the chat, in messages the chunker cuts.
@@ -250,7 +366,8 @@ impl Telegram {
             }
         }
         let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
-        if !sent_any && whole.trim() == "NO_REPLY" {
+        // A stopped run (`interrupt`, `/stop`) delivers what it had sent, not its unsent rest.
+        if (!sent_any && whole.trim() == "NO_REPLY") || matches!(end, Some(RunEnd::Aborted { .. })) {
             return;
         }
         for message in chunker.finish() {
