@@ -24,7 +24,13 @@ impl Drop for Gw {
 }
 
 pub fn start(mock: &MockModel) -> Gw {
+    start_with(mock, "")
+}
+
+/// [`start`], with this `config.toml`.
+pub fn start_with(mock: &MockModel, config: &str) -> Gw {
     let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
     let t = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])

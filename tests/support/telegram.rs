@@ -22,6 +22,8 @@ struct State {
     next_update: i64,
     next_message: i64,
     sent: Vec<Value>,
+    /// When each was sent.
+    sent_at: Vec<Instant>,
     /// Answer the next call of this method with 429 and this `retry_after`.
     throttle: Option<(String, u64)>,
     /// `getUpdates` offsets asked for, in order.
@@ -48,6 +50,7 @@ impl FakeTelegram {
                 tx.send(listener.local_addr().unwrap()).unwrap();
                 loop {
                     let Ok((socket, _)) = listener.accept().await else { continue };
+                    let _ = socket.set_nodelay(true);
                     tokio::spawn(serve(socket, s.clone(), n.clone()));
                 }
             });
@@ -90,6 +93,12 @@ impl FakeTelegram {
 
     pub fn sent(&self) -> Vec<Value> {
         self.state.lock().unwrap().sent.clone()
+    }
+
+    /// Each sent message and when it was sent.
+    pub fn sent_timed(&self) -> Vec<(Instant, Value)> {
+        let s = self.state.lock().unwrap();
+        s.sent_at.iter().copied().zip(s.sent.iter().cloned()).collect()
     }
 
     pub fn offsets(&self) -> Vec<i64> {
@@ -142,11 +151,12 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, noti
         let method = path.rsplit('/').next().unwrap_or_default().to_owned();
         let (status, answer) = answer(&method, &body, &state, &notify).await;
         let answer = answer.to_string();
-        let head = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        // One write (head and body together), so no Nagle delay sits between them.
+        let response = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
             answer.len()
         );
-        if socket.write_all(head.as_bytes()).await.is_err() || socket.write_all(answer.as_bytes()).await.is_err() {
+        if socket.write_all(response.as_bytes()).await.is_err() {
             return;
         }
     }
@@ -203,6 +213,7 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
             s.next_message += 1;
             let id = s.next_message;
             s.sent.push(body.clone());
+            s.sent_at.push(Instant::now());
             (200, json!({"ok": true, "result": {"message_id": id, "chat": {"id": body["chat_id"]}, "text": text}}))
         }
         "sendChatAction" => (200, json!({"ok": true, "result": true})),

@@ -1,0 +1,108 @@
+//! Telegram channel benchmarks (run by `tests/bench/run`), against the Bot API stand-in of the
+//! tests and the mock model: inbound message → first outbound message, beyond the model's own
+//! time to its first text; and 1,000 inbound messages from 100 peers taken in through dedupe,
+//! admission and routing, every one reaching the model. Figures, not pass/fail.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
+
+mod gw;
+#[path = "../support/mock_model.rs"]
+mod mock_model;
+mod stream;
+#[path = "../support/telegram.rs"]
+mod telegram;
+
+use std::time::{Duration, Instant};
+
+use mock_model::{Chunking, MockModel, Reply};
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn report(name: &str, value: String, note: &str) {
+    println!("{name:<58} {value:>12}   ({note})");
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn config(fake: &telegram::FakeTelegram, more: &str) -> String {
+    format!(
+        "[channels.telegram]\nbot_token = \"1:B\"\napi_base_url = \"{}\"\ndm_policy = \"open\"\nchunk_min_chars = 1\n{more}",
+        fake.base
+    )
+}
+
+fn main() {
+    let mock = MockModel::start();
+    let fake = telegram::FakeTelegram::start();
+    let _gateway = gw::start_with(&mock, &config(&fake, ""));
+    println!("Telegram channel benchmarks ({})", env!("CARGO_BIN_EXE_acp"));
+
+    // Inbound → first outbound chunk, beyond the model's first text.
+    let mut overhead = Vec::new();
+    let mut total = Vec::new();
+    for i in 0..20 {
+        let before = fake.sent().len();
+        mock.push(Reply::sse(stream::deltas(20)).chunking(Chunking::PerEvent));
+        let sent_at = Instant::now();
+        fake.message(500, "private", 500, &format!("go {i}"));
+        let r = mock.wait_done(i);
+        let first_piece = r.piece_times[2];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let first_out = loop {
+            if let Some((at, _)) = fake.sent_timed().get(before) {
+                break *at;
+            }
+            assert!(Instant::now() < deadline, "no reply");
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        // Let the rest of the reply go out before the next message.
+        while fake.sent().len() < before + 1 || mock.requests().len() < i + 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        total.push(first_out - sent_at);
+        overhead.push((first_out - sent_at).saturating_sub(first_piece - r.at));
+    }
+    report("inbound → first outbound message", ms(median(total)), "median of 20");
+    report("  beyond the model's own time to its first text", ms(median(overhead)), "target ≤ 20 ms");
+
+    // 1,000 messages from 100 peers, as fast as they come.
+    let fake2 = telegram::FakeTelegram::start();
+    let mock2 = MockModel::start();
+    for _ in 0..1000 {
+        mock2.push(Reply::sse(stream::deltas(1)).chunking(Chunking::Whole));
+    }
+    let _g2 = gw::start_with(&mock2, &config(&fake2, "[session]\ndm_scope = \"per-peer\"\n"));
+    let t = Instant::now();
+    for i in 0..1000 {
+        let peer = 10_000 + i64::from(i % 100);
+        fake2.message(peer, "private", peer, &format!("message-{i}"));
+    }
+    // Every message reaches the model (alone, or collected with others of its peer).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let seen = loop {
+        let bodies: String = mock2.requests().iter().map(|r| r.body.to_string()).collect();
+        let seen = (0..1000)
+            .filter(|i| bodies.contains(&format!("message-{i}\\n")) || bodies.contains(&format!("message-{i}\"")))
+            .count();
+        if seen == 1000 || Instant::now() > deadline {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t.elapsed();
+    report(
+        "1,000 messages from 100 peers → all at the model",
+        ms(took),
+        &format!(
+            "{seen}/1000 arrived; {:.0} messages/s; {} model requests",
+            1000.0 / took.as_secs_f64(),
+            mock2.requests().len()
+        ),
+    );
+}
