@@ -123,6 +123,13 @@ pub struct Request {
 }
 
 /// Reads a client frame; `Err` says what is wrong with it (`invalid request frame: …`).
+/// A session key as gateways store it: `wire-demo` → `agent:main:wire-demo`; keys already in the
+/// `agent:<id>:…` form are kept.
+pub fn canonical_key(key: &str) -> String {
+    let key = key.trim();
+    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
+}
+
 pub fn parse_request(frame: &Value) -> Result<Request, String> {
     let schema = Schema::object(&[
         ("type", Schema::Const("req"), true),

@@ -222,14 +222,13 @@ async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Val
     let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (key, run_id) = (super::canonical_key(&text("sessionKey")), text("idempotencyKey"));
     let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
-    let thinking = params
-        .get("thinking")
-        .and_then(Value::as_str)
-        .map(|l| reasoning("chat.send", l))
-        .transpose()
-        .map_err(ErrorShape::invalid)?;
-    let run =
-        Start { key: &key, message: &text("message"), run_id: &run_id, timeout, ops: thinking.into_iter().collect() };
+    let run = Start {
+        key: &key,
+        message: &text("message"),
+        run_id: &run_id,
+        timeout,
+        ops: run_ops("chat.send", params).map_err(ErrorShape::invalid)?,
+    };
     let started = |_: &str| json!({"runId": run_id, "status": "started"});
     if let Some(seen) = start_run(gw, conn, id, run, started).await? {
         conn.send(&Frame::ok(id, json!({"runId": run_id, "status": seen})));
@@ -245,14 +244,13 @@ async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>)
     let run_id = text("idempotencyKey");
     let timeout = params.get("timeout").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_secs);
     let accepted = |key: &str| json!({"runId": run_id, "sessionKey": key, "agentId": "main", "status": "accepted", "acceptedAt": now_ms()});
-    let thinking = params
-        .get("thinking")
-        .and_then(Value::as_str)
-        .map(|l| reasoning("agent", l))
-        .transpose()
-        .map_err(ErrorShape::invalid)?;
-    let run =
-        Start { key: &key, message: &text("message"), run_id: &run_id, timeout, ops: thinking.into_iter().collect() };
+    let run = Start {
+        key: &key,
+        message: &text("message"),
+        run_id: &run_id,
+        timeout,
+        ops: run_ops("agent", params).map_err(ErrorShape::invalid)?,
+    };
     let seen = start_run(gw, conn, id, run, accepted).await?;
     if seen.is_some() {
         conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "accepted", "sessionKey": key, "agentId": "main"})));
@@ -369,6 +367,12 @@ async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<V
         }
         None => json!({"runId": id, "status": "timeout"}),
     })
+}
+
+/// The settings a run asks for (`thinking`), as ops applied to its session first.
+fn run_ops(method: &str, params: &Map<String, Value>) -> Result<Vec<Op>, String> {
+    let thinking = params.get("thinking").and_then(Value::as_str);
+    Ok(thinking.map(|l| reasoning(method, l)).transpose()?.into_iter().collect())
 }
 
 /// `thinking` as the session's reasoning effort.

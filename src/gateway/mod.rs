@@ -50,11 +50,7 @@ pub struct Options {
     pub approval_timeout: Duration,
 }
 
-/// `wire-demo` → `agent:main:wire-demo`; keys already in the `agent:<id>:…` form are kept.
-pub fn canonical_key(key: &str) -> String {
-    let key = key.trim();
-    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
-}
+pub use acp_protocol::gateway::canonical_key;
 
 /// Runs by idempotency key: in flight (watched until they end) or finished (kept for retries and
 /// `agent.wait`, 10 minutes and at most 10,000).

@@ -236,7 +236,8 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
         Answer::from(match listed {
             Ok(page) => {
                 let rows = page["sessions"].as_array().cloned().unwrap_or_default();
-                let sessions = rows.iter().filter_map(|row| session_info(row, filter.as_deref())).collect();
+                let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                let sessions = rows.iter().filter_map(|row| session_info(row, filter.as_deref(), &here)).collect();
                 let next = page["nextOffset"].as_u64().filter(|_| page["hasMore"] == true).map(|n| n.to_string());
                 Ok(ListSessionsResponse::new(sessions).next_cursor(next))
             }
@@ -248,13 +249,13 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
 /// A `sessions.list` row as ACP session info. Its directory is the one the gateway gives (`acp
 /// gateway` does); a gateway that gives none is taken to serve the directory asked about (or
 /// this process's). Asked about a directory, rows from another are left out.
-fn session_info(row: &Value, filter: Option<&std::path::Path>) -> Option<SessionInfo> {
+fn session_info(row: &Value, filter: Option<&std::path::Path>, here: &std::path::Path) -> Option<SessionInfo> {
     let key = row["key"].as_str()?;
     let cwd = match (row["cwd"].as_str().map(PathBuf::from), filter) {
         (Some(cwd), Some(wanted)) if cwd != wanted => return None,
         (Some(cwd), _) => cwd,
         (None, Some(wanted)) => wanted.to_path_buf(),
-        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        (None, None) => here.to_path_buf(),
     };
     let cwd = cwd.as_path();
     let title = ["label", "displayName", "derivedTitle"].iter().find_map(|k| row[*k].as_str()).map(str::to_owned);

@@ -258,10 +258,7 @@ impl Bridge {
     }
 }
 
-/// `wire-demo` → `agent:main:wire-demo`, as the gateways store keys.
-fn canonical(key: &str) -> String {
-    if key.starts_with("agent:") { key.to_owned() } else { format!("agent:main:{key}") }
-}
+use acp_protocol::gateway::canonical_key as canonical;
 
 /// Reads a number of milliseconds from `_meta` (`timeoutMs`).
 fn millis(value: Option<f64>) -> Option<Value> {
