@@ -29,6 +29,7 @@ pub(super) struct FileConfig {
     pub(super) gateway: Option<GatewayConfig>,
     pub(super) channels: Option<ChannelsConfig>,
     pub(super) session: Option<SessionConfig>,
+    pub(super) messages: Option<MessagesConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -26,7 +26,28 @@ pub const UNASKABLE: &str = "no one who can answer approval questions is connect
 /// How long a question waits for an answer, unless configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A chat where a session's questions are asked (the channel conversation its runs come from).
+pub trait ChatAsker: Send + Sync {
+    /// Posts question `id` of session `key` in the chat.
+    fn ask(&self, key: &str, id: &str, question: &ChatQuestion);
+    /// Question `id` was answered elsewhere, expired or was withdrawn: `how` says which.
+    fn closed(&self, key: &str, id: &str, how: &str);
+}
+
+/// A question as a chat shows it.
+pub struct ChatQuestion {
+    pub title: String,
+    /// The command that will run, for a shell call.
+    pub command: Option<String>,
+    /// The files the call would change.
+    pub files: Vec<String>,
+    pub options: Vec<PermissionOption>,
+    pub timeout: Duration,
+}
+
 struct Pending {
+    /// The session asking.
+    key: String,
     /// The `exec.approval.requested` payload (sent again to approvers who connect later).
     event: Value,
     options: Vec<PermissionOption>,
@@ -36,11 +57,23 @@ struct Pending {
 pub struct Approvals {
     pending: Mutex<HashMap<String, Pending>>,
     timeout: Duration,
+    /// Sessions whose questions (also) go to a chat, by key.
+    chats: Mutex<HashMap<String, Arc<dyn ChatAsker>>>,
 }
 
 impl Approvals {
     pub fn new(timeout: Duration) -> Self {
-        Self { pending: Mutex::default(), timeout }
+        Self { pending: Mutex::default(), timeout, chats: Mutex::default() }
+    }
+
+    /// From now on session `key`'s questions are also asked in `chat` (the last chat a run of
+    /// it came from).
+    pub fn route_to_chat(&self, key: &str, chat: Arc<dyn ChatAsker>) {
+        lock(&self.chats).insert(key.to_owned(), chat);
+    }
+
+    fn chat(&self, key: &str) -> Option<Arc<dyn ChatAsker>> {
+        lock(&self.chats).get(key).cloned()
     }
 
     /// Asks the connected approvers about a call of session `key`'s running run.
@@ -51,7 +84,8 @@ impl Approvals {
         request: &PermissionRequest,
         cancel: &CancellationToken,
     ) -> PermissionAnswer {
-        if !hub.has_approver() {
+        let chat = self.chat(key);
+        if chat.is_none() && !hub.has_approver() {
             return PermissionAnswer::Unaskable(UNASKABLE.into());
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -71,9 +105,30 @@ impl Approvals {
         let event = json!({"approvalKind": "exec", "id": id, "request": asked, "createdAtMs": created,
             "expiresAtMs": created.saturating_add(timeout_ms)});
         let (answer, answered) = oneshot::channel();
-        lock(&self.pending)
-            .insert(id.clone(), Pending { event: event.clone(), options: request.options.clone(), answer });
+        lock(&self.pending).insert(
+            id.clone(),
+            Pending { key: key.to_owned(), event: event.clone(), options: request.options.clone(), answer },
+        );
         hub.to_approvers("exec.approval.requested", &event);
+        if let Some(chat) = &chat {
+            let files = call
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    ToolContent::Diff { path, .. } => Some(path.display().to_string()),
+                    _ => None,
+                })
+                .collect();
+            let command = call.raw_input.get("command").and_then(Value::as_str).map(str::to_owned);
+            let question = ChatQuestion {
+                title: call.title.clone(),
+                command,
+                files,
+                options: request.options.clone(),
+                timeout: self.timeout,
+            };
+            chat.ask(key, &id, &question);
+        }
         let outcome = tokio::select! {
             () = cancel.cancelled() => Err("cancelled"),
             () = tokio::time::sleep(self.timeout) => Err("expired"),
@@ -87,6 +142,14 @@ impl Approvals {
                     &json!({"id": id, "decision": "deny", "reason": reason,
                     "ts": now_ms()}),
                 );
+                if let Some(chat) = &chat {
+                    let how = if reason == "expired" {
+                        "No answer in time, so it was not run."
+                    } else {
+                        "The run stopped; the question is withdrawn."
+                    };
+                    chat.closed(key, &id, how);
+                }
             }
         }
         match outcome {
@@ -128,7 +191,15 @@ impl Approvals {
         let resolved = json!({"id": id, "decision": decision_name(option.kind), "option": option.id,
             "resolvedBy": by, "ts": now_ms()});
         hub.to_approvers("exec.approval.resolved", &resolved);
+        if let Some(chat) = self.chat(&question.key) {
+            chat.closed(&question.key, id, &format!("Answered by {by}: {}.", option.label));
+        }
         Ok(json!({"ok": true, "id": id, "decision": decision_name(option.kind)}))
+    }
+
+    /// The label of option `option` of question `id`.
+    pub fn label_of(&self, id: &str, option: &str) -> Option<String> {
+        lock(&self.pending).get(id)?.options.iter().find(|o| o.id == option).map(|o| o.label.clone())
     }
 
     /// `exec.approval.get {id}`: the question as it was sent.

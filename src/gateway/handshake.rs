@@ -148,7 +148,7 @@ pub fn device_token_for(shared: &str, device_id: &str, role: &str) -> String {
 }
 
 /// Compares without stopping at the first difference.
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -95,6 +95,9 @@ pub struct Gateway {
     pub pairings: Arc<channels::access::Pairings>,
     /// Each channel's state, as `channels.status` shows it.
     pub channel_status: Mutex<std::collections::BTreeMap<String, Value>>,
+    /// Webhook paths a channel receives on: the secret the caller must present, and where the
+    /// updates go.
+    webhooks: Mutex<HashMap<String, (String, tokio::sync::mpsc::UnboundedSender<Value>)>>,
     token: Option<String>,
     workspace: PathBuf,
     started: Instant,
@@ -122,6 +125,7 @@ impl Gateway {
             approvals,
             pairings,
             channel_status: Mutex::default(),
+            webhooks: Mutex::default(),
             token: options.token.clone(),
             workspace: options.workspace.clone(),
             started: Instant::now(),
@@ -465,6 +469,61 @@ impl Gateway {
         Ok((rx, ended))
     }
 
+    /// Steers `text` into session `key`'s running turn (a channel's `steer` queue mode);
+    /// resolves to whether the turn took it.
+    pub fn steer(&self, key: &str, text: &str) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let handle = self.open_handle(key);
+        let text = text.to_owned();
+        let key = key.to_owned();
+        let hub = self.hub.clone();
+        async move {
+            let Some(handle) = handle else { return false };
+            let taken = handle.steer(text.clone()).await;
+            if taken {
+                hub.to_subscribers(
+                    "session.message",
+                    &json!({"sessionKey": key, "message": {"role": "user", "content": text, "timestamp": now_ms(), "steered": true}}),
+                );
+            }
+            taken
+        }
+    }
+
+    /// Session `key`'s permission questions are also asked in `chat`.
+    pub fn route_questions(&self, key: &str, chat: Arc<dyn approvals::ChatAsker>) {
+        self.approvals.route_to_chat(key, chat);
+    }
+
+    /// A question answered from a chat with option `option`; the option's label.
+    pub fn answer_question(&self, id: &str, option: &str, by: &str) -> Result<String, String> {
+        let label = self.approvals.label_of(id, option);
+        self.approvals.resolve(&self.hub, id, option, by).map_err(|e| e.message.clone())?;
+        Ok(label.unwrap_or_else(|| option.to_owned()))
+    }
+
+    /// A channel receives updates posted to `path` with `secret` (webhook mode).
+    pub fn add_webhook(&self, path: &str, secret: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        lock(&self.webhooks).insert(path.to_owned(), (secret.to_owned(), tx));
+        rx
+    }
+
+    /// An update posted to `path`: `Some(accepted)` if a channel receives there (accepted only
+    /// with its secret), `None` if none does.
+    pub fn webhook(&self, path: &str, secret: Option<&str>, update: Value) -> Option<bool> {
+        let hooks = lock(&self.webhooks);
+        let (want, tx) = hooks.get(path)?;
+        let ok = secret.is_some_and(|s| handshake::same(s, want));
+        if ok {
+            let _ = tx.send(update);
+        }
+        Some(ok)
+    }
+
+    pub fn has_webhook(&self, path: &str) -> bool {
+        lock(&self.webhooks).contains_key(path)
+    }
+
     /// Cancels the runs going on session `key` (a channel's `interrupt` queue mode).
     pub fn abort_runs(&self, key: &str) {
         if let Some(handle) = self.open_handle(key) {
@@ -564,9 +623,11 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
     let gateway = Gateway::new(config, &options, pairings.clone());
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {
+        let prefs = Arc::new(channels::policy::SessionPrefs::load(&channel_config.home)?);
         let http = gateway.runtime.http_client().await?;
-        if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, http)? {
-            tokio::spawn(telegram.run(stop.clone()));
+        if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, prefs, http)? {
+            let updates = telegram.webhook().map(|(path, secret)| gateway.add_webhook(&path, &secret));
+            tokio::spawn(telegram.run(stop.clone(), updates));
         }
     }
     tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback)" }, "gateway listening");

@@ -36,7 +36,7 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: Cancellat
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let gateway = gateway.clone();
-                async move { Ok::<_, Infallible>(route(req, gateway, peer)) }
+                async move { Ok::<_, Infallible>(route(req, gateway, peer).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.with_upgrades().await {
@@ -46,9 +46,12 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: Cancellat
     }
 }
 
-fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAddr) -> Response<Full<Bytes>> {
+async fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAddr) -> Response<Full<Bytes>> {
     if is_upgrade(&req) {
         return upgrade(req, gateway, peer);
+    }
+    if req.method() == hyper::Method::POST && gateway.has_webhook(req.uri().path()) {
+        return webhook(req, &gateway).await;
     }
     match (req.method().as_str(), req.uri().path()) {
         ("GET" | "HEAD", "/healthz") => respond(StatusCode::OK, "application/json", r#"{"ok":true}"#.into()),
@@ -58,6 +61,30 @@ fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAd
             None => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found\n".into()),
         },
         _ => respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", "method not allowed\n".into()),
+    }
+}
+
+/// Updates a messaging service posts (Telegram's webhook): at most 1 MiB of JSON, with the
+/// channel's secret in `X-Telegram-Bot-Api-Secret-Token`.
+async fn webhook(req: Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt as _;
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let path = req.uri().path().to_owned();
+    let secret = req.headers().get("x-telegram-bot-api-secret-token").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = match http_body_util::Limited::new(req.into_body(), 1 << 20).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => return respond(StatusCode::PAYLOAD_TOO_LARGE, TEXT, "update too large or cut off\n".into()),
+    };
+    let Ok(update) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return respond(StatusCode::BAD_REQUEST, TEXT, "not JSON\n".into());
+    };
+    match gateway.webhook(&path, secret.as_deref(), update) {
+        Some(true) => respond(StatusCode::OK, "application/json", "{}".into()),
+        Some(false) => {
+            tracing::warn!(%path, "webhook call without the right secret refused");
+            respond(StatusCode::UNAUTHORIZED, TEXT, "wrong secret\n".into())
+        }
+        None => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
     }
 }
 

@@ -28,6 +28,11 @@ pub enum Op {
     /// as an assistant message, seen by the model as a note of what was shown. Applied when no
     /// turn runs (after the running one, before the queued ones); `done` gets the message's id.
     Inject { text: String, done: tokio::sync::oneshot::Sender<String> },
+    /// Adds `text` to the running model turn at its next tool boundary (calls of the reply not
+    /// yet started are skipped, so the model reads the new message before going on). `done` gets
+    /// `true` once the model will read it, `false` if no turn took it (none was running, or it
+    /// ended first): the sender then queues it as a follow-up.
+    Steer { text: String, done: tokio::sync::oneshot::Sender<bool> },
     /// Names the session: its title (and label) from now on.
     SetTitle(String),
     /// Answered once every op sent before it has taken effect and is on disk (a surface answers

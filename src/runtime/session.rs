@@ -82,6 +82,13 @@ impl SessionHandle {
         }
     }
 
+    /// Steers `text` into the running turn (see [`Op::Steer`]); resolves to whether it was taken.
+    pub fn steer(&self, text: String) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let (done, taken) = oneshot::channel();
+        let sent = self.send(Op::Steer { text, done });
+        async move { sent && taken.await.unwrap_or(false) }
+    }
+
     /// Posts `text` into the conversation (see [`Op::Inject`]); resolves to the message's id once
     /// it is on disk, or `None` if the session stopped first.
     pub fn inject(&self, text: String) -> impl std::future::Future<Output = Option<String>> + Send + 'static {
@@ -178,6 +185,7 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         cancelled: Vec::new(),
         stops: Vec::new(),
         injects: VecDeque::new(),
+        steers: Arc::default(),
     };
     let closed = CancellationToken::new();
     let guard = closed.clone().drop_guard();
@@ -279,6 +287,8 @@ struct Running {
     seq: u64,
     cancel: CancellationToken,
     task: JoinHandle<TurnResult>,
+    /// A model turn (messages can be steered into it), not a command's job.
+    model: bool,
 }
 
 struct Actor {
@@ -292,6 +302,8 @@ struct Actor {
     stops: Vec<TurnId>,
     /// Messages to post once no turn runs.
     injects: VecDeque<(String, oneshot::Sender<String>)>,
+    /// Messages steered into the running model turn.
+    steers: Arc<super::tool_calls::Steers>,
 }
 
 enum Wake {
@@ -357,6 +369,12 @@ impl Actor {
                     self.session.log.settings(&self.session.settings);
                 }
                 Some(Op::Inject { text, done }) => self.injects.push_back((text, done)),
+                Some(Op::Steer { text, done }) => match running.as_ref() {
+                    Some(r) if r.model && !r.cancel.is_cancelled() => self.steers.add(text, done),
+                    _ => {
+                        let _ = done.send(false);
+                    }
+                },
                 Some(Op::SetTitle(title)) => self.session.set_title(0, title),
                 Some(Op::Settled(done)) => {
                     let _ = done.send(());
@@ -420,7 +438,7 @@ impl Actor {
                     self.end_turn(turn, seq, outcome, None);
                     None
                 }
-                Ran::Job { seq, cancel, task } => Some(Running { turn, seq, cancel, task }),
+                Ran::Job { seq, cancel, task } => Some(Running { turn, seq, cancel, task, model: false }),
             };
         }
         let session = &mut self.session;
@@ -440,12 +458,14 @@ impl Actor {
             conversation: session.conversation.clone(),
             accounting: session.accounting,
             mcp: session.mcp.clone(),
+            steers: self.steers.clone(),
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
-        Some(Running { turn, seq, cancel, task })
+        Some(Running { turn, seq, cancel, task, model: true })
     }
 
     fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
+        self.steers.refuse_all();
         let session = &mut self.session;
         let (outcome, context) = match done {
             Ok(result) => {

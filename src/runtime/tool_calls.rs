@@ -51,6 +51,41 @@ pub(crate) struct CallEnv<'a> {
     pub registry: &'a Registry,
     pub cancel: CancellationToken,
     pub config: Arc<Config>,
+    /// Messages steered into the turn ([`crate::runtime::Op::Steer`]).
+    pub steers: Arc<Steers>,
+}
+
+/// Messages that arrived for a running turn: the model reads them after the current calls.
+#[derive(Default)]
+pub(crate) struct Steers(std::sync::Mutex<Vec<(String, tokio::sync::oneshot::Sender<bool>)>>);
+
+impl Steers {
+    pub(crate) fn add(&self, text: String, done: tokio::sync::oneshot::Sender<bool>) {
+        crate::sync::lock(&self.0).push((text, done));
+    }
+
+    fn waiting(&self) -> bool {
+        !crate::sync::lock(&self.0).is_empty()
+    }
+
+    /// The messages, each sender told it was taken.
+    pub(crate) fn take(&self) -> Vec<String> {
+        let taken = std::mem::take(&mut *crate::sync::lock(&self.0));
+        taken
+            .into_iter()
+            .map(|(text, done)| {
+                let _ = done.send(true);
+                text
+            })
+            .collect()
+    }
+
+    /// The turn ended without reading them: their senders queue them instead.
+    pub(crate) fn refuse_all(&self) {
+        for (_, done) in std::mem::take(&mut *crate::sync::lock(&self.0)) {
+            let _ = done.send(false);
+        }
+    }
 }
 
 /// A call that passed its checks and is ready to be decided on.
@@ -73,6 +108,10 @@ pub(crate) async fn run_all(env: &CallEnv<'_>, calls: Vec<Call>) -> Vec<UserPart
     while let Some(call) = pending.next() {
         if env.cancel.is_cancelled() {
             results.push(call.not_run("the user cancelled the turn"));
+            continue;
+        }
+        if env.steers.waiting() {
+            results.push(call.not_run("skipped because the user sent a new message; read it first"));
             continue;
         }
         let ready = match prepare(env, call).await {

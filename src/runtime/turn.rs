@@ -35,6 +35,7 @@ pub(crate) struct TurnContext {
     pub conversation: Conversation,
     pub accounting: Accounting,
     pub mcp: Arc<McpSet>,
+    pub steers: Arc<tool_calls::Steers>,
 }
 
 pub(crate) struct TurnResult {
@@ -79,7 +80,7 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp } = ctx;
+    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp, steers } = ctx;
     // `/server:prompt args`: an MCP server's prompt is sent in its place.
     if let Some(text) = slash_text(&conversation) {
         match mcp.expand(&text, &cancel).await {
@@ -132,6 +133,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         registry: &registry,
         cancel: cancel.clone(),
         config: config.clone(),
+        steers,
     };
     let mut turn = Turn {
         config: &config,
@@ -216,7 +218,11 @@ impl Turn<'_> {
             if answered >= self.config.max_turn_requests {
                 return self.request_limit(calls);
             }
-            let results = tool_calls::run_all(&self.calls, calls).await;
+            let mut results = tool_calls::run_all(&self.calls, calls).await;
+            // Messages steered in meanwhile: the model reads them with the results.
+            for text in self.calls.steers.take() {
+                results.push(crate::providers::UserPart::Text(text));
+            }
             self.conversation.push(Message::User(results));
             if self.cancel.is_cancelled() {
                 return self.stopped(StopReason::Cancelled);

@@ -161,7 +161,7 @@ fn messages_during_a_run_are_collected_followed_up_or_interrupt_it() {
 
     // followup: each on its own, in order.
     fake.message(user, "private", user, "/queue followup");
-    assert_eq!(fake.wait_sent(user, 3)[2], "Queue mode: followup.");
+    assert_eq!(fake.wait_sent(user, 3)[2], "Queue: followup (debounce 1000 ms, cap 20, drop summarize).");
     mock.push(slow("Second."));
     for reply in ["One.", "Two.", "Three."] {
         mock.push(text("anthropic", reply));
@@ -175,7 +175,7 @@ fn messages_during_a_run_are_collected_followed_up_or_interrupt_it() {
 
     // interrupt: the run stops, and the newest message runs.
     fake.message(user, "private", user, "/queue interrupt");
-    assert_eq!(fake.wait_sent(user, 8)[7], "Queue mode: interrupt.");
+    assert_eq!(fake.wait_sent(user, 8)[7], "Queue: interrupt (debounce 1000 ms, cap 20, drop summarize).");
     mock.push(text("anthropic", "This never ends").stall_after(3));
     mock.push(text("anthropic", "Interrupted, here I am."));
     fake.message(user, "private", user, "talk forever");

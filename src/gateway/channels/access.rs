@@ -134,6 +134,11 @@ impl Pairings {
         lock(&self.state).pending.iter().filter(|p| now - p.created_ms < CODE_TTL_MS).cloned().collect()
     }
 
+    /// How many senders are approved on `channel`.
+    pub fn approved(&self, channel: &str) -> usize {
+        lock(&self.state).approved.get(channel).map_or(0, BTreeSet::len)
+    }
+
     /// Approves `code` on `channel`; returns the sender it was for.
     pub fn approve(&self, channel: &str, code: &str) -> Result<PendingPair, String> {
         self.take(channel, code, true)

@@ -45,6 +45,17 @@ impl Chunker {
         self.drain(false)
     }
 
+    /// The reply paused (the model is running a tool, say): what has gathered goes out now,
+    /// unless it ends inside an open code fence (then it waits for the fence to close) or stops
+    /// mid-line.
+    pub fn idle(&mut self) -> Vec<String> {
+        let open = fence_spans(&self.buf).last().is_some_and(|(_, end)| *end == usize::MAX);
+        if open || self.buf.trim().is_empty() || !self.buf.trim_end_matches(' ').ends_with(['\n', '.', '!', '?', ':']) {
+            return Vec::new();
+        }
+        self.drain(true)
+    }
+
     /// The reply ended: everything left, as messages.
     pub fn finish(&mut self) -> Vec<String> {
         let out = self.drain(true);
@@ -194,6 +205,21 @@ mod tests {
 
     fn fences_balanced(message: &str) -> bool {
         message.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2 == 0
+    }
+
+    #[test]
+    fn a_pause_sends_what_gathered_unless_mid_fence_or_mid_line() {
+        let mut c = Chunker::new(Limits::new(800, 1200, 4096));
+        assert!(c.push("Let me look at the file.").is_empty());
+        assert_eq!(c.idle(), vec!["Let me look at the file.".to_owned()]);
+        assert!(c.idle().is_empty(), "nothing is sent twice");
+        assert!(c.push("It says").is_empty());
+        assert!(c.idle().is_empty(), "mid-line text waits");
+        assert!(c.push(":\n```rust\nfn main() {\n").is_empty());
+        assert!(c.idle().is_empty(), "an open fence waits for its end");
+        c.push("}\n```\n");
+        assert_eq!(c.idle(), vec!["It says:\n```rust\nfn main() {\n}\n```".to_owned()]);
+        assert!(c.finish().is_empty());
     }
 
     #[test]

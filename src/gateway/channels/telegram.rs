@@ -133,6 +133,18 @@ impl Api {
         Ok(sent["message_id"].as_i64().unwrap_or_default())
     }
 
+    /// Webhook mode: Telegram posts updates to `url`, with `secret` in
+    /// `X-Telegram-Bot-Api-Secret-Token`.
+    pub async fn set_webhook(&self, url: &str, secret: &str) -> Result<(), ApiError> {
+        let params = json!({"url": url, "secret_token": secret, "allowed_updates": ["message"]});
+        self.call("setWebhook", &params, Duration::from_secs(30)).await.map(drop)
+    }
+
+    /// Back to polling (Telegram refuses `getUpdates` while a webhook is set).
+    pub async fn delete_webhook(&self) -> Result<(), ApiError> {
+        self.call("deleteWebhook", &json!({}), Duration::from_secs(30)).await.map(drop)
+    }
+
     /// "typing…" in the chat (for about five seconds).
     pub async fn typing(&self, chat: &str, thread: Option<&str>) {
         let mut params = json!({"chat_id": chat, "action": "typing"});

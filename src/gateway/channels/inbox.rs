@@ -1,0 +1,702 @@
+//! What every channel does with an inbound message, whatever the channel: drop redeliveries, let
+//! in only those the DM policy admits (an unknown sender is given a pairing code), answer groups
+//! only when addressed, route to the session, batch a sender's rapid messages
+//! (`[messages.inbound] debounce_ms`), queue what arrives during a run by the session's queue
+//! mode, and stream the reply back in messages the chunker cuts — a pause in the reply sends what
+//! has gathered — unless the send policy says not to deliver there. A run's permission questions
+//! are asked in the chat (numbered options, answered by the person whose message started the run
+//! or an owner), and the chat has its own commands: `/queue`, `/send`, `/pair`, `/approve`,
+//! `/deny`, `/stop`, besides the runtime's (`/status`, `/new`, `/model`, …).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::access::{Admission, Dedupe, DmPolicy, Pairings};
+use super::chunker::{Chunker, Limits};
+use super::policy::{SendPolicy, SessionPrefs};
+use super::queue::{self, Mode, Waiting};
+use super::routing::{Envelope, PeerKind, Routing};
+use crate::gateway::Gateway;
+use crate::gateway::approvals::{ChatAsker, ChatQuestion};
+use crate::gateway::hub::{RunEnd, now_ms};
+use crate::runtime::commands::{Command, Parsed};
+use crate::runtime::host::{OptionKind, PermissionOption};
+use crate::sync::lock;
+
+/// A messaging service the gateway talks through.
+pub trait Channel: Send + Sync + 'static {
+    /// `telegram`, …
+    fn id(&self) -> &'static str;
+    /// Sends `text` (Markdown) to chat `peer` (in forum topic `thread`).
+    fn send(&self, peer: &str, thread: Option<&str>, text: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// Shows that a reply is being written.
+    fn typing(&self, peer: &str, thread: Option<&str>) -> impl Future<Output = ()> + Send;
+    /// What kind of chat `peer` is (for a message the agent sends on its own).
+    fn kind_of(&self, peer: &str) -> PeerKind;
+}
+
+/// How a channel's inbox behaves: from its `[channels.*]` section, `[session]` and `[messages]`.
+pub struct Settings {
+    pub policy: DmPolicy,
+    /// Senders always let in; also the owners (who may use `/pair` and `/send`).
+    pub allow_from: Vec<String>,
+    pub routing: Routing,
+    pub limits: Limits,
+    /// Send the reply in pieces as it streams; else all at the end.
+    pub block_streaming: bool,
+    /// A pause this long sends what has gathered.
+    pub idle: Duration,
+    pub queue: queue::Settings,
+    /// A sender's rapid messages wait this long for more.
+    pub inbound_debounce: Duration,
+    pub send_policy: SendPolicy,
+}
+
+/// Where a session's replies go.
+#[derive(Debug, Clone)]
+struct Route {
+    peer: String,
+    thread: Option<String>,
+    kind: PeerKind,
+}
+
+/// A permission question waiting in a chat.
+struct Question {
+    id: String,
+    options: Vec<PermissionOption>,
+}
+
+/// One session's lane.
+struct Lane {
+    running: bool,
+    waiting: Waiting,
+    /// Messages steered into the running turn: whether it took each.
+    steered: Vec<(String, oneshot::Receiver<bool>)>,
+    /// When the last message was queued (the queue's debounce counts from it).
+    last_in: Instant,
+    route: Route,
+    /// Whose message started the running run (they may answer its questions).
+    starter: String,
+    question: Option<Question>,
+}
+
+/// A sender's messages gathering under the inbound debounce.
+struct Burst {
+    texts: Vec<String>,
+    generation: u64,
+}
+
+pub struct Inbox<C: Channel> {
+    channel: Arc<C>,
+    gw: Arc<Gateway>,
+    pairings: Arc<Pairings>,
+    prefs: Arc<SessionPrefs>,
+    settings: Settings,
+    dedupe: Dedupe,
+    lanes: Mutex<HashMap<String, Lane>>,
+    bursts: Mutex<HashMap<(String, String), Burst>>,
+    me: Weak<Self>,
+}
+
+impl<C: Channel> Inbox<C> {
+    pub fn new(
+        channel: Arc<C>,
+        gw: Arc<Gateway>,
+        pairings: Arc<Pairings>,
+        prefs: Arc<SessionPrefs>,
+        settings: Settings,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            channel,
+            gw,
+            pairings,
+            prefs,
+            settings,
+            dedupe: Dedupe::new(Duration::from_secs(24 * 3600), 100_000),
+            lanes: Mutex::default(),
+            bursts: Mutex::default(),
+            me: me.clone(),
+        })
+    }
+
+    /// Records the channel's state for `channels.status`.
+    pub fn status(&self, change: impl FnOnce(&mut serde_json::Map<String, Value>)) {
+        let id = self.channel.id();
+        let mut all = lock(&self.gw.channel_status);
+        let entry = all.entry(id.into()).or_insert_with(|| serde_json::json!({"id": id}));
+        if let Some(map) = entry.as_object_mut() {
+            change(map);
+        }
+    }
+
+    /// `pairing`, `allowlist` or `open`.
+    pub fn policy_name(&self) -> String {
+        format!("{:?}", self.settings.policy).to_lowercase()
+    }
+
+    fn is_owner(&self, sender: &str) -> bool {
+        self.settings.allow_from.iter().any(|a| a == sender)
+    }
+
+    /// One inbound message (its text without the bot's mention).
+    pub async fn take(self: &Arc<Self>, env: Envelope) {
+        self.status(|s| {
+            let n = s.get("messagesIn").and_then(Value::as_u64).unwrap_or(0);
+            s.insert("messagesIn".into(), (n + 1).into());
+            s.insert("lastInboundAt".into(), now_ms().into());
+        });
+        if !self.dedupe.first(&env.channel, &env.account, &env.peer, &env.message_id) {
+            tracing::debug!(channel = %env.channel, message = %env.message_id, "a redelivered message, dropped");
+            return;
+        }
+        let route = Route { peer: env.peer.clone(), thread: env.thread.clone(), kind: env.kind };
+        match env.kind {
+            PeerKind::Direct => {
+                let (policy, allow) = (self.settings.policy, &self.settings.allow_from);
+                match self.pairings.admit(self.channel.id(), policy, allow, &env.sender, &env.sender_name) {
+                    Admission::Allowed => {}
+                    Admission::Denied => return,
+                    Admission::Pair { code, .. } => {
+                        let text = format!(
+                            "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires in an hour.)",
+                            self.channel.id()
+                        );
+                        return self.say(&route, &text).await;
+                    }
+                    Admission::PairingFull => {
+                        return self
+                            .say(&route, "Too many pairing requests are waiting; please try again later.")
+                            .await;
+                    }
+                }
+            }
+            PeerKind::Group | PeerKind::Channel if !env.mentioned => return,
+            _ => {}
+        }
+        let key = self.settings.routing.session_key(&env);
+        let text = env.text.trim().to_owned();
+        if text.is_empty() {
+            return;
+        }
+        if self.answered(&key, &env.sender, &env.sender_name, &text, &route).await {
+            return;
+        }
+        if text.starts_with('/') {
+            if let Some(reply) = self.chat_command(&key, &env.sender, &text, &route) {
+                return self.say(&route, &reply).await;
+            }
+            return self.dispatch(key, route, env.sender, text, true);
+        }
+        let wait = self.inbound_debounce();
+        if wait.is_zero() {
+            return self.dispatch(key, route, env.sender, text, false);
+        }
+        // Rapid messages from one sender run as one, once they pause.
+        let burst = (key.clone(), env.sender.clone());
+        let generation = {
+            let mut bursts = lock(&self.bursts);
+            let b = bursts.entry(burst.clone()).or_insert(Burst { texts: Vec::new(), generation: 0 });
+            b.texts.push(text);
+            b.generation += 1;
+            b.generation
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let texts = {
+                let mut bursts = lock(&this.bursts);
+                match bursts.get(&burst) {
+                    Some(b) if b.generation == generation => bursts.remove(&burst).map(|b| b.texts),
+                    _ => None,
+                }
+            };
+            if let Some(texts) = texts {
+                this.dispatch(burst.0, route, burst.1, texts.join("\n"), false);
+            }
+        });
+    }
+
+    fn inbound_debounce(&self) -> Duration {
+        self.settings.inbound_debounce
+    }
+
+    fn queue_settings(&self, key: &str) -> queue::Settings {
+        self.prefs.get(key).queue.unwrap_or(self.settings.queue)
+    }
+
+    /// Runs `text` on session `key`, or queues it behind the running run by the queue mode.
+    /// `command`: a slash command (never joined with other messages; `/stop` and the reports
+    /// are answered at once).
+    fn dispatch(self: &Arc<Self>, key: String, route: Route, sender: String, text: String, command: bool) {
+        let parsed =
+            command.then(|| crate::runtime::commands::parse(&[crate::runtime::UserBlock::Text { text: text.clone() }]));
+        let settings = self.queue_settings(&key);
+        let mut lanes = lock(&self.lanes);
+        let lane = lanes.entry(key.clone()).or_insert_with(|| Lane {
+            running: false,
+            waiting: Waiting::default(),
+            steered: Vec::new(),
+            last_in: Instant::now(),
+            route: route.clone(),
+            starter: sender.clone(),
+            question: None,
+        });
+        lane.route = route.clone();
+        if let Some(Parsed::Command(Command::Stop)) = parsed {
+            lane.waiting.clear();
+            let was = lane.running;
+            drop(lanes);
+            if was {
+                self.gw.abort_runs(&key);
+            }
+            let this = self.clone();
+            let reply = if was { "Stopped." } else { "Nothing is running." };
+            tokio::spawn(async move { this.say(&route, reply).await });
+            return;
+        }
+        let immediate = matches!(&parsed, Some(Parsed::Command(c)) if c.is_immediate());
+        if immediate || matches!(parsed, Some(Parsed::BadArgs(_))) {
+            // Reports and usage answers: on their own, beside the lane.
+            drop(lanes);
+            let this = self.clone();
+            tokio::spawn(async move { this.run_once(&key, &route, &text).await });
+            return;
+        }
+        if !lane.running {
+            lane.running = true;
+            lane.starter = sender;
+            drop(lanes);
+            self.start(key, text);
+            return;
+        }
+        lane.last_in = Instant::now();
+        let queued = if command {
+            lane.waiting.push_command(text, &settings)
+        } else {
+            match settings.mode {
+                Mode::Steer | Mode::SteerBacklog => {
+                    let steer = self.gw.steer(&key, &text);
+                    let (tx, rx) = oneshot::channel();
+                    tokio::spawn(async move {
+                        let _ = tx.send(steer.await);
+                    });
+                    if settings.mode == Mode::SteerBacklog {
+                        lane.waiting.push(text.clone(), &settings);
+                    }
+                    lane.steered.push((text, rx));
+                    true
+                }
+                Mode::Interrupt => {
+                    lane.waiting.push(text, &settings);
+                    drop(lanes);
+                    self.gw.abort_runs(&key);
+                    return;
+                }
+                Mode::Collect | Mode::Followup => lane.waiting.push(text, &settings),
+            }
+        };
+        drop(lanes);
+        if !queued {
+            let this = self.clone();
+            tokio::spawn(async move {
+                this.say(&route, "The queue is full, so this message was dropped; please send it again later.").await;
+            });
+        }
+    }
+
+    /// Runs `text` on session `key` and then whatever waited meanwhile, until nothing does.
+    fn start(self: &Arc<Self>, key: String, text: String) {
+        let this = self.clone();
+        let asker: Arc<dyn ChatAsker> = self.clone();
+        self.gw.route_questions(&key, asker);
+        tokio::spawn(async move {
+            let mut text = text;
+            loop {
+                let route = this.route(&key);
+                this.run_once(&key, &route, &text).await;
+                match this.next(&key).await {
+                    Some(queued) => text = queued,
+                    None => return,
+                }
+            }
+        });
+    }
+
+    fn route(&self, key: &str) -> Route {
+        lock(&self.lanes).get(key).map(|l| l.route.clone()).unwrap_or(Route {
+            peer: String::new(),
+            thread: None,
+            kind: PeerKind::Direct,
+        })
+    }
+
+    /// What runs next on session `key` after its run ended (the lane stops when nothing).
+    async fn next(&self, key: &str) -> Option<String> {
+        loop {
+            // Steered messages the run did not take become follow-ups, in order.
+            let steered = lock(&self.lanes).get_mut(key).map(|l| std::mem::take(&mut l.steered)).unwrap_or_default();
+            if !steered.is_empty() {
+                for (text, taken) in steered {
+                    if !taken.await.unwrap_or(false) {
+                        let settings = self.queue_settings(key);
+                        if let Some(lane) = lock(&self.lanes).get_mut(key) {
+                            lane.waiting.push(text, &settings);
+                        }
+                    }
+                }
+                continue;
+            }
+            let settings = self.queue_settings(key);
+            // The queue's debounce: wait until messages stop arriving.
+            let quiet = lock(&self.lanes).get(key).and_then(|l| {
+                let since = l.last_in.elapsed();
+                (!l.waiting.is_empty() && since < settings.debounce).then(|| settings.debounce - since)
+            });
+            if let Some(wait) = quiet {
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            let mut lanes = lock(&self.lanes);
+            let lane = lanes.get_mut(key)?;
+            if !lane.steered.is_empty() {
+                continue;
+            }
+            let next = lane.waiting.next(settings.mode);
+            lane.running = next.is_some();
+            return next;
+        }
+    }
+
+    /// One run of `text` on session `key`, its reply delivered to `route`.
+    async fn run_once(&self, key: &str, route: &Route, text: &str) {
+        let allowed = self.delivers(key, route);
+        if allowed {
+            self.channel.typing(&route.peer, route.thread.as_deref()).await;
+        }
+        match self.gw.channel_run(key, text).await {
+            Ok((deltas, ended)) => self.reply(route, allowed, deltas, ended).await,
+            Err(e) if allowed => self.say(route, &format!("Sorry, I could not run that: {e}")).await,
+            Err(e) => tracing::warn!(session = key, error = %e, "a channel run could not start"),
+        }
+    }
+
+    /// Whether replies to session `key` may be delivered (`[session.send_policy]`, `/send`).
+    fn delivers(&self, key: &str, route: &Route) -> bool {
+        self.settings.send_policy.allows(self.channel.id(), route.kind, key, self.prefs.get(key).send)
+    }
+
+    /// Streams a run's reply into the chat, in messages the chunker cuts; a pause in the reply
+    /// sends what has gathered. Undelivered (but run) when the send policy says so.
+    async fn reply(
+        &self,
+        route: &Route,
+        allowed: bool,
+        mut deltas: tokio::sync::mpsc::UnboundedReceiver<String>,
+        mut ended: tokio::sync::watch::Receiver<Option<RunEnd>>,
+    ) {
+        let (peer, thread) = (route.peer.as_str(), route.thread.as_deref());
+        let mut chunker = Chunker::new(self.settings.limits);
+        let mut whole = String::new();
+        let mut sent_any = false;
+        let mut typing = tokio::time::interval(Duration::from_secs(4));
+        let streaming = allowed && self.settings.block_streaming;
+        let pause = tokio::time::sleep(Duration::MAX / 4);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                delta = deltas.recv() => match delta {
+                    Some(delta) => {
+                        whole.push_str(&delta);
+                        if streaming {
+                            for message in chunker.push(&delta) {
+                                sent_any = true;
+                                self.deliver(peer, thread, &message).await;
+                            }
+                            pause.as_mut().reset(tokio::time::Instant::now() + self.settings.idle);
+                        }
+                    }
+                    None => break,
+                },
+                () = &mut pause, if streaming => {
+                    // Sent only once the reply could not be `NO_REPLY`.
+                    if whole.trim() != "NO_REPLY" && !"NO_REPLY".starts_with(whole.trim()) {
+                        for message in chunker.idle() {
+                            sent_any = true;
+                            self.deliver(peer, thread, &message).await;
+                        }
+                    }
+                    pause.as_mut().reset(tokio::time::Instant::now() + Duration::MAX / 4);
+                }
+                _ = typing.tick(), if allowed => self.channel.typing(peer, thread).await,
+            }
+        }
+        let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
+        if !allowed {
+            return;
+        }
+        // A stopped run (`interrupt`, `/stop`) delivers what it had sent, not its unsent rest.
+        if (!sent_any && whole.trim() == "NO_REPLY") || matches!(end, Some(RunEnd::Aborted { .. })) {
+            return;
+        }
+        if !streaming {
+            chunker.push(&whole);
+        }
+        for message in chunker.finish() {
+            self.deliver(peer, thread, &message).await;
+        }
+        if let Some(RunEnd::Error { message }) = end {
+            self.deliver(peer, thread, &format!("(The run failed: {message})")).await;
+        }
+    }
+
+    async fn deliver(&self, peer: &str, thread: Option<&str>, text: &str) {
+        match self.channel.send(peer, thread, text).await {
+            Ok(()) => self.status(|s| {
+                let n = s.get("messagesOut").and_then(Value::as_u64).unwrap_or(0);
+                s.insert("messagesOut".into(), (n + 1).into());
+                s.insert("lastOutboundAt".into(), now_ms().into());
+            }),
+            Err(e) => tracing::warn!(channel = self.channel.id(), error = %e, "a message could not be delivered"),
+        }
+    }
+
+    /// A message of the channel's own (pairing, command answers): sent whatever the policy.
+    async fn say(&self, route: &Route, text: &str) {
+        self.deliver(&route.peer, route.thread.as_deref(), text).await;
+    }
+
+    /// The agent's own message to chat `to` (the gateway's `send`, the `message` tool).
+    pub async fn send_to(&self, to: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
+        let kind = self.channel.kind_of(to);
+        let env = Envelope {
+            channel: self.channel.id().into(),
+            account: "default".into(),
+            peer: to.into(),
+            kind,
+            sender: to.into(),
+            sender_name: String::new(),
+            message_id: String::new(),
+            text: String::new(),
+            reply_to: None,
+            thread: thread.map(str::to_owned),
+            mentioned: true,
+        };
+        let key = self.settings.routing.session_key(&env);
+        let route = Route { peer: to.into(), thread: thread.map(str::to_owned), kind };
+        if !self.delivers(&key, &route) {
+            return Err(format!("the send policy does not allow messages to {} `{to}`", self.channel.id()));
+        }
+        self.channel.send(to, thread, text).await
+    }
+
+    /// The channel's own commands; `None` for the runtime's (and unknown ones, which the
+    /// runtime answers or passes to the model).
+    fn chat_command(&self, key: &str, sender: &str, text: &str, route: &Route) -> Option<String> {
+        let (name, args) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let args = args.trim();
+        match name.to_lowercase().as_str() {
+            "/queue" => Some(self.queue_command(key, args)),
+            "/send" => Some(self.send_command(key, sender, args, route)),
+            "/pair" => Some(self.pair_command(sender, args)),
+            "/approve" | "/deny" | "/reject" => Some("No question is waiting.".into()),
+            _ => None,
+        }
+    }
+
+    fn queue_command(&self, key: &str, args: &str) -> String {
+        let current = self.queue_settings(key);
+        match queue::parse_command(args, current) {
+            Ok(queue::Asked::Show) => format!(
+                "Queue: {}. Set with /queue collect|followup|steer|steer-backlog|interrupt debounce:1s cap:20 drop:old|new|summarize; /queue default resets it.",
+                current.describe()
+            ),
+            Ok(queue::Asked::Reset) => {
+                self.prefs.change(key, |p| p.queue = None);
+                format!("Queue: {} (the default).", self.settings.queue.describe())
+            }
+            Ok(queue::Asked::Set(s)) => {
+                self.prefs.change(key, |p| p.queue = Some(s));
+                format!("Queue: {}.", s.describe())
+            }
+            Err(e) => format!("{e}."),
+        }
+    }
+
+    /// `/send on|off|inherit`: whether this session's replies are delivered (owners, and the
+    /// person of a direct chat).
+    fn send_command(&self, key: &str, sender: &str, args: &str, route: &Route) -> String {
+        let may = self.is_owner(sender) || (route.kind == PeerKind::Direct && route.peer == sender);
+        let current = self.prefs.get(key).send;
+        let show = |own: Option<bool>| {
+            let on = self.settings.send_policy.allows(self.channel.id(), route.kind, key, own);
+            let from = if own.is_some() { "set for this chat" } else { "from the send policy" };
+            format!("Replies here: {} ({from}).", if on { "on" } else { "off" })
+        };
+        let value = match args.to_lowercase().as_str() {
+            "" => return show(current),
+            "on" | "allow" => Some(true),
+            "off" | "deny" => Some(false),
+            "inherit" | "default" => None,
+            other => return format!("Unknown setting `{other}`: use /send on, off or inherit."),
+        };
+        if !may {
+            return "Only the owner can change where replies go.".into();
+        }
+        self.prefs.change(key, |p| p.send = value);
+        show(value)
+    }
+
+    /// `/pair` (owners): the pairing requests waiting and who is approved; `/pair approve CODE`,
+    /// `/pair reject CODE`.
+    fn pair_command(&self, sender: &str, args: &str) -> String {
+        let channel = self.channel.id();
+        if !self.is_owner(sender) {
+            return format!(
+                "Only the owner can manage pairing (a sender listed in allow_from of [channels.{channel}])."
+            );
+        }
+        let mut words = args.split_whitespace();
+        match (words.next().map(str::to_lowercase).as_deref(), words.next()) {
+            (Some("approve"), Some(code)) => match self.pairings.approve(channel, code) {
+                Ok(p) => format!("Approved {} ({}).", p.name, p.peer),
+                Err(e) => format!("{e}."),
+            },
+            (Some("reject"), Some(code)) => match self.pairings.reject(channel, code) {
+                Ok(p) => format!("Rejected {} ({}).", p.name, p.peer),
+                Err(e) => format!("{e}."),
+            },
+            (None, _) => {
+                let now = now_ms();
+                let waiting: Vec<String> = self
+                    .pairings
+                    .pending()
+                    .into_iter()
+                    .filter(|p| p.channel == channel)
+                    .map(|p| {
+                        let left = (super::access::CODE_TTL_MS - (now - p.created_ms)).max(0) / 60_000;
+                        format!("- {} from {} ({}), {left} min left", p.code, p.name, p.peer)
+                    })
+                    .collect();
+                let policy = self.policy_name();
+                let approved = self.pairings.approved(channel);
+                if waiting.is_empty() {
+                    format!("Pairing ({policy}): no requests waiting; {approved} approved.")
+                } else {
+                    format!(
+                        "Pairing ({policy}): {} waiting; {approved} approved.\n{}\nApprove with /pair approve CODE.",
+                        waiting.len(),
+                        waiting.join("\n")
+                    )
+                }
+            }
+            _ => "Use /pair, /pair approve CODE or /pair reject CODE.".into(),
+        }
+    }
+
+    /// An answer to the question waiting in session `key`'s chat: the option's number (alone or
+    /// after `/approve`), `/approve` (allow once) or `/deny`. Only the person whose message
+    /// started the run, or an owner, answers. False if the message is not an answer.
+    async fn answered(&self, key: &str, sender: &str, name: &str, text: &str, route: &Route) -> bool {
+        let lower = text.to_lowercase();
+        let (command, arg) = lower.split_once(char::is_whitespace).map_or((lower.as_str(), ""), |(c, a)| (c, a.trim()));
+        let pick = |options: &[PermissionOption]| -> Option<Option<String>> {
+            let by_number =
+                |n: &str| n.parse::<usize>().ok().map(|n| options.get(n.wrapping_sub(1)).map(|o| o.id.clone()));
+            let of_kind = |kinds: &[OptionKind]| options.iter().find(|o| kinds.contains(&o.kind)).map(|o| o.id.clone());
+            match command {
+                "/approve" if arg.is_empty() => Some(of_kind(&[OptionKind::AllowOnce])),
+                "/approve" => by_number(arg).or(Some(None)),
+                "/deny" | "/reject" => Some(of_kind(&[OptionKind::RejectOnce, OptionKind::RejectAlways])),
+                n if arg.is_empty() => by_number(n),
+                _ => None,
+            }
+        };
+        enum Answer {
+            Chosen(String, String),
+            NotTheirs,
+            OutOfRange(usize),
+        }
+        let answer = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return false };
+            let Some(question) = &lane.question else { return false };
+            let Some(chosen) = pick(&question.options) else { return false };
+            if sender != lane.starter && !self.is_owner(sender) {
+                Answer::NotTheirs
+            } else if let Some(chosen) = chosen {
+                let id = question.id.clone();
+                lane.question = None;
+                Answer::Chosen(id, chosen)
+            } else {
+                Answer::OutOfRange(question.options.len())
+            }
+        };
+        let (id, chosen) = match answer {
+            Answer::Chosen(id, chosen) => (id, chosen),
+            Answer::NotTheirs => {
+                self.say(route, "Only the person whose message started this can answer it.").await;
+                return true;
+            }
+            Answer::OutOfRange(n) => {
+                self.say(route, &format!("Answer with a number from 1 to {n}, or /deny.")).await;
+                return true;
+            }
+        };
+        let who = format!("{name} on {}", self.channel.id());
+        match self.gw.answer_question(&id, &chosen, &who) {
+            Ok(label) => self.say(route, &format!("{label}.")).await,
+            Err(e) => self.say(route, &format!("That question is no longer waiting ({e}).")).await,
+        }
+        true
+    }
+}
+
+impl<C: Channel> ChatAsker for Inbox<C> {
+    fn ask(&self, key: &str, id: &str, q: &ChatQuestion) {
+        let mut text = format!("Permission needed: {}\n", q.title);
+        if let Some(command) = &q.command {
+            text.push_str(&format!("\n```\n{command}\n```\n"));
+        }
+        for file in &q.files {
+            text.push_str(&format!("File: `{file}`\n"));
+        }
+        text.push('\n');
+        for (n, option) in q.options.iter().enumerate() {
+            text.push_str(&format!("{}. {}\n", n + 1, option.label));
+        }
+        let minutes = q.timeout.as_secs().div_ceil(60);
+        text.push_str(&format!(
+            "\nReply with the number (or /approve N, /deny). Without an answer in {minutes} min it is not run."
+        ));
+        let route = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return };
+            lane.question = Some(Question { id: id.to_owned(), options: q.options.clone() });
+            lane.route.clone()
+        };
+        if let Some(this) = self.me.upgrade() {
+            tokio::spawn(async move { this.say(&route, &text).await });
+        }
+    }
+
+    fn closed(&self, key: &str, id: &str, how: &str) {
+        let route = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return };
+            if lane.question.as_ref().is_none_or(|q| q.id != id) {
+                return; // answered here
+            }
+            lane.question = None;
+            lane.route.clone()
+        };
+        let how = how.to_owned();
+        if let Some(this) = self.me.upgrade() {
+            tokio::spawn(async move { this.say(&route, &how).await });
+        }
+    }
+}
