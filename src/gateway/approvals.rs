@@ -41,6 +41,8 @@ pub struct ChatQuestion {
     pub command: Option<String>,
     /// The files the call would change.
     pub files: Vec<String>,
+    /// Text the call shows (what a message would say).
+    pub texts: Vec<String>,
     pub options: Vec<PermissionOption>,
     pub timeout: Duration,
 }
@@ -120,10 +122,19 @@ impl Approvals {
                 })
                 .collect();
             let command = call.raw_input.get("command").and_then(Value::as_str).map(str::to_owned);
+            let texts = call
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    ToolContent::Text(text) => Some(text.clone()),
+                    _ => None,
+                })
+                .collect();
             let question = ChatQuestion {
                 title: call.title.clone(),
                 command,
                 files,
+                texts,
                 options: request.options.clone(),
                 timeout: self.timeout,
             };

@@ -32,6 +32,7 @@ pub const METHODS: &[(&str, &str)] = &[
     ("chat.inject", ADMIN),
     ("agent", WRITE),
     ("agent.wait", READ),
+    ("send", WRITE),
     ("channels.status", READ),
     ("pairing.list", ADMIN),
     ("pairing.approve", ADMIN),
@@ -108,6 +109,15 @@ fn schema(method: &str) -> Schema {
             ("thinking", Schema::String, false),
             ("timeout", Schema::Integer { min: Some(0), max: None }, false),
         ]),
+        "send" => Schema::open_object(&[
+            ("to", key(), true),
+            ("message", key(), true),
+            ("idempotencyKey", key(), true),
+            ("channel", Schema::String, false),
+            ("accountId", Schema::String, false),
+            ("sessionKey", Schema::String, false),
+            ("threadId", Schema::String, false),
+        ]),
         "exec.approval.get" => Schema::object(&[("id", key(), true)]),
         "pairing.list" | "channels.status" => Schema::object(&[]),
         "pairing.approve" | "pairing.reject" => Schema::object(&[("channel", key(), true), ("code", key(), true)]),
@@ -181,6 +191,7 @@ async fn answer(
             let by = client.info.get("displayName").and_then(Value::as_str).unwrap_or(&client.client_id);
             gw.approvals.resolve(&gw.hub, &text("id"), &text("decision"), by).map_err(|e| *e)
         }
+        "send" => gw.send(params).await,
         "health" => Ok(gw.health()),
         "status" => Ok(gw.status()),
         "models.list" => Ok(gw.models()),

@@ -93,6 +93,10 @@ pub struct Gateway {
     approvals: Arc<approvals::Approvals>,
     /// Who may talk to the agent through channels.
     pub pairings: Arc<channels::access::Pairings>,
+    /// The channels served, to send through.
+    pub outbox: Arc<channels::Outbox>,
+    /// `send` answers by idempotency key (a retried call sends nothing twice).
+    sent: Mutex<std::collections::VecDeque<(String, Value)>>,
     /// Each channel's state, as `channels.status` shows it.
     pub channel_status: Mutex<std::collections::BTreeMap<String, Value>>,
     /// Webhook paths a channel receives on: the secret the caller must present, and where the
@@ -117,13 +121,16 @@ impl Gateway {
         let hub = Arc::new(Hub::default());
         let sink = Arc::new(HubSink(hub.clone()));
         let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
-        let host = Arc::new(GatewayHost { hub: hub.clone(), approvals: approvals.clone() });
+        let outbox = Arc::new(channels::Outbox::default());
+        let host = Arc::new(GatewayHost { hub: hub.clone(), approvals: approvals.clone(), outbox: outbox.clone() });
         let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
         Arc::new(Self {
             runtime,
             hub,
             approvals,
             pairings,
+            outbox,
+            sent: Mutex::default(),
             channel_status: Mutex::default(),
             webhooks: Mutex::default(),
             token: options.token.clone(),
@@ -524,6 +531,37 @@ impl Gateway {
         lock(&self.webhooks).contains_key(path)
     }
 
+    /// `send {to, message, channel?, sessionKey?, threadId?, idempotencyKey}`: delivers a message
+    /// to a chat (the send policy applies); a retry with the same key sends nothing again.
+    pub async fn send(&self, params: &serde_json::Map<String, Value>) -> Result<Value, ErrorShape> {
+        let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+        let idempotency = text("idempotencyKey").unwrap_or_default().to_owned();
+        if let Some((_, done)) = lock(&self.sent).iter().find(|(k, _)| *k == idempotency) {
+            return Ok(done.clone());
+        }
+        let message = text("message").ok_or_else(|| ErrorShape::invalid("invalid send params: `message` is empty"))?;
+        let own = text("sessionKey").and_then(|k| self.outbox.own_chat(&canonical_key(k)));
+        let channel = match (text("channel"), &own, self.outbox.ids().as_slice()) {
+            (Some(c), _, _) => c.to_owned(),
+            (None, Some(own), _) => own.channel.clone(),
+            (None, None, [only]) => (*only).to_owned(),
+            (None, None, []) => return Err(ErrorShape::new(code::UNAVAILABLE, "no messaging channel is configured")),
+            (None, None, many) => {
+                return Err(ErrorShape::invalid(format!("invalid send params: give `channel` ({})", many.join(", "))));
+            }
+        };
+        let to = text("to").ok_or_else(|| ErrorShape::invalid("invalid send params: `to` is empty"))?.to_owned();
+        let target = crate::runtime::host::ChatTarget { channel, to, thread: text("threadId").map(str::to_owned) };
+        self.outbox.send(&target, message).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        let done = json!({"ok": true, "channel": target.channel, "to": target.to, "runId": idempotency});
+        let mut sent = lock(&self.sent);
+        sent.push_back((idempotency, done.clone()));
+        if sent.len() > 1000 {
+            sent.pop_front();
+        }
+        Ok(done)
+    }
+
     /// Cancels the runs going on session `key` (a channel's `interrupt` queue mode).
     pub fn abort_runs(&self, key: &str) {
         if let Some(handle) = self.open_handle(key) {
@@ -559,6 +597,7 @@ impl Gateway {
 struct GatewayHost {
     hub: Arc<Hub>,
     approvals: Arc<approvals::Approvals>,
+    outbox: Arc<channels::Outbox>,
 }
 
 pub use approvals::{DEFAULT_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT, UNASKABLE};
@@ -592,6 +631,23 @@ impl crate::runtime::host::Host for GatewayHost {
         cancel: &CancellationToken,
     ) -> crate::runtime::host::PermissionAnswer {
         self.approvals.ask(&self.hub, session, request, cancel).await
+    }
+
+    fn can_message(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    fn own_chat(&self, session: &str) -> Option<crate::runtime::host::ChatTarget> {
+        self.outbox.own_chat(session)
+    }
+
+    async fn send_message(
+        &self,
+        _session: &str,
+        target: &crate::runtime::host::ChatTarget,
+        text: &str,
+    ) -> Result<(), String> {
+        self.outbox.send(target, text).await
     }
 }
 
@@ -627,6 +683,7 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
         let http = gateway.runtime.http_client().await?;
         if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, prefs, http)? {
             let updates = telegram.webhook().map(|(path, secret)| gateway.add_webhook(&path, &secret));
+            gateway.outbox.add("telegram", telegram.inbox.clone());
             tokio::spawn(telegram.run(stop.clone(), updates));
         }
     }

@@ -378,7 +378,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
 /// The system prompt and tool schemas the next request would carry.
 fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
     let config = session.shared.config();
-    let mut registry = turn::registry(&config);
+    let mut registry = turn::registry(&config, session.shared.host().can_message());
     session.mcp.add_ready_tools(&mut registry);
     (turn::system_prompt(&config, &session.settings), registry.specs())
 }
@@ -540,7 +540,7 @@ impl CompactJob {
         let config = self.shared.config();
         let (client, model) = self.shared.client_for(&self.settings.model).await?;
         let system = turn::system_prompt(&config, &self.settings);
-        let tools = turn::registry(&config).specs();
+        let tools = turn::registry(&config, self.shared.host().can_message()).specs();
         let env = CompactEnv {
             client: &client,
             model: &model,

@@ -158,6 +158,10 @@ impl Shared {
         self.config.get()
     }
 
+    pub(crate) fn host(&self) -> &Arc<dyn AnyHost> {
+        &self.host
+    }
+
     /// The shared HTTP client, built on first use (off the async thread: it reads the system's
     /// root certificates).
     pub(crate) async fn http(&self) -> Result<reqwest::Client, TurnError> {

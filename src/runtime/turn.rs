@@ -46,9 +46,11 @@ pub(crate) struct TurnResult {
     pub context: Option<u64>,
 }
 
-/// The tools a session under `config` is offered.
-pub(crate) fn registry(config: &Config) -> Registry {
-    Registry::new(&ToolPolicy::new(&config.tools.allow, &config.tools.deny))
+/// The tools a session under `config` is offered; `messaging`: the host delivers to chats.
+pub(crate) fn registry(config: &Config, messaging: bool) -> Registry {
+    let policy = ToolPolicy::new(&config.tools.allow, &config.tools.deny);
+    let registry = Registry::new(&policy);
+    if messaging { registry.with_messaging(&policy) } else { registry }
 }
 
 /// The text of the turn's prompt when it is text alone and starts with `/`.
@@ -111,7 +113,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
-    let mut registry = registry(&config);
+    let mut registry = registry(&config, shared.host().can_message());
     mcp.add_tools(&mut registry, &events, &cancel).await;
     let system = system_prompt(&config, &settings).text;
     let tools = registry.specs();

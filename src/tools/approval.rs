@@ -87,8 +87,8 @@ pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Ru
         return if mcp.read_only && mode != Mode::Ask { Decision::Allow } else { Decision::Ask };
     }
     match mode {
-        Mode::Ask if access.is_mutating() || access.network.is_some() => Decision::Ask,
-        Mode::Code if access.network.is_some() => Decision::Ask,
+        Mode::Ask if access.is_mutating() || access.network.is_some() || access.message.is_some() => Decision::Ask,
+        Mode::Code if access.network.is_some() || access.message.is_some() => Decision::Ask,
         Mode::Ask | Mode::Code | Mode::Auto => Decision::Allow,
     }
 }

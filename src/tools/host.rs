@@ -180,6 +180,27 @@ pub trait Host: Send + Sync + 'static {
         async { ElicitAnswer::Decline }
     }
 
+    /// Whether the agent can send messages to chats here (the gateway with a messaging channel):
+    /// then the `message` tool is offered.
+    fn can_message(&self) -> bool {
+        false
+    }
+
+    /// The chat session `session` talks in, if it came from one.
+    fn own_chat(&self, _session: &str) -> Option<ChatTarget> {
+        None
+    }
+
+    /// Sends `text` to a chat (the send policy decides whether it may go there).
+    fn send_message(
+        &self,
+        _session: &str,
+        _target: &ChatTarget,
+        _text: &str,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        async { Err(NO_CHANNELS.to_owned()) }
+    }
+
     /// Whether the editor offers terminals it creates and shows (the `*_terminal` methods).
     fn has_terminals(&self) -> bool {
         false
@@ -221,6 +242,18 @@ pub trait Host: Send + Sync + 'static {
 }
 
 const NO_TERMINALS: &str = "the editor offers no terminals";
+const NO_CHANNELS: &str = "no messaging channel is served here";
+
+/// A chat on a messaging channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatTarget {
+    /// `telegram`, …
+    pub channel: String,
+    /// The chat's id on it.
+    pub to: String,
+    /// A forum topic.
+    pub thread: Option<String>,
+}
 
 /// [`Host`] as an object: the one place its futures are boxed.
 pub trait AnyHost: Send + Sync {
@@ -251,6 +284,14 @@ pub trait AnyHost: Send + Sync {
         request: &'a ElicitRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ElicitAnswer>;
+    fn can_message(&self) -> bool;
+    fn own_chat(&self, session: &str) -> Option<ChatTarget>;
+    fn send_message<'a>(
+        &'a self,
+        session: &'a str,
+        target: &'a ChatTarget,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>>;
     fn has_terminals(&self) -> bool;
     fn create_terminal<'a>(
         &'a self,
@@ -307,6 +348,23 @@ impl<H: Host> AnyHost for H {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ElicitAnswer> {
         Box::pin(Host::elicit(self, session, call_id, request, cancel))
+    }
+
+    fn can_message(&self) -> bool {
+        Host::can_message(self)
+    }
+
+    fn own_chat(&self, session: &str) -> Option<ChatTarget> {
+        Host::own_chat(self, session)
+    }
+
+    fn send_message<'a>(
+        &'a self,
+        session: &'a str,
+        target: &'a ChatTarget,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(Host::send_message(self, session, target, text))
     }
 
     fn has_terminals(&self) -> bool {

@@ -18,6 +18,7 @@ pub mod grep;
 pub mod host;
 pub mod kind;
 pub mod ls;
+pub mod message;
 pub mod paths;
 pub mod plan;
 pub mod policy;
@@ -120,6 +121,8 @@ pub struct Access {
     pub network: Option<String>,
     /// A tool of an MCP server: it may do anything its server does.
     pub mcp: Option<McpAccess>,
+    /// A message to a chat other than the session's own (`telegram chat -100…`).
+    pub message: Option<String>,
 }
 
 /// A call of a tool an MCP server provides.
@@ -347,6 +350,16 @@ impl Registry {
     /// Every built-in tool the policy allows.
     pub fn new(policy: &policy::ToolPolicy) -> Self {
         Self { tools: builtin().iter().filter(|e| policy.allows(e.tool.name())).cloned().collect() }
+    }
+
+    /// Adds `message` (where the host can deliver to chats), if the policy allows it.
+    pub fn with_messaging(mut self, policy: &policy::ToolPolicy) -> Self {
+        static MESSAGE: std::sync::OnceLock<Entry> = std::sync::OnceLock::new();
+        let entry = MESSAGE.get_or_init(|| Entry::new(Arc::new(message::Message)));
+        if policy.allows(entry.tool.name()) {
+            self.tools.push(entry.clone());
+        }
+        self
     }
 
     /// Adds a tool defined at run time (replacing a tool of the same name).

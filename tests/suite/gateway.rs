@@ -48,6 +48,7 @@ fn the_handshake_as_captured() {
             "chat.inject",
             "agent",
             "agent.wait",
+            "send",
             "channels.status",
             "pairing.list",
             "pairing.approve",

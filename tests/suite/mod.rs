@@ -4,6 +4,7 @@ mod approvals;
 mod bridge;
 mod cancel;
 mod channels;
+mod channels_chat;
 mod client;
 mod commands;
 mod conformance;

@@ -2,7 +2,9 @@
 //! behaviour of the methods the channel uses: `getMe`; `getUpdates` long-polling (held until an
 //! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped);
 //! `sendMessage` (recorded; HTML that does not parse is refused with 400 "can't parse
-//! entities"); `sendChatAction`. Tests push messages as users would send them, may make the next
+//! entities"); `sendChatAction`; `setWebhook`/`deleteWebhook` (while a webhook is set,
+//! `getUpdates` is refused with 409 and updates are POSTed to it, in order, with the secret in
+//! `X-Telegram-Bot-Api-Secret-Token`, each retried until it is answered 2xx). Tests push messages as users would send them, may make the next
 //! call answer 429 with `retry_after`, and read what the bot sent.
 
 #![allow(dead_code)]
@@ -28,6 +30,10 @@ struct State {
     throttle: Option<(String, u64)>,
     /// `getUpdates` offsets asked for, in order.
     offsets: Vec<i64>,
+    /// `setWebhook`'s url and secret.
+    webhook: Option<(String, String)>,
+    /// Webhook deliveries: (update id, HTTP status answered).
+    deliveries: Vec<(i64, u16)>,
 }
 
 #[derive(Clone)]
@@ -56,6 +62,8 @@ impl FakeTelegram {
             });
         });
         let addr = rx.recv().unwrap();
+        let deliverer = state.clone();
+        std::thread::spawn(move || deliver(&deliverer));
         Self { base: format!("http://{addr}"), state, notify }
     }
 
@@ -101,6 +109,31 @@ impl FakeTelegram {
         s.sent_at.iter().copied().zip(s.sent.iter().cloned()).collect()
     }
 
+    /// A webhook left set (as by an earlier run in webhook mode).
+    pub fn set_webhook(&self, url: &str, secret: &str) {
+        self.state.lock().unwrap().webhook = Some((url.into(), secret.into()));
+    }
+
+    pub fn webhook(&self) -> Option<(String, String)> {
+        self.state.lock().unwrap().webhook.clone()
+    }
+
+    pub fn deliveries(&self) -> Vec<(i64, u16)> {
+        self.state.lock().unwrap().deliveries.clone()
+    }
+
+    /// Waits until `setWebhook` was called (or panics after 20 s).
+    pub fn wait_webhook(&self) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(hook) = self.webhook() {
+                return hook;
+            }
+            assert!(Instant::now() < deadline, "setWebhook was never called");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn offsets(&self) -> Vec<i64> {
         self.state.lock().unwrap().offsets.clone()
     }
@@ -120,6 +153,44 @@ impl FakeTelegram {
             }
             assert!(Instant::now() < deadline, "the bot sent {} of {n} messages to {chat}: {texts:#?}", texts.len());
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Webhook mode: POSTs each update, oldest first, until the receiver answers 2xx.
+fn deliver(state: &Arc<Mutex<State>>) {
+    use std::io::{Read as _, Write as _};
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let next = {
+            let s = state.lock().unwrap();
+            match (&s.webhook, s.updates.front()) {
+                (Some(hook), Some(update)) => Some((hook.clone(), update.clone())),
+                _ => None,
+            }
+        };
+        let Some(((url, secret), update)) = next else { continue };
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+        let body = update.to_string();
+        let status = std::net::TcpStream::connect(host).ok().and_then(|mut c| {
+            let request = format!(
+                "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\nx-telegram-bot-api-secret-token: {secret}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            c.write_all(request.as_bytes()).ok()?;
+            let mut answer = String::new();
+            c.read_to_string(&mut answer).ok()?;
+            answer.split_whitespace().nth(1)?.parse::<u16>().ok()
+        });
+        let mut s = state.lock().unwrap();
+        let id = update["update_id"].as_i64().unwrap_or(0);
+        s.deliveries.push((id, status.unwrap_or(0)));
+        if status.is_some_and(|c| (200..300).contains(&c)) && s.updates.front() == Some(&update) {
+            s.updates.pop_front();
+        } else {
+            drop(s);
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
@@ -178,6 +249,21 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
         "getMe" => {
             (200, json!({"ok": true, "result": {"id": 1, "is_bot": true, "first_name": "acp", "username": BOT}}))
         }
+        "setWebhook" => {
+            let url = body["url"].as_str().unwrap_or_default().to_owned();
+            let secret = body["secret_token"].as_str().unwrap_or_default().to_owned();
+            state.lock().unwrap().webhook = Some((url, secret));
+            (200, json!({"ok": true, "result": true, "description": "Webhook was set"}))
+        }
+        "deleteWebhook" => {
+            state.lock().unwrap().webhook = None;
+            (200, json!({"ok": true, "result": true, "description": "Webhook was deleted"}))
+        }
+        "getUpdates" if state.lock().unwrap().webhook.is_some() => (
+            409,
+            json!({"ok": false, "error_code": 409,
+                "description": "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}),
+        ),
         "getUpdates" => {
             let offset = body["offset"].as_i64().unwrap_or(0);
             let deadline = tokio::time::Instant::now() + Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));

@@ -155,35 +155,34 @@ impl<C: Channel> Inbox<C> {
             return;
         }
         let route = Route { peer: env.peer.clone(), thread: env.thread.clone(), kind: env.kind };
-        match env.kind {
-            PeerKind::Direct => {
-                let (policy, allow) = (self.settings.policy, &self.settings.allow_from);
-                match self.pairings.admit(self.channel.id(), policy, allow, &env.sender, &env.sender_name) {
-                    Admission::Allowed => {}
-                    Admission::Denied => return,
-                    Admission::Pair { code, .. } => {
-                        let text = format!(
-                            "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires in an hour.)",
-                            self.channel.id()
-                        );
-                        return self.say(&route, &text).await;
-                    }
-                    Admission::PairingFull => {
-                        return self
-                            .say(&route, "Too many pairing requests are waiting; please try again later.")
-                            .await;
-                    }
+        if env.kind == PeerKind::Direct {
+            let (policy, allow) = (self.settings.policy, &self.settings.allow_from);
+            match self.pairings.admit(self.channel.id(), policy, allow, &env.sender, &env.sender_name) {
+                Admission::Allowed => {}
+                Admission::Denied => return,
+                Admission::Pair { code, .. } => {
+                    let text = format!(
+                        "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires in an hour.)",
+                        self.channel.id()
+                    );
+                    return self.say(&route, &text).await;
+                }
+                Admission::PairingFull => {
+                    return self.say(&route, "Too many pairing requests are waiting; please try again later.").await;
                 }
             }
-            PeerKind::Group | PeerKind::Channel if !env.mentioned => return,
-            _ => {}
         }
         let key = self.settings.routing.session_key(&env);
         let text = env.text.trim().to_owned();
         if text.is_empty() {
             return;
         }
-        if self.answered(&key, &env.sender, &env.sender_name, &text, &route).await {
+        // An answer to a waiting question needs no mention, even in a group.
+        let addressed = env.kind == PeerKind::Direct || env.mentioned;
+        if self.answered(&key, &env.sender, &env.sender_name, &text, &route, addressed).await {
+            return;
+        }
+        if env.kind != PeerKind::Direct && !env.mentioned {
             return;
         }
         if text.starts_with('/') {
@@ -601,7 +600,9 @@ impl<C: Channel> Inbox<C> {
     /// An answer to the question waiting in session `key`'s chat: the option's number (alone or
     /// after `/approve`), `/approve` (allow once) or `/deny`. Only the person whose message
     /// started the run, or an owner, answers. False if the message is not an answer.
-    async fn answered(&self, key: &str, sender: &str, name: &str, text: &str, route: &Route) -> bool {
+    /// `addressed`: a direct chat, or the bot was mentioned (else a group member's stray number
+    /// is not taken as a refused answer).
+    async fn answered(&self, key: &str, sender: &str, name: &str, text: &str, route: &Route, addressed: bool) -> bool {
         let lower = text.to_lowercase();
         let (command, arg) = lower.split_once(char::is_whitespace).map_or((lower.as_str(), ""), |(c, a)| (c, a.trim()));
         let pick = |options: &[PermissionOption]| -> Option<Option<String>> {
@@ -627,6 +628,9 @@ impl<C: Channel> Inbox<C> {
             let Some(question) = &lane.question else { return false };
             let Some(chosen) = pick(&question.options) else { return false };
             if sender != lane.starter && !self.is_owner(sender) {
+                if !addressed && !command.starts_with('/') {
+                    return false;
+                }
                 Answer::NotTheirs
             } else if let Some(chosen) = chosen {
                 let id = question.id.clone();
@@ -656,6 +660,21 @@ impl<C: Channel> Inbox<C> {
     }
 }
 
+impl<C: Channel> super::Outbound for Inbox<C> {
+    fn send<'a>(
+        &'a self,
+        to: &'a str,
+        thread: Option<&'a str>,
+        text: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.send_to(to, thread, text))
+    }
+
+    fn chat_of(&self, key: &str) -> Option<(String, Option<String>)> {
+        lock(&self.lanes).get(key).map(|l| (l.route.peer.clone(), l.route.thread.clone()))
+    }
+}
+
 impl<C: Channel> ChatAsker for Inbox<C> {
     fn ask(&self, key: &str, id: &str, q: &ChatQuestion) {
         let mut text = format!("Permission needed: {}\n", q.title);
@@ -664,6 +683,14 @@ impl<C: Channel> ChatAsker for Inbox<C> {
         }
         for file in &q.files {
             text.push_str(&format!("File: `{file}`\n"));
+        }
+        for shown in &q.texts {
+            // Quoted whole, up to what one message holds.
+            let mut shown = shown.clone();
+            if shown.chars().count() > 1500 {
+                shown = shown.chars().take(1500).collect::<String>() + "…";
+            }
+            text.push_str(&format!("\n```\n{}\n```\n", shown.replace("```", "'''")));
         }
         text.push('\n');
         for (n, option) in q.options.iter().enumerate() {

@@ -13,3 +13,57 @@ pub mod queue;
 pub mod routing;
 pub mod serve;
 pub mod telegram;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+
+use crate::runtime::host::ChatTarget;
+use crate::sync::lock;
+
+/// A channel as the rest of the gateway sends through it (the `send` method, the `message`
+/// tool); the send policy applies.
+pub trait Outbound: Send + Sync {
+    fn send<'a>(&'a self, to: &'a str, thread: Option<&'a str>, text: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// The chat session `key` last spoke from on this channel: (peer, thread).
+    fn chat_of(&self, key: &str) -> Option<(String, Option<String>)>;
+}
+
+/// The channels being served, by id.
+#[derive(Default)]
+pub struct Outbox(Mutex<BTreeMap<&'static str, Arc<dyn Outbound>>>);
+
+impl Outbox {
+    pub fn add(&self, id: &'static str, channel: Arc<dyn Outbound>) {
+        lock(&self.0).insert(id, channel);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<dyn Outbound>> {
+        lock(&self.0).get(id).cloned()
+    }
+
+    /// The channels' ids.
+    pub fn ids(&self) -> Vec<&'static str> {
+        lock(&self.0).keys().copied().collect()
+    }
+
+    /// The chat session `key` talks in, on whichever channel it came from.
+    pub fn own_chat(&self, key: &str) -> Option<ChatTarget> {
+        let all: Vec<(&'static str, Arc<dyn Outbound>)> = lock(&self.0).iter().map(|(k, v)| (*k, v.clone())).collect();
+        all.into_iter()
+            .find_map(|(id, ch)| ch.chat_of(key).map(|(to, thread)| ChatTarget { channel: id.to_owned(), to, thread }))
+    }
+
+    /// Sends `text` to `target`.
+    pub async fn send(&self, target: &ChatTarget, text: &str) -> Result<(), String> {
+        let channel = self.get(&target.channel).ok_or_else(|| {
+            format!("no channel `{}` is served here (served: {})", target.channel, self.ids().join(", "))
+        })?;
+        channel.send(&target.to, target.thread.as_deref(), text).await
+    }
+}
