@@ -460,8 +460,9 @@ impl Gateway {
     pub async fn channel_run(
         &self,
         key: &str,
-        text: &str,
+        prompt: Vec<crate::runtime::UserBlock>,
     ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<String>, EndWatch), String> {
+        let text = crate::runtime::plain_text(&prompt);
         let handle = self.open(key).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -471,7 +472,7 @@ impl Gateway {
             "session.message",
             &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
         );
-        let outcome = handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: text.to_owned() }]);
+        let outcome = handle.prompt(turn, prompt);
         tokio::spawn(outcome);
         Ok((rx, ended))
     }

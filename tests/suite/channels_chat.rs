@@ -402,3 +402,38 @@ fn the_agent_and_operators_send_messages_to_chats_within_the_send_policy() {
     assert_eq!(fake.wait_sent(user, 6).len(), 6);
     drop(gw);
 }
+
+#[test]
+fn photos_and_text_files_reach_the_model_and_other_files_are_named() {
+    use base64::Engine as _;
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = gateway(&mock, &fake, "dm_policy = \"open\"", "");
+    let user = 1101;
+    let png = b"\x89PNG\r\n\x1a\n fake image bytes";
+    for reply in ["A photo.", "A text file.", "A PDF."] {
+        mock.push(text("anthropic", reply));
+    }
+    fake.photo(user, user, "what is this?", png);
+    assert_eq!(fake.wait_sent(user, 1), ["A photo."]);
+    let body = mock.requests()[0].body.to_string();
+    assert!(body.contains("what is this?"), "{body}");
+    assert!(body.contains(&base64::engine::general_purpose::STANDARD.encode(png)), "the image itself: {body}");
+    assert!(body.contains("image/jpeg"), "{body}");
+
+    fake.document(user, user, "notes.md", "text/markdown", b"# Notes\nship on Friday\n");
+    assert_eq!(fake.wait_sent(user, 2)[1], "A text file.");
+    let body = mock.requests()[1].body.to_string();
+    assert!(body.contains("ship on Friday") && body.contains("notes.md"), "{body}");
+
+    fake.document(user, user, "report.pdf", "application/pdf", b"%PDF-1.7");
+    assert_eq!(fake.wait_sent(user, 3)[2], "A PDF.");
+    let body = mock.requests()[2].body.to_string();
+    assert!(
+        body.contains(
+            "[The user attached document `report.pdf` (application/pdf, 8 bytes); it cannot be opened here.]"
+        ),
+        "{body}"
+    );
+    drop(gw);
+}

@@ -34,6 +34,8 @@ struct State {
     webhook: Option<(String, String)>,
     /// Webhook deliveries: (update id, HTTP status answered).
     deliveries: Vec<(i64, u16)>,
+    /// Files users sent, by file id: (file path, bytes).
+    files: std::collections::HashMap<String, (String, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -78,6 +80,48 @@ impl FakeTelegram {
         drop(s);
         self.push(update);
         message_id
+    }
+
+    /// A user sends a photo (Telegram offers it in sizes; the last is the largest).
+    pub fn photo(&self, chat: i64, from: i64, caption: &str, bytes: &[u8]) {
+        let id = self.file("photos/file_7.jpg", bytes);
+        self.media(
+            chat,
+            from,
+            json!({"caption": caption, "photo": [
+            {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 10},
+            {"file_id": id, "file_unique_id": "l", "width": 800, "height": 600, "file_size": bytes.len()}]}),
+        );
+    }
+
+    /// A user sends a file.
+    pub fn document(&self, chat: i64, from: i64, name: &str, mime: &str, bytes: &[u8]) {
+        let id = self.file(&format!("documents/{name}"), bytes);
+        self.media(
+            chat,
+            from,
+            json!({"document": {"file_id": id, "file_unique_id": "d", "file_name": name,
+            "mime_type": mime, "file_size": bytes.len()}}),
+        );
+    }
+
+    fn file(&self, path: &str, bytes: &[u8]) -> String {
+        let mut s = self.state.lock().unwrap();
+        let id = format!("file-{}", s.files.len() + 1);
+        s.files.insert(id.clone(), (path.to_owned(), bytes.to_vec()));
+        id
+    }
+
+    fn media(&self, chat: i64, from: i64, fields: Value) {
+        let mut s = self.state.lock().unwrap();
+        s.next_message += 1;
+        let mut message = json!({"message_id": s.next_message, "date": 0, "chat": {"id": chat, "type": "private"},
+            "from": {"id": from, "is_bot": false, "first_name": format!("User{from}")}});
+        for (k, v) in fields.as_object().unwrap() {
+            message[k] = v.clone();
+        }
+        drop(s);
+        self.push(json!({"message": message}));
     }
 
     /// The same message delivered again (Telegram may redeliver).
@@ -219,6 +263,22 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, noti
                 serde_json::from_slice(&request[head_end + 4..head_end + 4 + length]).unwrap_or(json!({}));
             break (path, body);
         };
+        // A file download: `/file/bot<token>/<file_path>`.
+        if let Some(rest) = path.strip_prefix("/file/bot") {
+            let file_path = rest.split_once('/').map(|(_, p)| p.to_owned()).unwrap_or_default();
+            let found = state.lock().unwrap().files.values().find(|(p, _)| *p == file_path).map(|(_, b)| b.clone());
+            let (status, bytes) = found.map_or((404, b"not found".to_vec()), |b| (200, b));
+            let mut response = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+                bytes.len()
+            )
+            .into_bytes();
+            response.extend_from_slice(&bytes);
+            if socket.write_all(&response).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let method = path.rsplit('/').next().unwrap_or_default().to_owned();
         let (status, answer) = answer(&method, &body, &state, &notify).await;
         let answer = answer.to_string();
@@ -303,6 +363,17 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
             (200, json!({"ok": true, "result": {"message_id": id, "chat": {"id": body["chat_id"]}, "text": text}}))
         }
         "sendChatAction" => (200, json!({"ok": true, "result": true})),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match state.lock().unwrap().files.get(id) {
+                Some((path, bytes)) => (
+                    200,
+                    json!({"ok": true, "result": {"file_id": id, "file_unique_id": "u",
+                    "file_size": bytes.len(), "file_path": path}}),
+                ),
+                None => (400, json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file_id"})),
+            }
+        }
         other => (404, json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})),
     }
 }

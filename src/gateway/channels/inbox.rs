@@ -20,7 +20,7 @@ use super::access::{Admission, Dedupe, DmPolicy, Pairings};
 use super::chunker::{Chunker, Limits};
 use super::policy::{SendPolicy, SessionPrefs};
 use super::queue::{self, Mode, Waiting};
-use super::routing::{Envelope, PeerKind, Routing};
+use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::gateway::Gateway;
 use crate::gateway::approvals::{ChatAsker, ChatQuestion};
 use crate::gateway::hub::{RunEnd, now_ms};
@@ -38,6 +38,8 @@ pub trait Channel: Send + Sync + 'static {
     fn typing(&self, peer: &str, thread: Option<&str>) -> impl Future<Output = ()> + Send;
     /// What kind of chat `peer` is (for a message the agent sends on its own).
     fn kind_of(&self, peer: &str) -> PeerKind;
+    /// An attachment's bytes, refused beyond `limit`.
+    fn fetch(&self, attachment: &Attachment, limit: u64) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
 }
 
 /// How a channel's inbox behaves: from its `[channels.*]` section, `[session]` and `[messages]`.
@@ -174,33 +176,44 @@ impl<C: Channel> Inbox<C> {
         }
         let key = self.settings.routing.session_key(&env);
         let text = env.text.trim().to_owned();
-        if text.is_empty() {
+        if text.is_empty() && env.attachments.is_empty() {
             return;
         }
         // An answer to a waiting question needs no mention, even in a group.
         let addressed = env.kind == PeerKind::Direct || env.mentioned;
-        if self.answered(&key, &env.sender, &env.sender_name, &text, &route, addressed).await {
+        if env.attachments.is_empty()
+            && self.answered(&key, &env.sender, &env.sender_name, &text, &route, addressed).await
+        {
             return;
         }
-        if env.kind != PeerKind::Direct && !env.mentioned {
+        if !addressed {
             return;
         }
-        if text.starts_with('/') {
+        if text.starts_with('/') && env.attachments.is_empty() {
             if let Some(reply) = self.chat_command(&key, &env.sender, &text, &route) {
                 return self.say(&route, &reply).await;
             }
-            return self.dispatch(key, route, env.sender, text, true);
+            return self.dispatch(key, route, env.sender, text.into(), true);
         }
+        let prompt = self.prompt(text, &env.attachments).await;
         let wait = self.inbound_debounce();
-        if wait.is_zero() {
-            return self.dispatch(key, route, env.sender, text, false);
+        let burst = (key.clone(), env.sender.clone());
+        if wait.is_zero() || !prompt.attached.is_empty() {
+            // Media is not held back: it goes now, with whatever this sender's burst gathered.
+            let held = lock(&self.bursts).remove(&burst).map(|b| b.texts).unwrap_or_default();
+            let prompt = if held.is_empty() {
+                prompt
+            } else {
+                let text = held.into_iter().chain((!prompt.text.is_empty()).then_some(prompt.text)).collect::<Vec<_>>();
+                queue::Prompt { text: text.join("\n"), attached: prompt.attached }
+            };
+            return self.dispatch(key, route, env.sender, prompt, false);
         }
         // Rapid messages from one sender run as one, once they pause.
-        let burst = (key.clone(), env.sender.clone());
         let generation = {
             let mut bursts = lock(&self.bursts);
             let b = bursts.entry(burst.clone()).or_insert(Burst { texts: Vec::new(), generation: 0 });
-            b.texts.push(text);
+            b.texts.push(prompt.text);
             b.generation += 1;
             b.generation
         };
@@ -215,9 +228,63 @@ impl<C: Channel> Inbox<C> {
                 }
             };
             if let Some(texts) = texts {
-                this.dispatch(burst.0, route, burst.1, texts.join("\n"), false);
+                this.dispatch(burst.0, route, burst.1, texts.join("\n").into(), false);
             }
         });
+    }
+
+    /// The prompt for a message: its text, images (up to 5 MB) as images, small text files (up
+    /// to 256 KB) embedded, anything else named (the model is told it cannot open it).
+    async fn prompt(&self, text: String, attachments: &[Attachment]) -> queue::Prompt {
+        const IMAGE_MAX: u64 = 5 << 20;
+        const TEXT_MAX: u64 = 256 << 10;
+        let mut prompt = queue::Prompt { text, attached: Vec::new() };
+        let mut notes = Vec::new();
+        for a in attachments {
+            let mime =
+                a.mime.clone().unwrap_or_else(|| if a.kind == "photo" { "image/jpeg".into() } else { String::new() });
+            let name = a.name.clone().unwrap_or_else(|| a.kind.clone());
+            let size = a.size.map_or(String::new(), |n| format!(", {}", human_size(n)));
+            let image = matches!(mime.as_str(), "image/jpeg" | "image/png" | "image/gif" | "image/webp");
+            let textual = mime.starts_with("text/")
+                || matches!(
+                    mime.as_str(),
+                    "application/json" | "application/xml" | "application/x-yaml" | "application/toml"
+                );
+            let limit = if image { IMAGE_MAX } else { TEXT_MAX };
+            if !(image || textual) || a.size.is_some_and(|n| n > limit) {
+                notes.push(format!(
+                    "[The user attached {} `{name}` ({}{size}); it cannot be opened here.]",
+                    a.kind,
+                    if mime.is_empty() { "unknown type" } else { &mime }
+                ));
+                continue;
+            }
+            match self.channel.fetch(a, limit).await {
+                Ok(bytes) if image => {
+                    use base64::Engine as _;
+                    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    prompt.attached.push(crate::runtime::UserBlock::Image { mime_type: mime, data, uri: None });
+                }
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => prompt.attached.push(crate::runtime::UserBlock::Resource {
+                        uri: format!("{}:file/{name}", self.channel.id()),
+                        mime_type: Some(mime),
+                        text: Some(text),
+                        blob: None,
+                    }),
+                    Err(_) => {
+                        notes.push(format!("[The user attached `{name}`; it is not text and cannot be opened here.]"))
+                    }
+                },
+                Err(e) => notes.push(format!("[The user attached `{name}`, but it could not be fetched: {e}.]")),
+            }
+        }
+        if !notes.is_empty() {
+            let notes = notes.join("\n");
+            prompt.text = if prompt.text.is_empty() { notes } else { format!("{}\n\n{notes}", prompt.text) };
+        }
+        prompt
     }
 
     fn inbound_debounce(&self) -> Duration {
@@ -231,9 +298,9 @@ impl<C: Channel> Inbox<C> {
     /// Runs `text` on session `key`, or queues it behind the running run by the queue mode.
     /// `command`: a slash command (never joined with other messages; `/stop` and the reports
     /// are answered at once).
-    fn dispatch(self: &Arc<Self>, key: String, route: Route, sender: String, text: String, command: bool) {
-        let parsed =
-            command.then(|| crate::runtime::commands::parse(&[crate::runtime::UserBlock::Text { text: text.clone() }]));
+    fn dispatch(self: &Arc<Self>, key: String, route: Route, sender: String, prompt: queue::Prompt, command: bool) {
+        let parsed = command
+            .then(|| crate::runtime::commands::parse(&[crate::runtime::UserBlock::Text { text: prompt.text.clone() }]));
         let settings = self.queue_settings(&key);
         let mut lanes = lock(&self.lanes);
         let lane = lanes.entry(key.clone()).or_insert_with(|| Lane {
@@ -263,40 +330,41 @@ impl<C: Channel> Inbox<C> {
             // Reports and usage answers: on their own, beside the lane.
             drop(lanes);
             let this = self.clone();
-            tokio::spawn(async move { this.run_once(&key, &route, &text).await });
+            tokio::spawn(async move { this.run_once(&key, &route, prompt).await });
             return;
         }
         if !lane.running {
             lane.running = true;
             lane.starter = sender;
             drop(lanes);
-            self.start(key, text);
+            self.start(key, prompt);
             return;
         }
         lane.last_in = Instant::now();
         let queued = if command {
-            lane.waiting.push_command(text, &settings)
+            lane.waiting.push_command(prompt.text, &settings)
         } else {
             match settings.mode {
-                Mode::Steer | Mode::SteerBacklog => {
-                    let steer = self.gw.steer(&key, &text);
+                // Text steers; what comes with images or files waits for the next run.
+                Mode::Steer | Mode::SteerBacklog if prompt.attached.is_empty() => {
+                    let steer = self.gw.steer(&key, &prompt.text);
                     let (tx, rx) = oneshot::channel();
                     tokio::spawn(async move {
                         let _ = tx.send(steer.await);
                     });
                     if settings.mode == Mode::SteerBacklog {
-                        lane.waiting.push(text.clone(), &settings);
+                        lane.waiting.push(prompt.clone(), &settings);
                     }
-                    lane.steered.push((text, rx));
+                    lane.steered.push((prompt.text, rx));
                     true
                 }
                 Mode::Interrupt => {
-                    lane.waiting.push(text, &settings);
+                    lane.waiting.push(prompt, &settings);
                     drop(lanes);
                     self.gw.abort_runs(&key);
                     return;
                 }
-                Mode::Collect | Mode::Followup => lane.waiting.push(text, &settings),
+                _ => lane.waiting.push(prompt, &settings),
             }
         };
         drop(lanes);
@@ -309,17 +377,17 @@ impl<C: Channel> Inbox<C> {
     }
 
     /// Runs `text` on session `key` and then whatever waited meanwhile, until nothing does.
-    fn start(self: &Arc<Self>, key: String, text: String) {
+    fn start(self: &Arc<Self>, key: String, prompt: queue::Prompt) {
         let this = self.clone();
         let asker: Arc<dyn ChatAsker> = self.clone();
         self.gw.route_questions(&key, asker);
         tokio::spawn(async move {
-            let mut text = text;
+            let mut prompt = prompt;
             loop {
                 let route = this.route(&key);
-                this.run_once(&key, &route, &text).await;
+                this.run_once(&key, &route, prompt).await;
                 match this.next(&key).await {
-                    Some(queued) => text = queued,
+                    Some(queued) => prompt = queued,
                     None => return,
                 }
             }
@@ -335,7 +403,7 @@ impl<C: Channel> Inbox<C> {
     }
 
     /// What runs next on session `key` after its run ended (the lane stops when nothing).
-    async fn next(&self, key: &str) -> Option<String> {
+    async fn next(&self, key: &str) -> Option<queue::Prompt> {
         loop {
             // Steered messages the run did not take become follow-ups, in order.
             let steered = lock(&self.lanes).get_mut(key).map(|l| std::mem::take(&mut l.steered)).unwrap_or_default();
@@ -372,12 +440,12 @@ impl<C: Channel> Inbox<C> {
     }
 
     /// One run of `text` on session `key`, its reply delivered to `route`.
-    async fn run_once(&self, key: &str, route: &Route, text: &str) {
+    async fn run_once(&self, key: &str, route: &Route, prompt: queue::Prompt) {
         let allowed = self.delivers(key, route);
         if allowed {
             self.channel.typing(&route.peer, route.thread.as_deref()).await;
         }
-        match self.gw.channel_run(key, text).await {
+        match self.gw.channel_run(key, prompt.blocks()).await {
             Ok((deltas, ended)) => self.reply(route, allowed, deltas, ended).await,
             Err(e) if allowed => self.say(route, &format!("Sorry, I could not run that: {e}")).await,
             Err(e) => tracing::warn!(session = key, error = %e, "a channel run could not start"),
@@ -481,6 +549,7 @@ impl<C: Channel> Inbox<C> {
             sender_name: String::new(),
             message_id: String::new(),
             text: String::new(),
+            attachments: Vec::new(),
             reply_to: None,
             thread: thread.map(str::to_owned),
             mentioned: true,
@@ -657,6 +726,14 @@ impl<C: Channel> Inbox<C> {
             Err(e) => self.say(route, &format!("That question is no longer waiting ({e}).")).await,
         }
         true
+    }
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.0} KB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
     }
 }
 

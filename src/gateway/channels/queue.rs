@@ -11,6 +11,51 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::QueueConfig;
+use crate::runtime::UserBlock;
+
+/// A message to run: its text, and what came with it (images, files), as prompt blocks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prompt {
+    pub text: String,
+    pub attached: Vec<UserBlock>,
+}
+
+impl Prompt {
+    /// The blocks of the prompt: the text first.
+    pub fn blocks(self) -> Vec<UserBlock> {
+        let mut blocks = Vec::with_capacity(1 + self.attached.len());
+        if !self.text.is_empty() || self.attached.is_empty() {
+            blocks.push(UserBlock::Text { text: self.text });
+        }
+        blocks.extend(self.attached);
+        blocks
+    }
+
+    /// Several messages as one (`collect`): texts in order, then everything attached.
+    fn joined(all: Vec<Prompt>) -> Prompt {
+        let mut texts = Vec::new();
+        let mut attached = Vec::new();
+        for p in all {
+            if !p.text.is_empty() {
+                texts.push(p.text);
+            }
+            attached.extend(p.attached);
+        }
+        Prompt { text: texts.join("\n\n"), attached }
+    }
+}
+
+impl From<String> for Prompt {
+    fn from(text: String) -> Self {
+        Self { text, attached: Vec::new() }
+    }
+}
+
+impl From<&str> for Prompt {
+    fn from(text: &str) -> Self {
+        Self::from(text.to_owned())
+    }
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -207,23 +252,23 @@ fn duration(s: &str) -> Option<Duration> {
 #[derive(Debug, Default)]
 pub struct Waiting {
     /// Each message, and whether it is a command (never joined with others).
-    items: VecDeque<(String, bool)>,
+    items: VecDeque<(Prompt, bool)>,
     /// Dropped under `summarize`: one short line each.
     dropped: Vec<String>,
 }
 
 impl Waiting {
     /// Queues `text`; false if it was refused (`drop: new` with the queue full).
-    pub fn push(&mut self, text: String, settings: &Settings) -> bool {
-        self.push_item(text, false, settings)
+    pub fn push(&mut self, prompt: impl Into<Prompt>, settings: &Settings) -> bool {
+        self.push_item(prompt.into(), false, settings)
     }
 
     /// Queues a slash command: it runs on its own, in its place.
     pub fn push_command(&mut self, text: String, settings: &Settings) -> bool {
-        self.push_item(text, true, settings)
+        self.push_item(text.into(), true, settings)
     }
 
-    fn push_item(&mut self, text: String, command: bool, settings: &Settings) -> bool {
+    fn push_item(&mut self, prompt: Prompt, command: bool, settings: &Settings) -> bool {
         if settings.mode == Mode::Interrupt {
             self.items.clear();
         }
@@ -235,12 +280,12 @@ impl Waiting {
                 }
                 Drop::Summarize => {
                     if let Some((old, _)) = self.items.pop_front() {
-                        self.dropped.push(short(&old));
+                        self.dropped.push(short(&old.text));
                     }
                 }
             }
         }
-        self.items.push_back((text, command));
+        self.items.push_back((prompt, command));
         true
     }
 
@@ -259,21 +304,19 @@ impl Waiting {
 
     /// The next prompt to run: under `collect` every message up to the next command, else the
     /// oldest; a command always alone. A summary of what was dropped comes first.
-    pub fn next(&mut self, mode: Mode) -> Option<String> {
-        if let Some((command, true)) = self.items.front() {
-            let command = command.clone();
-            self.items.pop_front();
-            return Some(command);
+    pub fn next(&mut self, mode: Mode) -> Option<Prompt> {
+        if let Some((_, true)) = self.items.front() {
+            return self.items.pop_front().map(|(command, _)| command);
         }
         let body = match mode {
             Mode::Collect => {
                 let mut all = Vec::new();
                 while let Some((_, false)) = self.items.front() {
-                    all.extend(self.items.pop_front().map(|(text, _)| text));
+                    all.extend(self.items.pop_front().map(|(prompt, _)| prompt));
                 }
-                (!all.is_empty()).then(|| all.join("\n\n"))
+                (!all.is_empty()).then(|| Prompt::joined(all))
             }
-            _ => self.items.pop_front().map(|(text, _)| text),
+            _ => self.items.pop_front().map(|(prompt, _)| prompt),
         };
         if self.dropped.is_empty() {
             return body;
@@ -287,11 +330,13 @@ impl Waiting {
         for line in dropped {
             text.push_str(&format!("- {line}\n"));
         }
+        let mut attached = Vec::new();
         if let Some(body) = body {
             text.push('\n');
-            text.push_str(&body);
+            text.push_str(&body.text);
+            attached = body.attached;
         }
-        Some(text)
+        Some(Prompt { text, attached })
     }
 }
 
@@ -347,15 +392,15 @@ mod tests {
         let s = settings(Mode::Collect, 20, Drop::Summarize);
         let mut w = Waiting::default();
         for t in ["a", "b", "c"] {
-            assert!(w.push(t.into(), &s));
+            assert!(w.push(t, &s));
         }
-        assert_eq!(w.next(Mode::Collect).as_deref(), Some("a\n\nb\n\nc"));
+        assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("a\n\nb\n\nc"));
         assert_eq!(w.next(Mode::Collect), None);
         for t in ["a", "b"] {
-            w.push(t.into(), &s);
+            w.push(t, &s);
         }
-        assert_eq!(w.next(Mode::Followup).as_deref(), Some("a"));
-        assert_eq!(w.next(Mode::Followup).as_deref(), Some("b"));
+        assert_eq!(w.next(Mode::Followup).map(|p| p.text).as_deref(), Some("a"));
+        assert_eq!(w.next(Mode::Followup).map(|p| p.text).as_deref(), Some("b"));
         assert!(w.is_empty());
     }
 
@@ -364,27 +409,34 @@ mod tests {
         let mut w = Waiting::default();
         let s = settings(Mode::Followup, 2, Drop::Old);
         for t in ["1", "2", "3"] {
-            assert!(w.push(t.into(), &s));
+            assert!(w.push(t, &s));
         }
         assert_eq!((w.next(Mode::Followup), w.next(Mode::Followup)), (Some("2".into()), Some("3".into())));
+        w.clear();
+        let image = UserBlock::Image { mime_type: "image/png".into(), data: "AA==".into(), uri: None };
+        let s2 = settings(Mode::Collect, 20, Drop::Old);
+        w.push(Prompt { text: "look".into(), attached: vec![image.clone()] }, &s2);
+        w.push("and this", &s2);
+        let both = w.next(Mode::Collect).unwrap_or_default();
+        assert_eq!(both.clone().blocks(), vec![UserBlock::text("look\n\nand this"), image], "{both:?}");
         let s = settings(Mode::Followup, 2, Drop::New);
-        assert!(w.push("1".into(), &s) && w.push("2".into(), &s));
-        assert!(!w.push("3".into(), &s), "the newest is refused");
+        assert!(w.push("1", &s) && w.push("2", &s));
+        assert!(!w.push("3", &s), "the newest is refused");
         w.clear();
         let s = settings(Mode::Collect, 2, Drop::Summarize);
         for t in ["first  message\nwith lines", "2", "3", "4"] {
-            w.push(t.into(), &s);
+            w.push(t, &s);
         }
         assert_eq!(
-            w.next(Mode::Collect).as_deref(),
+            w.next(Mode::Collect).map(|p| p.text).as_deref(),
             Some("[2 earlier messages did not fit in the queue; in short:]\n- first message with lines\n- 2\n\n3\n\n4")
         );
         assert!(w.is_empty());
         let long = "x ".repeat(200);
         w.push(long.clone(), &s);
-        w.push("b".into(), &s);
-        w.push("c".into(), &s);
-        let next = w.next(Mode::Followup).unwrap_or_default();
+        w.push("b", &s);
+        w.push("c", &s);
+        let next = w.next(Mode::Followup).unwrap_or_default().text;
         assert!(next.contains("- x x") && next.contains('…') && next.ends_with("\n\nb"), "{next}");
     }
 
@@ -392,13 +444,13 @@ mod tests {
     fn commands_are_never_collected_with_messages() {
         let s = settings(Mode::Collect, 20, Drop::Summarize);
         let mut w = Waiting::default();
-        w.push("a".into(), &s);
-        w.push("b".into(), &s);
+        w.push("a", &s);
+        w.push("b", &s);
         w.push_command("/new".into(), &s);
-        w.push("c".into(), &s);
-        assert_eq!(w.next(Mode::Collect).as_deref(), Some("a\n\nb"));
-        assert_eq!(w.next(Mode::Collect).as_deref(), Some("/new"));
-        assert_eq!(w.next(Mode::Collect).as_deref(), Some("c"));
+        w.push("c", &s);
+        assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("a\n\nb"));
+        assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("/new"));
+        assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("c"));
         assert!(w.is_empty());
     }
 
@@ -407,8 +459,8 @@ mod tests {
         let s = settings(Mode::Interrupt, 20, Drop::Summarize);
         let mut w = Waiting::default();
         for t in ["a", "b", "c"] {
-            w.push(t.into(), &s);
+            w.push(t, &s);
         }
-        assert_eq!(w.next(Mode::Interrupt).as_deref(), Some("c"));
+        assert_eq!(w.next(Mode::Interrupt).map(|p| p.text).as_deref(), Some("c"));
     }
 }

@@ -32,12 +32,27 @@ pub struct Envelope {
     pub sender: String,
     pub sender_name: String,
     pub message_id: String,
+    /// The text (a media message's caption).
     pub text: String,
+    /// Files, photos and the like that came with it.
+    pub attachments: Vec<Attachment>,
     pub reply_to: Option<String>,
     /// A forum topic.
     pub thread: Option<String>,
     /// Whether it addresses the bot (a mention, or a reply to it); groups answer only then.
     pub mentioned: bool,
+}
+
+/// Something sent with a message, as the channel names it (fetched only when used).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// `photo`, `document`, `voice`, `audio`, `video`, `sticker`, …
+    pub kind: String,
+    /// The channel's id for fetching it.
+    pub id: String,
+    pub name: Option<String>,
+    pub mime: Option<String>,
+    pub size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -143,6 +158,7 @@ mod tests {
             sender_name: "Ada".into(),
             message_id: "1".into(),
             text: "hi".into(),
+            attachments: Vec::new(),
             reply_to: None,
             thread: None,
             mentioned: false,

@@ -16,7 +16,7 @@ use super::chunker::Limits;
 use super::inbox::{self, Channel, Inbox};
 use super::policy::{SendPolicy, SessionPrefs};
 use super::queue;
-use super::routing::{DmScope, Envelope, PeerKind, Routing};
+use super::routing::{Attachment, DmScope, Envelope, PeerKind, Routing};
 use super::telegram::{Api, TEXT_LIMIT};
 use crate::config::Config;
 use crate::gateway::Gateway;
@@ -43,6 +43,10 @@ impl Channel for Bot {
 
     async fn typing(&self, peer: &str, thread: Option<&str>) {
         self.api.typing(peer, thread).await;
+    }
+
+    async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
+        self.api.file(&attachment.id, limit).await.map_err(|e| e.to_string())
     }
 
     /// Telegram's group and channel chat ids are negative.
@@ -286,11 +290,39 @@ impl Telegram {
     }
 }
 
-/// A Telegram update as an inbound envelope (text messages only), its text without the bot's
-/// `@name`.
+/// What a Telegram message carries besides text: the largest size of a photo; a document,
+/// voice note, audio, video or sticker.
+fn attachments(m: &Value) -> Vec<Attachment> {
+    let mut out = Vec::new();
+    let of = |kind: &str, v: &Value| {
+        Some(Attachment {
+            kind: kind.to_owned(),
+            id: v["file_id"].as_str()?.to_owned(),
+            name: v["file_name"].as_str().map(str::to_owned),
+            mime: v["mime_type"].as_str().map(str::to_owned),
+            size: v["file_size"].as_u64(),
+        })
+    };
+    if let Some(largest) = m["photo"].as_array().and_then(|sizes| sizes.last()) {
+        out.extend(of("photo", largest));
+    }
+    for kind in ["document", "voice", "audio", "video", "video_note", "animation", "sticker"] {
+        if m.get(kind).is_some_and(Value::is_object) {
+            out.extend(of(kind, &m[kind]));
+        }
+    }
+    out
+}
+
+/// A Telegram update as an inbound envelope (text, or media with its caption), its text without
+/// the bot's `@name`.
 fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envelope> {
     let m = update.get("message")?;
-    let text = m["text"].as_str()?.to_owned();
+    let attachments = attachments(m);
+    let text = m["text"].as_str().or(m["caption"].as_str()).unwrap_or_default().to_owned();
+    if text.is_empty() && attachments.is_empty() {
+        return None;
+    }
     let chat = &m["chat"];
     let kind = match chat["type"].as_str() {
         Some("private") => PeerKind::Direct,
@@ -317,6 +349,7 @@ fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envel
         sender_name: name,
         message_id: id(&m["message_id"])?,
         text: strip_mention(&text, username),
+        attachments,
         reply_to: id(&m["reply_to_message"]["message_id"]),
         thread,
         mentioned,

@@ -37,11 +37,49 @@ pub struct Api {
     http: reqwest::Client,
     /// `https://api.telegram.org/bot<token>`.
     base: String,
+    /// `https://api.telegram.org/file/bot<token>`: where files are downloaded.
+    files: String,
 }
 
 impl Api {
     pub fn new(http: reqwest::Client, api_base_url: &str, token: &str) -> Self {
-        Self { http, base: format!("{}/bot{token}", api_base_url.trim_end_matches('/')) }
+        let root = api_base_url.trim_end_matches('/');
+        Self { http, base: format!("{root}/bot{token}"), files: format!("{root}/file/bot{token}") }
+    }
+
+    /// A file's bytes (`getFile`, then the download), refused beyond `limit` bytes.
+    pub async fn file(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
+        use futures_util::StreamExt as _;
+        let found = self.call("getFile", &json!({"file_id": file_id}), Duration::from_secs(30)).await?;
+        let local = |description: String| ApiError { code: None, description };
+        let path = found["file_path"].as_str().ok_or_else(|| local("Telegram gave no file_path".into()))?;
+        if path.split('/').any(|part| part == "..") {
+            return Err(local("Telegram gave an unusable file_path".into()));
+        }
+        let response = self
+            .http
+            .get(format!("{}/{path}", self.files))
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| local(e.without_url().to_string()))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(ApiError { code: Some(status), description: "the file could not be downloaded".into() });
+        }
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(local(format!("the file is larger than {limit} bytes")));
+        }
+        let mut bytes = Vec::new();
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| local(e.without_url().to_string()))?;
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(local(format!("the file is larger than {limit} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     /// Calls `method`, retrying as the policy says; `Ok` is Telegram's `result`.
