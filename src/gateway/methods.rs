@@ -96,6 +96,7 @@ fn schema(method: &str) -> Schema {
             ("model", Schema::String, false),
             ("thinking", Schema::String, false),
             ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
+            ("sendPolicy", Schema::Any, false),
         ]),
         "chat.history" => Schema::object(&[
             ("sessionKey", key(), true),
@@ -423,7 +424,22 @@ async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Val
         }
         ops.push(Op::SetTitle(label));
     }
+    // `sendPolicy`: "allow" | "deny" | null (inherit the configured policy).
+    let send = match params.get("sendPolicy") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(s)) if s == "allow" => Some(Some(true)),
+        Some(Value::String(s)) if s == "deny" => Some(Some(false)),
+        Some(_) => {
+            return Err(ErrorShape::invalid(
+                "invalid sessions.patch params: at /sendPolicy: \"allow\", \"deny\" or null",
+            ));
+        }
+    };
     let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+    if let Some(send) = send {
+        gw.prefs.change(&key, |p| p.send = send);
+    }
     for op in ops {
         handle.send(op);
     }

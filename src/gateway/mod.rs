@@ -95,6 +95,8 @@ pub struct Gateway {
     pub pairings: Arc<channels::access::Pairings>,
     /// The channels served, to send through.
     pub outbox: Arc<channels::Outbox>,
+    /// What chats chose for their sessions (`/queue`, `/send`, `sessions.patch sendPolicy`).
+    pub prefs: Arc<channels::policy::SessionPrefs>,
     /// `send` answers by idempotency key (a retried call sends nothing twice).
     sent: Mutex<std::collections::VecDeque<(String, Value)>>,
     /// Each channel's state, as `channels.status` shows it.
@@ -117,7 +119,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config, options: &Options, pairings: Arc<channels::access::Pairings>) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        options: &Options,
+        pairings: Arc<channels::access::Pairings>,
+        prefs: Arc<channels::policy::SessionPrefs>,
+    ) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let sink = Arc::new(HubSink(hub.clone()));
         let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
@@ -130,6 +137,7 @@ impl Gateway {
             approvals,
             pairings,
             outbox,
+            prefs,
             sent: Mutex::default(),
             channel_status: Mutex::default(),
             webhooks: Mutex::default(),
@@ -676,11 +684,11 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
         .map_err(|e| format!("could not listen on {}: {e}", options.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let pairings = Arc::new(channels::access::Pairings::load(&config.home)?);
+    let prefs = Arc::new(channels::policy::SessionPrefs::load(&config.home)?);
     let channel_config = config.clone();
-    let gateway = Gateway::new(config, &options, pairings.clone());
+    let gateway = Gateway::new(config, &options, pairings.clone(), prefs.clone());
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {
-        let prefs = Arc::new(channels::policy::SessionPrefs::load(&channel_config.home)?);
         let http = gateway.runtime.http_client().await?;
         if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, prefs, http)? {
             let updates = telegram.webhook().map(|(path, secret)| gateway.add_webhook(&path, &secret));

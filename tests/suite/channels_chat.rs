@@ -400,6 +400,20 @@ fn the_agent_and_operators_send_messages_to_chats_within_the_send_policy() {
     let r = reader.request("send", json!({"to": user.to_string(), "message": "x", "idempotencyKey": "s5"}));
     assert_eq!(r["error"]["details"]["code"], "MISSING_SCOPE", "{r}");
     assert_eq!(fake.wait_sent(user, 6).len(), 6);
+
+    // `sessions.patch sendPolicy` sets a session's own choice; null inherits again.
+    let mut admin = gw.client(&["operator.admin"]);
+    let patch = |admin: &mut crate::support::gateway::Client, value: serde_json::Value| {
+        admin.request("sessions.patch", json!({"key": "agent:main:main", "sendPolicy": value}))
+    };
+    assert_eq!(patch(&mut admin, json!("deny"))["payload"]["ok"], true);
+    let r = operator.request("send", json!({"to": user.to_string(), "message": "x", "idempotencyKey": "s6"}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("send policy does not allow"), "{r}");
+    assert!(patch(&mut admin, json!("sometimes"))["error"]["message"].as_str().unwrap().contains("/sendPolicy"));
+    assert_eq!(patch(&mut admin, json!(null))["payload"]["ok"], true);
+    let r = operator.request("send", json!({"to": user.to_string(), "message": "Back", "idempotencyKey": "s7"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    assert_eq!(fake.wait_sent(user, 7)[6], "Back");
     drop(gw);
 }
 
