@@ -52,6 +52,7 @@ pub mod rpc;
 pub mod runtime;
 pub mod sandbox;
 pub mod settings;
+pub mod skills;
 pub mod store;
 pub mod stream;
 pub mod sync;

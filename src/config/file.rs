@@ -30,6 +30,7 @@ pub(super) struct FileConfig {
     pub(super) channels: Option<ChannelsConfig>,
     pub(super) session: Option<SessionConfig>,
     pub(super) messages: Option<MessagesConfig>,
+    pub(super) skills: Option<SkillsConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -55,12 +55,23 @@ pub enum Command {
     Mcp {
         restart: Option<String>,
     },
+    /// The skills found, offered or not, and why.
+    Skills,
 }
 
 impl Command {
     /// Answered at once, even while a turn runs.
     pub fn is_immediate(&self) -> bool {
-        matches!(self, Self::Help | Self::Status | Self::Usage | Self::Context { .. } | Self::Stop | Self::Mcp { .. })
+        matches!(
+            self,
+            Self::Help
+                | Self::Status
+                | Self::Usage
+                | Self::Context { .. }
+                | Self::Stop
+                | Self::Mcp { .. }
+                | Self::Skills
+        )
     }
 }
 
@@ -132,6 +143,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("restart NAME (optional)"),
         usage: "/mcp [restart NAME]",
     },
+    CommandInfo {
+        name: "skills",
+        description: "Skills: those offered to the model, where each comes from, and why others are not",
+        hint: None,
+        usage: "/skills",
+    },
 ];
 
 /// A prompt, read as a command.
@@ -165,6 +182,7 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
         "status" => no_args(Command::Status),
         "usage" => no_args(Command::Usage),
         "stop" => no_args(Command::Stop),
+        "skills" => no_args(Command::Skills),
         "reset" => no_args(Command::Reset),
         "context" => match args {
             "" | "list" => Parsed::Command(Command::Context { detail: false }),
@@ -316,7 +334,8 @@ pub(super) fn run(
         | Command::Usage
         | Command::Context { .. }
         | Command::Stop
-        | Command::Mcp { .. } => {}
+        | Command::Mcp { .. }
+        | Command::Skills => {}
     }
     Ran::Done { seq }
 }
@@ -364,6 +383,10 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Usage => usage_report(session),
         Command::Context { detail } => context_report(session, *detail),
         Command::Mcp { restart: None } => session.mcp.report(),
+        Command::Skills => {
+            let config = session.shared.config();
+            crate::skills::Catalog::load(&config.home, &session.settings.cwd, &config.skills).report()
+        }
         Command::Mcp { restart: Some(name) } => match session.mcp.get(name) {
             Some(server) => {
                 server.restart();

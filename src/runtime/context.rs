@@ -23,6 +23,8 @@ pub struct Inputs<'a> {
     /// `$ACP_HOME`.
     pub home: &'a Path,
     pub max_file_chars: usize,
+    /// Which skills to list (`None`: none, as for a child session).
+    pub skills: Option<&'a crate::config::SkillsConfig>,
 }
 
 /// Where an injected file came from.
@@ -102,6 +104,12 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
     }
 
     workspace_files(inputs, &mut text, &mut files);
+
+    if let Some(config) = inputs.skills
+        && let Some(section) = crate::skills::Catalog::load(inputs.home, inputs.cwd, config).prompt_section()
+    {
+        text.push_str(&section);
+    }
 
     let now = jiff::Timestamp::now().to_zoned(local_zone().clone());
     let zone = now.time_zone().iana_name().unwrap_or("local");
@@ -368,8 +376,14 @@ mod tests {
             vec![repo.join("AGENTS.md"), repo.join("crates/CLAUDE.md"), sub.join("AGENTS.md")]
         );
         let home = d.0.join("home");
-        let p =
-            build(&Inputs { cwd: &sub, additional_dirs: &[], model: &model(), home: &home, max_file_chars: 20_000 });
+        let p = build(&Inputs {
+            cwd: &sub,
+            additional_dirs: &[],
+            model: &model(),
+            home: &home,
+            max_file_chars: 20_000,
+            skills: None,
+        });
         let root = p.text.find("root rules").unwrap();
         let core = p.text.find("core rules").unwrap();
         assert!(root < core);
@@ -388,7 +402,14 @@ mod tests {
         std::fs::write(ws.join("TOOLS.md"), "t".repeat(500)).unwrap();
         let cwd = d.0.join("proj");
         std::fs::create_dir_all(&cwd).unwrap();
-        let p = build(&Inputs { cwd: &cwd, additional_dirs: &[], model: &model(), home: &d.0, max_file_chars: 100 });
+        let p = build(&Inputs {
+            cwd: &cwd,
+            additional_dirs: &[],
+            model: &model(),
+            home: &d.0,
+            max_file_chars: 100,
+            skills: None,
+        });
         assert!(p.text.contains("Be terse."));
         assert!(p.text.contains("embody its persona"));
         assert!(p.text.contains(&format!("[MISSING] Expected at: {}", ws.join("AGENTS.md").display())));
@@ -410,6 +431,7 @@ mod tests {
             model: &model(),
             home: &d.0,
             max_file_chars: 20_000,
+            skills: Some(&crate::config::SkillsConfig::default()),
         });
         assert!(p.text.contains("Working directory: /work/proj"));
         assert!(p.text.contains("Also part of the workspace: /work/lib"));
@@ -419,5 +441,6 @@ mod tests {
         let today = jiff::Zoned::now().strftime("%Y-%m-%d").to_string();
         assert!(p.text.contains(&format!("Date: {today}")));
         assert!(p.text.contains("`apply_patch`") && p.text.contains("# Safety") && p.text.contains("`update_plan`"));
+        assert!(p.text.contains("<available_skills>\n<skill><name>openlang</name>"), "the bundled skill is listed");
     }
 }

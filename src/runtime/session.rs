@@ -417,7 +417,9 @@ impl Actor {
         // state now, e.g. while a turn waits for one) never wait.
         let idle = running.is_none() && self.queue.is_empty();
         match command {
-            Some(c) if c.is_immediate() && (matches!(c, Command::Help | Command::Mcp { .. }) || idle) => {
+            Some(c)
+                if c.is_immediate() && (matches!(c, Command::Help | Command::Mcp { .. } | Command::Skills) || idle) =>
+            {
                 let text = commands::report(&self.session, &c);
                 self.answer(turn, text);
             }

@@ -303,10 +303,14 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         );
         return Err(fail(prepared.title, prepared.kind, args, message));
     }
-    let inside = access.reads.iter().chain(access.writes.iter()).all(|p| {
+    // Skills (`$ACP_HOME/skills`, the bundled ones included) are there to be read.
+    let skills = home.join("skills");
+    let workspace = |p: &std::path::Path| in_roots(p) && (!p.starts_with(&home) || p.starts_with(&exec_logs));
+    let inside = access.reads.iter().all(|p| {
         let p = paths::real(p);
-        in_roots(&p) && (!p.starts_with(&home) || p.starts_with(&exec_logs))
-    }) && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
+        p.starts_with(&skills) || workspace(&p)
+    }) && access.writes.iter().all(|p| workspace(&paths::real(p)))
+        && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
     let hidden = handler.hidden();
     {
         let mut s = lock(&state);

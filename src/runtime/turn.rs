@@ -72,6 +72,7 @@ pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> cont
         model: &settings.model,
         home: &config.home,
         max_file_chars: config.bootstrap_max_chars,
+        skills: Some(&config.skills),
     })
 }
 

@@ -59,7 +59,8 @@ fn every_command_once() {
          - `/stop` — Stop the running turn and everything queued\n\
          - `/usage` — Tokens used by this session\n\
          - `/network [on|off]` — Let sandboxed commands use the network, or not (this session)\n\
-         - `/mcp [restart NAME]` — MCP servers: their state, tools, prompts, resources and last error\n"
+         - `/mcp [restart NAME]` — MCP servers: their state, tools, prompts, resources and last error\n\
+         - `/skills` — Skills: those offered to the model, where each comes from, and why others are not\n"
     );
 
     // Every line but the sandbox's, which says what this machine's kernel offers.

@@ -24,6 +24,7 @@ mod sandbox;
 mod scripts;
 mod session;
 mod sessions_cli;
+mod skills;
 mod streaming;
 mod tidy;
 mod tools;

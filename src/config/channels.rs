@@ -1,0 +1,137 @@
+//! The gateway's channel and skills sections of config.toml: `[channels.*]`, `[session]`,
+//! `[messages]` and `[skills]` (what they mean: docs/channels.md, docs/skills.md).
+
+use serde::Deserialize;
+
+/// `[channels]` in config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsConfig {
+    pub telegram: Option<TelegramConfig>,
+}
+
+/// `[channels.telegram]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The bot's token (else `$TELEGRAM_BOT_TOKEN`).
+    pub bot_token: Option<String>,
+    /// Default `https://api.telegram.org`.
+    pub api_base_url: Option<String>,
+    /// `pairing` (default), `allowlist` or `open`.
+    pub dm_policy: Option<String>,
+    /// Telegram user ids (as strings) always allowed.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// More ways a group message addresses the bot, besides `@botname` and replies to it.
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+    /// Replies are sent in messages of this many characters (default 800..=3500; Telegram's
+    /// limit is 4096).
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+    /// Send the reply in pieces as it streams (default true); false sends it when it ends.
+    pub block_streaming: Option<bool>,
+    /// A pause this long in the reply sends what has gathered (default 1000 ms).
+    pub coalesce_idle_ms: Option<u64>,
+    /// Receive updates by webhook at this public URL instead of long polling.
+    pub webhook_url: Option<String>,
+    /// The secret Telegram sends with each webhook call (required with `webhook_url`).
+    pub webhook_secret: Option<String>,
+    /// The gateway's path that receives them (default `/telegram-webhook`).
+    pub webhook_path: Option<String>,
+}
+
+/// `[skills]`: which skills are offered to the model (docs/skills.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// Names never offered.
+    #[serde(default)]
+    pub disabled: Vec<String>,
+    /// Offer the skills built into acp (default true).
+    pub bundled: Option<bool>,
+}
+
+/// `[messages]`: how channel messages are batched and queued.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessagesConfig {
+    #[serde(default)]
+    pub inbound: InboundConfig,
+    #[serde(default)]
+    pub queue: QueueConfig,
+}
+
+/// `[messages.inbound]`: rapid messages from one sender wait this long for more and run as one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboundConfig {
+    /// Default 0 (each message on its own).
+    pub debounce_ms: Option<u64>,
+    /// Per channel (`telegram = 1500`).
+    #[serde(default)]
+    pub by_channel: std::collections::BTreeMap<String, u64>,
+}
+
+/// `[messages.queue]`: what happens to messages that arrive while their session runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// `collect` (default), `followup`, `steer`, `steer-backlog` or `interrupt`.
+    pub mode: Option<String>,
+    /// Quiet time before queued messages run (default 1000).
+    pub debounce_ms: Option<u64>,
+    /// Messages a session's queue holds (default 20).
+    pub cap: Option<usize>,
+    /// Beyond the cap: `old`, `new` or `summarize` (default).
+    pub drop: Option<String>,
+    /// The mode per channel (`telegram = "followup"`).
+    #[serde(default)]
+    pub by_channel: std::collections::BTreeMap<String, String>,
+}
+
+/// `[session.send_policy]`: where replies and the agent's messages may be delivered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendPolicyConfig {
+    /// `allow` (default) or `deny`, for what no rule matches.
+    pub default: Option<String>,
+    /// The first rule that matches decides.
+    #[serde(default)]
+    pub rules: Vec<SendRule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendRule {
+    /// `allow` or `deny`.
+    pub action: String,
+    #[serde(rename = "match", default)]
+    pub matches: SendMatch,
+}
+
+/// What a rule matches; every given field must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendMatch {
+    pub channel: Option<String>,
+    /// `direct`, `group` or `channel`.
+    pub chat_type: Option<String>,
+    /// The session key starts with this (after `agent:<id>:`, or whole).
+    pub key_prefix: Option<String>,
+}
+
+/// `[session]`: how channel messages map to sessions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// `main` (default), `per-peer`, `per-channel-peer` or `per-account-channel-peer`.
+    pub dm_scope: Option<String>,
+    pub main_key: Option<String>,
+    /// A canonical name → the channel-prefixed ids that are that person (`telegram:123`).
+    #[serde(default)]
+    pub identity_links: std::collections::BTreeMap<String, Vec<String>>,
+    /// `[session.send_policy]`.
+    pub send_policy: Option<SendPolicyConfig>,
+}

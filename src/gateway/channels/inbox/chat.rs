@@ -1,0 +1,240 @@
+//! The chat side of a channel's inbox: its own commands (`/queue`, `/send`, `/pair`), and
+//! permission questions asked in the chat and answered there.
+
+use super::{Channel, Inbox, Question, Route};
+use crate::gateway::approvals::{ChatAsker, ChatQuestion};
+use crate::gateway::channels::queue;
+use crate::gateway::channels::routing::PeerKind;
+use crate::gateway::hub::now_ms;
+use crate::runtime::host::{OptionKind, PermissionOption};
+use crate::sync::lock;
+
+impl<C: Channel> Inbox<C> {
+    /// The channel's own commands; `None` for the runtime's (and unknown ones, which the
+    /// runtime answers or passes to the model).
+    pub(super) fn chat_command(&self, key: &str, sender: &str, text: &str, route: &Route) -> Option<String> {
+        let (name, args) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let args = args.trim();
+        match name.to_lowercase().as_str() {
+            "/queue" => Some(self.queue_command(key, args)),
+            "/send" => Some(self.send_command(key, sender, args, route)),
+            "/pair" => Some(self.pair_command(sender, args)),
+            "/approve" | "/deny" | "/reject" => Some("No question is waiting.".into()),
+            _ => None,
+        }
+    }
+
+    fn queue_command(&self, key: &str, args: &str) -> String {
+        let current = self.queue_settings(key);
+        match queue::parse_command(args, current) {
+            Ok(queue::Asked::Show) => format!(
+                "Queue: {}. Set with /queue collect|followup|steer|steer-backlog|interrupt debounce:1s cap:20 drop:old|new|summarize; /queue default resets it.",
+                current.describe()
+            ),
+            Ok(queue::Asked::Reset) => {
+                self.prefs.change(key, |p| p.queue = None);
+                format!("Queue: {} (the default).", self.settings.queue.describe())
+            }
+            Ok(queue::Asked::Set(s)) => {
+                self.prefs.change(key, |p| p.queue = Some(s));
+                format!("Queue: {}.", s.describe())
+            }
+            Err(e) => format!("{e}."),
+        }
+    }
+
+    /// `/send on|off|inherit`: whether this session's replies are delivered (owners, and the
+    /// person of a direct chat).
+    fn send_command(&self, key: &str, sender: &str, args: &str, route: &Route) -> String {
+        let may = self.is_owner(sender) || (route.kind == PeerKind::Direct && route.peer == sender);
+        let current = self.prefs.get(key).send;
+        let show = |own: Option<bool>| {
+            let on = self.settings.send_policy.allows(self.channel.id(), route.kind, key, own);
+            let from = if own.is_some() { "set for this chat" } else { "from the send policy" };
+            format!("Replies here: {} ({from}).", if on { "on" } else { "off" })
+        };
+        let value = match args.to_lowercase().as_str() {
+            "" => return show(current),
+            "on" | "allow" => Some(true),
+            "off" | "deny" => Some(false),
+            "inherit" | "default" => None,
+            other => return format!("Unknown setting `{other}`: use /send on, off or inherit."),
+        };
+        if !may {
+            return "Only the owner can change where replies go.".into();
+        }
+        self.prefs.change(key, |p| p.send = value);
+        show(value)
+    }
+
+    /// `/pair` (owners): the pairing requests waiting and who is approved; `/pair approve CODE`,
+    /// `/pair reject CODE`.
+    fn pair_command(&self, sender: &str, args: &str) -> String {
+        let channel = self.channel.id();
+        if !self.is_owner(sender) {
+            return format!(
+                "Only the owner can manage pairing (a sender listed in allow_from of [channels.{channel}])."
+            );
+        }
+        let mut words = args.split_whitespace();
+        match (words.next().map(str::to_lowercase).as_deref(), words.next()) {
+            (Some("approve"), Some(code)) => match self.pairings.approve(channel, code) {
+                Ok(p) => format!("Approved {} ({}).", p.name, p.peer),
+                Err(e) => format!("{e}."),
+            },
+            (Some("reject"), Some(code)) => match self.pairings.reject(channel, code) {
+                Ok(p) => format!("Rejected {} ({}).", p.name, p.peer),
+                Err(e) => format!("{e}."),
+            },
+            (None, _) => {
+                let now = now_ms();
+                let waiting: Vec<String> = self
+                    .pairings
+                    .pending()
+                    .into_iter()
+                    .filter(|p| p.channel == channel)
+                    .map(|p| {
+                        let left =
+                            (crate::gateway::channels::access::CODE_TTL_MS - (now - p.created_ms)).max(0) / 60_000;
+                        format!("- {} from {} ({}), {left} min left", p.code, p.name, p.peer)
+                    })
+                    .collect();
+                let policy = self.policy_name();
+                let approved = self.pairings.approved(channel);
+                if waiting.is_empty() {
+                    format!("Pairing ({policy}): no requests waiting; {approved} approved.")
+                } else {
+                    format!(
+                        "Pairing ({policy}): {} waiting; {approved} approved.\n{}\nApprove with /pair approve CODE.",
+                        waiting.len(),
+                        waiting.join("\n")
+                    )
+                }
+            }
+            _ => "Use /pair, /pair approve CODE or /pair reject CODE.".into(),
+        }
+    }
+
+    /// An answer to the question waiting in session `key`'s chat: the option's number (alone or
+    /// after `/approve`), `/approve` (allow once) or `/deny`. Only the person whose message
+    /// started the run, or an owner, answers. False if the message is not an answer.
+    /// `addressed`: a direct chat, or the bot was mentioned (else a group member's stray number
+    /// is not taken as a refused answer).
+    pub(super) async fn answered(
+        &self,
+        key: &str,
+        sender: &str,
+        name: &str,
+        text: &str,
+        route: &Route,
+        addressed: bool,
+    ) -> bool {
+        let lower = text.to_lowercase();
+        let (command, arg) = lower.split_once(char::is_whitespace).map_or((lower.as_str(), ""), |(c, a)| (c, a.trim()));
+        let pick = |options: &[PermissionOption]| -> Option<Option<String>> {
+            let by_number =
+                |n: &str| n.parse::<usize>().ok().map(|n| options.get(n.wrapping_sub(1)).map(|o| o.id.clone()));
+            let of_kind = |kinds: &[OptionKind]| options.iter().find(|o| kinds.contains(&o.kind)).map(|o| o.id.clone());
+            match command {
+                "/approve" if arg.is_empty() => Some(of_kind(&[OptionKind::AllowOnce])),
+                "/approve" => by_number(arg).or(Some(None)),
+                "/deny" | "/reject" => Some(of_kind(&[OptionKind::RejectOnce, OptionKind::RejectAlways])),
+                n if arg.is_empty() => by_number(n),
+                _ => None,
+            }
+        };
+        enum Answer {
+            Chosen(String, String),
+            NotTheirs,
+            OutOfRange(usize),
+        }
+        let answer = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return false };
+            let Some(question) = &lane.question else { return false };
+            let Some(chosen) = pick(&question.options) else { return false };
+            if sender != lane.starter && !self.is_owner(sender) {
+                if !addressed && !command.starts_with('/') {
+                    return false;
+                }
+                Answer::NotTheirs
+            } else if let Some(chosen) = chosen {
+                let id = question.id.clone();
+                lane.question = None;
+                Answer::Chosen(id, chosen)
+            } else {
+                Answer::OutOfRange(question.options.len())
+            }
+        };
+        let (id, chosen) = match answer {
+            Answer::Chosen(id, chosen) => (id, chosen),
+            Answer::NotTheirs => {
+                self.say(route, "Only the person whose message started this can answer it.").await;
+                return true;
+            }
+            Answer::OutOfRange(n) => {
+                self.say(route, &format!("Answer with a number from 1 to {n}, or /deny.")).await;
+                return true;
+            }
+        };
+        let who = format!("{name} on {}", self.channel.id());
+        match self.gw.answer_question(&id, &chosen, &who) {
+            Ok(label) => self.say(route, &format!("{label}.")).await,
+            Err(e) => self.say(route, &format!("That question is no longer waiting ({e}).")).await,
+        }
+        true
+    }
+}
+
+impl<C: Channel> ChatAsker for Inbox<C> {
+    fn ask(&self, key: &str, id: &str, q: &ChatQuestion) {
+        let mut text = format!("Permission needed: {}\n", q.title);
+        if let Some(command) = &q.command {
+            text.push_str(&format!("\n```\n{command}\n```\n"));
+        }
+        for file in &q.files {
+            text.push_str(&format!("File: `{file}`\n"));
+        }
+        for shown in &q.texts {
+            // Quoted whole, up to what one message holds.
+            let mut shown = shown.clone();
+            if shown.chars().count() > 1500 {
+                shown = shown.chars().take(1500).collect::<String>() + "…";
+            }
+            text.push_str(&format!("\n```\n{}\n```\n", shown.replace("```", "'''")));
+        }
+        text.push('\n');
+        for (n, option) in q.options.iter().enumerate() {
+            text.push_str(&format!("{}. {}\n", n + 1, option.label));
+        }
+        let minutes = q.timeout.as_secs().div_ceil(60);
+        text.push_str(&format!(
+            "\nReply with the number (or /approve N, /deny). Without an answer in {minutes} min it is not run."
+        ));
+        let route = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return };
+            lane.question = Some(Question { id: id.to_owned(), options: q.options.clone() });
+            lane.route.clone()
+        };
+        if let Some(this) = self.me.upgrade() {
+            tokio::spawn(async move { this.say(&route, &text).await });
+        }
+    }
+
+    fn closed(&self, key: &str, id: &str, how: &str) {
+        let route = {
+            let mut lanes = lock(&self.lanes);
+            let Some(lane) = lanes.get_mut(key) else { return };
+            if lane.question.as_ref().is_none_or(|q| q.id != id) {
+                return; // answered here
+            }
+            lane.question = None;
+            lane.route.clone()
+        };
+        let how = how.to_owned();
+        if let Some(this) = self.me.upgrade() {
+            tokio::spawn(async move { this.say(&route, &how).await });
+        }
+    }
+}
