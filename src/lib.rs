@@ -46,6 +46,7 @@ pub mod gateway;
 pub mod history;
 pub mod http;
 pub mod mcp;
+pub mod openlang;
 pub mod providers;
 pub mod remote;
 pub mod rpc;

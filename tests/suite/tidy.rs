@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("sync", &[]),
     ("settings", &[]),
+    ("openlang", &[]),
     ("files", &[]),
     ("rpc", &["sync"]),
     ("config", &["settings", "files", "sync"]),
