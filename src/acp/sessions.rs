@@ -251,7 +251,7 @@ fn available_commands(extra: &[SessionCommand]) -> Vec<AvailableCommand> {
 
 /// A stored session as `session/list` shows it.
 pub(super) fn session_info(row: SessionSummary) -> SessionInfo {
-    let meta = json!({
+    let mut meta = json!({
         "createdAt": updates::iso(row.created_at),
         "model": row.model,
         "mode": row.mode,
@@ -260,6 +260,10 @@ pub(super) fn session_info(row: SessionSummary) -> SessionInfo {
         "outputTokens": row.output_tokens,
         "contextTokens": row.context_tokens,
     });
+    // A subagent: the session that spawned it.
+    if let Some(parent) = row.parent_id {
+        meta["parentId"] = json!(parent);
+    }
     let mut info = SessionInfo::new(row.id, row.cwd)
         .additional_directories(row.additional_dirs)
         .title(row.title)

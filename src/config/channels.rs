@@ -1,5 +1,6 @@
-//! The gateway's channel and skills sections of config.toml: `[channels.*]`, `[session]`,
-//! `[messages]` and `[skills]` (what they mean: docs/channels.md, docs/skills.md).
+//! The gateway's channel, skills and subagent sections of config.toml: `[channels.*]`,
+//! `[session]`, `[messages]`, `[skills]` and `[subagents]` (what they mean: docs/channels.md,
+//! docs/skills.md, docs/subagents.md).
 
 use serde::Deserialize;
 
@@ -134,4 +135,16 @@ pub struct SessionConfig {
     pub identity_links: std::collections::BTreeMap<String, Vec<String>>,
     /// `[session.send_policy]`.
     pub send_policy: Option<SendPolicyConfig>,
+}
+
+/// `[subagents]`: sessions the agent spawns (docs/subagents.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsConfig {
+    /// What agents speak to each other: `openlang` (default) or `plain`.
+    pub protocol: Option<String>,
+    /// Subagents running at once (default 8); more wait.
+    pub max_concurrent: Option<usize>,
+    /// A subagent's run is stopped after this long (default 600).
+    pub timeout_secs: Option<u64>,
 }

@@ -31,6 +31,7 @@ pub(super) struct FileConfig {
     pub(super) session: Option<SessionConfig>,
     pub(super) messages: Option<MessagesConfig>,
     pub(super) skills: Option<SkillsConfig>,
+    pub(super) subagents: Option<SubagentsConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -320,6 +320,8 @@ pub struct Config {
     pub messages: MessagesConfig,
     /// `[skills]`: which skills are offered.
     pub skills: SkillsConfig,
+    /// `[subagents]`: sessions the agent spawns.
+    pub subagents: SubagentsConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -488,6 +490,7 @@ impl Config {
             session: file.session.unwrap_or_default(),
             messages: file.messages.unwrap_or_default(),
             skills: file.skills.unwrap_or_default(),
+            subagents: file.subagents.unwrap_or_default(),
             load_error,
         }
     }

@@ -488,13 +488,14 @@ impl Gateway {
     /// Steers `text` into session `key`'s running turn (a channel's `steer` queue mode);
     /// resolves to whether the turn took it.
     pub fn steer(&self, key: &str, text: &str) -> impl std::future::Future<Output = bool> + Send + 'static {
-        let handle = self.open_handle(key);
+        // Sent now, so it reaches the session before anything that arrives after it.
+        let steered = self.open_handle(key).map(|handle| handle.steer(text.to_owned()));
         let text = text.to_owned();
         let key = key.to_owned();
         let hub = self.hub.clone();
         async move {
-            let Some(handle) = handle else { return false };
-            let taken = handle.steer(text.clone()).await;
+            let Some(steered) = steered else { return false };
+            let taken = steered.await;
             if taken {
                 hub.to_subscribers(
                     "session.message",

@@ -383,7 +383,11 @@ impl Parser {
                             c
                         }
                         None => {
-                            return Err(self.error(start, ErrorKind::Unclosed, "this string is never closed with `\"`"));
+                            return Err(self.error(
+                                start,
+                                ErrorKind::Unclosed,
+                                "this string is never closed with `\"`",
+                            ));
                         }
                     };
                     out.push(escaped);

@@ -11,6 +11,7 @@ mod mcp;
 pub mod op;
 mod persist;
 pub mod session;
+mod subagents;
 mod tool_calls;
 pub mod turn;
 
@@ -54,6 +55,7 @@ use crate::settings::Rule;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, Store, StoreError, now_ms};
 use crate::tools::host::AnyHost;
+use session::Outlet;
 
 /// Settings a session starts with; ops change them later.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +131,12 @@ pub(crate) struct Shared {
     swept: std::sync::atomic::AtomicBool,
     /// MCP servers, shared by the sessions that use the same ones.
     mcp: crate::mcp::Pool,
+    /// The sessions open in this process, by id (subagent tools reach them through it).
+    sessions: Mutex<std::collections::HashMap<String, SessionHandle>>,
+    /// Subagents running at once, at most `[subagents] max_concurrent`.
+    lane: tokio::sync::Semaphore,
+    /// Who waits on whom in `sessions_send` (a wait that would come back to its sender is refused).
+    waits: Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -160,6 +168,11 @@ impl Shared {
 
     pub(crate) fn host(&self) -> &Arc<dyn AnyHost> {
         &self.host
+    }
+
+    /// The open session `id`, if any.
+    pub(crate) fn session(&self, id: &str) -> Option<SessionHandle> {
+        lock(&self.sessions).get(id).cloned()
     }
 
     /// The shared HTTP client, built on first use (off the async thread: it reads the system's
@@ -204,6 +217,7 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// Creates the runtime: events go to `sink`, files, approvals and terminals through `host`.
     pub fn new(config: ConfigCell, sink: Arc<dyn EventSink>, host: Arc<dyn AnyHost>) -> Self {
+        let lane = config.get().subagents.max_concurrent.unwrap_or(subagents::LANE).max(1);
         let shared = Arc::new(Shared {
             config,
             http: OnceCell::new(),
@@ -214,6 +228,9 @@ impl Runtime {
             origin: "acp".into(),
             swept: Default::default(),
             mcp: crate::mcp::Pool::default(),
+            sessions: Mutex::default(),
+            lane: tokio::sync::Semaphore::new(lane),
+            waits: Mutex::default(),
         });
         Self { shared }
     }
@@ -245,12 +262,23 @@ impl Runtime {
     /// in memory only (logged; `/status` says so). `Exists`: a session with this id is stored —
     /// reopen it instead; `Busy`: another process is creating it or has it open.
     pub async fn create_session(&self, id: SessionId, settings: SessionSettings) -> Result<SessionHandle, CreateError> {
+        self.create(id, settings, None, Outlet::of(&self.shared)).await
+    }
+
+    /// A new session; `parent`: the session that spawned it (stored with it).
+    pub(crate) async fn create(
+        &self,
+        id: SessionId,
+        settings: SessionSettings,
+        parent: Option<String>,
+        outlet: Outlet,
+    ) -> Result<SessionHandle, CreateError> {
         use crate::store::CreateError as Stored;
         let store = match self.shared.store().await {
             Ok(store) => store,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "sessions cannot be saved; this one lives in memory only");
-                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory));
+                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory, outlet));
             }
         };
         let now = now_ms();
@@ -267,7 +295,7 @@ impl Runtime {
             input_tokens: 0,
             output_tokens: 0,
             context_tokens: 0,
-            parent_id: None,
+            parent_id: parent,
             origin: self.shared.origin.clone(),
             prompted: false,
         };
@@ -284,7 +312,7 @@ impl Runtime {
                 session::Stored::Memory
             }
         };
-        Ok(session::spawn(id, settings, self.shared.clone(), stored))
+        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet))
     }
 
     /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
@@ -375,8 +403,13 @@ impl Runtime {
             // A session whose first answer was cut off by a crash is listed once it is reopened.
             prompted: row.prompted || answered,
         };
-        let handle =
-            session::spawn(Arc::from(id), settings.clone(), self.shared.clone(), session::Stored::Restored(restored));
+        let handle = session::spawn(
+            Arc::from(id),
+            settings.clone(),
+            self.shared.clone(),
+            session::Stored::Restored(restored),
+            Outlet::of(&self.shared),
+        );
         Ok(LoadedSession {
             handle,
             settings,
@@ -556,6 +589,8 @@ pub struct SessionSummary {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub context_tokens: u64,
+    /// The session that spawned it (a subagent's parent).
+    pub parent_id: Option<String>,
 }
 
 impl From<SessionRow> for SessionSummary {
@@ -573,6 +608,7 @@ impl From<SessionRow> for SessionSummary {
             input_tokens: row.input_tokens,
             output_tokens: row.output_tokens,
             context_tokens: row.context_tokens,
+            parent_id: row.parent_id,
         }
     }
 }

@@ -83,7 +83,7 @@ impl SessionHandle {
     }
 
     /// Steers `text` into the running turn (see [`Op::Steer`]); resolves to whether it was taken.
-    pub fn steer(&self, text: String) -> impl std::future::Future<Output = bool> + Send + 'static {
+    pub fn steer(&self, text: String) -> impl std::future::Future<Output = bool> + Send + use<> {
         let (done, taken) = oneshot::channel();
         let sent = self.send(Op::Steer { text, done });
         async move { sent && taken.await.unwrap_or(false) }
@@ -139,7 +139,29 @@ pub(crate) enum Stored {
     Restored(Restored),
 }
 
-pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared>, stored: Stored) -> SessionHandle {
+/// Where a session's events go and what its tools reach the outside through: the surface's, or
+/// for a subagent its parent's, relabelled (`subagents.rs`).
+#[derive(Clone)]
+pub(crate) struct Outlet {
+    pub(crate) sink: Arc<dyn crate::runtime::EventSink>,
+    pub(crate) host: Arc<dyn crate::tools::host::AnyHost>,
+    /// A subagent: it gets no session tools (it cannot spawn in turn).
+    pub(crate) child: bool,
+}
+
+impl Outlet {
+    pub(crate) fn of(shared: &Shared) -> Self {
+        Self { sink: shared.sink.clone(), host: shared.host().clone(), child: false }
+    }
+}
+
+pub(crate) fn spawn(
+    id: SessionId,
+    settings: SessionSettings,
+    shared: Arc<Shared>,
+    stored: Stored,
+    outlet: Outlet,
+) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
     let network = shared.config().sandbox.network;
@@ -166,6 +188,7 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
         usage: Usage::default(),
         context_tokens: None,
         turns: 0,
+        outlet,
     };
     if let Some(r) = restored {
         session.conversation = r.conversation;
@@ -189,11 +212,15 @@ pub(crate) fn spawn(id: SessionId, settings: SessionSettings, shared: Arc<Shared
     };
     let closed = CancellationToken::new();
     let guard = closed.clone().drop_guard();
+    let handle = SessionHandle { id: id.clone(), ops: tx, closed, commands };
+    let registry = actor.session.shared.clone();
+    crate::sync::lock(&registry.sessions).insert(id.to_string(), handle.clone());
     tokio::spawn(async move {
         actor.run(rx).await;
+        crate::sync::lock(&registry.sessions).remove(&*id);
         drop(guard);
     });
-    SessionHandle { id, ops: tx, closed, commands }
+    handle
 }
 
 /// A session's state: what its turns and commands read and change.
@@ -217,13 +244,15 @@ pub(super) struct Session {
     /// The session's turns so far (model turns and the commands that change it), the number the
     /// transcript gives each.
     pub(super) turns: u64,
+    /// Where its events go; what its tools reach.
+    pub(super) outlet: Outlet,
 }
 
 impl Session {
     /// An emitter for `turn`; `recorded`: what it shows is saved for a reloaded session.
     pub(super) fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {
         Emitter {
-            sink: self.shared.sink.clone(),
+            sink: self.outlet.sink.clone(),
             session: self.id.clone(),
             turn,
             log: recorded.then(|| self.log.clone()),
@@ -461,6 +490,7 @@ impl Actor {
             accounting: session.accounting,
             mcp: session.mcp.clone(),
             steers: self.steers.clone(),
+            outlet: session.outlet.clone(),
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
         Some(Running { turn, seq, cancel, task, model: true })

@@ -53,6 +53,8 @@ pub(crate) struct CallEnv<'a> {
     pub config: Arc<Config>,
     /// Messages steered into the turn ([`crate::runtime::Op::Steer`]).
     pub steers: Arc<Steers>,
+    /// What the session's tools reach the outside through.
+    pub host: Arc<dyn crate::tools::host::AnyHost>,
 }
 
 /// Messages that arrived for a running turn: the model reads them after the current calls.
@@ -347,7 +349,7 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
         call_id: call.id.clone(),
         cwd: env.settings.cwd.clone(),
         roots: env.settings.roots(),
-        host: env.shared.host.clone(),
+        host: env.host.clone(),
         config: env.config.clone(),
         cancel: env.cancel.clone(),
         http: env.shared.http().await.ok(),
@@ -370,7 +372,7 @@ async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
             let call = lock(&ready.state).clone();
             let request = PermissionRequest { call, options };
             env.events.flush();
-            let answer = env.shared.host.request_permission(&env.events.session, &request, &env.cancel).await;
+            let answer = env.host.request_permission(&env.events.session, &request, &env.cancel).await;
             let chosen = match &answer {
                 PermissionAnswer::Selected(id) => request.options.iter().find(|o| &o.id == id).map(|o| o.kind),
                 PermissionAnswer::Cancelled => {

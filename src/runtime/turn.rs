@@ -36,6 +36,7 @@ pub(crate) struct TurnContext {
     pub accounting: Accounting,
     pub mcp: Arc<McpSet>,
     pub steers: Arc<tool_calls::Steers>,
+    pub outlet: super::session::Outlet,
 }
 
 pub(crate) struct TurnResult {
@@ -83,7 +84,7 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp, steers } = ctx;
+    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp, steers, outlet } = ctx;
     // `/server:prompt args`: an MCP server's prompt is sent in its place.
     if let Some(text) = slash_text(&conversation) {
         match mcp.expand(&text, &cancel).await {
@@ -114,7 +115,10 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
-    let mut registry = registry(&config, shared.host().can_message());
+    let mut registry = registry(&config, outlet.host.can_message());
+    if !outlet.child {
+        super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live);
+    }
     mcp.add_tools(&mut registry, &events, &cancel).await;
     let system = system_prompt(&config, &settings).text;
     let tools = registry.specs();
@@ -137,6 +141,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         cancel: cancel.clone(),
         config: config.clone(),
         steers,
+        host: outlet.host.clone(),
     };
     let mut turn = Turn {
         config: &config,

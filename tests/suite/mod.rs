@@ -26,6 +26,7 @@ mod session;
 mod sessions_cli;
 mod skills;
 mod streaming;
+mod subagents;
 mod tidy;
 mod tools;
 mod webchat;

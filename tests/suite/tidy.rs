@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "history",
             "store",
             "skills",
+            "openlang",
             "sync",
         ],
     ),

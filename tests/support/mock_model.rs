@@ -40,6 +40,10 @@ pub struct Reply {
     /// After the body, write this piece over and over until the client leaves (a stream that
     /// never ends).
     pub forever: Option<Vec<u8>>,
+    /// Served only to a request whose body contains this text (for sessions that run at once).
+    pub when: Option<String>,
+    /// Served only to a request whose body does not contain this text.
+    pub unless: Option<String>,
 }
 
 impl Reply {
@@ -84,7 +88,21 @@ impl Reply {
             delay: Duration::ZERO,
             stall_after: None,
             forever: None,
+            when: None,
+            unless: None,
         }
+    }
+
+    /// Served only to a request whose body contains `text`; replies without one go to any.
+    pub fn when(mut self, text: &str) -> Self {
+        self.when = Some(text.to_owned());
+        self
+    }
+
+    /// Served only to a request whose body does not contain `text`.
+    pub fn unless(mut self, text: &str) -> Self {
+        self.unless = Some(text.to_owned());
+        self
     }
 
     /// After the body, `piece` is written again and again until the client hangs up.
@@ -258,6 +276,7 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
     let reply = {
         let mut s = state.lock().unwrap();
         index = s.requests.len();
+        let text = String::from_utf8_lossy(&body).into_owned();
         s.requests.push(Recorded {
             method,
             path,
@@ -268,7 +287,11 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
             client_left: false,
             piece_times: Vec::new(),
         });
-        s.script.pop_front()
+        let at = s.script.iter().position(|r| {
+            r.when.as_ref().is_none_or(|w| text.contains(w.as_str()))
+                && r.unless.as_ref().is_none_or(|u| !text.contains(u.as_str()))
+        });
+        at.and_then(|at| s.script.remove(at))
     };
     let reply = reply.unwrap_or_else(|| {
         let mut r = Reply::sse(b"mock model: no scripted reply left".to_vec());

@@ -1,0 +1,787 @@
+//! Subagents and the session tools. `sessions_spawn` starts a child session
+//! (`agent:main:subagent:<uuid>`, stored with its parent) on a task in the background and returns
+//! at once; the child inherits the parent's workspace, mode and sandbox (never more), has no
+//! session tools itself, runs in a lane of `[subagents] max_concurrent` (8) with a time limit, and
+//! is cancelled with the parent turn that spawned it. The parent's client sees the child as a
+//! tool call of its own whose content follows the child's progress and ends with its result;
+//! the child's permission questions reach the parent's client, labelled with the child. When the
+//! child ends, its result is announced to the parent: steered into the running turn, or run as a
+//! new turn if the parent is idle. `sessions_send` talks to another open session (and waits for
+//! its answer, unless told not to; a wait that would come back to its sender is refused);
+//! `sessions_list` and `sessions_history` read the store. Agent-to-agent text that starts with
+//! `~openlang` is parsed first: a malformed message goes back to the sending model as `~err` with
+//! the position, and is not delivered.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::event::{Emitter, Event, EventKind, EventSink, SessionId, TurnOutcome};
+use super::op::{Op, TurnId};
+use super::session::{Outlet, SessionHandle};
+use super::{LiveState, Runtime, SessionSettings, Shared};
+use crate::history::input::UserBlock;
+use crate::history::replay::Shown;
+use crate::sync::lock;
+use crate::tools::host::{
+    AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
+    PermissionRequest, TerminalOutput, TerminalSpec,
+};
+use crate::tools::{Access, Action, Prepared, Registry, Tool, ToolCallState, ToolContent, ToolContext, ToolKind};
+use crate::tools::{ToolOutput, ToolStatus};
+
+/// Subagents running at once, unless configured.
+pub(crate) const LANE: usize = 8;
+/// A subagent's run is stopped after this long, unless configured or asked.
+const TIMEOUT: Duration = Duration::from_secs(600);
+/// How deep `sessions_send` waits may chain.
+const MAX_WAIT_CHAIN: usize = 5;
+
+/// Adds the session tools for a (top-level) session's turn.
+pub(crate) fn add_tools(
+    registry: &mut Registry,
+    shared: &Arc<Shared>,
+    events: &Emitter,
+    settings: &SessionSettings,
+    live: &Arc<LiveState>,
+) {
+    let me = Me {
+        shared: shared.clone(),
+        session: events.session.clone(),
+        turn: events.turn,
+        sink: events.sink.clone(),
+        settings: settings.clone(),
+        live: live.clone(),
+    };
+    let me = Arc::new(me);
+    registry.add(Arc::new(Spawn(me.clone())));
+    registry.add(Arc::new(Send(me.clone())));
+    registry.add(Arc::new(List(me.clone())));
+    registry.add(Arc::new(History(me)));
+}
+
+/// The session whose turn uses the tools.
+struct Me {
+    shared: Arc<Shared>,
+    session: SessionId,
+    turn: TurnId,
+    /// Where its events go.
+    sink: Arc<dyn EventSink>,
+    settings: SessionSettings,
+    live: Arc<LiveState>,
+}
+
+fn openlang_on(shared: &Shared) -> bool {
+    shared.config().subagents.protocol.as_deref() != Some("plain")
+}
+
+/// Parses agent-to-agent text that says it is OpenLang; the `~err` reply if it does not parse.
+fn check(text: &str) -> Result<(), String> {
+    if crate::openlang::is_openlang(text)
+        && let Err(e) = crate::openlang::parse(text)
+    {
+        return Err(format!(
+            "the message was not delivered: it does not parse as OpenLang. Fix it and send it again.\n{}",
+            e.to_openlang()
+        ));
+    }
+    Ok(())
+}
+
+/// The text shown to people for an agent-to-agent message: as sent, and decoded if OpenLang.
+fn shown(text: &str) -> String {
+    match crate::openlang::is_openlang(text).then(|| crate::openlang::parse(text)) {
+        Some(Ok(message)) => format!("{text}\n\nDecoded:\n{}", crate::openlang::explain(&message)),
+        _ => text.to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------- sessions_spawn
+
+struct Spawn(Arc<Me>);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnArgs {
+    /// What the subagent is to do: complete and self-contained (it does not see this conversation)
+    task: String,
+    /// A short name for it, shown to the user
+    label: Option<String>,
+    /// A model for it, as provider/model; default: this session's
+    model: Option<String>,
+    /// How much it reasons: off, low, medium or high
+    thinking: Option<String>,
+    /// Seconds before it is stopped
+    #[schemars(range(min = 1))]
+    timeout: Option<u64>,
+}
+
+impl Tool for Spawn {
+    const NAME: &'static str = "sessions_spawn";
+    type Args = SpawnArgs;
+
+    fn description(&self) -> String {
+        let protocol = if openlang_on(&self.0.shared) {
+            " Write the task in OpenLang (read the openlang skill first); the result comes back in OpenLang too."
+        } else {
+            ""
+        };
+        format!(
+            "Start a subagent: a child session that works on `task` in the background, in this workspace, with \
+             this session's permissions, and cannot spawn others. Returns at once with its session key; its \
+             result is announced to you when it ends (you may go on meanwhile). Use it for independent pieces \
+             of work that can run while you do something else.{protocol}"
+        )
+    }
+
+    async fn prepare(&self, args: SpawnArgs, ctx: &ToolContext) -> Result<Prepared, String> {
+        if args.task.trim().is_empty() {
+            return Err("`task` is empty".into());
+        }
+        check(&args.task)?;
+        let config = self.0.shared.config();
+        let model = match &args.model {
+            Some(m) => Some(config.resolve_model(m).map_err(|e| e.to_string())?.0),
+            None => None,
+        };
+        let reasoning = match args.thinking.as_deref() {
+            None => None,
+            Some("off" | "default" | "none") => Some(None),
+            Some(level) => Some(Some(
+                crate::settings::ReasoningEffort::parse(level)
+                    .ok_or_else(|| format!("`thinking` `{level}`: use off, low, medium or high"))?,
+            )),
+        };
+        let label = args.label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).unwrap_or_else(|| {
+            crate::history::input::title_of(&[UserBlock::text(args.task.clone())]).unwrap_or_default()
+        });
+        let timeout = args
+            .timeout
+            .map(Duration::from_secs)
+            .or(config.subagents.timeout_secs.map(Duration::from_secs))
+            .unwrap_or(TIMEOUT);
+        Ok(Prepared {
+            title: format!("Start subagent: {label}"),
+            kind: ToolKind::Other,
+            locations: Vec::new(),
+            preview: vec![ToolContent::Text(shown(&args.task))],
+            access: Access::default(),
+            action: Box::new(SpawnAction {
+                me: self.0.clone(),
+                task: args.task,
+                label,
+                model,
+                reasoning,
+                timeout,
+                host: ctx.host.clone(),
+            }),
+        })
+    }
+}
+
+struct SpawnAction {
+    me: Arc<Me>,
+    task: String,
+    label: String,
+    model: Option<crate::config::ModelRef>,
+    reasoning: Option<Option<crate::settings::ReasoningEffort>>,
+    timeout: Duration,
+    host: Arc<dyn AnyHost>,
+}
+
+impl Action for SpawnAction {
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let me = &self.me;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let key = format!("agent:main:subagent:{id}");
+        let mut settings = me.settings.clone();
+        settings.mode = me.live.mode();
+        if let Some(model) = self.model {
+            settings.model = model;
+        }
+        if let Some(reasoning) = self.reasoning {
+            settings.reasoning = reasoning;
+        }
+        let link = Arc::new(Link {
+            parent: me.session.clone(),
+            turn: me.turn,
+            key: key.clone(),
+            label: self.label.clone(),
+            sink: me.sink.clone(),
+            call: Mutex::new(ToolCallState {
+                id: format!("subagent-{id}"),
+                name: "subagent".into(),
+                title: format!("Subagent {}", self.label),
+                kind: ToolKind::Other,
+                status: ToolStatus::InProgress,
+                locations: Vec::new(),
+                raw_input: json!({"sessionKey": key, "task": self.task}),
+                content: Vec::new(),
+                raw_output: None,
+                streams_output: false,
+            }),
+            progress: Mutex::default(),
+        });
+        let outlet = Outlet {
+            sink: Arc::new(ChildSink(link.clone())),
+            host: Arc::new(ChildHost { inner: self.host, parent: me.session.to_string(), label: self.label.clone() }),
+            child: true,
+        };
+        let runtime = Runtime { shared: me.shared.clone() };
+        let handle = match runtime.create(Arc::from(key.as_str()), settings, Some(me.session.to_string()), outlet).await
+        {
+            Ok(handle) => handle,
+            Err(e) => return ToolOutput::error(format!("the subagent could not start: {e:?}")),
+        };
+        link.show_start(&self.task);
+        tokio::spawn(run_child(me.shared.clone(), handle, link, self.task, self.timeout, ctx.cancel.clone()));
+        let answer = json!({"status": "accepted", "sessionKey": key, "label": self.label});
+        ToolOutput::ok(
+            answer.to_string(),
+            vec![ToolContent::Text(format!("Started subagent `{}` ({key}).", self.label))],
+        )
+    }
+}
+
+/// A running subagent as its parent sees it.
+struct Link {
+    parent: SessionId,
+    /// The parent turn that spawned it (its tool call belongs to it).
+    turn: TurnId,
+    key: String,
+    label: String,
+    /// The parent's events.
+    sink: Arc<dyn EventSink>,
+    /// The child as a tool call of the parent.
+    call: Mutex<ToolCallState>,
+    progress: Mutex<Progress>,
+}
+
+#[derive(Default)]
+struct Progress {
+    tool_calls: usize,
+    last: Option<String>,
+    /// The child's text since its last tool call: its answer, once it ends.
+    text: String,
+}
+
+impl Link {
+    fn show(&self, kind: fn(ToolCallState) -> EventKind) {
+        let state = lock(&self.call).clone();
+        self.sink.emit(Event { session: self.parent.clone(), turn: self.turn, kind: kind(state) });
+        self.sink.flush();
+    }
+
+    fn show_start(&self, task: &str) {
+        lock(&self.call).content = vec![ToolContent::Text(format!("Task:\n{}", shown(task)))];
+        self.show(EventKind::ToolCall);
+    }
+
+    fn progressed(&self) {
+        let line = {
+            let p = lock(&self.progress);
+            match &p.last {
+                Some(last) => format!(
+                    "Working: {} tool call{}; last: {last}",
+                    p.tool_calls,
+                    if p.tool_calls == 1 { "" } else { "s" }
+                ),
+                None => "Working…".to_owned(),
+            }
+        };
+        {
+            let mut call = lock(&self.call);
+            call.content.truncate(1);
+            call.content.push(ToolContent::Text(line));
+        }
+        self.show(EventKind::ToolCallUpdate);
+    }
+
+    fn finish(&self, status: ToolStatus, summary: &str, result: &str) {
+        {
+            let mut call = lock(&self.call);
+            call.status = status;
+            call.content.truncate(1);
+            call.content.push(ToolContent::Text(summary.to_owned()));
+            if !result.is_empty() {
+                call.content.push(ToolContent::Text(format!("Result:\n{}", shown(result))));
+            }
+            call.raw_output = Some(json!({"status": summary, "result": result}));
+        }
+        self.show(EventKind::ToolCallUpdate);
+    }
+}
+
+/// A subagent's events: kept from its parent's client, except as progress of its tool call.
+struct ChildSink(Arc<Link>);
+
+impl EventSink for ChildSink {
+    fn emit(&self, event: Event) {
+        match event.kind {
+            EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(&text),
+            EventKind::ToolCall(state) => {
+                {
+                    let mut p = lock(&self.0.progress);
+                    p.tool_calls += 1;
+                    p.last = Some(state.title.clone());
+                    p.text.clear();
+                }
+                self.0.progressed();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How a subagent's run ended.
+enum Ended {
+    Done(Option<TurnOutcome>),
+    TimedOut,
+    /// With the parent's turn.
+    Cancelled,
+}
+
+async fn run_child(
+    shared: Arc<Shared>,
+    child: SessionHandle,
+    link: Arc<Link>,
+    task: String,
+    timeout: Duration,
+    parent_turn: CancellationToken,
+) {
+    let started = Instant::now();
+    let permit = tokio::select! {
+        permit = shared.lane.acquire() => permit.ok(),
+        () = parent_turn.cancelled() => None,
+    };
+    let ended = match permit {
+        None => Ended::Cancelled,
+        Some(_permit) => {
+            let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let intro = if openlang_on(&shared) && crate::openlang::is_openlang(&task) {
+                "[A task from another agent session. Work on it; your final answer goes back to that agent. Answer in OpenLang (the openlang skill says how).]"
+            } else {
+                "[A task from another agent session. Work on it; your final answer goes back to that agent.]"
+            };
+            let outcome = child.prompt(turn, vec![UserBlock::text(format!("{intro}\n\n{task}"))]);
+            tokio::pin!(outcome);
+            tokio::select! {
+                o = &mut outcome => Ended::Done(o),
+                () = tokio::time::sleep(timeout) => {
+                    child.send(Op::CancelTurn(turn));
+                    let _ = outcome.await;
+                    Ended::TimedOut
+                }
+                () = parent_turn.cancelled() => {
+                    child.send(Op::CancelTurn(turn));
+                    let _ = outcome.await;
+                    Ended::Cancelled
+                }
+            }
+        }
+    };
+    let result = std::mem::take(&mut lock(&link.progress).text).trim().to_owned();
+    let tools = lock(&link.progress).tool_calls;
+    let secs = started.elapsed().as_secs_f64();
+    let (status, how) = match &ended {
+        Ended::Done(Some(TurnOutcome::Stopped { .. })) => (ToolStatus::Completed, "finished".to_owned()),
+        Ended::Done(Some(TurnOutcome::Failed { error, .. })) => {
+            (ToolStatus::Failed, format!("failed: {}", error.message))
+        }
+        Ended::Done(None) => (ToolStatus::Failed, "stopped unexpectedly".to_owned()),
+        Ended::TimedOut => (ToolStatus::Failed, format!("was stopped after {} s (its time limit)", timeout.as_secs())),
+        Ended::Cancelled => (ToolStatus::Failed, "was cancelled with the turn that started it".to_owned()),
+    };
+    let summary = format!(
+        "Subagent `{}` {how} ({secs:.1} s, {tools} tool call{}).",
+        link.label,
+        if tools == 1 { "" } else { "s" }
+    );
+    link.finish(status, &summary, &result);
+    child.send(Op::Shutdown);
+    if matches!(ended, Ended::Cancelled) {
+        return; // the user stopped the parent: nothing to announce
+    }
+    // The announcement: into the parent's running turn, else a turn of its own.
+    let Some(parent) = shared.session(&link.parent) else {
+        tracing::info!(parent = %link.parent, "a subagent ended after its parent closed");
+        return;
+    };
+    let text = format!(
+        "[Subagent announcement — not from the user. {summary} Session: {}.]\n{}",
+        link.key,
+        if result.is_empty() { "(It gave no answer.)".to_owned() } else { result }
+    );
+    if !parent.steer(text.clone()).await {
+        let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(parent.prompt(turn, vec![UserBlock::text(text)]));
+    }
+}
+
+/// The parent's host, for a child: files and terminals as the parent's session; questions to the
+/// parent's client, labelled with the child.
+struct ChildHost {
+    inner: Arc<dyn AnyHost>,
+    parent: String,
+    label: String,
+}
+
+impl Host for ChildHost {
+    async fn read_text_file(
+        &self,
+        _session: &str,
+        path: &std::path::Path,
+        range: Option<LineRange>,
+        cancel: &CancellationToken,
+    ) -> Result<String, FsError> {
+        self.inner.read_text_file(&self.parent, path, range, cancel).await
+    }
+
+    async fn write_text_file(
+        &self,
+        _session: &str,
+        path: &std::path::Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), FsError> {
+        self.inner.write_text_file(&self.parent, path, content, cancel).await
+    }
+
+    async fn request_permission(
+        &self,
+        _session: &str,
+        request: &PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> PermissionAnswer {
+        let mut request = request.clone();
+        request.call.title = format!("[subagent {}] {}", self.label, request.call.title);
+        self.inner.request_permission(&self.parent, &request, cancel).await
+    }
+
+    async fn elicit(
+        &self,
+        _session: &str,
+        call_id: &str,
+        request: &ElicitRequest,
+        cancel: &CancellationToken,
+    ) -> ElicitAnswer {
+        self.inner.elicit(&self.parent, call_id, request, cancel).await
+    }
+
+    fn can_message(&self) -> bool {
+        self.inner.can_message()
+    }
+
+    fn own_chat(&self, _session: &str) -> Option<ChatTarget> {
+        self.inner.own_chat(&self.parent)
+    }
+
+    async fn send_message(&self, _session: &str, target: &ChatTarget, text: &str) -> Result<(), String> {
+        self.inner.send_message(&self.parent, target, text).await
+    }
+
+    fn has_terminals(&self) -> bool {
+        self.inner.has_terminals()
+    }
+
+    async fn create_terminal(
+        &self,
+        _session: &str,
+        spec: &TerminalSpec,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        self.inner.create_terminal(&self.parent, spec, cancel).await
+    }
+
+    async fn wait_for_terminal_exit(
+        &self,
+        _session: &str,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ExitStatus, String> {
+        self.inner.wait_for_terminal_exit(&self.parent, id, cancel).await
+    }
+
+    async fn terminal_output(&self, _session: &str, id: &str) -> Result<TerminalOutput, String> {
+        self.inner.terminal_output(&self.parent, id).await
+    }
+
+    async fn kill_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
+        self.inner.kill_terminal(&self.parent, id).await
+    }
+
+    async fn release_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
+        self.inner.release_terminal(&self.parent, id).await
+    }
+}
+
+// ---------------------------------------------------------------- sessions_send
+
+struct Send(Arc<Me>);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SendArgs {
+    /// The session to write to (a subagent's key, or another open session's)
+    #[serde(rename = "sessionKey")]
+    session_key: String,
+    message: String,
+    /// Wait for its answer (default true); false returns at once
+    wait: Option<bool>,
+    /// Seconds to wait for the answer (default 300)
+    #[schemars(range(min = 1))]
+    timeout: Option<u64>,
+}
+
+impl Tool for Send {
+    const NAME: &'static str = "sessions_send";
+    type Args = SendArgs;
+
+    fn description(&self) -> String {
+        "Send a message to another open session (e.g. a subagent you started) and, unless `wait` is false, \
+         get its answer back."
+            .into()
+    }
+
+    async fn prepare(&self, args: SendArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
+        let target = args.session_key.trim().to_owned();
+        if target == *self.0.session {
+            return Err("that is this session".into());
+        }
+        check(&args.message)?;
+        if self.0.shared.session(&target).is_none() {
+            return Err(format!("no session `{target}` is open (sessions_list shows the sessions)"));
+        }
+        Ok(Prepared {
+            title: format!("Message session {target}"),
+            kind: ToolKind::Other,
+            locations: Vec::new(),
+            preview: vec![ToolContent::Text(shown(&args.message))],
+            access: Access::default(),
+            action: Box::new(SendAction {
+                me: self.0.clone(),
+                target,
+                message: args.message,
+                wait: args.wait.unwrap_or(true),
+                timeout: Duration::from_secs(args.timeout.unwrap_or(300)),
+            }),
+        })
+    }
+}
+
+struct SendAction {
+    me: Arc<Me>,
+    target: String,
+    message: String,
+    wait: bool,
+    timeout: Duration,
+}
+
+impl Action for SendAction {
+    async fn run(self, ctx: &ToolContext) -> ToolOutput {
+        let me = &self.me;
+        let Some(target) = me.shared.session(&self.target) else {
+            return ToolOutput::error(format!("session `{}` closed", self.target));
+        };
+        let sender = me.session.to_string();
+        if self.wait {
+            let mut waits = lock(&me.shared.waits);
+            // Follow who the target waits on: a chain back to us would never end.
+            let mut at = self.target.clone();
+            for _ in 0..=MAX_WAIT_CHAIN {
+                if at == sender {
+                    return ToolOutput::error(format!(
+                        "`{}` is waiting on this session already; answer it instead of waiting on it",
+                        self.target
+                    ));
+                }
+                match waits.get(&at) {
+                    Some(next) => at = next.clone(),
+                    None => break,
+                }
+            }
+            if waits.len() >= MAX_WAIT_CHAIN * 4 {
+                return ToolOutput::error("too many sessions are waiting on each other; try again later");
+            }
+            waits.insert(sender.clone(), self.target.clone());
+        }
+        let turn = me.shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let text = format!("[A message from agent session {sender}; your answer goes back to it.]\n\n{}", self.message);
+        let outcome = target.prompt(turn, vec![UserBlock::text(text)]);
+        if !self.wait {
+            tokio::spawn(outcome);
+            return ToolOutput::ok(json!({"status": "accepted"}).to_string(), Vec::new());
+        }
+        let waited = tokio::select! {
+            o = outcome => Some(o),
+            () = tokio::time::sleep(self.timeout) => None,
+            () = ctx.cancel.cancelled() => None,
+        };
+        lock(&me.shared.waits).remove(&sender);
+        match waited {
+            None => {
+                target.send(Op::CancelTurn(turn));
+                ToolOutput::error(format!("no answer from `{}` in time; its turn was stopped", self.target))
+            }
+            Some(Some(TurnOutcome::Stopped { .. })) => {
+                let runtime = Runtime { shared: me.shared.clone() };
+                let answer = last_answer(&runtime, &self.target).await.unwrap_or_default();
+                ToolOutput::ok(answer.clone(), vec![ToolContent::Text(shown(&answer))])
+            }
+            Some(Some(TurnOutcome::Failed { error, .. })) => {
+                ToolOutput::error(format!("`{}` failed: {}", self.target, error.message))
+            }
+            Some(None) => ToolOutput::error(format!("`{}` closed", self.target)),
+        }
+    }
+}
+
+/// A session's last answer (its text after the last user message), from its transcript.
+async fn last_answer(runtime: &Runtime, key: &str) -> Option<String> {
+    let shown = runtime.history(key).await.ok().flatten()?;
+    let mut answer = String::new();
+    for item in shown {
+        match item {
+            Shown::User { .. } => answer.clear(),
+            Shown::Text { text, .. } => answer.push_str(&text),
+            Shown::Tool(_) => answer.clear(),
+            _ => {}
+        }
+    }
+    Some(answer.trim().to_owned())
+}
+
+// ---------------------------------------------------------------- sessions_list, sessions_history
+
+struct List(Arc<Me>);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// At most this many (default 20)
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<u64>,
+    /// Only the subagents this session started
+    children: Option<bool>,
+}
+
+impl Tool for List {
+    const NAME: &'static str = "sessions_list";
+    type Args = ListArgs;
+
+    fn description(&self) -> String {
+        "List sessions, most recent first: key, title, whether it is open, the session that started it.".into()
+    }
+
+    async fn prepare(&self, args: ListArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
+        Ok(Prepared {
+            title: "List sessions".into(),
+            kind: ToolKind::Read,
+            locations: Vec::new(),
+            preview: Vec::new(),
+            access: Access::default(),
+            action: Box::new(ListAction {
+                me: self.0.clone(),
+                limit: args.limit.unwrap_or(20).clamp(1, 200) as usize,
+                children: args.children.unwrap_or(false),
+            }),
+        })
+    }
+}
+
+struct ListAction {
+    me: Arc<Me>,
+    limit: usize,
+    children: bool,
+}
+
+impl Action for ListAction {
+    async fn run(self, _ctx: &ToolContext) -> ToolOutput {
+        let runtime = Runtime { shared: self.me.shared.clone() };
+        let page = match runtime.list_sessions(None, None, if self.children { 200 } else { self.limit }).await {
+            Ok(page) => page,
+            Err(e) => return ToolOutput::error(format!("the sessions cannot be listed: {e:?}")),
+        };
+        let rows: Vec<serde_json::Value> = page
+            .sessions
+            .into_iter()
+            .filter(|s| !self.children || s.parent_id.as_deref() == Some(&*self.me.session))
+            .take(self.limit)
+            .map(|s| {
+                json!({"sessionKey": s.id, "title": s.title, "open": self.me.shared.session(&s.id).is_some(),
+                    "parent": s.parent_id, "updatedAt": s.updated_at})
+            })
+            .collect();
+        ToolOutput::ok(serde_json::to_string_pretty(&rows).unwrap_or_default(), Vec::new())
+    }
+}
+
+struct History(Arc<Me>);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HistoryArgs {
+    #[serde(rename = "sessionKey")]
+    session_key: String,
+    /// The last this many messages (default 20)
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<u64>,
+}
+
+impl Tool for History {
+    const NAME: &'static str = "sessions_history";
+    type Args = HistoryArgs;
+
+    fn description(&self) -> String {
+        "Read another session's conversation: its messages, and its tool calls by title.".into()
+    }
+
+    async fn prepare(&self, args: HistoryArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
+        Ok(Prepared {
+            title: format!("Read session {}", args.session_key),
+            kind: ToolKind::Read,
+            locations: Vec::new(),
+            preview: Vec::new(),
+            access: Access::default(),
+            action: Box::new(HistoryAction {
+                me: self.0.clone(),
+                key: args.session_key,
+                limit: args.limit.unwrap_or(20).clamp(1, 200) as usize,
+            }),
+        })
+    }
+}
+
+struct HistoryAction {
+    me: Arc<Me>,
+    key: String,
+    limit: usize,
+}
+
+impl Action for HistoryAction {
+    async fn run(self, _ctx: &ToolContext) -> ToolOutput {
+        let runtime = Runtime { shared: self.me.shared.clone() };
+        let shown = match runtime.history(&self.key).await {
+            Ok(Some(shown)) => shown,
+            Ok(None) => return ToolOutput::error(format!("no session `{}`", self.key)),
+            Err(e) => return ToolOutput::error(format!("the session cannot be read: {e}")),
+        };
+        let mut lines: Vec<String> = Vec::new();
+        for item in shown {
+            match item {
+                Shown::User { blocks, .. } => {
+                    lines.push(format!("user: {}", crate::history::input::plain_text(&blocks)))
+                }
+                Shown::Text { text, .. } => match lines.last_mut() {
+                    Some(last) if last.starts_with("assistant: ") => last.push_str(&text),
+                    _ => lines.push(format!("assistant: {text}")),
+                },
+                Shown::Tool(call) => lines.push(format!("tool: {} ({:?})", call.title, call.status)),
+                Shown::Notice { text, .. } => lines.push(format!("note: {text}")),
+                _ => {}
+            }
+        }
+        let skip = lines.len().saturating_sub(self.limit);
+        ToolOutput::ok(lines[skip..].join("\n"), Vec::new())
+    }
+}

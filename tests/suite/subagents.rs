@@ -1,0 +1,173 @@
+//! Subagents through an editor: a scripted parent spawns children; a child's permission question
+//! reaches the editor under the parent's session, labelled with the child; the child shows as a
+//! tool call of the parent that ends with its result; the result is announced to the idle parent,
+//! which answers on its own; the child is listed with its parent and has no session tools; a child
+//! past its time limit is stopped and announced; one spawned by a cancelled turn is cancelled with
+//! it; a malformed OpenLang task comes back to the model as `~err`.
+
+use serde_json::{Value, json};
+
+use crate::support::agent::Agent;
+use crate::support::mock_model::{MockModel, Reply};
+use crate::support::options_for;
+use crate::support::script::{calls, offered_tools, result_for, text};
+
+/// Parent requests are told apart by the tool only they are offered.
+const PARENT: &str = "\"name\":\"sessions_spawn\"";
+
+fn parent(reply: Reply) -> Reply {
+    reply.when(PARENT)
+}
+
+fn child(marker: &str, reply: Reply) -> Reply {
+    reply.when(marker).unless(PARENT)
+}
+
+fn update(m: &Value) -> &Value {
+    &m["params"]["update"]
+}
+
+#[test]
+fn a_child_asks_through_the_parent_shows_its_progress_and_is_announced_to_the_idle_parent() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({}));
+    assert_eq!(agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}))["result"], json!({}));
+
+    let task = "TASK-A: write a.txt saying hello";
+    mock.push(parent(calls("anthropic", &[("s1", "sessions_spawn", json!({"task": task, "label": "writer"}))])));
+    mock.push(parent(text("anthropic", "Started the writer.")));
+    mock.push(child("TASK-A", calls("anthropic", &[("w1", "write", json!({"path": "a.txt", "content": "hello"}))])));
+    mock.push(child("TASK-A", text("anthropic", "Wrote a.txt.")));
+    mock.push(text("anthropic", "The writer is done.").when("Subagent announcement"));
+
+    let id = agent.send_request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "delegate"}]}),
+    );
+    let (mut answered, mut asked, mut announced) = (false, false, false);
+    let mut child_call: Option<Value> = None;
+    while !(answered && asked && announced) {
+        let m = agent.recv();
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+            answered = true;
+        } else if m["method"] == "session/request_permission" {
+            let params = &m["params"];
+            assert_eq!(params["sessionId"], json!(session), "asked under the parent's session: {m}");
+            let title = params["toolCall"]["title"].as_str().unwrap();
+            assert!(title.starts_with("[subagent writer] "), "{title}");
+            agent.respond(&m["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}));
+            asked = true;
+        } else if m["method"] == "session/update" {
+            assert_eq!(m["params"]["sessionId"], json!(session), "only the parent's session is shown: {m}");
+            let u = update(&m);
+            if u["toolCallId"].as_str().is_some_and(|c| c.starts_with("subagent-")) {
+                child_call = Some(u.clone());
+            }
+            if u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "The writer is done." {
+                announced = true;
+            }
+        }
+    }
+    assert_eq!(std::fs::read_to_string(cwd.path().join("a.txt")).unwrap(), "hello");
+    let last = child_call.expect("the child is shown as a tool call");
+    assert_eq!(last["status"], "completed", "{last}");
+    let shown = last["content"].to_string();
+    assert!(shown.contains("Subagent `writer` finished") && shown.contains("Wrote a.txt."), "{shown}");
+
+    // The child: offered no session tools, told its task; its result reached the parent.
+    let requests = mock.requests();
+    let child_first = requests.iter().find(|r| !r.body.to_string().contains(PARENT)).unwrap();
+    let offered = offered_tools("anthropic", &child_first.body);
+    assert!(
+        offered.contains(&"write".to_owned()) && !offered.iter().any(|t| t.starts_with("sessions_")),
+        "{offered:?}"
+    );
+    assert!(child_first.body.to_string().contains("A task from another agent session"));
+    let announce = requests.iter().find(|r| r.body.to_string().contains("Subagent announcement")).unwrap();
+    assert!(announce.body.to_string().contains("Wrote a.txt."));
+    let spawned = result_for("anthropic", &requests[1].body, "s1");
+    let spawned: Value = serde_json::from_str(&spawned).unwrap();
+    let key = spawned["sessionKey"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("agent:main:subagent:") && spawned["status"] == "accepted", "{spawned}");
+
+    // Listed with its parent.
+    let list = agent.request("session/list", json!({}));
+    let rows = list["result"]["sessions"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["sessionId"] == json!(key)).unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(row["_meta"]["parentId"], json!(session), "{row}");
+}
+
+#[test]
+fn limits_a_timed_out_child_is_announced_a_cancelled_turn_takes_its_child_and_bad_openlang_comes_back() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({}));
+
+    // A child that never answers, with a one-second limit; a task in broken OpenLang.
+    let broken = "~openlang\n?fnd @fs {p:\"src";
+    mock.push(parent(calls(
+        "anthropic",
+        &[
+            ("s1", "sessions_spawn", json!({"task": "TASK-B: think forever", "label": "slow", "timeout": 1})),
+            ("s2", "sessions_spawn", json!({"task": broken})),
+        ],
+    )));
+    mock.push(parent(text("anthropic", "One started.")));
+    mock.push(child("TASK-B", text("anthropic", "Thinking").stall_after(3)));
+    mock.push(text("anthropic", "The slow one ran out of time.").when("Subagent announcement"));
+    let (updates, response) = agent.prompt(&session, "start them");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let rejected = result_for("anthropic", &mock.requests()[1].body, "s2");
+    assert!(rejected.contains("~err {code:E_PARSE lvl:warn kind:unclosed ln:2 col:13"), "{rejected}");
+    assert!(updates.iter().all(|u| u["toolCallId"] != "s2" || u["status"] != "completed"));
+    loop {
+        let m = agent.recv();
+        let u = update(&m);
+        if u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "The slow one ran out of time." {
+            break;
+        }
+    }
+    let announce = mock.requests().into_iter().find(|r| r.body.to_string().contains("Subagent announcement")).unwrap();
+    assert!(announce.body.to_string().contains("was stopped after 1 s (its time limit)"), "{}", announce.body);
+
+    // A child of a turn that is cancelled is cancelled with it, and nothing is announced.
+    let before = mock.requests().len();
+    mock.push(parent(calls(
+        "anthropic",
+        &[("s3", "sessions_spawn", json!({"task": "TASK-C: stall", "label": "doomed"}))],
+    )));
+    mock.push(parent(text("anthropic", "Waiting").stall_after(3)));
+    mock.push(child("TASK-C", text("anthropic", "Working").stall_after(3)));
+    let id = agent
+        .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}));
+    mock.wait_requests(before + 3);
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (mut ended, mut cancelled_child) = (false, false);
+    while !(ended && cancelled_child) {
+        let m = agent.recv();
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            assert_eq!(m["result"]["stopReason"], "cancelled", "{m}");
+            ended = true;
+            continue;
+        }
+        let u = update(&m);
+        if u["toolCallId"].as_str().is_some_and(|c| c.starts_with("subagent-")) && u["status"] == "failed" {
+            assert!(u["content"].to_string().contains("was cancelled with the turn that started it"), "{u}");
+            cancelled_child = true;
+        }
+    }
+    let child_request = mock
+        .requests()
+        .iter()
+        .position(|r| r.body.to_string().contains("TASK-C") && !r.body.to_string().contains(PARENT))
+        .unwrap();
+    assert!(mock.wait_done(child_request).client_left, "the child's request was dropped");
+    assert_eq!(mock.requests().len(), before + 3, "no announcement turn for a cancelled child");
+    assert!(!mock.requests().iter().any(|r| r.body.to_string().contains("`doomed` was cancelled")));
+}
