@@ -44,26 +44,40 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok().or_else(|| config.gateway.token.clone()),
     }
     .filter(|t| !t.is_empty());
-    let workspace = match args.workspace.or_else(|| config.gateway.workspace.clone()) {
-        Some(dir) => std::path::absolute(&dir).map_err(|e| format!("--workspace: {e}"))?,
-        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    let (workspace, named) = match (args.workspace, &config.gateway.workspace) {
+        (Some(dir), _) => (std::path::absolute(&dir).map_err(|e| format!("--workspace: {e}"))?, "--workspace"),
+        (None, Some(dir)) => {
+            // `~/project` as a shell would read it.
+            let dir = match dir.strip_prefix("~") {
+                Ok(rest) => std::env::var_os("HOME").map_or_else(|| dir.clone(), |home| PathBuf::from(home).join(rest)),
+                Err(_) => dir.clone(),
+            };
+            (std::path::absolute(&dir).map_err(|e| format!("[gateway] workspace: {e}"))?, "[gateway] workspace")
+        }
+        (None, None) => {
+            (std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?, "the current directory")
+        }
     };
     if !workspace.is_dir() {
-        return Err(format!("--workspace {}: not a directory", workspace.display()));
+        return Err(format!("{named} {}: not a directory", workspace.display()));
     }
-    let approval_timeout = config
-        .gateway
-        .approval_timeout_secs
-        .map_or(crate::gateway::DEFAULT_APPROVAL_TIMEOUT, std::time::Duration::from_secs);
+    let approval_timeout = match config.gateway.approval_timeout_secs {
+        Some(0) => return Err("[gateway] approval_timeout_secs must be at least 1".into()),
+        Some(secs) => std::time::Duration::from_secs(secs),
+        None => crate::gateway::DEFAULT_APPROVAL_TIMEOUT,
+    };
     Ok(Options { listen, token, workspace, approval_timeout })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {
     let config = Config::load();
-    if let Some(err) = &config.load_error {
-        tracing::error!("{err}");
-    }
-    let options = match options(args, &config) {
+    // A gateway runs unattended: it does not start on a configuration it could not read (it
+    // would run without its token, channels and limits).
+    let checked = match &config.load_error {
+        Some(err) => Err(format!("{err}\nfix the configuration and start again")),
+        None => options(args, &config),
+    };
+    let options = match checked {
         Ok(o) => o,
         Err(e) => {
             #[allow(clippy::print_stderr)]

@@ -121,8 +121,13 @@ pub fn pairing(command: PairingCommand, t: &GatewayTarget) -> ExitCode {
             })
         }
         PairingCommand::Reject { channel, code } => {
-            ask(options, "pairing.reject", json!({"channel": channel, "code": code}))
-                .map(|r| format!("Rejected the code of {} ({}).", r["name"].as_str().unwrap_or_default(), r["peer"]))
+            ask(options, "pairing.reject", json!({"channel": channel, "code": code})).map(|r| {
+                format!(
+                    "Rejected the code of {} ({}).",
+                    r["name"].as_str().unwrap_or_default(),
+                    r["peer"].as_str().unwrap_or_default()
+                )
+            })
         }
     })
 }

@@ -21,6 +21,9 @@ pub struct TelegramConfig {
     pub api_base_url: Option<String>,
     /// `pairing` (default), `allowlist` or `open`.
     pub dm_policy: Option<String>,
+    /// Who may use the bot in groups: `allowlist` (default: those allowed in direct chats —
+    /// `allow_from` and approved pairings), `open` (anyone who mentions it) or `disabled`.
+    pub group_policy: Option<String>,
     /// Telegram user ids (as strings) always allowed.
     #[serde(default)]
     pub allow_from: Vec<String>,

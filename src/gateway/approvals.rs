@@ -28,8 +28,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A chat where a session's questions are asked (the channel conversation its runs come from).
 pub trait ChatAsker: Send + Sync {
-    /// Posts question `id` of session `key` in the chat.
-    fn ask(&self, key: &str, id: &str, question: &ChatQuestion);
+    /// Posts question `id` of session `key` in the chat; false if it cannot be asked there.
+    fn ask(&self, key: &str, id: &str, question: &ChatQuestion) -> bool;
     /// Question `id` was answered elsewhere, expired or was withdrawn: `how` says which.
     fn closed(&self, key: &str, id: &str, how: &str);
 }
@@ -86,10 +86,7 @@ impl Approvals {
         request: &PermissionRequest,
         cancel: &CancellationToken,
     ) -> PermissionAnswer {
-        let chat = self.chat(key);
-        if chat.is_none() && !hub.has_approver() {
-            return PermissionAnswer::Unaskable(UNASKABLE.into());
-        }
+        let mut chat = self.chat(key);
         let id = uuid::Uuid::new_v4().to_string();
         let call = &request.call;
         let command = call.raw_input.get("command").and_then(Value::as_str).unwrap_or(&call.title);
@@ -112,7 +109,7 @@ impl Approvals {
             Pending { key: key.to_owned(), event: event.clone(), options: request.options.clone(), answer },
         );
         hub.to_approvers("exec.approval.requested", &event);
-        if let Some(chat) = &chat {
+        if let Some(asker) = chat.clone() {
             let files = call
                 .content
                 .iter()
@@ -138,7 +135,13 @@ impl Approvals {
                 options: request.options.clone(),
                 timeout: self.timeout,
             };
-            chat.ask(key, &id, &question);
+            if !asker.ask(key, &id, &question) {
+                chat = None;
+            }
+        }
+        if chat.is_none() && !hub.has_approver() {
+            lock(&self.pending).remove(&id);
+            return PermissionAnswer::Unaskable(UNASKABLE.into());
         }
         let outcome = tokio::select! {
             () = cancel.cancelled() => Err("cancelled"),

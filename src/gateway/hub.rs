@@ -148,6 +148,8 @@ struct Run {
     ended: watch::Sender<Option<RunEnd>>,
     /// Where the reply's text goes as it streams (a channel delivering it), if anywhere.
     listener: Option<mpsc::UnboundedSender<String>>,
+    /// The message the listener last had text of: the next one starts a new paragraph.
+    heard: String,
 }
 
 /// How a run ended.
@@ -265,6 +267,7 @@ impl Hub {
             started_at,
             ended,
             listener,
+            heard: String::new(),
         };
         lock(&self.runs).insert(turn, run);
         self.agent(turn, "lifecycle", json!({"phase": "start", "startedAt": started_at}), false);
@@ -313,6 +316,13 @@ impl Hub {
             let stream = if thought { "thinking" } else { "assistant" };
             if thought { run.thinking.push_str(delta) } else { run.text.push_str(delta) }
             if let Some(listener) = run.listener.as_ref().filter(|_| !thought) {
+                // The text of the model's next message (after a tool call) is a paragraph of its own.
+                if run.heard != message_id {
+                    if !run.heard.is_empty() {
+                        let _ = listener.send("\n\n".to_owned());
+                    }
+                    run.heard = message_id.to_owned();
+                }
                 let _ = listener.send(delta.to_owned());
             }
             let cumulative = if thought { &run.thinking } else { &run.text };

@@ -108,7 +108,7 @@ fn an_unanswered_question_expires_and_the_chat_is_told() {
     mock.push(text("anthropic", "It was not allowed."));
     fake.message(601, "private", 601, "write late");
     let sent = fake.wait_sent(601, 3);
-    assert!(sent[0].starts_with("Permission needed: ") && sent[0].contains("1 min"), "{sent:?}");
+    assert!(sent[0].starts_with("Permission needed: ") && sent[0].contains("Without an answer in 1 s"), "{sent:?}");
     assert_eq!(sent[1..], ["No answer in time, so it was not run.", "It was not allowed."]);
     assert!(!gw.workspace.path().join("late.txt").exists());
     fake.message(601, "private", 601, "1");
@@ -121,7 +121,7 @@ fn an_unanswered_question_expires_and_the_chat_is_told() {
 fn in_a_group_only_the_person_who_started_the_run_answers() {
     let mock = MockModel::start();
     let fake = FakeTelegram::start();
-    let gw = gateway(&mock, &fake, "dm_policy = \"open\"", "");
+    let gw = gateway(&mock, &fake, "dm_policy = \"open\"\ngroup_policy = \"open\"", "");
     let group = -100_777;
     ask_mode(&gw, "agent:main:telegram:group:-100777");
     push_calls(&mock, &[write("g1", "group.txt", "ours")]);
@@ -165,6 +165,9 @@ fn the_send_policy_and_send_decide_where_replies_go_and_owners_manage_pairing() 
     fake.message(stranger, "private", stranger, "/pair");
     assert!(fake.wait_sent(stranger, 2)[1].starts_with("Only the owner can manage pairing"));
 
+    // In groups only those let in to direct chats are heard (group_policy allowlist, the default).
+    fake.message(group, "group", 905, &format!("@{BOT} I am nobody here"));
+
     // A group reply is run but not delivered; the owner turns it on for that group.
     mock.push(text("anthropic", "Never shown in the group."));
     let mut watcher = gw.client(&["operator.read"]);
@@ -181,7 +184,8 @@ fn the_send_policy_and_send_decide_where_replies_go_and_owners_manage_pairing() 
     let sent = fake.wait_sent(group, 4);
     assert_eq!(sent[3], "Now the group hears me.");
     assert!(!sent.join("|").contains("Never shown"), "{sent:?}");
-    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(mock.requests().len(), 2, "the unknown member's message ran nothing");
+    assert!(!mock.requests().iter().any(|r| r.body.to_string().contains("I am nobody")));
     drop(gw);
 }
 
@@ -449,5 +453,32 @@ fn photos_and_text_files_reach_the_model_and_other_files_are_named() {
         ),
         "{body}"
     );
+    drop(gw);
+}
+
+#[test]
+fn a_question_goes_to_the_chat_of_the_run_it_belongs_to_not_the_latest_writer() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    // dm_scope main (the default): both people's direct chats share one session.
+    let gw = gateway(&mock, &fake, "dm_policy = \"open\"", "");
+    ask_mode(&gw, "agent:main:main");
+    let (ada, bob) = (1201, 1202);
+    mock.push(
+        calls("anthropic", &[("q1", "write", json!({"path": "ada.txt", "content": "ada"}))])
+            .delay(std::time::Duration::from_millis(300)),
+    );
+    mock.push(text("anthropic", "Written for Ada."));
+    mock.push(text("anthropic", "Hello Bob."));
+    fake.message(ada, "private", ada, "write my file");
+    mock.wait_requests(1);
+    fake.message(bob, "private", bob, "hi, me too");
+    let asked = fake.wait_sent(ada, 1);
+    assert!(asked[0].starts_with("Permission needed: "), "{asked:?}");
+    fake.message(bob, "private", bob, "1");
+    assert_eq!(fake.wait_sent(bob, 1)[0], "Only the person whose message started this can answer it.");
+    fake.message(ada, "private", ada, "1");
+    assert_eq!(fake.wait_sent(ada, 3)[2], "Written for Ada.");
+    assert_eq!(fake.wait_sent(bob, 2)[1], "Hello Bob.");
     drop(gw);
 }

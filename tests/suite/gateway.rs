@@ -336,6 +336,49 @@ fn off_loopback_without_a_token_is_refused() {
 }
 
 #[test]
+fn a_configuration_that_cannot_be_read_or_used_stops_the_start() {
+    let start = |config: &str| {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["gateway", "--listen", "127.0.0.1:0"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("ACP_HOME", home.path())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (config, says) in [
+        ("[channels.telegram]\nbot_token = \"1:A\"\ndm_polcy = \"open\"\n", "unknown field `dm_polcy`"),
+        (
+            "[channels.telegram]\nbot_token = \"1:A\"\nallow_from = [111]\n",
+            "config.toml:3:15: invalid type: integer `111`, expected a string",
+        ),
+        ("[gateway]\napproval_timeout_secs = 0\n", "approval_timeout_secs must be at least 1"),
+        ("[gateway]\nworkspace = \"~/no-such-dir\"\n", "[gateway] workspace"),
+        ("[channels.telegram]\nbot_token = \"1:A\"\nchunk_max_chars = 0\n", "chunk_max_chars 0"),
+        ("[channels.telegram]\nbot_token = \"1:A\"\ngroup_policy = \"all\"\n", "group_policy `all`"),
+        (
+            "[channels.telegram]\nbot_token = \"1:A\"\nwebhook_secret = \"s\"\n",
+            "webhook_secret is set without webhook_url",
+        ),
+    ] {
+        let (code, stderr) = start(config);
+        assert_eq!(code, Some(2), "{config}: {stderr}");
+        assert!(stderr.contains(says), "{config}: {stderr}");
+        assert!(!stderr.contains("listening"), "{config}: it must not start: {stderr}");
+    }
+    // `~` in [gateway] workspace is the home directory.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join("project")).unwrap();
+    std::fs::write(home.path().join("config.toml"), "[gateway]\nworkspace = \"~/project\"\n").unwrap();
+    let gw = Gateway::start_in(home, "http://127.0.0.1:9", &[]);
+    assert!(gw.port > 0);
+}
+
+#[test]
 fn the_web_chat_page_is_served_with_a_strict_policy() {
     let mock = MockModel::start();
     let gw = Gateway::start(&mock.base(), &[]);

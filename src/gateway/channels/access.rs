@@ -25,6 +25,8 @@ pub enum DmPolicy {
 
 /// How long a pairing code is good for.
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
+/// The channels pairing codes can be for.
+pub const CHANNELS: &[&str] = &["telegram"];
 /// Codes waiting per channel, at most.
 pub const MAX_PENDING: usize = 3;
 /// No 0/O, 1/I/L: codes are read aloud and typed.
@@ -134,6 +136,22 @@ impl Pairings {
         lock(&self.state).pending.iter().filter(|p| now - p.created_ms < CODE_TTL_MS).cloned().collect()
     }
 
+    /// Minutes until the code waiting for `peer` on `channel` expires.
+    pub fn minutes_left(&self, channel: &str, peer: &str) -> Option<i64> {
+        let now = now_ms();
+        lock(&self.state)
+            .pending
+            .iter()
+            .find(|p| p.channel == channel && p.peer == peer)
+            .map(|p| ((CODE_TTL_MS - (now - p.created_ms)).max(0) + 59_999) / 60_000)
+    }
+
+    /// Whether `sender` is let in without asking: listed in `allow_from`, or approved by pairing.
+    pub fn known(&self, channel: &str, allow_from: &[String], sender: &str) -> bool {
+        allow_from.iter().any(|a| a == sender || a == "*")
+            || lock(&self.state).approved.get(channel).is_some_and(|s| s.contains(sender))
+    }
+
     /// How many senders are approved on `channel`.
     pub fn approved(&self, channel: &str) -> usize {
         lock(&self.state).approved.get(channel).map_or(0, BTreeSet::len)
@@ -149,6 +167,9 @@ impl Pairings {
     }
 
     fn take(&self, channel: &str, code: &str, approve: bool) -> Result<PendingPair, String> {
+        if !CHANNELS.contains(&channel) {
+            return Err(format!("there is no channel `{channel}` (channels: {})", CHANNELS.join(", ")));
+        }
         let code = code.trim().to_uppercase();
         let mut state = lock(&self.state);
         let now = now_ms();

@@ -114,6 +114,12 @@ impl Chunker {
                 return Some(self.split(at, None));
             }
         }
+        // No paragraph, line or sentence end yet: wait for one while there is room, rather than
+        // cut mid-sentence; a full buffer is cut at its last space.
+        let full = self.buf.len() > max;
+        if !full && !ending {
+            return None;
+        }
         if let Some(at) = self.buf[..max]
             .char_indices()
             .rev()
@@ -122,10 +128,6 @@ impl Chunker {
             .find(|&at| at >= min && outside(at))
         {
             return Some(self.split(at, None));
-        }
-        let full = self.buf.len() > max;
-        if !full && !ending {
-            return None; // wait for a break
         }
         // Forced: cut at the limit; inside a fence, close it here and reopen it after.
         let open = fences.iter().find(|(start, end)| *start < max && max < *end).map(|(start, _)| *start);
@@ -205,6 +207,21 @@ mod tests {
 
     fn fences_balanced(message: &str) -> bool {
         message.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2 == 0
+    }
+
+    #[test]
+    fn streaming_never_cuts_mid_sentence_while_a_sentence_end_can_still_come() {
+        let sentence = "This sentence says a little more than nothing at all. ";
+        let paragraph = sentence.repeat(20);
+        let text = format!("{paragraph}\n\n{paragraph}\n\n{paragraph}");
+        let pieces: Vec<String> = text.chars().collect::<Vec<_>>().chunks(50).map(|c| c.iter().collect()).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let out = all(Limits::new(800, 1200, 4096), &refs);
+        for message in &out[..out.len() - 1] {
+            assert!(message.ends_with('.'), "cut mid-sentence: …{}", &message[message.len().saturating_sub(40)..]);
+            assert!((800..=1200).contains(&message.chars().count()), "{}", message.len());
+        }
+        assert_eq!(out.join(" ").split_whitespace().count(), text.split_whitespace().count());
     }
 
     #[test]

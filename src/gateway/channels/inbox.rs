@@ -45,8 +45,19 @@ pub trait Channel: Send + Sync + 'static {
 }
 
 /// How a channel's inbox behaves: from its `[channels.*]` section, `[session]` and `[messages]`.
+/// Who may use the bot in groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// Those let in to direct chats: `allow_from` and approved pairings.
+    Allowlist,
+    /// Anyone who mentions the bot.
+    Open,
+    Disabled,
+}
+
 pub struct Settings {
     pub policy: DmPolicy,
+    pub group_policy: GroupPolicy,
     /// Senders always let in; also the owners (who may use `/pair` and `/send`).
     pub allow_from: Vec<String>,
     pub routing: Routing,
@@ -86,6 +97,10 @@ struct Lane {
     route: Route,
     /// Whose message started the running run (they may answer its questions).
     starter: String,
+    /// Where the running run replies and asks (the chat of the message that started it).
+    run_route: Route,
+    /// Who wrote last (the next run's starter).
+    last_sender: String,
     question: Option<Question>,
 }
 
@@ -165,8 +180,10 @@ impl<C: Channel> Inbox<C> {
                 Admission::Allowed => {}
                 Admission::Denied => return,
                 Admission::Pair { code, .. } => {
+                    let left = self.pairings.minutes_left(self.channel.id(), &env.sender).unwrap_or(60);
+                    let expires = if left >= 60 { "in an hour".to_owned() } else { format!("in {left} min") };
                     let text = format!(
-                        "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires in an hour.)",
+                        "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires {expires}.)",
                         self.channel.id()
                     );
                     return self.say(&route, &text).await;
@@ -174,6 +191,19 @@ impl<C: Channel> Inbox<C> {
                 Admission::PairingFull => {
                     return self.say(&route, "Too many pairing requests are waiting; please try again later.").await;
                 }
+            }
+        }
+        if env.kind != PeerKind::Direct {
+            let member = match self.settings.group_policy {
+                GroupPolicy::Open => true,
+                GroupPolicy::Disabled => false,
+                GroupPolicy::Allowlist => {
+                    self.pairings.known(self.channel.id(), &self.settings.allow_from, &env.sender)
+                }
+            };
+            if !member {
+                tracing::debug!(channel = self.channel.id(), sender = %env.sender, "a group message from someone not let in");
+                return;
             }
         }
         let key = self.settings.routing.session_key(&env);
@@ -312,9 +342,12 @@ impl<C: Channel> Inbox<C> {
             last_in: Instant::now(),
             route: route.clone(),
             starter: sender.clone(),
+            run_route: route.clone(),
+            last_sender: sender.clone(),
             question: None,
         });
         lane.route = route.clone();
+        lane.last_sender = sender.clone();
         if let Some(Parsed::Command(Command::Stop)) = parsed {
             lane.waiting.clear();
             let was = lane.running;
@@ -337,7 +370,6 @@ impl<C: Channel> Inbox<C> {
         }
         if !lane.running {
             lane.running = true;
-            lane.starter = sender;
             drop(lanes);
             self.start(key, prompt);
             return;
@@ -386,7 +418,7 @@ impl<C: Channel> Inbox<C> {
         tokio::spawn(async move {
             let mut prompt = prompt;
             loop {
-                let route = this.route(&key);
+                let route = this.begin_run(&key);
                 this.run_once(&key, &route, prompt).await;
                 match this.next(&key).await {
                     Some(queued) => prompt = queued,
@@ -396,12 +428,18 @@ impl<C: Channel> Inbox<C> {
         });
     }
 
-    fn route(&self, key: &str) -> Route {
-        lock(&self.lanes).get(key).map(|l| l.route.clone()).unwrap_or(Route {
-            peer: String::new(),
-            thread: None,
-            kind: PeerKind::Direct,
-        })
+    /// A run of session `key` begins: it answers, and asks, the chat of the latest message,
+    /// whose writer may answer its questions.
+    fn begin_run(&self, key: &str) -> Route {
+        let mut lanes = lock(&self.lanes);
+        match lanes.get_mut(key) {
+            Some(lane) => {
+                lane.run_route = lane.route.clone();
+                lane.starter = lane.last_sender.clone();
+                lane.run_route.clone()
+            }
+            None => Route { peer: String::new(), thread: None, kind: PeerKind::Direct },
+        }
     }
 
     /// What runs next on session `key` after its run ended (the lane stops when nothing).

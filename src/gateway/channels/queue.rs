@@ -207,7 +207,8 @@ pub enum Asked {
 /// Reads `/queue`'s arguments over the session's current settings: a mode and/or
 /// `debounce:2s` (`500ms`, `1m`, or milliseconds), `cap:N`, `drop:old|new|summarize`.
 pub fn parse_command(args: &str, current: Settings) -> Result<Asked, String> {
-    let args = args.trim();
+    let args = args.trim().to_lowercase();
+    let args = args.as_str();
     if args.is_empty() {
         return Ok(Asked::Show);
     }

@@ -46,7 +46,7 @@ impl Channel for Bot {
     }
 
     async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
-        self.api.file(&attachment.id, limit).await.map_err(|e| e.to_string())
+        self.api.file(&attachment.id, limit).await
     }
 
     /// Telegram's group and channel chat ids are negative.
@@ -111,6 +111,27 @@ pub fn telegram(
         Some("open") => DmPolicy::Open,
         Some(other) => return Err(format!("[channels.telegram] dm_policy `{other}`: use pairing, allowlist or open")),
     };
+    let group_policy = match t.group_policy.as_deref() {
+        None | Some("allowlist") => inbox::GroupPolicy::Allowlist,
+        Some("open") => inbox::GroupPolicy::Open,
+        Some("disabled") => inbox::GroupPolicy::Disabled,
+        Some(other) => {
+            return Err(format!("[channels.telegram] group_policy `{other}`: use allowlist, open or disabled"));
+        }
+    };
+    let (min, max) = (t.chunk_min_chars.unwrap_or(800), t.chunk_max_chars.unwrap_or(3500));
+    if !(100..=TEXT_LIMIT).contains(&max) {
+        return Err(format!("[channels.telegram] chunk_max_chars {max}: from 100 to {TEXT_LIMIT} (Telegram's limit)"));
+    }
+    if min > max {
+        return Err(format!("[channels.telegram] chunk_min_chars {min} is above chunk_max_chars {max}"));
+    }
+    if t.webhook_secret.is_some() && t.webhook_url.is_none() {
+        return Err("[channels.telegram] webhook_secret is set without webhook_url".into());
+    }
+    if policy == DmPolicy::Allowlist && t.allow_from.is_empty() {
+        tracing::warn!("[channels.telegram] dm_policy allowlist with an empty allow_from: nobody can write to the bot");
+    }
     let dm_scope = match config.session.dm_scope.as_deref() {
         None | Some("main") => DmScope::Main,
         Some("per-peer") => DmScope::PerPeer,
@@ -131,9 +152,10 @@ pub fn telegram(
     let inbound = &config.messages.inbound;
     let settings = inbox::Settings {
         policy,
+        group_policy,
         allow_from: t.allow_from.clone(),
         routing,
-        limits: Limits::new(t.chunk_min_chars.unwrap_or(800), t.chunk_max_chars.unwrap_or(3500), TEXT_LIMIT),
+        limits: Limits::new(min, max, TEXT_LIMIT),
         block_streaming: t.block_streaming.unwrap_or(true),
         idle: Duration::from_millis(t.coalesce_idle_ms.unwrap_or(1000)),
         queue: queue::Settings::from_config(&config.messages.queue, "telegram")?,
@@ -236,6 +258,8 @@ impl Telegram {
                     self.inbox.status(|s| {
                         s.insert("state".into(), "polling".into());
                         s.insert("lastPollAt".into(), now_ms().into());
+                        // Recovered: an old error is not the state any more.
+                        s.remove("lastError");
                     });
                     for update in updates {
                         let Some(id) = update["update_id"].as_i64() else { continue };

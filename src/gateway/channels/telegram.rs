@@ -48,34 +48,36 @@ impl Api {
     }
 
     /// A file's bytes (`getFile`, then the download), refused beyond `limit` bytes.
-    pub async fn file(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
+    pub async fn file(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, String> {
         use futures_util::StreamExt as _;
-        let found = self.call("getFile", &json!({"file_id": file_id}), Duration::from_secs(30)).await?;
-        let local = |description: String| ApiError { code: None, description };
-        let path = found["file_path"].as_str().ok_or_else(|| local("Telegram gave no file_path".into()))?;
+        let found = self
+            .call("getFile", &json!({"file_id": file_id}), Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())?;
+        let path = found["file_path"].as_str().ok_or("Telegram gave no path for the file")?;
         if path.split('/').any(|part| part == "..") {
-            return Err(local("Telegram gave an unusable file_path".into()));
+            return Err("Telegram gave an unusable path for the file".into());
         }
+        let too_large = || format!("the file is larger than {} KB, the most taken here", limit / 1024);
         let response = self
             .http
             .get(format!("{}/{path}", self.files))
             .timeout(Duration::from_secs(60))
             .send()
             .await
-            .map_err(|e| local(e.without_url().to_string()))?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            return Err(ApiError { code: Some(status), description: "the file could not be downloaded".into() });
+            .map_err(|e| format!("the file could not be downloaded: {}", e.without_url()))?;
+        if response.status() != reqwest::StatusCode::OK {
+            return Err(format!("the file could not be downloaded ({})", response.status()));
         }
         if response.content_length().is_some_and(|n| n > limit) {
-            return Err(local(format!("the file is larger than {limit} bytes")));
+            return Err(too_large());
         }
         let mut bytes = Vec::new();
         let mut body = response.bytes_stream();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| local(e.without_url().to_string()))?;
+            let chunk = chunk.map_err(|e| format!("the download broke off: {}", e.without_url()))?;
             if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(local(format!("the file is larger than {limit} bytes")));
+                return Err(too_large());
             }
             bytes.extend_from_slice(&chunk);
         }

@@ -20,6 +20,14 @@ impl<C: Channel> Inbox<C> {
             "/send" => Some(self.send_command(key, sender, args, route)),
             "/pair" => Some(self.pair_command(sender, args)),
             "/approve" | "/deny" | "/reject" => Some("No question is waiting.".into()),
+            "/help" if args.is_empty() => Some(format!(
+                "{}\n**In this chat**\n\n\
+                 - `/queue [mode] [debounce:2s cap:20 drop:old|new|summarize]` — what happens to messages sent during a run\n\
+                 - `/send on|off|inherit` — whether replies are delivered here\n\
+                 - `/approve N`, `/deny` — answer a permission question (or just the number)\n\
+                 - `/pair`, `/pair approve CODE`, `/pair reject CODE` — pairing requests (owners)\n",
+                crate::runtime::commands::help_text()
+            )),
             _ => None,
         }
     }
@@ -187,7 +195,7 @@ impl<C: Channel> Inbox<C> {
 }
 
 impl<C: Channel> ChatAsker for Inbox<C> {
-    fn ask(&self, key: &str, id: &str, q: &ChatQuestion) {
+    fn ask(&self, key: &str, id: &str, q: &ChatQuestion) -> bool {
         let mut text = format!("Permission needed: {}\n", q.title);
         if let Some(command) = &q.command {
             text.push_str(&format!("\n```\n{command}\n```\n"));
@@ -207,19 +215,24 @@ impl<C: Channel> ChatAsker for Inbox<C> {
         for (n, option) in q.options.iter().enumerate() {
             text.push_str(&format!("{}. {}\n", n + 1, option.label));
         }
-        let minutes = q.timeout.as_secs().div_ceil(60);
+        let secs = q.timeout.as_secs();
+        let within = if secs < 120 { format!("{secs} s") } else { format!("{} min", secs.div_ceil(60)) };
         text.push_str(&format!(
-            "\nReply with the number (or /approve N, /deny). Without an answer in {minutes} min it is not run."
+            "\nReply with the number (or /approve N, /deny). Without an answer in {within} it is not run."
         ));
         let route = {
             let mut lanes = lock(&self.lanes);
-            let Some(lane) = lanes.get_mut(key) else { return };
+            let Some(lane) = lanes.get_mut(key) else { return false };
+            // A chat replies may not go to is not asked either.
+            if !self.delivers(key, &lane.run_route) {
+                return false;
+            }
             lane.question = Some(Question { id: id.to_owned(), options: q.options.clone() });
-            lane.route.clone()
+            lane.run_route.clone()
         };
-        if let Some(this) = self.me.upgrade() {
-            tokio::spawn(async move { this.say(&route, &text).await });
-        }
+        let Some(this) = self.me.upgrade() else { return false };
+        tokio::spawn(async move { this.say(&route, &text).await });
+        true
     }
 
     fn closed(&self, key: &str, id: &str, how: &str) {
@@ -230,7 +243,7 @@ impl<C: Channel> ChatAsker for Inbox<C> {
                 return; // answered here
             }
             lane.question = None;
-            lane.route.clone()
+            lane.run_route.clone()
         };
         let how = how.to_owned();
         if let Some(this) = self.me.upgrade() {
