@@ -76,7 +76,11 @@ impl Parser {
             match self.peek() {
                 Some(' ' | '\t' | '\r') => self.at += 1,
                 Some('\n') if newlines => self.at += 1,
-                Some('-') if self.peek_at(1) == Some('-') => {
+                // `-- ` (or `--` ending the line) starts a comment; `--flag` is not one.
+                Some('-')
+                    if self.peek_at(1) == Some('-')
+                        && matches!(self.peek_at(2), None | Some(' ' | '\t' | '\r' | '\n')) =>
+                {
                     while self.peek().is_some_and(|c| c != '\n') {
                         self.at += 1;
                     }
@@ -199,7 +203,8 @@ impl Parser {
                 // ` / ` lists another form (`^br / ^ct`): a separate statement.
                 Some('/') if self.depth == 0 => break,
                 Some('>') if self.peek_at(1) == Some('>') => break,
-                Some('|') if self.depth == 0 => {
+                Some('|') if self.depth > 0 => break,
+                Some('|') => {
                     self.at += 1;
                     self.skip_blanks(false);
                     if !self.peek().is_some_and(|c| SIGILS.contains(&c)) {
@@ -278,6 +283,17 @@ impl Parser {
         self.chars[start..self.at].iter().collect()
     }
 
+    /// A bare value word: may hold dots between word characters (`Cargo.lock`, `config.toml`).
+    fn dotted_word(&mut self) -> String {
+        let mut word = self.word();
+        while self.peek() == Some('.') && self.peek_at(1).is_some_and(is_word) {
+            self.at += 1;
+            word.push('.');
+            word.push_str(&self.word());
+        }
+        word
+    }
+
     fn value(&mut self) -> Result<Value> {
         let first = self.primary()?;
         if self.starts("..") && !self.starts("...") {
@@ -334,7 +350,7 @@ impl Parser {
             }
             '+' | '-' if self.peek_at(1).is_some_and(|d| d.is_ascii_digit()) => Ok(self.number()),
             c if c.is_ascii_digit() => Ok(self.number()),
-            c if is_word_start(c) => Ok(Value::Word(self.word())),
+            c if is_word_start(c) => Ok(Value::Word(self.dotted_word())),
             '}' | ']' | ')' => Err(self.error(start, ErrorKind::Mismatched, format!("`{c}` closes nothing here"))),
             _ => Err(self.unexpected("a value")),
         }
@@ -348,15 +364,25 @@ impl Parser {
         while self.peek().is_some_and(|c| c.is_ascii_digit()) {
             self.at += 1;
         }
-        if self.peek() == Some('.') && self.peek_at(1).is_some_and(|c| c.is_ascii_digit()) {
+        // `1.5`, and versions `1.47.1`.
+        while self.peek() == Some('.') && self.peek_at(1).is_some_and(|c| c.is_ascii_digit()) {
             self.at += 1;
             while self.peek().is_some_and(|c| c.is_ascii_digit()) {
                 self.at += 1;
             }
         }
-        // A unit or a percent sign (`30s`, `2.3%`).
+        let digits_end = self.at;
+        // A unit or a percent sign (`30s`, `2.3%`) — unless digits follow it: then the whole run
+        // is a word (a commit hash such as `46aaf70`).
         while self.peek().is_some_and(|c| c.is_ascii_alphabetic() || c == '%') {
             self.at += 1;
+        }
+        if self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.at = digits_end;
+            while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                self.at += 1;
+            }
+            return Value::Word(self.chars[start..self.at].iter().collect());
         }
         Value::Num(self.chars[start..self.at].iter().collect())
     }
@@ -535,7 +561,10 @@ impl Parser {
                     return Err(self.error(self.at, ErrorKind::Mismatched, "expected `)` to close the `(` first"));
                 }
                 Some(_) => {
-                    let value = self.value()?;
+                    let value = match self.key() {
+                        Some(key) => Value::Map(vec![(Some(key), self.value()?)]),
+                        None => self.value()?,
+                    };
                     if let Some(last) = alternatives.last_mut() {
                         last.push(value);
                     }

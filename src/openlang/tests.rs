@@ -125,6 +125,36 @@ fn statements_have_their_parts() {
 }
 
 #[test]
+fn words_numbers_and_groups_as_agents_write_them() {
+    let m = parse(
+        "#rel {v:1.47.1 lock:Cargo.lock hash:46aaf70 n:30s pct:+2.3% flag:\"--release\"}\n\
+                   ^if {$r.ok} {(!git:mrg {take:theirs} | !git:abort)} -- resolve\n\
+                   #env {os:(kernel:\"5.13\" | landlock:off)}",
+    )
+    .unwrap();
+    let [Part::Statement(rel), Part::Statement(branch), Part::Statement(env)] = m.parts.as_slice() else {
+        panic!("{m:#?}")
+    };
+    assert_eq!(
+        rel.args[0],
+        Value::Map(vec![
+            (Some("v".into()), Value::Num("1.47.1".into())),
+            (Some("lock".into()), Value::Word("Cargo.lock".into())),
+            (Some("hash".into()), Value::Word("46aaf70".into())),
+            (Some("n".into()), Value::Num("30s".into())),
+            (Some("pct".into()), Value::Num("+2.3%".into())),
+            (Some("flag".into()), Value::Str("--release".into())),
+        ])
+    );
+    let Value::Map(entries) = &branch.args[1] else { panic!("{branch:#?}") };
+    let Value::Group(alternatives) = &entries[0].1 else { panic!("{entries:#?}") };
+    assert_eq!(alternatives.len(), 2, "statements as alternatives");
+    assert!(matches!(&env.args[0], Value::Map(e) if matches!(&e[0].1, Value::Group(g) if g.len() == 2)));
+    // `--flag` unquoted is an error, never a silent comment.
+    assert_eq!(parse("!run @sh --release").unwrap_err().kind, ErrorKind::Unexpected);
+}
+
+#[test]
 fn the_printer_spells_the_message_out() {
     let m = parse(
         "~openlang\n?fnd @fs chg rcn {p:\"src/**/*.rs\"} ->$hits\n^ea {$hits} ->$h <<\n!mod @fs {p:$h.path}\n>>\n\
@@ -225,4 +255,23 @@ fn nothing_panics_on_any_input() {
     for input in inputs {
         let _ = parse(&input);
     }
+}
+
+#[test]
+fn the_corpus_parses() {
+    let corpus = include_str!("../../fixtures/openlang/corpus.jsonl");
+    let mut n = 0;
+    for line in corpus.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        for field in ["l2", "l3"] {
+            if let Some(text) = entry[field].as_str()
+                && let Err(e) = parse(text)
+            {
+                panic!("{} {field}: {e}\n{text}", entry["id"]);
+            }
+        }
+        assert!(entry["english"].as_str().is_some_and(|e| !e.is_empty()), "{}", entry["id"]);
+        n += 1;
+    }
+    assert!(n >= 50, "{n} exchanges");
 }
