@@ -171,3 +171,53 @@ fn limits_a_timed_out_child_is_announced_a_cancelled_turn_takes_its_child_and_ba
     assert_eq!(mock.requests().len(), before + 3, "no announcement turn for a cancelled child");
     assert!(!mock.requests().iter().any(|r| r.body.to_string().contains("`doomed` was cancelled")));
 }
+
+#[test]
+fn the_lane_runs_one_child_at_a_time_when_so_configured_and_a_fixed_message_goes_through() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(
+        options_for("anthropic", &mock).config("[subagents]\nmax_concurrent = 1\nprotocol = \"openlang\"\n"),
+    );
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({}));
+    let delay = std::time::Duration::from_millis(150);
+
+    // The model's first OpenLang task is malformed; it reads the error and sends it fixed.
+    mock.push(parent(calls(
+        "anthropic",
+        &[("s1", "sessions_spawn", json!({"task": "~openlang\n!tst @sh {cmd:\"cargo test\""}))],
+    )));
+    mock.push(parent(calls(
+        "anthropic",
+        &[
+            (
+                "s2",
+                "sessions_spawn",
+                json!({"task": "~openlang\n!tst @sh {cmd:\"cargo test\"} -- TASK-X", "label": "x"}),
+            ),
+            ("s3", "sessions_spawn", json!({"task": "TASK-Y: lint", "label": "y"})),
+        ],
+    )));
+    mock.push(parent(text("anthropic", "Both running.")));
+    mock.push(child("TASK-X", text("anthropic", "X done.").delay(delay)));
+    mock.push(child("TASK-Y", text("anthropic", "Y done.").delay(delay)));
+    mock.push(text("anthropic", "Noted.").when("Subagent announcement"));
+    mock.push(text("anthropic", "Noted again.").when("Subagent announcement"));
+    let (_, response) = agent.prompt(&session, "test and lint");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let first = result_for("anthropic", &mock.requests()[1].body, "s1");
+    assert!(first.contains("~err {code:E_PARSE") && first.contains("kind:unclosed ln:2 col:10"), "{first}");
+    let third = mock.requests().into_iter().find(|r| r.body.to_string().contains("\"tool_use_id\":\"s2\"")).unwrap();
+    let accepted = result_for("anthropic", &third.body, "s2");
+    assert!(accepted.contains("\"status\":\"accepted\""), "the fixed message went through: {accepted}");
+
+    let all = mock.wait_requests(7);
+    let x =
+        all.iter().position(|r| r.body.to_string().contains("TASK-X") && !r.body.to_string().contains(PARENT)).unwrap();
+    let y =
+        all.iter().position(|r| r.body.to_string().contains("TASK-Y") && !r.body.to_string().contains(PARENT)).unwrap();
+    let (first, second) = if all[x].at < all[y].at { (x, y) } else { (y, x) };
+    let first_done = mock.wait_done(first).finished_at.unwrap();
+    assert!(all[second].at >= first_done, "with a lane of one, the second child starts after the first is answered");
+}
