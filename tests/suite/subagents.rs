@@ -23,6 +23,15 @@ fn child(marker: &str, reply: Reply) -> Reply {
     reply.when(marker).unless(PARENT)
 }
 
+/// What the model was told of call `id` (in whichever request carried its result: sessions run
+/// at once, so request order is not fixed).
+fn told(mock: &MockModel, id: &str) -> String {
+    let needle = format!("\"tool_use_id\":\"{id}\"");
+    let request =
+        mock.requests().into_iter().find(|r| r.body.to_string().contains(&needle)).expect("a request with the result");
+    result_for("anthropic", &request.body, id)
+}
+
 fn update(m: &Value) -> &Value {
     &m["params"]["update"]
 }
@@ -89,7 +98,7 @@ fn a_child_asks_through_the_parent_shows_its_progress_and_is_announced_to_the_id
     assert!(child_first.body.to_string().contains("A task from another agent session"));
     let announce = requests.iter().find(|r| r.body.to_string().contains("Subagent announcement")).unwrap();
     assert!(announce.body.to_string().contains("Wrote a.txt."));
-    let spawned = result_for("anthropic", &requests[1].body, "s1");
+    let spawned = told(&mock, "s1");
     let spawned: Value = serde_json::from_str(&spawned).unwrap();
     let key = spawned["sessionKey"].as_str().unwrap().to_owned();
     assert!(key.starts_with("agent:main:subagent:") && spawned["status"] == "accepted", "{spawned}");
@@ -123,7 +132,7 @@ fn limits_a_timed_out_child_is_announced_a_cancelled_turn_takes_its_child_and_ba
     mock.push(text("anthropic", "The slow one ran out of time.").when("Subagent announcement"));
     let (updates, response) = agent.prompt(&session, "start them");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let rejected = result_for("anthropic", &mock.requests()[1].body, "s2");
+    let rejected = told(&mock, "s2");
     assert!(rejected.contains("~err {code:E_PARSE lvl:warn kind:unclosed ln:2 col:13"), "{rejected}");
     assert!(updates.iter().all(|u| u["toolCallId"] != "s2" || u["status"] != "completed"));
     loop {
@@ -206,10 +215,9 @@ fn the_lane_runs_one_child_at_a_time_when_so_configured_and_a_fixed_message_goes
     mock.push(text("anthropic", "Noted again.").when("Subagent announcement"));
     let (_, response) = agent.prompt(&session, "test and lint");
     assert_eq!(response["result"]["stopReason"], "end_turn");
-    let first = result_for("anthropic", &mock.requests()[1].body, "s1");
+    let first = told(&mock, "s1");
     assert!(first.contains("~err {code:E_PARSE") && first.contains("kind:unclosed ln:2 col:10"), "{first}");
-    let third = mock.requests().into_iter().find(|r| r.body.to_string().contains("\"tool_use_id\":\"s2\"")).unwrap();
-    let accepted = result_for("anthropic", &third.body, "s2");
+    let accepted = told(&mock, "s2");
     assert!(accepted.contains("\"status\":\"accepted\""), "the fixed message went through: {accepted}");
 
     let all = mock.wait_requests(7);
