@@ -116,6 +116,8 @@ pub enum ErrorKind {
     ErrWithoutCode,
     /// An L3 record whose first field is not `Q C R S E`, or with an empty field.
     BadRecord,
+    /// Brackets or statements nested deeper than the parser goes.
+    TooDeep,
 }
 
 impl ErrorKind {
@@ -131,6 +133,7 @@ impl ErrorKind {
             Self::UnknownControl => "unknown_control",
             Self::ErrWithoutCode => "err_without_code",
             Self::BadRecord => "bad_record",
+            Self::TooDeep => "too_deep",
         }
     }
 }

@@ -19,7 +19,12 @@ struct Parser {
     lines: Vec<usize>,
     /// How deep in brackets: statements end at a newline only at depth 0.
     depth: usize,
+    /// How deep the parse recurses (values in values, statements in statements).
+    nesting: usize,
 }
+
+/// Deeper than this is refused (a message is text from a model: it must never exhaust the stack).
+const MAX_NESTING: usize = 32;
 
 type Result<T> = std::result::Result<T, Error>;
 
@@ -28,7 +33,7 @@ pub fn parse(text: &str) -> Result<Message> {
     let chars: Vec<char> = text.chars().collect();
     let mut lines = vec![0];
     lines.extend(chars.iter().enumerate().filter(|(_, c)| **c == '\n').map(|(i, _)| i + 1));
-    let mut p = Parser { chars, at: 0, lines, depth: 0 };
+    let mut p = Parser { chars, at: 0, lines, depth: 0, nesting: 0 };
     p.message()
 }
 
@@ -168,6 +173,21 @@ impl Parser {
     }
 
     fn statement(&mut self) -> Result<Statement> {
+        self.enter()?;
+        let statement = self.statement_inner();
+        self.nesting -= 1;
+        statement
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        if self.nesting >= MAX_NESTING {
+            return Err(self.error(self.at, ErrorKind::TooDeep, format!("nested more than {MAX_NESTING} deep")));
+        }
+        self.nesting += 1;
+        Ok(())
+    }
+
+    fn statement_inner(&mut self) -> Result<Statement> {
         let start = self.at;
         let (line, column) = self.position(start);
         let sigil = match self.peek() {
@@ -305,6 +325,13 @@ impl Parser {
     }
 
     fn primary(&mut self) -> Result<Value> {
+        self.enter()?;
+        let value = self.primary_inner();
+        self.nesting -= 1;
+        value
+    }
+
+    fn primary_inner(&mut self) -> Result<Value> {
         let start = self.at;
         let Some(c) = self.peek() else { return Err(self.unexpected("a value")) };
         match c {

@@ -221,6 +221,30 @@ fn an_error_goes_back_as_openlang() {
 }
 
 #[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    // On a thread with half the stack a worker thread has.
+    let deep = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let mut out = Vec::new();
+            for input in [
+                format!("?a {}", "[".repeat(100_000)),
+                format!("?a {}", "{".repeat(100_000)),
+                format!("?a {}", "!~".repeat(100_000)),
+                format!("~openlang\n?a {}", "?a ".repeat(100_000)),
+            ] {
+                out.push(parse(&input).map(drop).map_err(|e| e.kind));
+            }
+            out
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(deep.iter().all(|r| *r == Err(ErrorKind::TooDeep)), "{deep:?}");
+    assert!(parse(&format!("?a {}{}", "[".repeat(30), "]".repeat(30))).is_ok(), "30 levels are fine");
+}
+
+#[test]
 fn nothing_panics_on_any_input() {
     // Every prefix of every example and malformed message, and some noise.
     let mut inputs: Vec<String> = Vec::new();

@@ -137,6 +137,8 @@ pub(crate) struct Shared {
     lane: tokio::sync::Semaphore,
     /// Who waits on whom in `sessions_send` (a wait that would come back to its sender is refused).
     waits: Mutex<std::collections::HashMap<String, String>>,
+    /// Subagents spawned in this process: child → parent.
+    parents: Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -231,6 +233,7 @@ impl Runtime {
             sessions: Mutex::default(),
             lane: tokio::sync::Semaphore::new(lane),
             waits: Mutex::default(),
+            parents: Mutex::default(),
         });
         Self { shared }
     }

@@ -27,12 +27,15 @@ use super::{LiveState, Runtime, SessionSettings, Shared};
 use crate::history::input::UserBlock;
 use crate::history::replay::Shown;
 use crate::sync::lock;
-use crate::tools::host::{
-    AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
-    PermissionRequest, TerminalOutput, TerminalSpec,
-};
+
+mod host;
+mod read;
+
+use crate::tools::host::AnyHost;
 use crate::tools::{Access, Action, Prepared, Registry, Tool, ToolCallState, ToolContent, ToolContext, ToolKind};
 use crate::tools::{ToolOutput, ToolStatus};
+use host::ChildHost;
+use read::{History, List};
 
 /// Subagents running at once, unless configured.
 pub(crate) const LANE: usize = 8;
@@ -58,10 +61,32 @@ pub(crate) fn add_tools(
         live: live.clone(),
     };
     let me = Arc::new(me);
-    registry.add(Arc::new(Spawn(me.clone())));
-    registry.add(Arc::new(Send(me.clone())));
-    registry.add(Arc::new(List(me.clone())));
-    registry.add(Arc::new(History(me)));
+    let config = shared.config();
+    let policy = crate::tools::policy::ToolPolicy::new(&config.tools.allow, &config.tools.deny);
+    let tools: [Arc<dyn crate::tools::AnyTool>; 4] =
+        [Arc::new(Spawn(me.clone())), Arc::new(Send(me.clone())), Arc::new(List(me.clone())), Arc::new(History(me))];
+    for tool in tools {
+        if policy.allows(tool.name()) {
+            registry.add(tool);
+        }
+    }
+}
+
+impl Me {
+    /// Whether `key` is a subagent this session spawned (it may be read and written to freely).
+    fn is_child(&self, key: &str) -> bool {
+        lock(&self.shared.parents).get(key).is_some_and(|p| *p == *self.session)
+    }
+
+    /// What reaching session `key` needs: nothing for one's own subagent, else a question (in
+    /// ask and code modes) naming it.
+    fn access(&self, key: &str, what: &str) -> Access {
+        if self.is_child(key) {
+            Access::default()
+        } else {
+            Access { message: Some(format!("{what} of session {key}")), ..Access::default() }
+        }
+    }
 }
 
 /// The session whose turn uses the tools.
@@ -236,6 +261,7 @@ impl Action for SpawnAction {
             Ok(handle) => handle,
             Err(e) => return ToolOutput::error(format!("the subagent could not start: {e:?}")),
         };
+        lock(&me.shared.parents).insert(key.clone(), me.session.to_string());
         link.show_start(&self.task);
         tokio::spawn(run_child(me.shared.clone(), handle, link, self.task, self.timeout, ctx.cancel.clone()));
         let answer = json!({"status": "accepted", "sessionKey": key, "label": self.label});
@@ -353,6 +379,17 @@ async fn run_child(
     parent_turn: CancellationToken,
 ) {
     let started = Instant::now();
+    // A child ends with its parent: the turn that started it, or the session itself closing.
+    let parent_session = shared.session(&link.parent);
+    let stop = parent_turn.child_token();
+    if let Some(parent) = parent_session {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            parent.closed().await;
+            stop.cancel();
+        });
+    }
+    let parent_turn = stop;
     let permit = tokio::select! {
         permit = shared.lane.acquire() => permit.ok(),
         () = parent_turn.cancelled() => None,
@@ -387,13 +424,18 @@ async fn run_child(
     let tools = lock(&link.progress).tool_calls;
     let secs = started.elapsed().as_secs_f64();
     let (status, how) = match &ended {
-        Ended::Done(Some(TurnOutcome::Stopped { .. })) => (ToolStatus::Completed, "finished".to_owned()),
+        Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::EndTurn, .. })) => {
+            (ToolStatus::Completed, "finished".to_owned())
+        }
+        Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => {
+            (ToolStatus::Failed, format!("stopped before it finished ({reason:?})"))
+        }
         Ended::Done(Some(TurnOutcome::Failed { error, .. })) => {
             (ToolStatus::Failed, format!("failed: {}", error.message))
         }
         Ended::Done(None) => (ToolStatus::Failed, "stopped unexpectedly".to_owned()),
         Ended::TimedOut => (ToolStatus::Failed, format!("was stopped after {} s (its time limit)", timeout.as_secs())),
-        Ended::Cancelled => (ToolStatus::Failed, "was cancelled with the turn that started it".to_owned()),
+        Ended::Cancelled => (ToolStatus::Failed, "was cancelled with the turn (or session) that started it".to_owned()),
     };
     let summary = format!(
         "Subagent `{}` {how} ({secs:.1} s, {tools} tool call{}).",
@@ -418,103 +460,6 @@ async fn run_child(
     if !parent.steer(text.clone()).await {
         let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(parent.prompt(turn, vec![UserBlock::text(text)]));
-    }
-}
-
-/// The parent's host, for a child: files and terminals as the parent's session; questions to the
-/// parent's client, labelled with the child.
-struct ChildHost {
-    inner: Arc<dyn AnyHost>,
-    parent: String,
-    label: String,
-}
-
-impl Host for ChildHost {
-    async fn read_text_file(
-        &self,
-        _session: &str,
-        path: &std::path::Path,
-        range: Option<LineRange>,
-        cancel: &CancellationToken,
-    ) -> Result<String, FsError> {
-        self.inner.read_text_file(&self.parent, path, range, cancel).await
-    }
-
-    async fn write_text_file(
-        &self,
-        _session: &str,
-        path: &std::path::Path,
-        content: &str,
-        cancel: &CancellationToken,
-    ) -> Result<(), FsError> {
-        self.inner.write_text_file(&self.parent, path, content, cancel).await
-    }
-
-    async fn request_permission(
-        &self,
-        _session: &str,
-        request: &PermissionRequest,
-        cancel: &CancellationToken,
-    ) -> PermissionAnswer {
-        let mut request = request.clone();
-        request.call.title = format!("[subagent {}] {}", self.label, request.call.title);
-        self.inner.request_permission(&self.parent, &request, cancel).await
-    }
-
-    async fn elicit(
-        &self,
-        _session: &str,
-        call_id: &str,
-        request: &ElicitRequest,
-        cancel: &CancellationToken,
-    ) -> ElicitAnswer {
-        self.inner.elicit(&self.parent, call_id, request, cancel).await
-    }
-
-    fn can_message(&self) -> bool {
-        self.inner.can_message()
-    }
-
-    fn own_chat(&self, _session: &str) -> Option<ChatTarget> {
-        self.inner.own_chat(&self.parent)
-    }
-
-    async fn send_message(&self, _session: &str, target: &ChatTarget, text: &str) -> Result<(), String> {
-        self.inner.send_message(&self.parent, target, text).await
-    }
-
-    fn has_terminals(&self) -> bool {
-        self.inner.has_terminals()
-    }
-
-    async fn create_terminal(
-        &self,
-        _session: &str,
-        spec: &TerminalSpec,
-        cancel: &CancellationToken,
-    ) -> Result<String, String> {
-        self.inner.create_terminal(&self.parent, spec, cancel).await
-    }
-
-    async fn wait_for_terminal_exit(
-        &self,
-        _session: &str,
-        id: &str,
-        cancel: &CancellationToken,
-    ) -> Result<ExitStatus, String> {
-        self.inner.wait_for_terminal_exit(&self.parent, id, cancel).await
-    }
-
-    async fn terminal_output(&self, _session: &str, id: &str) -> Result<TerminalOutput, String> {
-        self.inner.terminal_output(&self.parent, id).await
-    }
-
-    async fn kill_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
-        self.inner.kill_terminal(&self.parent, id).await
-    }
-
-    async fn release_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
-        self.inner.release_terminal(&self.parent, id).await
     }
 }
 
@@ -559,7 +504,7 @@ impl Tool for Send {
             kind: ToolKind::Other,
             locations: Vec::new(),
             preview: vec![ToolContent::Text(shown(&args.message))],
-            access: Access::default(),
+            access: self.0.access(&target, "a message to the conversation"),
             action: Box::new(SendAction {
                 me: self.0.clone(),
                 target,
@@ -625,6 +570,9 @@ impl Action for SendAction {
                 target.send(Op::CancelTurn(turn));
                 ToolOutput::error(format!("no answer from `{}` in time; its turn was stopped", self.target))
             }
+            Some(Some(TurnOutcome::Stopped { reason, .. })) if reason != super::event::StopReason::EndTurn => {
+                ToolOutput::error(format!("`{}` did not answer: its turn ended {reason:?}", self.target))
+            }
             Some(Some(TurnOutcome::Stopped { .. })) => {
                 let runtime = Runtime { shared: me.shared.clone() };
                 let answer = last_answer(&runtime, &self.target).await.unwrap_or_default();
@@ -651,137 +599,4 @@ async fn last_answer(runtime: &Runtime, key: &str) -> Option<String> {
         }
     }
     Some(answer.trim().to_owned())
-}
-
-// ---------------------------------------------------------------- sessions_list, sessions_history
-
-struct List(Arc<Me>);
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListArgs {
-    /// At most this many (default 20)
-    #[schemars(range(min = 1, max = 200))]
-    limit: Option<u64>,
-    /// Only the subagents this session started
-    children: Option<bool>,
-}
-
-impl Tool for List {
-    const NAME: &'static str = "sessions_list";
-    type Args = ListArgs;
-
-    fn description(&self) -> String {
-        "List sessions, most recent first: key, title, whether it is open, the session that started it.".into()
-    }
-
-    async fn prepare(&self, args: ListArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
-        Ok(Prepared {
-            title: "List sessions".into(),
-            kind: ToolKind::Read,
-            locations: Vec::new(),
-            preview: Vec::new(),
-            access: Access::default(),
-            action: Box::new(ListAction {
-                me: self.0.clone(),
-                limit: args.limit.unwrap_or(20).clamp(1, 200) as usize,
-                children: args.children.unwrap_or(false),
-            }),
-        })
-    }
-}
-
-struct ListAction {
-    me: Arc<Me>,
-    limit: usize,
-    children: bool,
-}
-
-impl Action for ListAction {
-    async fn run(self, _ctx: &ToolContext) -> ToolOutput {
-        let runtime = Runtime { shared: self.me.shared.clone() };
-        let page = match runtime.list_sessions(None, None, if self.children { 200 } else { self.limit }).await {
-            Ok(page) => page,
-            Err(e) => return ToolOutput::error(format!("the sessions cannot be listed: {e:?}")),
-        };
-        let rows: Vec<serde_json::Value> = page
-            .sessions
-            .into_iter()
-            .filter(|s| !self.children || s.parent_id.as_deref() == Some(&*self.me.session))
-            .take(self.limit)
-            .map(|s| {
-                json!({"sessionKey": s.id, "title": s.title, "open": self.me.shared.session(&s.id).is_some(),
-                    "parent": s.parent_id, "updatedAt": s.updated_at})
-            })
-            .collect();
-        ToolOutput::ok(serde_json::to_string_pretty(&rows).unwrap_or_default(), Vec::new())
-    }
-}
-
-struct History(Arc<Me>);
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryArgs {
-    #[serde(rename = "sessionKey")]
-    session_key: String,
-    /// The last this many messages (default 20)
-    #[schemars(range(min = 1, max = 200))]
-    limit: Option<u64>,
-}
-
-impl Tool for History {
-    const NAME: &'static str = "sessions_history";
-    type Args = HistoryArgs;
-
-    fn description(&self) -> String {
-        "Read another session's conversation: its messages, and its tool calls by title.".into()
-    }
-
-    async fn prepare(&self, args: HistoryArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
-        Ok(Prepared {
-            title: format!("Read session {}", args.session_key),
-            kind: ToolKind::Read,
-            locations: Vec::new(),
-            preview: Vec::new(),
-            access: Access::default(),
-            action: Box::new(HistoryAction {
-                me: self.0.clone(),
-                key: args.session_key,
-                limit: args.limit.unwrap_or(20).clamp(1, 200) as usize,
-            }),
-        })
-    }
-}
-
-struct HistoryAction {
-    me: Arc<Me>,
-    key: String,
-    limit: usize,
-}
-
-impl Action for HistoryAction {
-    async fn run(self, _ctx: &ToolContext) -> ToolOutput {
-        let runtime = Runtime { shared: self.me.shared.clone() };
-        let shown = match runtime.history(&self.key).await {
-            Ok(Some(shown)) => shown,
-            Ok(None) => return ToolOutput::error(format!("no session `{}`", self.key)),
-            Err(e) => return ToolOutput::error(format!("the session cannot be read: {e}")),
-        };
-        let mut lines: Vec<String> = Vec::new();
-        for item in shown {
-            match item {
-                Shown::User { blocks, .. } => {
-                    lines.push(format!("user: {}", crate::history::input::plain_text(&blocks)))
-                }
-                Shown::Text { text, .. } => match lines.last_mut() {
-                    Some(last) if last.starts_with("assistant: ") => last.push_str(&text),
-                    _ => lines.push(format!("assistant: {text}")),
-                },
-                Shown::Tool(call) => lines.push(format!("tool: {} ({:?})", call.title, call.status)),
-                Shown::Notice { text, .. } => lines.push(format!("note: {text}")),
-                _ => {}
-            }
-        }
-        let skip = lines.len().saturating_sub(self.limit);
-        ToolOutput::ok(lines[skip..].join("\n"), Vec::new())
-    }
 }

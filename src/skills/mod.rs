@@ -25,6 +25,9 @@ const BUNDLED: &[(&str, &str)] = &[("openlang", include_str!("bundled/openlang/S
 /// Workspace folders searched, in order (the first holding a name wins among them).
 pub const WORKSPACE_DIRS: &[&str] = &[".acp/skills", ".agents/skills", ".claude/skills"];
 
+/// The most front matter read.
+const MAX_FRONT_MATTER: usize = 16 << 10;
+
 /// The longest name and description the convention allows.
 const MAX_NAME: usize = 64;
 const MAX_DESCRIPTION: usize = 1024;
@@ -245,12 +248,20 @@ fn read(path: &Path, source: Source) -> Result<Skill, String> {
     let parsed = if meta.len() > 1 << 20 {
         Err("larger than 1 MiB".to_owned())
     } else {
-        std::fs::read_to_string(path)
-            .map_err(|e| format!("unreadable: {e}"))
-            .and_then(|text| parse(&text, path, source))
+        read_limited(path).and_then(|text| parse(&text, path, source))
     };
     crate::sync::lock(&CACHE).get_or_insert_default().insert(path.to_owned(), (stamp.0, stamp.1, parsed.clone()));
     parsed
+}
+
+/// At most 1 MiB of a file (its size as reported may understate it).
+fn read_limited(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+        .map_err(|e| format!("unreadable: {e}"))?;
+    Ok(text)
 }
 
 /// A `SKILL.md`'s front matter.
@@ -266,6 +277,10 @@ pub fn parse(text: &str, path: &Path, source: Source) -> Result<Skill, String> {
         .find(|&i| rest[i + 4..].starts_with(['\n', '\r']) || rest.len() == i + 4)
         .ok_or("the front matter has no closing `---` line")?;
     let yaml = &rest[..end];
+    // YAML parsing can be slow on hostile input: real front matter is a few lines.
+    if yaml.len() > MAX_FRONT_MATTER {
+        return Err(format!("the front matter is longer than {} KiB", MAX_FRONT_MATTER / 1024));
+    }
     let front: FrontMatter = serde_norway::from_str(yaml).map_err(|e| format!("front matter: {e}"))?;
     let folder = path.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = front.name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).unwrap_or(folder);

@@ -121,6 +121,8 @@ fn broken_skills_are_reported_not_offered() {
     skill(&dir, "nodesc", "name: nodesc");
     skill(&dir, "Bad_Name", "name: Bad_Name\ndescription: x");
     skill(&dir, "yaml", "name: [unclosed\ndescription: x");
+    let huge = format!("name: huge\ndescription: x\nmetadata: {}", "[".repeat(20_000));
+    skill(&dir, "huge", &huge);
     std::fs::create_dir_all(dir.join("open")).unwrap();
     std::fs::write(dir.join("open/SKILL.md"), "---\nname: open\ndescription: x\n").unwrap();
     skill(&dir, "from-folder", "description: named after its folder");
@@ -128,7 +130,8 @@ fn broken_skills_are_reported_not_offered() {
     let catalog = Catalog::load(home.path(), cwd.path(), &config);
     assert_eq!(names(&catalog), [("from-folder".into(), Source::Workspace)]);
     let reasons: Vec<String> = catalog.broken.iter().map(|b| b.reason.clone()).collect();
-    assert_eq!(reasons.len(), 5, "{reasons:#?}");
+    assert_eq!(reasons.len(), 6, "{reasons:#?}");
+    assert!(reasons.iter().any(|r| r.contains("front matter is longer than 16 KiB")));
     assert!(reasons.iter().any(|r| r.contains("must start with a `---` line")));
     assert!(reasons.iter().any(|r| r.contains("no description")));
     assert!(reasons.iter().any(|r| r.contains("name `Bad_Name`")));

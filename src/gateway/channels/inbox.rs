@@ -84,14 +84,17 @@ struct Route {
 struct Question {
     id: String,
     options: Vec<PermissionOption>,
+    /// The message that asks it.
+    text: String,
 }
 
 /// One session's lane.
 struct Lane {
     running: bool,
     waiting: Waiting,
-    /// Messages steered into the running turn: whether it took each.
-    steered: Vec<(String, oneshot::Receiver<bool>)>,
+    /// Messages steered into the running turn: whether it took each, and whether one it did not
+    /// take is to be queued (not under `steer-backlog`, which queued it already).
+    steered: Vec<(String, oneshot::Receiver<bool>, bool)>,
     /// When the last message was queued (the queue's debounce counts from it).
     last_in: Instant,
     route: Route,
@@ -102,6 +105,9 @@ struct Lane {
     /// Who wrote last (the next run's starter).
     last_sender: String,
     question: Option<Question>,
+    /// Questions asked while another waits (a subagent's, say): posted one at a time, so a
+    /// number always answers the question it was read with.
+    later: std::collections::VecDeque<Question>,
 }
 
 /// A sender's messages gathering under the inbound debounce.
@@ -345,11 +351,13 @@ impl<C: Channel> Inbox<C> {
             run_route: route.clone(),
             last_sender: sender.clone(),
             question: None,
+            later: std::collections::VecDeque::new(),
         });
         lane.route = route.clone();
         lane.last_sender = sender.clone();
         if let Some(Parsed::Command(Command::Stop)) = parsed {
             lane.waiting.clear();
+            lane.steered.clear();
             let was = lane.running;
             drop(lanes);
             if was {
@@ -386,10 +394,11 @@ impl<C: Channel> Inbox<C> {
                     tokio::spawn(async move {
                         let _ = tx.send(steer.await);
                     });
-                    if settings.mode == Mode::SteerBacklog {
+                    let backlog = settings.mode == Mode::SteerBacklog;
+                    if backlog {
                         lane.waiting.push(prompt.clone(), &settings);
                     }
-                    lane.steered.push((prompt.text, rx));
+                    lane.steered.push((prompt.text, rx, !backlog));
                     true
                 }
                 Mode::Interrupt => {
@@ -448,8 +457,8 @@ impl<C: Channel> Inbox<C> {
             // Steered messages the run did not take become follow-ups, in order.
             let steered = lock(&self.lanes).get_mut(key).map(|l| std::mem::take(&mut l.steered)).unwrap_or_default();
             if !steered.is_empty() {
-                for (text, taken) in steered {
-                    if !taken.await.unwrap_or(false) {
+                for (text, taken, requeue) in steered {
+                    if !taken.await.unwrap_or(false) && requeue {
                         let settings = self.queue_settings(key);
                         if let Some(lane) = lock(&self.lanes).get_mut(key) {
                             lane.waiting.push(text, &settings);

@@ -170,10 +170,13 @@ impl Settings {
         }
         if let Some(ms) = config.debounce_ms {
             s.debounce = Duration::from_millis(ms);
+            if s.debounce > MAX_DEBOUNCE {
+                return Err("[messages.queue] debounce_ms: at most 60000".into());
+            }
         }
         if let Some(cap) = config.cap {
-            if cap == 0 {
-                return Err("[messages.queue] cap must be at least 1".into());
+            if cap == 0 || cap > MAX_CAP {
+                return Err(format!("[messages.queue] cap: from 1 to {MAX_CAP}"));
             }
             s.cap = cap;
         }
@@ -194,6 +197,10 @@ impl Settings {
         )
     }
 }
+
+/// The longest quiet time and the largest queue a session may ask for.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(60);
+const MAX_CAP: usize = 1000;
 
 /// What `/queue …` asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,9 +227,17 @@ pub fn parse_command(args: &str, current: Settings) -> Result<Asked, String> {
         let word = word.to_lowercase();
         if let Some((key, value)) = word.split_once(':') {
             match key {
-                "debounce" => s.debounce = duration(value).ok_or_else(|| format!("`{word}`: use debounce:2s"))?,
+                "debounce" => {
+                    s.debounce = duration(value)
+                        .filter(|d| *d <= MAX_DEBOUNCE)
+                        .ok_or_else(|| format!("`{word}`: use debounce:2s (at most 60s)"))?;
+                }
                 "cap" => {
-                    s.cap = value.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("`{word}`: use cap:20"))?;
+                    s.cap = value
+                        .parse()
+                        .ok()
+                        .filter(|&n| n > 0 && n <= MAX_CAP)
+                        .ok_or_else(|| format!("`{word}`: use cap:20 (1 to {MAX_CAP})"))?;
                 }
                 "drop" => {
                     s.drop = Drop::parse(value).ok_or_else(|| format!("`{word}`: use drop:old, new or summarize"))?;
@@ -373,7 +388,7 @@ mod tests {
         let Ok(Asked::Set(s)) = parse_command("STEER+backlog debounce:500ms", d) else { panic!() };
         assert_eq!((s.mode, s.debounce), (Mode::SteerBacklog, Duration::from_millis(500)));
         assert_eq!(parse_command("queue", d).map(|a| matches!(a, Asked::Set(s) if s.mode == Mode::Steer)), Ok(true));
-        for bad in ["later", "cap:0", "cap:x", "drop:all", "debounce:2h", "size:3"] {
+        for bad in ["later", "cap:0", "cap:x", "cap:5000", "drop:all", "debounce:2h", "debounce:61s", "size:3"] {
             assert!(parse_command(bad, d).is_err(), "{bad}");
         }
     }

@@ -68,7 +68,9 @@ impl<C: Channel> Inbox<C> {
             "inherit" | "default" => None,
             other => return format!("Unknown setting `{other}`: use /send on, off or inherit."),
         };
-        if !may {
+        // Only an owner overrides a policy that denies this chat.
+        let denied = !self.settings.send_policy.allows(self.channel.id(), route.kind, key, None);
+        if !may || (denied && value == Some(true) && !self.is_owner(sender)) {
             return "Only the owner can change where replies go.".into();
         }
         self.prefs.change(key, |p| p.send = value);
@@ -186,9 +188,20 @@ impl<C: Channel> Inbox<C> {
             }
         };
         let who = format!("{name} on {}", self.channel.id());
+        // The next question waiting, if any, is posted after this answer.
+        let next = {
+            let mut lanes = lock(&self.lanes);
+            lanes.get_mut(key).and_then(|lane| {
+                lane.question = lane.later.pop_front();
+                lane.question.as_ref().map(|q| q.text.clone())
+            })
+        };
         match self.gw.answer_question(&id, &chosen, &who) {
             Ok(label) => self.say(route, &format!("{label}.")).await,
             Err(e) => self.say(route, &format!("That question is no longer waiting ({e}).")).await,
+        }
+        if let Some(next) = next {
+            self.say(route, &next).await;
         }
         true
     }
@@ -227,7 +240,12 @@ impl<C: Channel> ChatAsker for Inbox<C> {
             if !self.delivers(key, &lane.run_route) {
                 return false;
             }
-            lane.question = Some(Question { id: id.to_owned(), options: q.options.clone() });
+            let question = Question { id: id.to_owned(), options: q.options.clone(), text: text.clone() };
+            if lane.question.is_some() {
+                lane.later.push_back(question);
+                return true;
+            }
+            lane.question = Some(question);
             lane.run_route.clone()
         };
         let Some(this) = self.me.upgrade() else { return false };
@@ -240,14 +258,21 @@ impl<C: Channel> ChatAsker for Inbox<C> {
             let mut lanes = lock(&self.lanes);
             let Some(lane) = lanes.get_mut(key) else { return };
             if lane.question.as_ref().is_none_or(|q| q.id != id) {
-                return; // answered here
+                // Answered here, or one that was never posted: it is simply dropped.
+                lane.later.retain(|q| q.id != id);
+                return;
             }
-            lane.question = None;
-            lane.run_route.clone()
+            lane.question = lane.later.pop_front();
+            (lane.run_route.clone(), lane.question.as_ref().map(|q| q.text.clone()))
         };
         let how = how.to_owned();
         if let Some(this) = self.me.upgrade() {
-            tokio::spawn(async move { this.say(&route, &how).await });
+            tokio::spawn(async move {
+                this.say(&route.0, &how).await;
+                if let Some(next) = route.1 {
+                    this.say(&route.0, &next).await;
+                }
+            });
         }
     }
 }

@@ -1,0 +1,108 @@
+//! A subagent's host: the parent's, with files and terminals as the parent's session and
+//! questions labelled with the child.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::host::{
+    AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
+    PermissionRequest, TerminalOutput, TerminalSpec,
+};
+
+/// The parent's host, for a child: files and terminals as the parent's session; questions to the
+/// parent's client, labelled with the child.
+pub(super) struct ChildHost {
+    pub(super) inner: Arc<dyn AnyHost>,
+    pub(super) parent: String,
+    pub(super) label: String,
+}
+
+impl Host for ChildHost {
+    async fn read_text_file(
+        &self,
+        _session: &str,
+        path: &std::path::Path,
+        range: Option<LineRange>,
+        cancel: &CancellationToken,
+    ) -> Result<String, FsError> {
+        self.inner.read_text_file(&self.parent, path, range, cancel).await
+    }
+
+    async fn write_text_file(
+        &self,
+        _session: &str,
+        path: &std::path::Path,
+        content: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), FsError> {
+        self.inner.write_text_file(&self.parent, path, content, cancel).await
+    }
+
+    async fn request_permission(
+        &self,
+        _session: &str,
+        request: &PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> PermissionAnswer {
+        let mut request = request.clone();
+        request.call.title = format!("[subagent {}] {}", self.label, request.call.title);
+        self.inner.request_permission(&self.parent, &request, cancel).await
+    }
+
+    async fn elicit(
+        &self,
+        _session: &str,
+        call_id: &str,
+        request: &ElicitRequest,
+        cancel: &CancellationToken,
+    ) -> ElicitAnswer {
+        self.inner.elicit(&self.parent, call_id, request, cancel).await
+    }
+
+    fn can_message(&self) -> bool {
+        self.inner.can_message()
+    }
+
+    fn own_chat(&self, _session: &str) -> Option<ChatTarget> {
+        self.inner.own_chat(&self.parent)
+    }
+
+    async fn send_message(&self, _session: &str, target: &ChatTarget, text: &str) -> Result<(), String> {
+        self.inner.send_message(&self.parent, target, text).await
+    }
+
+    fn has_terminals(&self) -> bool {
+        self.inner.has_terminals()
+    }
+
+    async fn create_terminal(
+        &self,
+        _session: &str,
+        spec: &TerminalSpec,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        self.inner.create_terminal(&self.parent, spec, cancel).await
+    }
+
+    async fn wait_for_terminal_exit(
+        &self,
+        _session: &str,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ExitStatus, String> {
+        self.inner.wait_for_terminal_exit(&self.parent, id, cancel).await
+    }
+
+    async fn terminal_output(&self, _session: &str, id: &str) -> Result<TerminalOutput, String> {
+        self.inner.terminal_output(&self.parent, id).await
+    }
+
+    async fn kill_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
+        self.inner.kill_terminal(&self.parent, id).await
+    }
+
+    async fn release_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
+        self.inner.release_terminal(&self.parent, id).await
+    }
+}
