@@ -232,3 +232,38 @@ fn the_lane_runs_one_child_at_a_time_when_so_configured_and_a_fixed_message_goes
     let first_done = mock.wait_done(first).finished_at.unwrap();
     assert!(all[second].at >= first_done, "with a lane of one, the second child starts after the first is answered");
 }
+
+#[test]
+fn another_session_is_read_or_written_only_after_a_question() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let other = agent.new_session_in(cwd.path(), json!({}));
+    mock.push(text("anthropic", "I am the other session."));
+    let (_, r) = agent.prompt(&other, "remember the secret word: plum");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let me = agent.new_session_in(cwd.path(), json!({}));
+
+    // Code mode (the default): reading another session's conversation asks; rejected, nothing read.
+    mock.push(calls("anthropic", &[("h1", "sessions_history", json!({"sessionKey": other}))]));
+    mock.push(text("anthropic", "I was not allowed."));
+    let id =
+        agent.send_request("session/prompt", json!({"sessionId": me, "prompt": [{"type": "text", "text": "peek"}]}));
+    let mut asked = false;
+    loop {
+        let m = agent.recv();
+        if m["method"] == "session/request_permission" {
+            let title = m["params"]["toolCall"]["title"].as_str().unwrap();
+            assert_eq!(title, format!("Read session {other}"));
+            agent.respond(&m["id"], json!({"outcome": {"outcome": "selected", "optionId": "reject-once"}}));
+            asked = true;
+        }
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            break;
+        }
+    }
+    assert!(asked, "the read was asked about");
+    let told = told(&mock, "h1");
+    assert!(!told.contains("plum"), "nothing was read: {told}");
+}
