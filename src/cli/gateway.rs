@@ -48,10 +48,7 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         (Some(dir), _) => (std::path::absolute(&dir).map_err(|e| format!("--workspace: {e}"))?, "--workspace"),
         (None, Some(dir)) => {
             // `~/project` as a shell would read it.
-            let dir = match dir.strip_prefix("~") {
-                Ok(rest) => std::env::var_os("HOME").map_or_else(|| dir.clone(), |home| PathBuf::from(home).join(rest)),
-                Err(_) => dir.clone(),
-            };
+            let dir = crate::config::expand_home(dir).unwrap_or_else(|| dir.clone());
             (std::path::absolute(&dir).map_err(|e| format!("[gateway] workspace: {e}"))?, "[gateway] workspace")
         }
         (None, None) => {

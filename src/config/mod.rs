@@ -340,6 +340,15 @@ pub struct GatewayConfig {
     pub approval_timeout_secs: Option<u64>,
 }
 
+/// `~` or `~/rest` as the home directory (`$HOME`); other paths as they are. `None`: the path
+/// starts with `~` and there is no home directory.
+pub fn expand_home(raw: &std::path::Path) -> Option<PathBuf> {
+    match raw.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(rest)),
+        Err(_) => Some(raw.to_path_buf()),
+    }
+}
+
 /// Why no model can be used; the message says how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoModel(pub String);

@@ -45,14 +45,7 @@ pub struct Policy {
 impl Policy {
     /// The policy for a session with these workspace roots.
     pub fn new(config: &Config, roots: &[PathBuf], network: bool) -> Self {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let expand = |raw: &str| -> Option<PathBuf> {
-            match raw.strip_prefix("~/") {
-                Some(rest) => home.as_ref().map(|h| h.join(rest)),
-                None if raw == "~" => home.clone(),
-                None => Some(PathBuf::from(raw)),
-            }
-        };
+        let expand = |raw: &str| crate::config::expand_home(std::path::Path::new(raw));
         let mut writable: Vec<PathBuf> = roots.to_vec();
         writable.push(std::env::temp_dir());
         writable.extend(config.sandbox.writable.iter().filter_map(|p| expand(&p.to_string_lossy())));
