@@ -390,7 +390,9 @@ impl Agent {
 
     fn handle_cancel(&self, req: CancelNotification) {
         let id = req.session_id.0.to_string();
-        if self.session(&id, |s| s.handle.send(Op::Cancel)).is_err() {
+        if self.session(&id, |s| s.handle.send(Op::Cancel)).is_err()
+            && !self.runtime.cancel_subagent(&id, |parent| self.state.sessions().contains_key(parent))
+        {
             tracing::debug!(session = %id, "session/cancel for an unknown session");
         }
     }

@@ -37,6 +37,9 @@ pub struct ClientCaps {
     compaction: AtomicBool,
     /// `elicitation.form`: the client fills forms (`elicitation/create`).
     elicitation_form: AtomicBool,
+    /// `subagents` (unstable): the client shows child sessions (`subagent_update`,
+    /// `session_message`, the child's own updates under its id).
+    subagents: AtomicBool,
 }
 
 impl ClientCaps {
@@ -50,6 +53,11 @@ impl ClientCaps {
         self.compaction.store(compaction, Ordering::Relaxed);
         let form = caps.elicitation.as_ref().is_some_and(|e| e.form.is_some());
         self.elicitation_form.store(form, Ordering::Relaxed);
+        self.subagents.store(caps.subagents.is_some(), Ordering::Relaxed);
+    }
+
+    pub fn subagents(&self) -> bool {
+        self.subagents.load(Ordering::Relaxed)
     }
 
     pub fn compaction(&self) -> bool {

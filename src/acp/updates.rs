@@ -16,12 +16,17 @@ use acp_protocol::acp::schema::{
     SessionUpdate, StopReason, Terminal, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
 };
+use acp_protocol::acp::schema::{
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, RequiresActionStateUpdate, RunningStateUpdate,
+    SessionCancelCapabilities, SessionId, SessionMessage, StateUpdate, SubagentSessionCapabilities, SubagentUpdate,
+};
 use serde_json::{Map, Value, json};
 
 use super::agent::State;
 use super::prompt;
 use crate::runtime::{
-    self, CompactionEvent, CompactionPhase, Event, EventKind, EventSink, Shown, ToolCallState, ToolStatus,
+    self, CompactionEvent, CompactionPhase, Event, EventKind, EventSink, Shown, SubagentChange, SubagentEvent,
+    ToolCallState, ToolStatus,
 };
 use crate::stream::tool_update;
 
@@ -33,7 +38,8 @@ const TAIL_EVERY: Duration = Duration::from_millis(300);
 /// The runtime's [`EventSink`] for an ACP connection.
 pub struct AcpSink {
     state: Arc<State>,
-    tools: Mutex<HashMap<String, Tracked>>,
+    /// By session and call id (a subagent's calls arrive on the same connection as its parent's).
+    tools: Mutex<HashMap<(String, String), Tracked>>,
 }
 
 /// A tool call as the client currently sees it.
@@ -102,13 +108,16 @@ impl AcpSink {
         if is_final(state.status) {
             return;
         }
-        lock(&self.tools)
-            .insert(state.id.clone(), Tracked { shown: state, meta_terminal, tail: String::new(), last_tail: None });
+        lock(&self.tools).insert(
+            (session.to_owned(), state.id.clone()),
+            Tracked { shown: state, meta_terminal, tail: String::new(), last_tail: None },
+        );
     }
 
     fn tool_call_update(&self, session: &str, state: ToolCallState) {
         let mut tools = lock(&self.tools);
-        let Some(tracked) = tools.get_mut(&state.id) else {
+        let key = (session.to_owned(), state.id.clone());
+        let Some(tracked) = tools.get_mut(&key) else {
             tracing::warn!(call = %state.id, "update for a tool call that was not announced");
             return;
         };
@@ -147,15 +156,68 @@ impl AcpSink {
             self.update(session, SessionUpdate::ToolCallUpdate(update));
         }
         if finished {
-            tools.remove(&state.id);
+            tools.remove(&key);
         } else {
             tracked.shown = state;
         }
     }
 
+    /// A subagent of `session`, for clients that show child sessions (ACP's unstable
+    /// `subagent_update` and `session_message`).
+    fn subagent(&self, session: &str, event: SubagentEvent) {
+        let child = event.child.to_string();
+        let state = |state: StateUpdate| SessionUpdate::SubagentUpdate(SubagentUpdate::new(child.clone()).state(state));
+        match event.change {
+            SubagentChange::Started { title, description, cwd } => {
+                let update = SubagentUpdate::new(child.clone())
+                    .title(title)
+                    .description(description)
+                    .cwd(cwd)
+                    .capabilities(SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()))
+                    .state(StateUpdate::Running(RunningStateUpdate::new()));
+                self.update(session, SessionUpdate::SubagentUpdate(update));
+            }
+            SubagentChange::Running => self.update(session, state(StateUpdate::Running(RunningStateUpdate::new()))),
+            SubagentChange::Waiting => {
+                self.update(session, state(StateUpdate::RequiresAction(RequiresActionStateUpdate::new())));
+            }
+            SubagentChange::Ended { reason, error } => {
+                let stop = match (reason, error) {
+                    (Some(reason), _) => match stop_reason(reason) {
+                        StopReason::EndTurn => IdleStopReason::EndTurn,
+                        StopReason::MaxTokens => IdleStopReason::MaxTokens,
+                        StopReason::MaxTurnRequests => IdleStopReason::MaxTurnRequests,
+                        StopReason::Refusal => IdleStopReason::Refusal,
+                        _ => IdleStopReason::Cancelled,
+                    },
+                    (None, error) => IdleStopReason::Error(ErrorStopReason::new().error(
+                        acp_protocol::acp::schema::Error::new(-32603, error.unwrap_or_else(|| "failed".to_owned())),
+                    )),
+                };
+                // The child is closed with its work: no more cancelling it.
+                let update = SubagentUpdate::new(child.clone())
+                    .state(StateUpdate::Idle(IdleStateUpdate::new().stop_reason(stop)))
+                    .capabilities(None);
+                self.update(session, SessionUpdate::SubagentUpdate(update));
+            }
+            SubagentChange::Message { id, from, to, text } => {
+                // Both views of the message: in the sender's transcript and in the recipient's.
+                for transcript in [&from, &to] {
+                    let message = SessionMessage::new(id.clone())
+                        .sender_session_id(SessionId::new(from.to_string()))
+                        .recipient_session_id(SessionId::new(to.to_string()))
+                        .sender_message_id(MessageId::new(id.as_str()))
+                        .recipient_message_id(MessageId::new(id.as_str()))
+                        .content(vec![ContentBlock::from(text.clone())]);
+                    self.update(transcript, SessionUpdate::SessionMessage(message));
+                }
+            }
+        }
+    }
+
     fn tool_output(&self, session: &str, call_id: String, text: String) {
         let mut tools = lock(&self.tools);
-        let Some(tracked) = tools.get_mut(&call_id) else { return };
+        let Some(tracked) = tools.get_mut(&(session.to_owned(), call_id.clone())) else { return };
         if tracked.meta_terminal {
             let update = ToolCallUpdate::new(call_id.clone(), ToolCallUpdateFields::new())
                 .meta(meta(json!({ "terminal_output": { "terminal_id": call_id, "data": text } })));
@@ -206,7 +268,12 @@ impl EventSink for AcpSink {
                 let info = SessionInfoUpdate::new().title(title).updated_at(iso_now());
                 self.update(&session, SessionUpdate::SessionInfoUpdate(info));
             }
+            EventKind::Subagent(event) => self.subagent(&session, event),
         }
+    }
+
+    fn shows_subagents(&self) -> bool {
+        self.state.caps.subagents()
     }
 
     fn flush(&self) {

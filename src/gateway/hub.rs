@@ -160,12 +160,18 @@ pub enum RunEnd {
     Error { message: String },
 }
 
+/// Starts a run on an idle session (its key, the prompt text); whether it did.
+pub type Waker = Box<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
 /// Connections and runs.
 #[derive(Default)]
 pub struct Hub {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     runs: Mutex<HashMap<TurnId, Run>>,
     next_conn: AtomicU64,
+    /// Starts a run nobody asked for on an idle session (session key, prompt text): the
+    /// gateway's, set once it exists.
+    pub waker: std::sync::OnceLock<Waker>,
 }
 
 /// Unix milliseconds.
@@ -481,6 +487,10 @@ impl EventSink for HubSink {
             ),
             _ => {}
         }
+    }
+
+    fn wake(&self, session: &crate::runtime::SessionId, text: &str) -> bool {
+        self.0.waker.get().is_some_and(|wake| wake(session, text))
     }
 }
 

@@ -131,7 +131,7 @@ impl Gateway {
         let outbox = Arc::new(channels::Outbox::default());
         let host = Arc::new(GatewayHost { hub: hub.clone(), approvals: approvals.clone(), outbox: outbox.clone() });
         let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
-        Arc::new(Self {
+        let gateway = Arc::new(Self {
             runtime,
             hub,
             approvals,
@@ -151,7 +151,29 @@ impl Gateway {
             present: Mutex::default(),
             presence_version: 1.into(),
             health_version: 1.into(),
-        })
+        });
+        let weak = Arc::downgrade(&gateway);
+        let waker = move |key: &str, text: &str| weak.upgrade().is_some_and(|gw| gw.wake(key, text));
+        let _ = gateway.hub.waker.set(Box::new(waker));
+        gateway
+    }
+
+    /// Runs `text` on idle session `key` though no client asked (a subagent's announcement): in
+    /// the chat the session talks in, if a channel's; else as a run every client sees.
+    fn wake(&self, key: &str, text: &str) -> bool {
+        if self.outbox.wake(key, text) {
+            return true;
+        }
+        let Some(handle) = self.open_handle(key) else { return false };
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let turn = self.runtime.next_turn_id();
+        let _ended = self.hub.start_run(turn, &run_id, key);
+        self.hub.to_subscribers(
+            "session.message",
+            &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
+        );
+        tokio::spawn(handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: text.to_owned() }]));
+        true
     }
 
     fn uptime_ms(&self) -> u64 {

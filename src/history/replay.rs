@@ -95,7 +95,14 @@ pub fn replay(records: impl IntoIterator<Item = Record>) -> Replay {
         let repair = r.close_open_turn();
         r.out.repair = repair;
     }
+    let background = r.close_background();
+    r.out.repair.extend(background);
     r.out
+}
+
+/// Tool calls that outlive their turn: a subagent's (`subagent-<id>`), which ends on its own.
+fn outlives_turn(id: &str) -> bool {
+    id.starts_with("subagent-")
 }
 
 #[derive(Default)]
@@ -105,6 +112,8 @@ struct Builder {
     open: Option<Open>,
     /// Text and thoughts streamed in the open turn, by message id, until a reply takes them.
     streamed: HashMap<String, String>,
+    /// Calls still running after their turn ended ([`outlives_turn`]).
+    background: Vec<String>,
 }
 
 impl Builder {
@@ -191,6 +200,7 @@ impl Builder {
                 if let Some(open) = &mut self.open {
                     open.running.retain(|r| *r != id);
                 }
+                self.background.retain(|r| *r != id);
                 if let Some(Shown::Tool(state)) = self.tools.get(&id).and_then(|i| self.out.shown.get_mut(*i)) {
                     patch.apply(state);
                 }
@@ -212,7 +222,9 @@ impl Builder {
                 self.out.shown.push(Shown::Compaction { id, summary, tokens_before, tokens_after });
             }
             Record::End { turn, stop, error, usage, context, interrupted, .. } => {
-                self.open = None;
+                if let Some(open) = self.open.take() {
+                    self.background.extend(open.running.into_iter().filter(|id| outlives_turn(id)));
+                }
                 self.streamed.clear();
                 self.out.usage = self.out.usage.plus(usage);
                 if context.is_some() {
@@ -247,17 +259,33 @@ impl Builder {
         }
     }
 
-    /// The records that end the open turn where it stopped; applies them too.
-    fn close_open_turn(&mut self) -> Vec<Record> {
-        let Some(open) = self.open.take() else { return Vec::new() };
+    /// The records that end calls that outlived their turn and never ended; applies them too.
+    fn close_background(&mut self) -> Vec<Record> {
+        let ids = std::mem::take(&mut self.background);
+        let repair = self.interrupted(&ids);
+        for record in &repair {
+            self.apply(record.clone());
+        }
+        repair
+    }
+
+    /// Records ending the calls `ids` as interrupted.
+    fn interrupted(&self, ids: &[String]) -> Vec<Record> {
         let mut repair = Vec::new();
-        for id in &open.running {
+        for id in ids {
             let Some(Shown::Tool(state)) = self.tools.get(id).and_then(|i| self.out.shown.get(*i)) else { continue };
             let mut content = state.content.clone();
             content.push(ToolContent::Text(format!("Interrupted: {INTERRUPTED}.")));
             let patch = Patch { status: Some(ToolStatus::Failed), content: Some(content), ..Patch::default() };
             repair.push(Record::ToolEnd { id: id.clone(), patch });
         }
+        repair
+    }
+
+    /// The records that end the open turn where it stopped; applies them too.
+    fn close_open_turn(&mut self) -> Vec<Record> {
+        let Some(open) = self.open.take() else { return Vec::new() };
+        let mut repair = self.interrupted(&open.running);
         let messages = self.out.conversation.turn_messages();
         let unanswered = unanswered_calls(messages);
         if !open.partial.is_empty() {

@@ -46,8 +46,32 @@ pub enum EventKind {
     Settings(SettingsChange),
     /// The session has a title now.
     Title(String),
+    /// A subagent of this session started, changed state, exchanged a message with it, or ended —
+    /// for surfaces that show child sessions themselves ([`EventSink::shows_subagents`]); the
+    /// child's own events then follow under its id. Other surfaces see a tool call instead.
+    Subagent(SubagentEvent),
     /// The last event of every turn, exactly once.
     TurnEnded(TurnOutcome),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentEvent {
+    pub child: SessionId,
+    pub change: SubagentChange,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubagentChange {
+    /// The child exists and is at work.
+    Started { title: String, description: String, cwd: std::path::PathBuf },
+    /// A message between the two sessions, `from` → `to`, shown in both transcripts.
+    Message { id: String, from: SessionId, to: SessionId, text: String },
+    /// The child waits for the user (a permission question).
+    Waiting,
+    /// The child is at work again.
+    Running,
+    /// The child's work ended: how, and why if it failed (`reason` is `None` then).
+    Ended { reason: Option<StopReason>, error: Option<String> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +148,20 @@ impl TurnError {
 /// Where events go. Implemented by each surface.
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: Event);
+
+    /// Whether this surface shows a subagent as a session of its own (its events under its id,
+    /// [`EventKind::Subagent`] on the parent) rather than as a tool call of its parent.
+    fn shows_subagents(&self) -> bool {
+        false
+    }
+
+    /// Runs `text` as a new turn of idle session `session` that no client asked for (a
+    /// subagent's announcement), the surface's own way, so that its clients see it; `false`:
+    /// the surface has no way of its own, and the runtime runs it plainly.
+    fn wake(&self, session: &SessionId, text: &str) -> bool {
+        let _ = (session, text);
+        false
+    }
 
     /// A burst of events has ended (e.g. everything decoded from one network read): a good moment
     /// to push buffered output out.

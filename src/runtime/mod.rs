@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
-pub use event::{CompactionEvent, CompactionPhase, SettingsChange};
+pub use event::{CompactionEvent, CompactionPhase, SettingsChange, SubagentChange, SubagentEvent};
 pub use event::{Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use mcp::SessionCommand;
 pub use op::{Mode, Op, TurnId};
@@ -135,8 +135,9 @@ pub(crate) struct Shared {
     sessions: Mutex<std::collections::HashMap<String, SessionHandle>>,
     /// Subagents running at once, at most `[subagents] max_concurrent`.
     lane: tokio::sync::Semaphore,
-    /// Who waits on whom in `sessions_send` (a wait that would come back to its sender is refused).
-    waits: Mutex<std::collections::HashMap<String, String>>,
+    /// Who waits on whom in `sessions_send`, one entry per wait (a reply may wait on several
+    /// sessions at once); a wait that would come back to its sender is refused.
+    waits: Mutex<Vec<(String, String)>>,
     /// Subagents spawned in this process: child → parent.
     parents: Mutex<std::collections::HashMap<String, String>>,
 }

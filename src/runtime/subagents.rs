@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::event::{Emitter, Event, EventKind, EventSink, SessionId, TurnOutcome};
-use super::op::{Op, TurnId};
+use super::event::{Emitter, Event, EventKind, EventSink, SessionId, SubagentChange, SubagentEvent, TurnOutcome};
+use super::op::Op;
 use super::session::{Outlet, SessionHandle};
 use super::{LiveState, Runtime, SessionSettings, Shared};
 use crate::history::input::UserBlock;
@@ -55,8 +55,7 @@ pub(crate) fn add_tools(
     let me = Me {
         shared: shared.clone(),
         session: events.session.clone(),
-        turn: events.turn,
-        sink: events.sink.clone(),
+        events: events.clone(),
         settings: settings.clone(),
         live: live.clone(),
     };
@@ -68,6 +67,21 @@ pub(crate) fn add_tools(
     for tool in tools {
         if policy.allows(tool.name()) {
             registry.add(tool);
+        }
+    }
+}
+
+impl Runtime {
+    /// Cancels the work of subagent `key` if its parent is a session `ours` says is the caller's
+    /// (a client cancels only the children it was shown); whether it did.
+    pub fn cancel_subagent(&self, key: &str, ours: impl FnOnce(&str) -> bool) -> bool {
+        let parent = lock(&self.shared.parents).get(key).cloned();
+        match (parent, self.shared.session(key)) {
+            (Some(parent), Some(child)) if ours(&parent) => {
+                child.send(Op::Cancel);
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -93,9 +107,8 @@ impl Me {
 struct Me {
     shared: Arc<Shared>,
     session: SessionId,
-    turn: TurnId,
-    /// Where its events go.
-    sink: Arc<dyn EventSink>,
+    /// Its events (of this turn), to its client and its transcript.
+    events: Emitter,
     settings: SessionSettings,
     live: Arc<LiveState>,
 }
@@ -232,10 +245,11 @@ impl Action for SpawnAction {
         }
         let link = Arc::new(Link {
             parent: me.session.clone(),
-            turn: me.turn,
             key: key.clone(),
             label: self.label.clone(),
-            sink: me.sink.clone(),
+            cwd: settings.cwd.clone(),
+            shows: me.events.sink.shows_subagents(),
+            events: me.events.clone(),
             call: Mutex::new(ToolCallState {
                 id: format!("subagent-{id}"),
                 name: "subagent".into(),
@@ -252,7 +266,7 @@ impl Action for SpawnAction {
         });
         let outlet = Outlet {
             sink: Arc::new(ChildSink(link.clone())),
-            host: Arc::new(ChildHost { inner: self.host, parent: me.session.to_string(), label: self.label.clone() }),
+            host: Arc::new(ChildHost { inner: self.host, link: link.clone() }),
             child: true,
         };
         let runtime = Runtime { shared: me.shared.clone() };
@@ -275,13 +289,15 @@ impl Action for SpawnAction {
 /// A running subagent as its parent sees it.
 struct Link {
     parent: SessionId,
-    /// The parent turn that spawned it (its tool call belongs to it).
-    turn: TurnId,
     key: String,
     label: String,
-    /// The parent's events.
-    sink: Arc<dyn EventSink>,
-    /// The child as a tool call of the parent.
+    cwd: std::path::PathBuf,
+    /// The parent's client shows the child as a session of its own (else as a tool call).
+    shows: bool,
+    /// The parent's events (of the turn that spawned it): its client and its transcript.
+    events: Emitter,
+    /// The child as a tool call of the parent: shown to clients that do not show subagents, and
+    /// always recorded in the parent's transcript (a reloaded parent shows it).
     call: Mutex<ToolCallState>,
     progress: Mutex<Progress>,
 }
@@ -295,18 +311,51 @@ struct Progress {
 }
 
 impl Link {
+    /// The tool call's state: recorded, and shown unless the client shows the child itself.
     fn show(&self, kind: fn(ToolCallState) -> EventKind) {
-        let state = lock(&self.call).clone();
-        self.sink.emit(Event { session: self.parent.clone(), turn: self.turn, kind: kind(state) });
-        self.sink.flush();
+        let kind = kind(lock(&self.call).clone());
+        if let Some(log) = &self.events.log {
+            log.shown(&kind);
+        }
+        if !self.shows {
+            self.to_parent(kind);
+        }
+    }
+
+    fn to_parent(&self, kind: EventKind) {
+        self.events.sink.emit(Event { session: self.parent.clone(), turn: self.events.turn, kind });
+        self.events.sink.flush();
+    }
+
+    /// For a client that shows the child itself.
+    fn subagent(&self, change: SubagentChange) {
+        if self.shows {
+            let child = SessionId::from(self.key.as_str());
+            self.to_parent(EventKind::Subagent(SubagentEvent { child, change }));
+        }
+    }
+
+    /// A message between parent and child, for a client that shows the child itself.
+    fn message(&self, to_child: bool, text: &str) {
+        let (parent, child) = (self.parent.clone(), SessionId::from(self.key.as_str()));
+        let (from, to) = if to_child { (parent, child) } else { (child, parent) };
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        self.subagent(SubagentChange::Message { id, from, to, text: text.to_owned() });
     }
 
     fn show_start(&self, task: &str) {
         lock(&self.call).content = vec![ToolContent::Text(format!("Task:\n{}", shown(task)))];
         self.show(EventKind::ToolCall);
+        let title = self.label.clone();
+        let description = crate::history::input::title_of(&[UserBlock::text(task.to_owned())]).unwrap_or_default();
+        self.subagent(SubagentChange::Started { title, description, cwd: self.cwd.clone() });
+        self.message(true, &shown(task));
     }
 
     fn progressed(&self) {
+        if self.shows {
+            return; // the client follows the child's own updates
+        }
         let line = {
             let p = lock(&self.progress);
             match &p.last {
@@ -326,7 +375,18 @@ impl Link {
         self.show(EventKind::ToolCallUpdate);
     }
 
-    fn finish(&self, status: ToolStatus, summary: &str, result: &str) {
+    fn finish(&self, ended: &Ended, status: ToolStatus, summary: &str, result: &str) {
+        if self.shows {
+            if !result.is_empty() {
+                self.message(false, &shown(result));
+            }
+            let (reason, error) = match ended {
+                Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => (Some(*reason), None),
+                Ended::Cancelled => (Some(super::event::StopReason::Cancelled), None),
+                _ => (None, Some(summary.to_owned())),
+            };
+            self.subagent(SubagentChange::Ended { reason, error });
+        }
         {
             let mut call = lock(&self.call);
             call.status = status;
@@ -341,11 +401,15 @@ impl Link {
     }
 }
 
-/// A subagent's events: kept from its parent's client, except as progress of its tool call.
+/// A subagent's events: to its parent's client under the child's id if that client shows
+/// subagents, else kept from it except as progress of the child's tool call.
 struct ChildSink(Arc<Link>);
 
 impl EventSink for ChildSink {
     fn emit(&self, event: Event) {
+        if self.0.shows {
+            self.0.events.sink.emit(event.clone());
+        }
         match event.kind {
             EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(&text),
             EventKind::ToolCall(state) => {
@@ -358,6 +422,12 @@ impl EventSink for ChildSink {
                 self.0.progressed();
             }
             _ => {}
+        }
+    }
+
+    fn flush(&self) {
+        if self.0.shows {
+            self.0.events.sink.flush();
         }
     }
 }
@@ -427,6 +497,9 @@ async fn run_child(
         Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::EndTurn, .. })) => {
             (ToolStatus::Completed, "finished".to_owned())
         }
+        Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::Cancelled, .. })) => {
+            (ToolStatus::Failed, "was cancelled by the user".to_owned())
+        }
         Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => {
             (ToolStatus::Failed, format!("stopped before it finished ({reason:?})"))
         }
@@ -442,7 +515,7 @@ async fn run_child(
         link.label,
         if tools == 1 { "" } else { "s" }
     );
-    link.finish(status, &summary, &result);
+    link.finish(&ended, status, &summary, &result);
     child.send(Op::Shutdown);
     if matches!(ended, Ended::Cancelled) {
         return; // the user stopped the parent: nothing to announce
@@ -457,7 +530,7 @@ async fn run_child(
         link.key,
         if result.is_empty() { "(It gave no answer.)".to_owned() } else { result }
     );
-    if !parent.steer(text.clone()).await {
+    if !parent.steer(text.clone()).await && !link.events.sink.wake(&link.parent, &text) {
         let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(parent.prompt(turn, vec![UserBlock::text(text)]));
     }
@@ -533,24 +606,17 @@ impl Action for SendAction {
         let sender = me.session.to_string();
         if self.wait {
             let mut waits = lock(&me.shared.waits);
-            // Follow who the target waits on: a chain back to us would never end.
-            let mut at = self.target.clone();
-            for _ in 0..=MAX_WAIT_CHAIN {
-                if at == sender {
-                    return ToolOutput::error(format!(
-                        "`{}` is waiting on this session already; answer it instead of waiting on it",
-                        self.target
-                    ));
-                }
-                match waits.get(&at) {
-                    Some(next) => at = next.clone(),
-                    None => break,
-                }
+            // Follow whom the target waits on, along every wait: a chain back to us would never end.
+            if waits_on(&waits, &self.target, &sender) {
+                return ToolOutput::error(format!(
+                    "`{}` is waiting on this session already; answer it instead of waiting on it",
+                    self.target
+                ));
             }
             if waits.len() >= MAX_WAIT_CHAIN * 4 {
                 return ToolOutput::error("too many sessions are waiting on each other; try again later");
             }
-            waits.insert(sender.clone(), self.target.clone());
+            waits.push((sender.clone(), self.target.clone()));
         }
         let turn = me.shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let text = format!("[A message from agent session {sender}; your answer goes back to it.]\n\n{}", self.message);
@@ -564,7 +630,12 @@ impl Action for SendAction {
             () = tokio::time::sleep(self.timeout) => None,
             () = ctx.cancel.cancelled() => None,
         };
-        lock(&me.shared.waits).remove(&sender);
+        {
+            let mut waits = lock(&me.shared.waits);
+            if let Some(at) = waits.iter().position(|(from, to)| *from == sender && *to == self.target) {
+                waits.remove(at);
+            }
+        }
         match waited {
             None => {
                 target.send(Op::CancelTurn(turn));
@@ -586,6 +657,21 @@ impl Action for SendAction {
     }
 }
 
+/// Whether `from` waits, directly or through others (at most [`MAX_WAIT_CHAIN`] deep), on `on`.
+fn waits_on(waits: &[(String, String)], from: &str, on: &str) -> bool {
+    let mut at = vec![from.to_owned()];
+    for _ in 0..=MAX_WAIT_CHAIN {
+        if at.iter().any(|s| s == on) {
+            return true;
+        }
+        at = waits.iter().filter(|(f, _)| at.contains(f)).map(|(_, t)| t.clone()).collect();
+        if at.is_empty() {
+            return false;
+        }
+    }
+    false
+}
+
 /// A session's last answer (its text after the last user message), from its transcript.
 async fn last_answer(runtime: &Runtime, key: &str) -> Option<String> {
     let shown = runtime.history(key).await.ok().flatten()?;
@@ -599,4 +685,24 @@ async fn last_answer(runtime: &Runtime, key: &str) -> Option<String> {
         }
     }
     Some(answer.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waits_on;
+
+    #[test]
+    fn a_wait_back_to_its_sender_is_found_along_every_wait() {
+        let w =
+            |list: &[(&str, &str)]| list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect::<Vec<_>>();
+        // One reply of `a` waits on both `b` and `c`; `c` waiting on `a` is a loop, found
+        // through the second of a's waits as well as the first.
+        let waits = w(&[("a", "b"), ("a", "c")]);
+        assert!(waits_on(&waits, "a", "a"));
+        assert!(waits_on(&waits, "a", "c"), "so c may not wait on a");
+        assert!(!waits_on(&waits, "c", "a"), "c waits on nobody");
+        let chain = w(&[("a", "b"), ("b", "c"), ("c", "d")]);
+        assert!(waits_on(&chain, "a", "d"));
+        assert!(!waits_on(&chain, "d", "a"));
+    }
 }

@@ -338,6 +338,53 @@ fn events_are_recorded_merged_and_replayed_in_order() {
 }
 
 #[test]
+fn a_subagent_call_outlives_its_turn_and_is_closed_only_if_it_never_ended() {
+    let base = vec![
+        header("s"),
+        Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("go")], at: 1 },
+        Record::Message { message: Message::User(vec![UserPart::Text("go".into())]) },
+        Record::Tool { state: tool("subagent-1", ToolStatus::InProgress, vec![]) },
+        Record::Message { message: Message::Assistant(vec![AssistantPart::Text("Started.".into())]) },
+        Record::End {
+            turn: 1,
+            stop: Some(crate::history::StopReason::EndTurn),
+            error: None,
+            usage: Default::default(),
+            context: None,
+            interrupted: false,
+            at: 2,
+        },
+    ];
+    let status = |r: &replay::Replay| {
+        r.shown
+            .iter()
+            .find_map(|s| match s {
+                Shown::Tool(state) => Some(state.status),
+                _ => None,
+            })
+            .unwrap()
+    };
+    // It ended after its turn: shown as it ended, nothing to repair.
+    let mut ended = base.clone();
+    ended.push(Record::ToolEnd {
+        id: "subagent-1".into(),
+        patch: crate::stream::tool_update::Patch { status: Some(ToolStatus::Completed), ..Default::default() },
+    });
+    let r = replay::replay(ended);
+    assert_eq!(status(&r), ToolStatus::Completed);
+    assert!(r.repair.is_empty());
+    // The process stopped before it ended: it fails, once and for good.
+    let r = replay::replay(base.clone());
+    assert_eq!(status(&r), ToolStatus::Failed);
+    assert_eq!(r.repair.len(), 1);
+    let mut repaired = base;
+    repaired.extend(r.repair);
+    let again = replay::replay(repaired);
+    assert!(again.repair.is_empty());
+    assert_eq!(status(&again), ToolStatus::Failed);
+}
+
+#[test]
 fn a_turn_cut_short_is_closed_where_it_stopped() {
     let call = |id: &str| AssistantPart::ToolCall { id: id.into(), name: "edit".into(), arguments: "{}".into() };
     let base = vec![

@@ -482,3 +482,81 @@ fn a_question_goes_to_the_chat_of_the_run_it_belongs_to_not_the_latest_writer() 
     assert_eq!(fake.wait_sent(bob, 2)[1], "Hello Bob.");
     drop(gw);
 }
+
+#[test]
+fn under_a_shared_session_each_queued_follow_up_is_answered_in_its_own_chat() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    // dm_scope main (the default): both people's direct chats share one session.
+    let gw = gateway(&mock, &fake, "dm_policy = \"open\"", "[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0\n");
+    ask_mode(&gw, "agent:main:main");
+    let (ada, bob) = (1301, 1302);
+    mock.push(calls("anthropic", &[("q1", "write", json!({"path": "ada.txt", "content": "ada"}))]));
+    mock.push(text("anthropic", "Written for Ada."));
+    mock.push(text("anthropic", "Hello Bob.").when("bob's question"));
+    mock.push(text("anthropic", "Noted, Ada.").when("ada's note"));
+    fake.message(ada, "private", ada, "write my file");
+    let asked = fake.wait_sent(ada, 1);
+    assert!(asked[0].starts_with("Permission needed: "), "{asked:?}");
+    // While Ada's run waits on her, Bob and then Ada write: each waits for its own run.
+    fake.message(bob, "private", bob, "bob's question");
+    fake.message(ada, "private", ada, "ada's note");
+    fake.message(ada, "private", ada, "1");
+    let to_ada = fake.wait_sent(ada, 4);
+    assert_eq!(to_ada[1..], ["Allow once.", "Written for Ada.", "Noted, Ada."], "{to_ada:?}");
+    assert_eq!(fake.wait_sent(bob, 1), ["Hello Bob."]);
+    drop(gw);
+}
+
+#[test]
+fn two_questions_of_one_reply_are_asked_in_the_chat_one_after_the_other() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = gateway(&mock, &fake, "dm_policy = \"open\"", "");
+    ask_mode(&gw, "agent:main:main");
+    let user = 1401;
+    push_calls(&mock, &[write("q1", "one.txt", "1"), write("q2", "two.txt", "2")]);
+    mock.push(text("anthropic", "One of two."));
+    fake.message(user, "private", user, "write both");
+    let sent = fake.wait_sent(user, 1);
+    assert!(sent[0].starts_with("Permission needed: Create one.txt"), "{sent:?}");
+    fake.message(user, "private", user, "1");
+    let sent = fake.wait_sent(user, 3);
+    assert_eq!(sent[1], "Allow once.");
+    assert!(
+        sent[2].starts_with("Permission needed: Create two.txt"),
+        "the second, once the first is answered: {sent:?}"
+    );
+    fake.message(user, "private", user, "/deny");
+    let sent = fake.wait_sent(user, 5);
+    assert_eq!(sent[4], "One of two.", "{sent:?}");
+    assert_eq!(std::fs::read_to_string(gw.workspace.path().join("one.txt")).unwrap(), "1");
+    assert!(!gw.workspace.path().join("two.txt").exists());
+    let told = result_for("anthropic", &mock.requests()[1].body, "q2");
+    assert!(told.contains("rejected"), "{told}");
+    drop(gw);
+}
+
+#[test]
+fn a_send_policy_rule_on_broadcast_channels_holds_for_chats_known_only_to_telegram() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = gateway(
+        &mock,
+        &fake,
+        "dm_policy = \"open\"",
+        "[session.send_policy]\nrules = [{ action = \"deny\", match = { chat_type = \"channel\" } }]\n",
+    );
+    // Both ids are negative; only Telegram knows which is a broadcast channel.
+    let (news, team) = (-100_777, -100_888);
+    fake.add_chat(news, "channel");
+    fake.add_chat(team, "supergroup");
+    let mut operator = gw.client(&["operator.write"]);
+    let r = operator.request("send", json!({"to": news.to_string(), "message": "Release!", "idempotencyKey": "n1"}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("send policy does not allow"), "{r}");
+    let r = operator.request("send", json!({"to": team.to_string(), "message": "Release!", "idempotencyKey": "t1"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    assert_eq!(fake.wait_sent(team, 1), ["Release!"]);
+    assert!(fake.sent().iter().all(|m| m["chat_id"] != json!(news.to_string())), "{:?}", fake.sent());
+    drop(gw);
+}

@@ -267,3 +267,239 @@ fn another_session_is_read_or_written_only_after_a_question() {
     let told = told(&mock, "h1");
     assert!(!told.contains("plum"), "nothing was read: {told}");
 }
+
+#[test]
+fn a_client_that_shows_subagents_sees_each_child_as_a_session_asks_as_it_and_cancels_it() {
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
+    let r = agent.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({}));
+    assert_eq!(agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}))["result"], json!({}));
+
+    mock.push(parent(calls(
+        "anthropic",
+        &[
+            ("s1", "sessions_spawn", json!({"task": "TASK-A: write a.txt saying hello", "label": "writer"})),
+            ("s2", "sessions_spawn", json!({"task": "TASK-D: think forever", "label": "stuck"})),
+        ],
+    )));
+    mock.push(parent(text("anthropic", "Both started.")));
+    // The same call id in the child as in the parent: told apart by session.
+    mock.push(child("TASK-A", calls("anthropic", &[("s1", "write", json!({"path": "a.txt", "content": "hello"}))])));
+    mock.push(child("TASK-A", text("anthropic", "Wrote a.txt.")));
+    mock.push(child("TASK-D", text("anthropic", "Thinking").stall_after(3)));
+    mock.push(text("anthropic", "Noted the writer.").when("Subagent announcement").when("`writer`"));
+    mock.push(text("anthropic", "Noted the stuck one.").when("Subagent announcement").when("`stuck`"));
+
+    let id = agent.send_request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "delegate"}]}),
+    );
+    let mut children: std::collections::HashMap<String, String> = Default::default(); // label → key
+    let mut states: std::collections::HashMap<String, Vec<String>> = Default::default(); // key → states
+    let mut seen: Vec<Value> = Vec::new();
+    let (mut answered, mut asked, mut cancelled, mut notes) = (false, false, false, 0);
+    while !(answered && asked && notes == 2) {
+        let m = agent.recv();
+        seen.push(m.clone());
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+            answered = true;
+            continue;
+        }
+        if m["method"] == "session/request_permission" {
+            let writer = children.get("writer").expect("the child was announced before it asked");
+            assert_eq!(m["params"]["sessionId"], json!(writer), "asked as the child: {m}");
+            assert_eq!(states[writer].last().map(String::as_str), Some("requires_action"));
+            let title = m["params"]["toolCall"]["title"].as_str().unwrap();
+            assert!(!title.contains("[subagent"), "not relabelled: {title}");
+            agent.respond(&m["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}));
+            asked = true;
+            continue;
+        }
+        let (on, u) = (m["params"]["sessionId"].as_str().unwrap_or_default().to_owned(), update(&m));
+        assert!(
+            !u["toolCallId"].as_str().is_some_and(|c| c.starts_with("subagent-")),
+            "no tool call stands in for a child: {m}"
+        );
+        match u["sessionUpdate"].as_str().unwrap_or_default() {
+            "subagent_update" => {
+                assert_eq!(on, session, "announced on its parent: {m}");
+                let key = u["sessionId"].as_str().unwrap().to_owned();
+                if let Some(title) = u["title"].as_str() {
+                    assert!(!children.values().any(|k| *k == key), "announced once: {m}");
+                    assert_eq!(u["cwd"], json!(cwd.path()), "{m}");
+                    assert_eq!(u["capabilities"], json!({"cancel": {}}), "{m}");
+                    children.insert(title.to_owned(), key.clone());
+                }
+                if let Some(state) = u["state"]["state"].as_str() {
+                    states.entry(key.clone()).or_default().push(state.to_owned());
+                }
+                if children.get("stuck") == Some(&key) && u["state"]["state"] == "running" && !cancelled {
+                    // The user stops the stuck child, and only it, once it is at work.
+                    let working = |r: &crate::support::mock_model::Recorded| {
+                        let body = r.body.to_string();
+                        body.contains("TASK-D") && !body.contains(PARENT)
+                    };
+                    while !mock.requests().iter().any(working) {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    agent.notify("session/cancel", json!({"sessionId": key}));
+                    cancelled = true;
+                }
+            }
+            "agent_message_chunk" if u["content"]["text"].as_str().is_some_and(|t| t.starts_with("Noted")) => {
+                assert_eq!(on, session);
+                notes += 1;
+            }
+            _ => {}
+        }
+    }
+    let (writer, stuck) = (children["writer"].clone(), children["stuck"].clone());
+    assert!(writer.starts_with("agent:main:subagent:") && writer != stuck);
+    assert_eq!(states[&writer], ["running", "requires_action", "running", "idle"], "{states:?}");
+    assert_eq!(states[&stuck], ["running", "idle"], "{states:?}");
+    let idle = |key: &str| {
+        seen.iter()
+            .map(update)
+            .find(|u| u["sessionUpdate"] == "subagent_update" && u["sessionId"] == key && u["state"]["state"] == "idle")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(idle(&writer)["state"]["stopReason"], "end_turn");
+    assert_eq!(idle(&writer)["capabilities"], Value::Null, "no more cancelling a finished child");
+    assert_eq!(idle(&stuck)["state"]["stopReason"], "cancelled");
+
+    // The child's own updates, under its id: its text and its tool call (same id as the parent's).
+    let on = |key: &str, kind: &str| -> Vec<Value> {
+        seen.iter()
+            .filter(|m| m["params"]["sessionId"] == key && update(m)["sessionUpdate"] == kind)
+            .map(|m| update(m).clone())
+            .collect()
+    };
+    assert_eq!(
+        on(&writer, "agent_message_chunk").iter().map(|u| u["content"]["text"].as_str().unwrap()).collect::<String>(),
+        "Wrote a.txt."
+    );
+    assert!(
+        on(&writer, "tool_call")
+            .iter()
+            .any(|u| u["toolCallId"] == "s1" && u["title"].as_str().unwrap().contains("a.txt"))
+    );
+    assert!(on(&writer, "tool_call_update").iter().any(|u| u["toolCallId"] == "s1" && u["status"] == "completed"));
+    assert!(on(&session, "tool_call_update").iter().any(|u| u["toolCallId"] == "s1" && u["status"] == "completed"));
+    assert_eq!(std::fs::read_to_string(cwd.path().join("a.txt")).unwrap(), "hello");
+
+    // The task and the result as messages between the sessions, in both transcripts.
+    for transcript in [&session, &writer] {
+        let messages = on(transcript, "session_message");
+        let task = messages
+            .iter()
+            .find(|u| u["senderSessionId"] == json!(session) && u["recipientSessionId"] == json!(writer))
+            .expect("the task");
+        assert!(task["content"][0]["text"].as_str().unwrap().contains("TASK-A"), "{task}");
+        let result = messages.iter().find(|u| u["senderSessionId"] == json!(writer)).expect("the result");
+        assert_eq!(result["content"][0]["text"], "Wrote a.txt.", "{result}");
+    }
+    let announced = mock.requests().into_iter().find(|r| r.body.to_string().contains("`stuck`")).unwrap();
+    assert!(announced.body.to_string().contains("`stuck` was cancelled by the user"), "{}", announced.body);
+
+    // Reloaded in a new process, the parent shows each child as the tool call it ended as.
+    drop(agent);
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
+    agent.initialize();
+    let id = agent.send_request("session/load", json!({"sessionId": session, "cwd": cwd.path(), "mcpServers": []}));
+    let (replayed, r) = agent.until_response(id);
+    assert!(r.get("result").is_some(), "{r}");
+    let calls: Vec<&Value> = replayed
+        .iter()
+        .map(update)
+        .filter(|u| u["toolCallId"].as_str().is_some_and(|c| c.starts_with("subagent-")))
+        .collect();
+    assert_eq!(calls.len(), 2, "{replayed:?}");
+    let writer_call = calls.iter().find(|u| u["title"] == "Subagent writer").unwrap();
+    assert_eq!(writer_call["status"], "completed", "{writer_call}");
+    assert!(writer_call["content"].to_string().contains("Wrote a.txt."), "{writer_call}");
+    let stuck_call = calls.iter().find(|u| u["title"] == "Subagent stuck").unwrap();
+    assert_eq!(stuck_call["status"], "failed", "{stuck_call}");
+}
+
+#[test]
+fn on_the_gateway_an_announcement_runs_where_the_parents_clients_see_it_web_and_chat() {
+    use crate::support::gateway::Gateway;
+    use crate::support::telegram::FakeTelegram;
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\ndm_policy = \"open\"\nchunk_min_chars = 1\n",
+            fake.base
+        ),
+    )
+    .unwrap();
+    let gw = Gateway::start_in(home, &mock.base(), &[]);
+    let mut approver = gw.client(&["operator.read", "operator.write", "operator.approvals"]);
+
+    // The web: the child waits on a question until the parent's run is over, so its result
+    // reaches an idle parent; the announcement's run is one every client sees.
+    let r = approver.request("sessions.patch", json!({"key": "web", "mode": "ask"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    mock.push(parent(calls("anthropic", &[("s1", "sessions_spawn", json!({"task": "TASK-W: write w.txt"}))])));
+    mock.push(parent(text("anthropic", "Started.")).unless("Subagent announcement"));
+    mock.push(child("TASK-W", calls("anthropic", &[("w1", "write", json!({"path": "w.txt", "content": "w"}))])));
+    mock.push(child("TASK-W", text("anthropic", "W written.")));
+    mock.push(text("anthropic", "The web child is done.").when("Subagent announcement").when("TASK-W"));
+    let r = approver.request("chat.send", json!({"sessionKey": "web", "message": "go", "idempotencyKey": "run1"}));
+    assert_eq!(r["payload"]["status"], "started", "{r}");
+    let (mut frames, mut over) = (Vec::new(), false);
+    while !(over && frames.iter().any(|f: &Value| f["event"] == "exec.approval.requested")) {
+        let frame = approver.recv();
+        over |= frame["event"] == "chat" && frame["payload"]["runId"] == "run1" && frame["payload"]["state"] == "final";
+        frames.push(frame);
+    }
+    let question = frames.iter().find(|f| f["event"] == "exec.approval.requested").unwrap()["payload"].clone();
+    let r = approver.request("exec.approval.resolve", json!({"id": question["id"], "decision": "allow-once"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    let frames = approver
+        .until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "final" && e["payload"]["runId"] != "run1");
+    let last = &frames.last().unwrap()["payload"];
+    assert_eq!(last["sessionKey"], "agent:main:web", "{last}");
+    assert_eq!(last["message"]["content"][0]["text"], "The web child is done.", "{last}");
+    let run = last["runId"].clone();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["event"] == "agent" && f["payload"]["runId"] == run && f["payload"]["data"]["phase"] == "start"),
+        "the run was announced to clients: {frames:#?}"
+    );
+
+    // A chat: the announcement's reply is delivered in the chat the parent talks in.
+    let user = 4242;
+    mock.push(
+        parent(calls("anthropic", &[("s2", "sessions_spawn", json!({"task": "TASK-T: write t.txt"}))])).when("tg go"),
+    );
+    mock.push(parent(text("anthropic", "Started it.")).unless("Subagent announcement"));
+    mock.push(child("TASK-T", calls("anthropic", &[("t1", "write", json!({"path": "t.txt", "content": "t"}))])));
+    mock.push(child("TASK-T", text("anthropic", "T written.")));
+    mock.push(text("anthropic", "The chat child is done.").when("Subagent announcement").when("TASK-T"));
+    // Direct chats share the main session (`dm_scope = main`, the default).
+    let r = approver.request("sessions.patch", json!({"key": "main", "mode": "ask"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    fake.message(user, "private", user, "tg go");
+    let sent = fake.wait_sent(user, 2);
+    assert!(sent.iter().any(|m| m == "Started it."), "{sent:?}");
+    let question = sent.iter().find(|m| m.contains("[subagent")).unwrap_or_else(|| panic!("{sent:?}"));
+    assert!(question.contains("t.txt"), "{question}");
+    fake.message(user, "private", user, "1");
+    let sent = fake.wait_sent(user, 4);
+    assert_eq!(sent.last().unwrap(), "The chat child is done.", "{sent:?}");
+    assert_eq!(std::fs::read_to_string(gw.workspace.path().join("t.txt")).unwrap(), "t");
+}

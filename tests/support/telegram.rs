@@ -2,7 +2,8 @@
 //! behaviour of the methods the channel uses: `getMe`; `getUpdates` long-polling (held until an
 //! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped);
 //! `sendMessage` (recorded; HTML that does not parse is refused with 400 "can't parse
-//! entities"); `sendChatAction`; `setWebhook`/`deleteWebhook` (while a webhook is set,
+//! entities"); `sendChatAction`; `getChat` (the type of a chat the bot is in, else 400 "chat not
+//! found"); `setWebhook`/`deleteWebhook` (while a webhook is set,
 //! `getUpdates` is refused with 409 and updates are POSTed to it, in order, with the secret in
 //! `X-Telegram-Bot-Api-Secret-Token`, each retried until it is answered 2xx). Tests push messages as users would send them, may make the next
 //! call answer 429 with `retry_after`, and read what the bot sent.
@@ -36,6 +37,8 @@ struct State {
     deliveries: Vec<(i64, u16)>,
     /// Files users sent, by file id: (file path, bytes).
     files: std::collections::HashMap<String, (String, Vec<u8>)>,
+    /// Chats the bot is in, by id: their type (`getChat`).
+    chats: std::collections::HashMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -72,6 +75,7 @@ impl FakeTelegram {
     /// A user's text message arrives (`chat_type`: private, group, supergroup).
     pub fn message(&self, chat: i64, chat_type: &str, from: i64, text: &str) -> i64 {
         let mut s = self.state.lock().unwrap();
+        s.chats.insert(chat.to_string(), chat_type.to_owned());
         s.next_message += 1;
         let message_id = s.next_message;
         let update = json!({"message": {"message_id": message_id, "date": 0,
@@ -80,6 +84,12 @@ impl FakeTelegram {
         drop(s);
         self.push(update);
         message_id
+    }
+
+    /// The bot is a member (an admin, for a `channel`) of chat `id` of type `chat_type`, which
+    /// has said nothing yet.
+    pub fn add_chat(&self, id: i64, chat_type: &str) {
+        self.state.lock().unwrap().chats.insert(id.to_string(), chat_type.to_owned());
     }
 
     /// A user sends a photo (Telegram offers it in sizes; the last is the largest).
@@ -363,6 +373,18 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
             (200, json!({"ok": true, "result": {"message_id": id, "chat": {"id": body["chat_id"]}, "text": text}}))
         }
         "sendChatAction" => (200, json!({"ok": true, "result": true})),
+        "getChat" => {
+            let id = match &body["chat_id"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            match state.lock().unwrap().chats.get(&id) {
+                Some(kind) => {
+                    (200, json!({"ok": true, "result": {"id": id.parse::<i64>().unwrap_or(0), "type": kind}}))
+                }
+                None => (400, json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"})),
+            }
+        }
         "getFile" => {
             let id = body["file_id"].as_str().unwrap_or_default();
             match state.lock().unwrap().files.get(id) {

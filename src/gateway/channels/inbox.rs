@@ -39,7 +39,7 @@ pub trait Channel: Send + Sync + 'static {
     /// Shows that a reply is being written.
     fn typing(&self, peer: &str, thread: Option<&str>) -> impl Future<Output = ()> + Send;
     /// What kind of chat `peer` is (for a message the agent sends on its own).
-    fn kind_of(&self, peer: &str) -> PeerKind;
+    fn kind_of(&self, peer: &str) -> impl Future<Output = PeerKind> + Send;
     /// An attachment's bytes, refused beyond `limit`.
     fn fetch(&self, attachment: &Attachment, limit: u64) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
 }
@@ -243,7 +243,7 @@ impl<C: Channel> Inbox<C> {
                 prompt
             } else {
                 let text = held.into_iter().chain((!prompt.text.is_empty()).then_some(prompt.text)).collect::<Vec<_>>();
-                queue::Prompt { text: text.join("\n"), attached: prompt.attached }
+                queue::Prompt { text: text.join("\n"), attached: prompt.attached, from: None }
             };
             return self.dispatch(key, route, env.sender, prompt, false);
         }
@@ -276,7 +276,7 @@ impl<C: Channel> Inbox<C> {
     async fn prompt(&self, text: String, attachments: &[Attachment]) -> queue::Prompt {
         const IMAGE_MAX: u64 = 5 << 20;
         const TEXT_MAX: u64 = 256 << 10;
-        let mut prompt = queue::Prompt { text, attached: Vec::new() };
+        let mut prompt = queue::Prompt { text, attached: Vec::new(), from: None };
         let mut notes = Vec::new();
         for a in attachments {
             let mime =
@@ -355,6 +355,14 @@ impl<C: Channel> Inbox<C> {
         });
         lane.route = route.clone();
         lane.last_sender = sender.clone();
+        // A queued message's run answers the chat it came from, and its sender answers questions.
+        let mut prompt = prompt;
+        prompt.from = Some(queue::Origin {
+            peer: route.peer.clone(),
+            thread: route.thread.clone(),
+            kind: route.kind,
+            sender: sender.clone(),
+        });
         if let Some(Parsed::Command(Command::Stop)) = parsed {
             lane.waiting.clear();
             lane.steered.clear();
@@ -427,7 +435,7 @@ impl<C: Channel> Inbox<C> {
         tokio::spawn(async move {
             let mut prompt = prompt;
             loop {
-                let route = this.begin_run(&key);
+                let route = this.begin_run(&key, prompt.from.take());
                 this.run_once(&key, &route, prompt).await;
                 match this.next(&key).await {
                     Some(queued) => prompt = queued,
@@ -437,14 +445,22 @@ impl<C: Channel> Inbox<C> {
         });
     }
 
-    /// A run of session `key` begins: it answers, and asks, the chat of the latest message,
-    /// whose writer may answer its questions.
-    fn begin_run(&self, key: &str) -> Route {
+    /// A run of session `key` begins: it answers, and asks, the chat its message came from (else
+    /// the latest message's), whose writer may answer its questions.
+    fn begin_run(&self, key: &str, from: Option<queue::Origin>) -> Route {
         let mut lanes = lock(&self.lanes);
         match lanes.get_mut(key) {
             Some(lane) => {
-                lane.run_route = lane.route.clone();
-                lane.starter = lane.last_sender.clone();
+                match from {
+                    Some(o) => {
+                        lane.run_route = Route { peer: o.peer, thread: o.thread, kind: o.kind };
+                        lane.starter = o.sender;
+                    }
+                    None => {
+                        lane.run_route = lane.route.clone();
+                        lane.starter = lane.last_sender.clone();
+                    }
+                }
                 lane.run_route.clone()
             }
             None => Route { peer: String::new(), thread: None, kind: PeerKind::Direct },
@@ -588,7 +604,7 @@ impl<C: Channel> Inbox<C> {
 
     /// The agent's own message to chat `to` (the gateway's `send`, the `message` tool).
     pub async fn send_to(&self, to: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
-        let kind = self.channel.kind_of(to);
+        let kind = self.channel.kind_of(to).await;
         let env = Envelope {
             channel: self.channel.id().into(),
             account: "default".into(),
@@ -632,5 +648,13 @@ impl<C: Channel> super::Outbound for Inbox<C> {
 
     fn chat_of(&self, key: &str) -> Option<(String, Option<String>)> {
         lock(&self.lanes).get(key).map(|l| (l.route.peer.clone(), l.route.thread.clone()))
+    }
+
+    fn wake(self: Arc<Self>, key: &str, text: &str) -> bool {
+        let Some((route, sender)) = lock(&self.lanes).get(key).map(|l| (l.run_route.clone(), l.starter.clone())) else {
+            return false;
+        };
+        self.dispatch(key.to_owned(), route, sender, queue::Prompt::from(text), false);
+        true
     }
 }

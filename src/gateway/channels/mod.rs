@@ -28,6 +28,9 @@ pub trait Outbound: Send + Sync {
     fn send<'a>(&'a self, to: &'a str, thread: Option<&'a str>, text: &'a str) -> BoxFuture<'a, Result<(), String>>;
     /// The chat session `key` last spoke from on this channel: (peer, thread).
     fn chat_of(&self, key: &str) -> Option<(String, Option<String>)>;
+    /// Runs `text` on session `key` as a message of the chat it talks in, queued as any
+    /// other, its reply delivered there; `false` if the session is not this channel's.
+    fn wake(self: Arc<Self>, key: &str, text: &str) -> bool;
 }
 
 /// The channels being served, by id.
@@ -50,6 +53,13 @@ impl Outbox {
     /// The channels' ids.
     pub fn ids(&self) -> Vec<&'static str> {
         lock(&self.0).keys().copied().collect()
+    }
+
+    /// Runs `text` on session `key` in the chat it talks in ([`Outbound::wake`]), if any
+    /// channel's.
+    pub fn wake(&self, key: &str, text: &str) -> bool {
+        let all: Vec<Arc<dyn Outbound>> = lock(&self.0).values().cloned().collect();
+        all.into_iter().any(|channel| channel.wake(key, text))
     }
 
     /// The chat session `key` talks in, on whichever channel it came from.

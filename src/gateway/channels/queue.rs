@@ -18,6 +18,17 @@ use crate::runtime::UserBlock;
 pub struct Prompt {
     pub text: String,
     pub attached: Vec<UserBlock>,
+    /// Who sent it, from which chat (its run answers there); for a joined prompt, the last's.
+    pub from: Option<Origin>,
+}
+
+/// Where a queued message came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    pub peer: String,
+    pub thread: Option<String>,
+    pub kind: super::routing::PeerKind,
+    pub sender: String,
 }
 
 impl Prompt {
@@ -35,19 +46,21 @@ impl Prompt {
     fn joined(all: Vec<Prompt>) -> Prompt {
         let mut texts = Vec::new();
         let mut attached = Vec::new();
+        let mut from = None;
         for p in all {
             if !p.text.is_empty() {
                 texts.push(p.text);
             }
             attached.extend(p.attached);
+            from = p.from.or(from);
         }
-        Prompt { text: texts.join("\n\n"), attached }
+        Prompt { text: texts.join("\n\n"), attached, from }
     }
 }
 
 impl From<String> for Prompt {
     fn from(text: String) -> Self {
-        Self { text, attached: Vec::new() }
+        Self { text, attached: Vec::new(), from: None }
     }
 }
 
@@ -346,13 +359,14 @@ impl Waiting {
         for line in dropped {
             text.push_str(&format!("- {line}\n"));
         }
-        let mut attached = Vec::new();
+        let (mut attached, mut from) = (Vec::new(), None);
         if let Some(body) = body {
             text.push('\n');
             text.push_str(&body.text);
             attached = body.attached;
+            from = body.from;
         }
-        Some(Prompt { text, attached })
+        Some(Prompt { text, attached, from })
     }
 }
 
@@ -431,7 +445,7 @@ mod tests {
         w.clear();
         let image = UserBlock::Image { mime_type: "image/png".into(), data: "AA==".into(), uri: None };
         let s2 = settings(Mode::Collect, 20, Drop::Old);
-        w.push(Prompt { text: "look".into(), attached: vec![image.clone()] }, &s2);
+        w.push(Prompt { text: "look".into(), attached: vec![image.clone()], from: None }, &s2);
         w.push("and this", &s2);
         let both = w.next(Mode::Collect).unwrap_or_default();
         assert_eq!(both.clone().blocks(), vec![UserBlock::text("look\n\nand this"), image], "{both:?}");

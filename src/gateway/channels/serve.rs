@@ -30,6 +30,27 @@ pub const WEBHOOK_PATH: &str = "/telegram-webhook";
 pub struct Bot {
     api: Api,
     username: OnceLock<String>,
+    /// The kind of each chat seen or asked about, by id.
+    kinds: std::sync::Mutex<std::collections::HashMap<String, PeerKind>>,
+}
+
+impl Bot {
+    fn remember(&self, peer: &str, kind: PeerKind) {
+        let mut kinds = crate::sync::lock(&self.kinds);
+        if kinds.len() >= 10_000 {
+            kinds.clear();
+        }
+        kinds.insert(peer.to_owned(), kind);
+    }
+}
+
+/// A Telegram chat type as a kind of peer.
+fn kind_of_type(chat_type: &str) -> PeerKind {
+    match chat_type {
+        "private" => PeerKind::Direct,
+        "group" | "supergroup" => PeerKind::Group,
+        _ => PeerKind::Channel,
+    }
 }
 
 impl Channel for Bot {
@@ -49,9 +70,23 @@ impl Channel for Bot {
         self.api.file(&attachment.id, limit).await
     }
 
-    /// Telegram's group and channel chat ids are negative.
-    fn kind_of(&self, peer: &str) -> PeerKind {
-        if peer.starts_with('-') { PeerKind::Group } else { PeerKind::Direct }
+    /// From the chat's messages, else `getChat`; should Telegram not say, a negative id is a
+    /// group (channels' ids are negative too, but a bot only posts there as an admin).
+    async fn kind_of(&self, peer: &str) -> PeerKind {
+        if let Some(kind) = crate::sync::lock(&self.kinds).get(peer) {
+            return *kind;
+        }
+        match self.api.chat_type(peer).await {
+            Ok(chat_type) => {
+                let kind = kind_of_type(&chat_type);
+                self.remember(peer, kind);
+                kind
+            }
+            Err(e) => {
+                tracing::debug!(chat = peer, error = %e, "Telegram: the type of a chat is unknown");
+                if peer.starts_with('-') { PeerKind::Group } else { PeerKind::Direct }
+            }
+        }
     }
 }
 
@@ -165,7 +200,8 @@ pub fn telegram(
         send_policy: SendPolicy::from_config(config.session.send_policy.as_ref())?,
     };
     let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
-    let bot = Arc::new(Bot { api: Api::new(http, &base, &token), username: OnceLock::new() });
+    let bot =
+        Arc::new(Bot { api: Api::new(http, &base, &token), username: OnceLock::new(), kinds: Default::default() });
     let inbox = Inbox::new(bot.clone(), gw, pairings, prefs, settings);
     Ok(Some(Arc::new(Telegram {
         bot,
@@ -309,6 +345,7 @@ impl Telegram {
     async fn take(&self, update: &Value) {
         let username = self.bot.username.get().map_or("", String::as_str);
         if let Some(env) = envelope(update, username, &self.mention_patterns) {
+            self.bot.remember(&env.peer, env.kind);
             self.inbox.take(env).await;
         }
     }
@@ -348,11 +385,7 @@ fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envel
         return None;
     }
     let chat = &m["chat"];
-    let kind = match chat["type"].as_str() {
-        Some("private") => PeerKind::Direct,
-        Some("group" | "supergroup") => PeerKind::Group,
-        _ => PeerKind::Channel,
-    };
+    let kind = kind_of_type(chat["type"].as_str().unwrap_or_default());
     let id = |v: &Value| v.as_i64().map(|n| n.to_string()).or_else(|| v.as_str().map(str::to_owned));
     let lower = text.to_lowercase();
     let handle = format!("@{}", username.to_lowercase());

@@ -146,6 +146,12 @@ impl Api {
         Ok(me["username"].as_str().unwrap_or_default().to_owned())
     }
 
+    /// The type of chat `chat`: `private`, `group`, `supergroup` or `channel`.
+    pub async fn chat_type(&self, chat: &str) -> Result<String, ApiError> {
+        let found = self.call("getChat", &json!({"chat_id": chat}), Duration::from_secs(30)).await?;
+        Ok(found["type"].as_str().unwrap_or_default().to_owned())
+    }
+
     /// Updates after `offset`, waiting up to `wait` for some (long polling).
     pub async fn updates(&self, offset: i64, wait: Duration) -> Result<Vec<Value>, ApiError> {
         let params = json!({"offset": offset, "timeout": wait.as_secs(), "allowed_updates": ["message"]});

@@ -1,9 +1,12 @@
-//! A subagent's host: the parent's, with files and terminals as the parent's session and
-//! questions labelled with the child.
+//! A subagent's host: the parent's, with files and terminals as the parent's session; questions
+//! asked as the child's own to a client that shows subagents (the child marked as waiting
+//! meanwhile), else as the parent's, labelled with the child.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+
+use crate::runtime::SubagentChange;
 
 use crate::tools::host::{
     AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
@@ -14,8 +17,24 @@ use crate::tools::host::{
 /// parent's client, labelled with the child.
 pub(super) struct ChildHost {
     pub(super) inner: Arc<dyn AnyHost>,
-    pub(super) parent: String,
-    pub(super) label: String,
+    pub(super) link: Arc<super::Link>,
+}
+
+impl ChildHost {
+    fn parent(&self) -> &str {
+        &self.link.parent
+    }
+
+    /// Asks the user for the child: `ask(session)` as the child if the client shows it.
+    async fn ask<T>(&self, child: &str, ask: impl AsyncFnOnce(&str) -> T) -> T {
+        if !self.link.shows {
+            return ask(self.parent()).await;
+        }
+        self.link.subagent(SubagentChange::Waiting);
+        let answer = ask(child).await;
+        self.link.subagent(SubagentChange::Running);
+        answer
+    }
 }
 
 impl Host for ChildHost {
@@ -26,7 +45,7 @@ impl Host for ChildHost {
         range: Option<LineRange>,
         cancel: &CancellationToken,
     ) -> Result<String, FsError> {
-        self.inner.read_text_file(&self.parent, path, range, cancel).await
+        self.inner.read_text_file(self.parent(), path, range, cancel).await
     }
 
     async fn write_text_file(
@@ -36,28 +55,30 @@ impl Host for ChildHost {
         content: &str,
         cancel: &CancellationToken,
     ) -> Result<(), FsError> {
-        self.inner.write_text_file(&self.parent, path, content, cancel).await
+        self.inner.write_text_file(self.parent(), path, content, cancel).await
     }
 
     async fn request_permission(
         &self,
-        _session: &str,
+        session: &str,
         request: &PermissionRequest,
         cancel: &CancellationToken,
     ) -> PermissionAnswer {
         let mut request = request.clone();
-        request.call.title = format!("[subagent {}] {}", self.label, request.call.title);
-        self.inner.request_permission(&self.parent, &request, cancel).await
+        if !self.link.shows {
+            request.call.title = format!("[subagent {}] {}", self.link.label, request.call.title);
+        }
+        self.ask(session, async |on| self.inner.request_permission(on, &request, cancel).await).await
     }
 
     async fn elicit(
         &self,
-        _session: &str,
+        session: &str,
         call_id: &str,
         request: &ElicitRequest,
         cancel: &CancellationToken,
     ) -> ElicitAnswer {
-        self.inner.elicit(&self.parent, call_id, request, cancel).await
+        self.ask(session, async |on| self.inner.elicit(on, call_id, request, cancel).await).await
     }
 
     fn can_message(&self) -> bool {
@@ -65,11 +86,11 @@ impl Host for ChildHost {
     }
 
     fn own_chat(&self, _session: &str) -> Option<ChatTarget> {
-        self.inner.own_chat(&self.parent)
+        self.inner.own_chat(self.parent())
     }
 
     async fn send_message(&self, _session: &str, target: &ChatTarget, text: &str) -> Result<(), String> {
-        self.inner.send_message(&self.parent, target, text).await
+        self.inner.send_message(self.parent(), target, text).await
     }
 
     fn has_terminals(&self) -> bool {
@@ -82,7 +103,7 @@ impl Host for ChildHost {
         spec: &TerminalSpec,
         cancel: &CancellationToken,
     ) -> Result<String, String> {
-        self.inner.create_terminal(&self.parent, spec, cancel).await
+        self.inner.create_terminal(self.parent(), spec, cancel).await
     }
 
     async fn wait_for_terminal_exit(
@@ -91,18 +112,18 @@ impl Host for ChildHost {
         id: &str,
         cancel: &CancellationToken,
     ) -> Result<ExitStatus, String> {
-        self.inner.wait_for_terminal_exit(&self.parent, id, cancel).await
+        self.inner.wait_for_terminal_exit(self.parent(), id, cancel).await
     }
 
     async fn terminal_output(&self, _session: &str, id: &str) -> Result<TerminalOutput, String> {
-        self.inner.terminal_output(&self.parent, id).await
+        self.inner.terminal_output(self.parent(), id).await
     }
 
     async fn kill_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
-        self.inner.kill_terminal(&self.parent, id).await
+        self.inner.kill_terminal(self.parent(), id).await
     }
 
     async fn release_terminal(&self, _session: &str, id: &str) -> Result<(), String> {
-        self.inner.release_terminal(&self.parent, id).await
+        self.inner.release_terminal(self.parent(), id).await
     }
 }
