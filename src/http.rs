@@ -7,6 +7,17 @@ use crate::config::Timeouts;
 /// Builds the shared HTTP client (connection pool, TLS roots). Costly (it loads the system's root
 /// certificates), so callers build it once and off the request path.
 pub fn build_http(timeouts: &Timeouts) -> Result<reqwest::Client, String> {
+    builder(timeouts).build().map_err(|e| error_chain(&e))
+}
+
+/// A client for plain `http://` only (a provider on loopback or a LAN): no certificate store is
+/// read, so it is ready at once. It trusts no certificate, so an `https://` request through it
+/// fails rather than going unverified.
+pub fn build_plain_http(timeouts: &Timeouts) -> Result<reqwest::Client, String> {
+    builder(timeouts).tls_certs_only(std::iter::empty()).build().map_err(|e| error_chain(&e))
+}
+
+fn builder(timeouts: &Timeouts) -> reqwest::ClientBuilder {
     // Only one provider is compiled in; a second install attempt is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
@@ -14,8 +25,11 @@ pub fn build_http(timeouts: &Timeouts) -> Result<reqwest::Client, String> {
         .tcp_keepalive(Duration::from_secs(30))
         .pool_idle_timeout(Duration::from_secs(90))
         .user_agent(concat!("acp/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| error_chain(&e))
+}
+
+/// Whether `url` is plain `http://` (no TLS needed to reach it).
+pub fn is_plain(url: &str) -> bool {
+    url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://"))
 }
 
 /// An error with its causes, e.g. "error sending request: connection refused".

@@ -121,6 +121,8 @@ impl LiveState {
 pub(crate) struct Shared {
     config: ConfigCell,
     http: OnceCell<reqwest::Client>,
+    /// For `http://` providers: no certificates to load ([`crate::http::build_plain_http`]).
+    plain_http: std::sync::OnceLock<Result<reqwest::Client, String>>,
     sink: Arc<dyn EventSink>,
     host: Arc<dyn AnyHost>,
     next_turn: AtomicU64,
@@ -138,8 +140,8 @@ pub(crate) struct Shared {
     /// Who waits on whom in `sessions_send`, one entry per wait (a reply may wait on several
     /// sessions at once); a wait that would come back to its sender is refused.
     waits: Mutex<Vec<(String, String)>>,
-    /// Subagents spawned in this process: child → parent.
-    parents: Mutex<std::collections::HashMap<String, String>>,
+    /// Subagents spawned in this process: child → (parent, what stops the child alone).
+    parents: Mutex<std::collections::HashMap<String, (String, tokio_util::sync::CancellationToken)>>,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -194,13 +196,28 @@ impl Shared {
             .map_err(|e| TurnError::internal(format!("could not set up the HTTP client: {e}")))
     }
 
+    /// The client for `http://` providers, built on first use (it reads no files).
+    fn plain_http(&self) -> Result<reqwest::Client, TurnError> {
+        self.plain_http
+            .get_or_init(|| crate::http::build_plain_http(&self.config().timeouts))
+            .clone()
+            .map_err(|e| TurnError::internal(format!("could not set up the HTTP client: {e}")))
+    }
+
+    /// Whether the default model's provider is reached over TLS (and so needs the certificates).
+    fn default_needs_tls(&self) -> bool {
+        let config = self.config();
+        let provider = config.default_model_ref().ok().and_then(|m| config.resolve_model(&m.to_string()).ok());
+        provider.is_none_or(|(_, p)| !crate::http::is_plain(&p.base_url))
+    }
+
     /// A client for the provider of `model`, with the model's limits.
     pub(crate) async fn client_for(&self, model: &ModelRef) -> Result<(ProviderClient, ModelInfo), TurnError> {
         let config = self.config();
         let (model, provider) =
             config.resolve_model(&model.to_string()).map_err(|e| TurnError::config(e.to_string()))?;
         let info = provider.model(&model.model);
-        let http = self.http().await?;
+        let http = if crate::http::is_plain(&provider.base_url) { self.plain_http()? } else { self.http().await? };
         Ok((ProviderClient::new(http, provider.clone(), config.timeouts), info))
     }
 }
@@ -224,6 +241,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             config,
             http: OnceCell::new(),
+            plain_http: std::sync::OnceLock::new(),
             sink,
             host,
             next_turn: AtomicU64::new(1),
@@ -479,15 +497,21 @@ impl Runtime {
         self.shared.http().await.map_err(|e| e.message)
     }
 
-    /// Builds the HTTP client and opens the session store in the background, so the first turn
-    /// waits for neither.
+    /// Readies the default provider's HTTP client — in the background when it needs the
+    /// certificates (`https://`) — and opens the session store in the background, so the first
+    /// turn waits for neither. Other TLS users (a fetch, an MCP server over HTTPS, another
+    /// provider) load the certificates when they first need them.
     pub fn prewarm(&self) {
-        let shared = self.shared.clone();
-        tokio::spawn(async move {
-            if let Err(e) = shared.http().await {
-                tracing::warn!(error = %e.message, "HTTP client setup failed");
-            }
-        });
+        if !self.shared.default_needs_tls() {
+            let _ = self.shared.plain_http();
+        } else if !self.shared.http.initialized() {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = shared.http().await {
+                    tracing::warn!(error = %e.message, "HTTP client setup failed");
+                }
+            });
+        }
         self.open_store();
     }
 

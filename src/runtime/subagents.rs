@@ -75,10 +75,11 @@ impl Runtime {
     /// Cancels the work of subagent `key` if its parent is a session `ours` says is the caller's
     /// (a client cancels only the children it was shown); whether it did.
     pub fn cancel_subagent(&self, key: &str, ours: impl FnOnce(&str) -> bool) -> bool {
-        let parent = lock(&self.shared.parents).get(key).cloned();
-        match (parent, self.shared.session(key)) {
-            (Some(parent), Some(child)) if ours(&parent) => {
-                child.send(Op::Cancel);
+        let found = lock(&self.shared.parents).get(key).cloned();
+        match found {
+            Some((parent, stop)) if ours(&parent) => {
+                // Also while it waits for a place in the lane: it never starts then.
+                stop.cancel();
                 true
             }
             _ => false,
@@ -89,7 +90,7 @@ impl Runtime {
 impl Me {
     /// Whether `key` is a subagent this session spawned (it may be read and written to freely).
     fn is_child(&self, key: &str) -> bool {
-        lock(&self.shared.parents).get(key).is_some_and(|p| *p == *self.session)
+        lock(&self.shared.parents).get(key).is_some_and(|(p, _)| *p == *self.session)
     }
 
     /// What reaching session `key` needs: nothing for one's own subagent, else a question (in
@@ -249,7 +250,10 @@ impl Action for SpawnAction {
             label: self.label.clone(),
             cwd: settings.cwd.clone(),
             shows: me.events.sink.shows_subagents(),
-            events: me.events.clone(),
+            sink: me.events.sink.clone(),
+            turn: me.events.turn,
+            log: me.events.log.as_ref().map(Arc::downgrade),
+            stop: CancellationToken::new(),
             call: Mutex::new(ToolCallState {
                 id: format!("subagent-{id}"),
                 name: "subagent".into(),
@@ -275,7 +279,7 @@ impl Action for SpawnAction {
             Ok(handle) => handle,
             Err(e) => return ToolOutput::error(format!("the subagent could not start: {e:?}")),
         };
-        lock(&me.shared.parents).insert(key.clone(), me.session.to_string());
+        lock(&me.shared.parents).insert(key.clone(), (me.session.to_string(), link.stop.clone()));
         link.show_start(&self.task);
         tokio::spawn(run_child(me.shared.clone(), handle, link, self.task, self.timeout, ctx.cancel.clone()));
         let answer = json!({"status": "accepted", "sessionKey": key, "label": self.label});
@@ -294,8 +298,14 @@ struct Link {
     cwd: std::path::PathBuf,
     /// The parent's client shows the child as a session of its own (else as a tool call).
     shows: bool,
-    /// The parent's events (of the turn that spawned it): its client and its transcript.
-    events: Emitter,
+    /// The parent's client, and the turn that spawned the child.
+    sink: Arc<dyn EventSink>,
+    turn: super::op::TurnId,
+    /// The parent's transcript, while the parent is open (a closed parent's file is free for
+    /// another process at once; a reload closes a call left running).
+    log: Option<std::sync::Weak<super::persist::SessionLog>>,
+    /// Stops this child alone (the user cancelled it).
+    stop: CancellationToken,
     /// The child as a tool call of the parent: shown to clients that do not show subagents, and
     /// always recorded in the parent's transcript (a reloaded parent shows it).
     call: Mutex<ToolCallState>,
@@ -314,7 +324,7 @@ impl Link {
     /// The tool call's state: recorded, and shown unless the client shows the child itself.
     fn show(&self, kind: fn(ToolCallState) -> EventKind) {
         let kind = kind(lock(&self.call).clone());
-        if let Some(log) = &self.events.log {
+        if let Some(log) = self.log.as_ref().and_then(std::sync::Weak::upgrade) {
             log.shown(&kind);
         }
         if !self.shows {
@@ -323,8 +333,8 @@ impl Link {
     }
 
     fn to_parent(&self, kind: EventKind) {
-        self.events.sink.emit(Event { session: self.parent.clone(), turn: self.events.turn, kind });
-        self.events.sink.flush();
+        self.sink.emit(Event { session: self.parent.clone(), turn: self.turn, kind });
+        self.sink.flush();
     }
 
     /// For a client that shows the child itself.
@@ -382,7 +392,7 @@ impl Link {
             }
             let (reason, error) = match ended {
                 Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => (Some(*reason), None),
-                Ended::Cancelled => (Some(super::event::StopReason::Cancelled), None),
+                Ended::Cancelled | Ended::ByUser => (Some(super::event::StopReason::Cancelled), None),
                 _ => (None, Some(summary.to_owned())),
             };
             self.subagent(SubagentChange::Ended { reason, error });
@@ -408,7 +418,7 @@ struct ChildSink(Arc<Link>);
 impl EventSink for ChildSink {
     fn emit(&self, event: Event) {
         if self.0.shows {
-            self.0.events.sink.emit(event.clone());
+            self.0.sink.emit(event.clone());
         }
         match event.kind {
             EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(&text),
@@ -427,7 +437,7 @@ impl EventSink for ChildSink {
 
     fn flush(&self) {
         if self.0.shows {
-            self.0.events.sink.flush();
+            self.0.sink.flush();
         }
     }
 }
@@ -438,6 +448,8 @@ enum Ended {
     TimedOut,
     /// With the parent's turn.
     Cancelled,
+    /// By the user, this child alone (ACP `session/cancel` with its id).
+    ByUser,
 }
 
 async fn run_child(
@@ -460,11 +472,14 @@ async fn run_child(
         });
     }
     let parent_turn = stop;
+    let by_user = link.stop.clone();
     let permit = tokio::select! {
         permit = shared.lane.acquire() => permit.ok(),
         () = parent_turn.cancelled() => None,
+        () = by_user.cancelled() => None,
     };
     let ended = match permit {
+        None if by_user.is_cancelled() => Ended::ByUser,
         None => Ended::Cancelled,
         Some(_permit) => {
             let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -487,6 +502,11 @@ async fn run_child(
                     let _ = outcome.await;
                     Ended::Cancelled
                 }
+                () = by_user.cancelled() => {
+                    child.send(Op::CancelTurn(turn));
+                    let _ = outcome.await;
+                    Ended::ByUser
+                }
             }
         }
     };
@@ -497,7 +517,7 @@ async fn run_child(
         Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::EndTurn, .. })) => {
             (ToolStatus::Completed, "finished".to_owned())
         }
-        Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::Cancelled, .. })) => {
+        Ended::ByUser | Ended::Done(Some(TurnOutcome::Stopped { reason: super::event::StopReason::Cancelled, .. })) => {
             (ToolStatus::Failed, "was cancelled by the user".to_owned())
         }
         Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => {
@@ -530,7 +550,7 @@ async fn run_child(
         link.key,
         if result.is_empty() { "(It gave no answer.)".to_owned() } else { result }
     );
-    if !parent.steer(text.clone()).await && !link.events.sink.wake(&link.parent, &text) {
+    if !parent.steer(text.clone()).await && !link.sink.wake(&link.parent, &text) {
         let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(parent.prompt(turn, vec![UserBlock::text(text)]));
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::event::{Emitter, EventKind};
-use super::{LiveState, SessionSettings, Shared};
+use super::{LiveState, SessionSettings};
 use crate::config::Config;
 use crate::providers::{ToolResult, UserPart};
 use crate::sync::lock;
@@ -44,7 +44,6 @@ impl Call {
 
 /// What running calls needs from the turn.
 pub(crate) struct CallEnv<'a> {
-    pub shared: Arc<Shared>,
     pub events: Emitter,
     pub settings: SessionSettings,
     pub live: Arc<LiveState>,
@@ -352,7 +351,6 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
         host: env.host.clone(),
         config: env.config.clone(),
         cancel: env.cancel.clone(),
-        http: env.shared.http().await.ok(),
         network: env.live.network(),
         progress: Box::new(progress),
     }

@@ -133,7 +133,6 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         fixed_chars,
     };
     let calls = CallEnv {
-        shared: shared.clone(),
         events: events.clone(),
         settings: settings.clone(),
         live,

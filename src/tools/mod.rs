@@ -237,7 +237,6 @@ pub struct ToolContext {
     pub host: Arc<dyn AnyHost>,
     pub config: Arc<Config>,
     pub cancel: CancellationToken,
-    pub http: Option<reqwest::Client>,
     /// Whether sandboxed commands may use the network (the session's `/network` switch).
     pub network: bool,
     pub progress: Box<dyn Fn(Progress) + Send + Sync>,

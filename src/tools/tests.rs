@@ -184,7 +184,6 @@ fn tools_defined_at_run_time_join_the_registry_by_their_schema() {
         host: Arc::new(host::LocalHost),
         config: Arc::new(Config::load_with(&|name| (name == "ACP_HOME").then(|| "/nonexistent/acp-home".into()))),
         cancel: tokio_util::sync::CancellationToken::new(),
-        http: None,
         network: false,
         progress: Box::new(|_| {}),
     };

@@ -362,6 +362,8 @@ fn the_agent_and_operators_send_messages_to_chats_within_the_send_policy() {
     );
     ask_mode(&gw, "agent:main:main");
     let (user, other, closed) = (1001, -100_555, "-100999");
+    fake.add_chat(other, "supergroup");
+    fake.add_chat(-100_999, "supergroup");
 
     // To its own chat the tool sends at once (even in ask mode); to another chat it asks, and
     // the question shows the very text.
@@ -397,6 +399,10 @@ fn the_agent_and_operators_send_messages_to_chats_within_the_send_policy() {
     assert_eq!(sent[4..], ["From the operator", "Second"]);
     let r = operator.request("send", json!({"to": closed, "message": "No", "idempotencyKey": "s3"}));
     assert!(r["error"]["message"].as_str().unwrap().contains("send policy does not allow"), "{r}");
+    // A group Telegram does not know (or does not answer about): its kind is unknown, so the
+    // policy cannot be applied, and nothing is sent.
+    let r = operator.request("send", json!({"to": "-100123", "message": "Who?", "idempotencyKey": "s3b"}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("did not say what kind of chat `-100123`"), "{r}");
     let r = operator
         .request("send", json!({"to": user.to_string(), "message": "x", "channel": "slack", "idempotencyKey": "s4"}));
     assert!(r["error"]["message"].as_str().unwrap().contains("no channel `slack`"), "{r}");

@@ -324,6 +324,9 @@ fn a_client_that_shows_subagents_sees_each_child_as_a_session_asks_as_it_and_can
             continue;
         }
         let (on, u) = (m["params"]["sessionId"].as_str().unwrap_or_default().to_owned(), update(&m));
+        let announced = on == session || children.values().any(|k| *k == on);
+        let announcing = u["sessionUpdate"] == "subagent_update" && on == session;
+        assert!(announced || announcing, "traffic of a session not announced yet: {m}");
         assert!(
             !u["toolCallId"].as_str().is_some_and(|c| c.starts_with("subagent-")),
             "no tool call stands in for a child: {m}"
@@ -373,7 +376,7 @@ fn a_client_that_shows_subagents_sees_each_child_as_a_session_asks_as_it_and_can
             .unwrap()
     };
     assert_eq!(idle(&writer)["state"]["stopReason"], "end_turn");
-    assert_eq!(idle(&writer)["capabilities"], Value::Null, "no more cancelling a finished child");
+    assert_eq!(idle(&writer).get("capabilities"), Some(&Value::Null), "no more cancelling a finished child");
     assert_eq!(idle(&stuck)["state"]["stopReason"], "cancelled");
 
     // The child's own updates, under its id: its text and its tool call (same id as the parent's).
@@ -502,4 +505,82 @@ fn on_the_gateway_an_announcement_runs_where_the_parents_clients_see_it_web_and_
     let sent = fake.wait_sent(user, 4);
     assert_eq!(sent.last().unwrap(), "The chat child is done.", "{sent:?}");
     assert_eq!(std::fs::read_to_string(gw.workspace.path().join("t.txt")).unwrap(), "t");
+}
+
+#[test]
+fn a_child_cancelled_while_it_waits_for_the_lane_never_starts() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config("[subagents]\nmax_concurrent = 1\n"));
+    let r = agent.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({}));
+    mock.push(parent(calls(
+        "anthropic",
+        &[
+            ("s1", "sessions_spawn", json!({"task": "TASK-1: wait", "label": "one"})),
+            ("s2", "sessions_spawn", json!({"task": "TASK-2: wait", "label": "two"})),
+        ],
+    )));
+    mock.push(parent(text("anthropic", "Both started.")).unless("Subagent announcement"));
+    mock.push(child("TASK-1", text("anthropic", "Working").stall_after(3)));
+    mock.push(child("TASK-2", text("anthropic", "Working").stall_after(3)));
+    mock.push(text("anthropic", "Noted.").when("Subagent announcement"));
+    mock.push(text("anthropic", "Noted again.").when("Subagent announcement"));
+    let id =
+        agent.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}));
+    let mut keys: std::collections::HashMap<String, String> = Default::default(); // task marker → key
+    let mut idle: std::collections::HashMap<String, Value> = Default::default();
+    let (mut answered, mut cancelled) = (false, None::<String>);
+    while !(answered && idle.len() == 2) {
+        let m = agent.recv();
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            answered = true;
+            continue;
+        }
+        let u = update(&m);
+        if u["sessionUpdate"] == "subagent_update" && m["params"]["sessionId"] == json!(session) {
+            let key = u["sessionId"].as_str().unwrap().to_owned();
+            if let Some(d) = u["description"].as_str() {
+                keys.insert(d[..6].to_owned(), key.clone());
+            }
+            if u["state"]["state"] == "idle" {
+                idle.insert(key.clone(), u.clone());
+            }
+        }
+        if keys.len() == 2 && cancelled.is_none() {
+            // Whichever child holds the lane, cancel the one waiting for it, then the other.
+            let working = loop {
+                let requests = mock.requests();
+                let body = |t: &str| {
+                    requests.iter().any(|r| r.body.to_string().contains(t) && !r.body.to_string().contains(PARENT))
+                };
+                if body("TASK-1") {
+                    break "TASK-1";
+                }
+                if body("TASK-2") {
+                    break "TASK-2";
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            };
+            let waiting = if working == "TASK-1" { "TASK-2" } else { "TASK-1" };
+            agent.notify("session/cancel", json!({"sessionId": keys[waiting]}));
+            agent.notify("session/cancel", json!({"sessionId": keys[working]}));
+            cancelled = Some(waiting.to_owned());
+        }
+    }
+    let waiting = cancelled.unwrap();
+    assert_eq!(idle[&keys[&waiting]]["state"]["stopReason"], "cancelled", "{idle:?}");
+    let started = mock
+        .requests()
+        .iter()
+        .filter(|r| {
+            let body = r.body.to_string();
+            body.contains(&waiting) && !body.contains(PARENT) && !body.contains("Subagent announcement")
+        })
+        .count();
+    assert_eq!(started, 0, "the waiting child never reached the model");
 }

@@ -39,7 +39,9 @@ pub trait Channel: Send + Sync + 'static {
     /// Shows that a reply is being written.
     fn typing(&self, peer: &str, thread: Option<&str>) -> impl Future<Output = ()> + Send;
     /// What kind of chat `peer` is (for a message the agent sends on its own).
-    fn kind_of(&self, peer: &str) -> impl Future<Output = PeerKind> + Send;
+    /// An error if the channel cannot tell (the message is then not sent: the send policy
+    /// could not be applied).
+    fn kind_of(&self, peer: &str) -> impl Future<Output = Result<PeerKind, String>> + Send;
     /// An attachment's bytes, refused beyond `limit`.
     fn fetch(&self, attachment: &Attachment, limit: u64) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
 }
@@ -94,7 +96,7 @@ struct Lane {
     waiting: Waiting,
     /// Messages steered into the running turn: whether it took each, and whether one it did not
     /// take is to be queued (not under `steer-backlog`, which queued it already).
-    steered: Vec<(String, oneshot::Receiver<bool>, bool)>,
+    steered: Vec<(queue::Prompt, oneshot::Receiver<bool>, bool)>,
     /// When the last message was queued (the queue's debounce counts from it).
     last_in: Instant,
     route: Route,
@@ -392,7 +394,7 @@ impl<C: Channel> Inbox<C> {
         }
         lane.last_in = Instant::now();
         let queued = if command {
-            lane.waiting.push_command(prompt.text, &settings)
+            lane.waiting.push_command(prompt, &settings)
         } else {
             match settings.mode {
                 // Text steers; what comes with images or files waits for the next run.
@@ -406,7 +408,7 @@ impl<C: Channel> Inbox<C> {
                     if backlog {
                         lane.waiting.push(prompt.clone(), &settings);
                     }
-                    lane.steered.push((prompt.text, rx, !backlog));
+                    lane.steered.push((prompt, rx, !backlog));
                     true
                 }
                 Mode::Interrupt => {
@@ -473,11 +475,11 @@ impl<C: Channel> Inbox<C> {
             // Steered messages the run did not take become follow-ups, in order.
             let steered = lock(&self.lanes).get_mut(key).map(|l| std::mem::take(&mut l.steered)).unwrap_or_default();
             if !steered.is_empty() {
-                for (text, taken, requeue) in steered {
+                for (prompt, taken, requeue) in steered {
                     if !taken.await.unwrap_or(false) && requeue {
                         let settings = self.queue_settings(key);
                         if let Some(lane) = lock(&self.lanes).get_mut(key) {
-                            lane.waiting.push(text, &settings);
+                            lane.waiting.push(prompt, &settings);
                         }
                     }
                 }
@@ -604,7 +606,7 @@ impl<C: Channel> Inbox<C> {
 
     /// The agent's own message to chat `to` (the gateway's `send`, the `message` tool).
     pub async fn send_to(&self, to: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
-        let kind = self.channel.kind_of(to).await;
+        let kind = self.channel.kind_of(to).await?;
         let env = Envelope {
             channel: self.channel.id().into(),
             account: "default".into(),
@@ -650,11 +652,26 @@ impl<C: Channel> super::Outbound for Inbox<C> {
         lock(&self.lanes).get(key).map(|l| (l.route.peer.clone(), l.route.thread.clone()))
     }
 
+    /// Queued like a follow-up, answered in the chat of the run that spawned it (the lane's
+    /// last run), leaving the lane's latest writer as it is; `false` if the queue is full.
     fn wake(self: Arc<Self>, key: &str, text: &str) -> bool {
-        let Some((route, sender)) = lock(&self.lanes).get(key).map(|l| (l.run_route.clone(), l.starter.clone())) else {
-            return false;
+        let settings = self.queue_settings(key);
+        let mut lanes = lock(&self.lanes);
+        let Some(lane) = lanes.get_mut(key) else { return false };
+        let from = queue::Origin {
+            peer: lane.run_route.peer.clone(),
+            thread: lane.run_route.thread.clone(),
+            kind: lane.run_route.kind,
+            sender: lane.starter.clone(),
         };
-        self.dispatch(key.to_owned(), route, sender, queue::Prompt::from(text), false);
+        let prompt = queue::Prompt { text: text.to_owned(), attached: Vec::new(), from: Some(from) };
+        if lane.running {
+            let full = lane.waiting.len() >= settings.cap;
+            return !full && lane.waiting.push(prompt, &settings);
+        }
+        lane.running = true;
+        drop(lanes);
+        self.start(key.to_owned(), prompt);
         true
     }
 }

@@ -293,8 +293,8 @@ impl Waiting {
     }
 
     /// Queues a slash command: it runs on its own, in its place.
-    pub fn push_command(&mut self, text: String, settings: &Settings) -> bool {
-        self.push_item(text.into(), true, settings)
+    pub fn push_command(&mut self, command: impl Into<Prompt>, settings: &Settings) -> bool {
+        self.push_item(command.into(), true, settings)
     }
 
     fn push_item(&mut self, prompt: Prompt, command: bool, settings: &Settings) -> bool {
@@ -476,7 +476,7 @@ mod tests {
         let mut w = Waiting::default();
         w.push("a", &s);
         w.push("b", &s);
-        w.push_command("/new".into(), &s);
+        w.push_command("/new", &s);
         w.push("c", &s);
         assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("a\n\nb"));
         assert_eq!(w.next(Mode::Collect).map(|p| p.text).as_deref(), Some("/new"));

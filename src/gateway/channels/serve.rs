@@ -70,23 +70,23 @@ impl Channel for Bot {
         self.api.file(&attachment.id, limit).await
     }
 
-    /// From the chat's messages, else `getChat`; should Telegram not say, a negative id is a
-    /// group (channels' ids are negative too, but a bot only posts there as an admin).
-    async fn kind_of(&self, peer: &str) -> PeerKind {
+    /// A person's id is positive; for a group or channel (negative) the chat's messages tell,
+    /// else `getChat`. Should Telegram not answer, the kind is unknown and nothing is sent.
+    async fn kind_of(&self, peer: &str) -> Result<PeerKind, String> {
+        if !peer.starts_with('-') {
+            return Ok(PeerKind::Direct);
+        }
         if let Some(kind) = crate::sync::lock(&self.kinds).get(peer) {
-            return *kind;
+            return Ok(*kind);
         }
-        match self.api.chat_type(peer).await {
-            Ok(chat_type) => {
-                let kind = kind_of_type(&chat_type);
-                self.remember(peer, kind);
-                kind
-            }
-            Err(e) => {
-                tracing::debug!(chat = peer, error = %e, "Telegram: the type of a chat is unknown");
-                if peer.starts_with('-') { PeerKind::Group } else { PeerKind::Direct }
-            }
-        }
+        let chat_type = self
+            .api
+            .chat_type(peer)
+            .await
+            .map_err(|e| format!("Telegram did not say what kind of chat `{peer}` is ({e}), so it was not sent"))?;
+        let kind = kind_of_type(&chat_type);
+        self.remember(peer, kind);
+        Ok(kind)
     }
 }
 

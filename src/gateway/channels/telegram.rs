@@ -148,7 +148,7 @@ impl Api {
 
     /// The type of chat `chat`: `private`, `group`, `supergroup` or `channel`.
     pub async fn chat_type(&self, chat: &str) -> Result<String, ApiError> {
-        let found = self.call("getChat", &json!({"chat_id": chat}), Duration::from_secs(30)).await?;
+        let found = self.call("getChat", &json!({"chat_id": chat}), Duration::from_secs(10)).await?;
         Ok(found["type"].as_str().unwrap_or_default().to_owned())
     }
 

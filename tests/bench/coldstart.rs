@@ -1,0 +1,240 @@
+//! Cold start (run by `tests/bench/run`): what a fresh process pays that a warm one does not.
+//! Medians over fresh processes, each beside its floor measured alternately in the same run:
+//! spawn → `initialize` answered, against a bare tokio + serde_json responder built here
+//! (examples/bare-responder.rs); the first prompt's first chunk against a second prompt's in the
+//! same process; `acp run` end to end against a plain HTTP client reading the same mock stream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
+
+#[path = "../support/agent.rs"]
+mod agent;
+mod measure;
+#[path = "../support/mock_model.rs"]
+mod mock_model;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent::{Agent, Options};
+use measure::{median, ms};
+use mock_model::{Chunking, MockModel, Reply};
+use serde_json::json;
+
+const RUNS: usize = 30;
+
+fn report(name: &str, value: String, beside: String, target: &str) {
+    println!("{name:<46} {value:>11}   {beside:<34} (target {target})");
+}
+
+/// The bare responder, built in release beside the acp binary.
+fn bare_responder() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--release", "--example", "bare-responder"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the bare responder failed");
+    let acp = Path::new(env!("CARGO_BIN_EXE_acp"));
+    acp.parent().unwrap().join("examples").join("bare-responder")
+}
+
+/// Spawns `program` and sends `initialize` at once; the time until its answer is read.
+fn spawn_to_initialize(program: &Path, args: &[&str], home: &Path) -> Duration {
+    let started = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home)
+        .env("HOME", home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{}}}\n")
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let took = started.elapsed();
+    assert!(line.contains("\"id\":0") && line.contains("protocolVersion"), "{line}");
+    drop(stdin);
+    let _ = child.wait();
+    took
+}
+
+/// A reply whose text comes in `n` events, 1 ms apart (so a first chunk has something to wait for).
+fn reply() -> Reply {
+    let words: Vec<String> = (0..20).map(|i| format!("word{i} ")).collect();
+    let mut body = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":50,\"output_tokens\":1}}}\n\n\
+         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for w in &words {
+        body.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{w}\"}}}}\n\n"
+        ));
+    }
+    body.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+         event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":20}}\n\n\
+         event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    Reply::sse(body).chunking(Chunking::PerEvent).delay(Duration::from_millis(1))
+}
+
+fn options(mock: &MockModel, home: &Path) -> Options {
+    Options::default()
+        .env("ANTHROPIC_API_KEY", "bench")
+        .env("ANTHROPIC_BASE_URL", &mock.base())
+        .env("RUST_LOG", "warn")
+        .home(home)
+}
+
+/// From a prompt sent to its first `agent_message_chunk`.
+fn first_chunk(a: &mut Agent, session: &str) -> Duration {
+    let sent = Instant::now();
+    let id =
+        a.send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}));
+    let mut first = None;
+    loop {
+        let (at, m) = a.recv_timed(Duration::from_secs(30)).expect("an answer");
+        if first.is_none() && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            first = Some(at - sent);
+        }
+        if m["id"] == id {
+            assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+            return first.expect("a chunk");
+        }
+    }
+}
+
+/// A fresh process: initialize, session/new, then two prompts; both first-chunk times.
+fn first_and_warm(mock: &MockModel, home: &Path) -> (Duration, Duration) {
+    mock.push(reply());
+    mock.push(reply());
+    let mut a = Agent::spawn(options(mock, home));
+    a.initialize();
+    let session = a.new_session_in(home, json!({}));
+    let first = first_chunk(&mut a, &session);
+    let warm = first_chunk(&mut a, &session);
+    a.close_stdin();
+    a.wait_exit(Duration::from_secs(5));
+    (first, warm)
+}
+
+/// `acp run "Say hello."`, spawn to exit.
+fn acp_run(mock: &MockModel, home: &Path) -> Duration {
+    mock.push(reply());
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["run", "Say hello."])
+        .current_dir(home)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home)
+        .env("HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("ANTHROPIC_API_KEY", "bench")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .stdin(Stdio::null())
+        .output()
+        .expect("acp run");
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("word19"));
+    took
+}
+
+/// The mock's own streaming: a plain HTTP client posting the same request and reading to the end.
+fn plain_client(mock: &MockModel) -> Duration {
+    mock.push(reply());
+    let addr = mock.base().trim_start_matches("http://").to_owned();
+    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": true,
+        "messages": [{"role": "user", "content": "Say hello."}]})
+    .to_string();
+    let started = Instant::now();
+    let mut socket = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        socket,
+        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    socket.read_to_end(&mut all).unwrap();
+    let took = started.elapsed();
+    assert!(String::from_utf8_lossy(&all).contains("message_stop"));
+    took
+}
+
+fn main() {
+    let acp = PathBuf::from(env!("CARGO_BIN_EXE_acp"));
+    let bare = bare_responder();
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len() as f64 / (1 << 20) as f64).unwrap_or(0.0);
+    println!(
+        "acp cold start — medians over {RUNS} fresh processes ({}, {:.1} MiB; bare responder {:.1} MiB)",
+        acp.display(),
+        size(&acp),
+        size(&bare)
+    );
+    let home = tempfile::tempdir().unwrap();
+
+    // Spawn → initialize, alternating so both see the same machine.
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        ours.push(spawn_to_initialize(&acp, &["serve"], home.path()));
+        floor.push(spawn_to_initialize(&bare, &[], home.path()));
+    }
+    let (ours, floor) = (median(ours), median(floor));
+    report(
+        "spawn → initialize answered",
+        ms(ours),
+        format!("bare {} = {:.2}×", ms(floor), ours.as_secs_f64() / floor.as_secs_f64()),
+        "≤ 1.3× the bare process",
+    );
+
+    // The first prompt of a fresh process against its second.
+    let mock = MockModel::start();
+    let fresh_home = tempfile::tempdir().unwrap();
+    let (new_home_first, new_home_warm) = first_and_warm(&mock, fresh_home.path());
+    let (mut firsts, mut warms, mut gaps) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let (first, warm) = first_and_warm(&mock, home.path());
+        firsts.push(first);
+        warms.push(warm);
+        gaps.push(first.saturating_sub(warm));
+    }
+    report(
+        "first prompt's first chunk − warm prompt's",
+        ms(median(gaps)),
+        format!("first {} · warm {}", ms(median(firsts)), ms(median(warms))),
+        "≤ 2 ms",
+    );
+    report(
+        "  the same, first run on a new home",
+        ms(new_home_first.saturating_sub(new_home_warm)),
+        format!("first {} · warm {}", ms(new_home_first), ms(new_home_warm)),
+        "—",
+    );
+
+    // `acp run` against the mock's own streaming, alternating.
+    acp_run(&mock, home.path());
+    let (mut runs, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        runs.push(acp_run(&mock, home.path()));
+        plain.push(plain_client(&mock));
+    }
+    let (runs, plain) = (median(runs), median(plain));
+    report(
+        "acp run wall − the mock's own streaming",
+        ms(runs.saturating_sub(plain)),
+        format!("run {} · plain client {}", ms(runs), ms(plain)),
+        "≤ 5 ms",
+    );
+}
