@@ -218,6 +218,9 @@ impl Store {
         db.busy_timeout(BUSY_TIMEOUT)?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
+        // A process that exits (every `acp run`) leaves the WAL for the next to fold in, rather
+        // than checkpointing and syncing it on the way out; checkpoints still run as it fills.
+        db.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         let journal: String = db.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
         if !journal.eq_ignore_ascii_case("wal") || schema_version(&db)? != MIGRATIONS.len() as i64 {
             // A new (or older) database. Switching it to WAL upgrades a read lock to an exclusive
