@@ -414,7 +414,11 @@ impl Session<'_> {
     /// updates, and a Ctrl-C that came in between (the terminal was not in the line editor's hands,
     /// so it arrived as a signal): a second one soon after a cancel leaves, as at the prompt.
     fn between_turns(&mut self) -> Option<u8> {
-        while let Some(message) = self.rx.recv_timeout(Duration::ZERO) {
+        // Right after a cancel, a second Ctrl-C may still be on its way from the signal thread
+        // (typed during the turn, forwarded just after it ended): give it a moment to arrive.
+        let recent = self.last_interrupt.is_some_and(|t| t.elapsed() < Duration::from_secs(2));
+        let settle = if recent { Duration::from_millis(50) } else { Duration::ZERO };
+        while let Some(message) = self.rx.recv_timeout(settle) {
             match message {
                 Incoming::Interrupt => {
                     if self.last_interrupt.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
