@@ -207,8 +207,8 @@ impl Shared {
     /// Whether the default model's provider is reached over TLS (and so needs the certificates).
     fn default_needs_tls(&self) -> bool {
         let config = self.config();
-        let provider = config.default_model_ref().ok().and_then(|m| config.resolve_model(&m.to_string()).ok());
-        provider.is_none_or(|(_, p)| !crate::http::is_plain(&p.base_url))
+        let provider = config.default_model_ref().ok().and_then(|m| config.provider(&m.provider).cloned());
+        provider.is_none_or(|p| !crate::http::is_plain(&p.base_url))
     }
 
     /// A client for the provider of `model`, with the model's limits.

@@ -417,11 +417,8 @@ struct ChildSink(Arc<Link>);
 
 impl EventSink for ChildSink {
     fn emit(&self, event: Event) {
-        if self.0.shows {
-            self.0.sink.emit(event.clone());
-        }
-        match event.kind {
-            EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(&text),
+        match &event.kind {
+            EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(text),
             EventKind::ToolCall(state) => {
                 {
                     let mut p = lock(&self.0.progress);
@@ -432,6 +429,9 @@ impl EventSink for ChildSink {
                 self.0.progressed();
             }
             _ => {}
+        }
+        if self.0.shows {
+            self.0.sink.emit(event);
         }
     }
 

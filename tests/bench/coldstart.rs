@@ -11,6 +11,7 @@ mod agent;
 mod measure;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
+mod stream;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -28,11 +29,13 @@ fn report(name: &str, value: String, beside: String, target: &str) {
     println!("{name:<46} {value:>11}   {beside:<34} (target {target})");
 }
 
-/// The bare responder, built in release beside the acp binary.
+/// The bare responder, built beside the acp binary, with the same profile.
 fn bare_responder() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The profile the acp binary was built with (release under `cargo bench`).
+    let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--release", "--example", "bare-responder"])
+        .args(["build", "--quiet", "--profile", profile, "--example", "bare-responder"])
         .status()
         .expect("cargo runs");
     assert!(status.success(), "building the bare responder failed");
@@ -68,24 +71,9 @@ fn spawn_to_initialize(program: &Path, args: &[&str], home: &Path) -> Duration {
     took
 }
 
-/// A reply whose text comes in `n` events, 1 ms apart (so a first chunk has something to wait for).
+/// Twenty text deltas, 1 ms apart (so a first chunk has something to wait for).
 fn reply() -> Reply {
-    let words: Vec<String> = (0..20).map(|i| format!("word{i} ")).collect();
-    let mut body = String::from(
-        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":50,\"output_tokens\":1}}}\n\n\
-         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
-    );
-    for w in &words {
-        body.push_str(&format!(
-            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{w}\"}}}}\n\n"
-        ));
-    }
-    body.push_str(
-        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
-         event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":20}}\n\n\
-         event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-    );
-    Reply::sse(body).chunking(Chunking::PerEvent).delay(Duration::from_millis(1))
+    Reply::sse(stream::deltas(20)).chunking(Chunking::PerEvent).delay(Duration::from_millis(1))
 }
 
 fn options(mock: &MockModel, home: &Path) -> Options {
@@ -147,7 +135,7 @@ fn acp_run(mock: &MockModel, home: &Path) -> Duration {
         .expect("acp run");
     let took = started.elapsed();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("word19"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("token 19"));
     took
 }
 

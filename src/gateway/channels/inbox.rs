@@ -82,6 +82,18 @@ struct Route {
     kind: PeerKind,
 }
 
+impl Route {
+    /// A message from `sender` in this chat, as the queue keeps where it came from.
+    fn origin(&self, sender: &str) -> queue::Origin {
+        queue::Origin {
+            peer: self.peer.clone(),
+            thread: self.thread.clone(),
+            kind: self.kind,
+            sender: sender.to_owned(),
+        }
+    }
+}
+
 /// A permission question waiting in a chat.
 struct Question {
     id: String,
@@ -338,7 +350,7 @@ impl<C: Channel> Inbox<C> {
     /// Runs `text` on session `key`, or queues it behind the running run by the queue mode.
     /// `command`: a slash command (never joined with other messages; `/stop` and the reports
     /// are answered at once).
-    fn dispatch(self: &Arc<Self>, key: String, route: Route, sender: String, prompt: queue::Prompt, command: bool) {
+    fn dispatch(self: &Arc<Self>, key: String, route: Route, sender: String, mut prompt: queue::Prompt, command: bool) {
         let parsed = command
             .then(|| crate::runtime::commands::parse(&[crate::runtime::UserBlock::Text { text: prompt.text.clone() }]));
         let settings = self.queue_settings(&key);
@@ -358,13 +370,7 @@ impl<C: Channel> Inbox<C> {
         lane.route = route.clone();
         lane.last_sender = sender.clone();
         // A queued message's run answers the chat it came from, and its sender answers questions.
-        let mut prompt = prompt;
-        prompt.from = Some(queue::Origin {
-            peer: route.peer.clone(),
-            thread: route.thread.clone(),
-            kind: route.kind,
-            sender: sender.clone(),
-        });
+        prompt.from = Some(route.origin(&sender));
         if let Some(Parsed::Command(Command::Stop)) = parsed {
             lane.waiting.clear();
             lane.steered.clear();
@@ -453,16 +459,10 @@ impl<C: Channel> Inbox<C> {
         let mut lanes = lock(&self.lanes);
         match lanes.get_mut(key) {
             Some(lane) => {
-                match from {
-                    Some(o) => {
-                        lane.run_route = Route { peer: o.peer, thread: o.thread, kind: o.kind };
-                        lane.starter = o.sender;
-                    }
-                    None => {
-                        lane.run_route = lane.route.clone();
-                        lane.starter = lane.last_sender.clone();
-                    }
-                }
+                (lane.run_route, lane.starter) = match from {
+                    Some(o) => (Route { peer: o.peer, thread: o.thread, kind: o.kind }, o.sender),
+                    None => (lane.route.clone(), lane.last_sender.clone()),
+                };
                 lane.run_route.clone()
             }
             None => Route { peer: String::new(), thread: None, kind: PeerKind::Direct },
@@ -658,12 +658,7 @@ impl<C: Channel> super::Outbound for Inbox<C> {
         let settings = self.queue_settings(key);
         let mut lanes = lock(&self.lanes);
         let Some(lane) = lanes.get_mut(key) else { return false };
-        let from = queue::Origin {
-            peer: lane.run_route.peer.clone(),
-            thread: lane.run_route.thread.clone(),
-            kind: lane.run_route.kind,
-            sender: lane.starter.clone(),
-        };
+        let from = lane.run_route.origin(&lane.starter);
         let prompt = queue::Prompt { text: text.to_owned(), attached: Vec::new(), from: Some(from) };
         if lane.running {
             let full = lane.waiting.len() >= settings.cap;

@@ -35,8 +35,15 @@ pub struct Bot {
 }
 
 impl Bot {
+    /// Keeps the kind of a group or channel (a person's is known from the id).
     fn remember(&self, peer: &str, kind: PeerKind) {
+        if kind == PeerKind::Direct {
+            return;
+        }
         let mut kinds = crate::sync::lock(&self.kinds);
+        if kinds.get(peer) == Some(&kind) {
+            return;
+        }
         if kinds.len() >= 10_000 {
             kinds.clear();
         }
