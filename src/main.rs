@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 
 use acp::config::Config;
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Default)]
 #[command(
     name = "acp",
     version,
@@ -33,8 +33,7 @@ enum Command {
     Serve(ServeArgs),
     /// An interactive terminal client for any ACP agent (this one by default).
     Client(ClientArgs),
-    /// Run one prompt in process and print the reply (for scripts and CI).
-    #[command(after_help = RUN_HELP)]
+    #[command(about = RUN_ABOUT, after_help = RUN_HELP)]
     Run(RunArgs),
     /// Stored sessions: list, show, export, delete.
     Sessions {
@@ -63,6 +62,8 @@ enum Command {
         target: acp::cli::pairing::GatewayTarget,
     },
 }
+
+const RUN_ABOUT: &str = "Run one prompt in process and print the reply (for scripts and CI)";
 
 const RUN_HELP: &str = "\
 Exit codes: 0 the reply finished (end_turn) · 1 other failure (the agent stopped mid-turn) · \
@@ -126,6 +127,19 @@ struct RunArgs {
     allow: Vec<String>,
 }
 
+/// `acp run …` parsed on its own: a script's every run is a fresh process, and building the whole
+/// command tree would be most of what `main` does before the run starts. The same arguments,
+/// help and errors as `run` in [`Cli`].
+#[derive(Parser, Debug)]
+#[command(name = "acp run", about = RUN_ABOUT, after_help = RUN_HELP)]
+struct RunCli {
+    #[command(flatten)]
+    args: RunArgs,
+    /// Debug logging to stderr (RUST_LOG, when set, takes precedence).
+    #[arg(long, short)]
+    verbose: bool,
+}
+
 #[derive(clap::Args, Debug, Default)]
 struct ServeArgs {
     /// Largest accepted input line in bytes (default 16 MiB, or `max_line_bytes` in config.toml).
@@ -138,10 +152,19 @@ struct ServeArgs {
 fn main() -> ExitCode {
     // The exec sandbox's launcher: before anything else starts (it must stay single-threaded).
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == acp::sandbox::LAUNCHER_ARG) {
+    let first = args.nth(1);
+    if first.as_ref().is_some_and(|a| a == acp::sandbox::LAUNCHER_ARG) {
         return acp::sandbox::launch::main(args);
     }
-    let cli = Cli::parse();
+    // `acp` or `acp serve` alone, as editors start it: nothing to parse, so the parser's command
+    // tree (the largest start-up work of the binary's own) is not built.
+    if first.as_ref().is_some_and(|a| a == "run") {
+        let cli = RunCli::parse_from(std::iter::once("acp run".into()).chain(args));
+        init_tracing(cli.verbose);
+        return run(cli.args, cli.verbose);
+    }
+    let plain_serve = first.as_ref().is_none_or(|a| a == "serve") && args.next().is_none();
+    let cli = if plain_serve { Cli::default() } else { Cli::parse() };
     init_tracing(cli.verbose);
     let args = match cli.command {
         Some(Command::Serve(args)) => args,

@@ -38,12 +38,50 @@ pub enum Ended {
 /// resolves (then cancels running turns and answers them `cancelled`, within a bounded time).
 /// `origin` names the surface in the session index (`acp` for editors, `run` for `acp run`).
 pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future<Output = ()>) -> Ended {
+    serve_with(rpc, config, origin, None, shutdown).await
+}
+
+/// What a client that opens a session straight away (`acp run`) has the agent begin before
+/// anything else: opening the session store under `config`'s home, on a thread of its own.
+pub fn begin(config: &Config) -> Begun {
+    Begun(crate::runtime::StoreOpening::start(config.home.clone()))
+}
+
+/// See [`begin`].
+#[derive(Debug)]
+pub struct Begun(crate::runtime::StoreOpening);
+
+/// [`serve`] for a client that opens a session straight away (`acp run`): the session store comes
+/// from `begun` (opened meanwhile), and the model's HTTP client is built in the background from
+/// the start rather than from `session/new` on.
+pub async fn serve_eager(
+    rpc: Rpc,
+    config: Config,
+    origin: &str,
+    begun: Begun,
+    shutdown: impl Future<Output = ()>,
+) -> Ended {
+    serve_with(rpc, config, origin, Some(begun.0), shutdown).await
+}
+
+async fn serve_with(
+    rpc: Rpc,
+    config: Config,
+    origin: &str,
+    store: Option<crate::runtime::StoreOpening>,
+    shutdown: impl Future<Output = ()>,
+) -> Ended {
     let Rpc { conn, incoming } = rpc;
     let config = ConfigCell::new(config);
     let state = Arc::new(agent::State::new(conn, config.clone()));
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
-    let agent = Agent::new(state, Runtime::new(config, sink, host).with_origin(origin));
+    let mut runtime = Runtime::new(config, sink, host).with_origin(origin);
+    if let Some(store) = store {
+        runtime = runtime.with_store(store);
+        runtime.prewarm();
+    }
+    let agent = Agent::new(state, runtime);
     serve_loop(incoming, &agent, shutdown).await
 }
 

@@ -28,10 +28,12 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(format!("could not create pipes: {e}")),
     };
+    // First, as it takes longest: the session store, opened while everything else starts.
+    let begun = crate::acp::begin(&config);
     let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (signals_tx, signals_rx) = tokio::sync::oneshot::channel();
     let agent = std::thread::Builder::new().name("agent".into()).spawn(move || {
-        serve_pipes(agent_in, agent_out, config);
-        let _ = done_tx.send(());
+        serve_pipes(agent_in, agent_out, config, begun, signals_rx, done_tx);
     });
     if let Err(e) = agent {
         return fail(format!("could not start the agent: {e}"));
@@ -41,9 +43,13 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         Err(e) => return fail(format!("could not start: {e}")),
     };
     // Each signal cancels the turn; a second stops waiting, and the process exits soon after.
+    // The agent's runtime starts the thread that acts on them, once the run is under way.
     let interrupter = rx.interrupter();
-    if let Err(e) = signals::watch(move |_| interrupter.interrupt(), 2, i32::from(exit::CANCELLED)) {
-        tracing::warn!(error = %e, "could not install signal handlers");
+    match signals::install(move |_| interrupter.interrupt(), 2, i32::from(exit::CANCELLED)) {
+        Ok(installed) => {
+            let _ = signals_tx.send(installed);
+        }
+        Err(e) => tracing::warn!(error = %e, "could not install signal handlers"),
     }
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr());
     let code = acp_repl::run::run(&tx, &rx, options, &mut Output { out: &mut stdout, err: &mut stderr });
@@ -56,19 +62,40 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
 }
 
 /// The agent: ACP over the pipes on a runtime of its own, its sessions stored with origin `run`.
-fn serve_pipes(input: std::io::PipeReader, output: std::io::PipeWriter, config: Config) {
+fn serve_pipes(
+    input: std::io::PipeReader,
+    output: std::io::PipeWriter,
+    config: Config,
+    begun: crate::acp::Begun,
+    signals: tokio::sync::oneshot::Receiver<signals::Installed>,
+    done: std::sync::mpsc::Sender<()>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(e) => return tracing::error!(error = %e, "could not start the async runtime"),
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the async runtime");
+            let _ = done.send(());
+            return;
+        }
     };
     let max_line = config.max_line_bytes;
     runtime.block_on(async move {
+        tokio::spawn(async move {
+            if let Ok(signals) = signals.await {
+                signals.start_soon();
+            }
+        });
         match crate::rpc::start(input, output, max_line) {
             Ok(rpc) => {
-                crate::acp::serve(rpc, config, "run", std::future::pending::<()>()).await;
+                // A session is opened straight away: the store opens (and the HTTP client is
+                // built) while the client initializes.
+                crate::acp::serve_eager(rpc, config, "run", begun, std::future::pending::<()>()).await;
             }
             Err(e) => tracing::error!(error = %e, "could not start the agent"),
         }
+        // Every session is closed and saved: the process may exit without waiting for the
+        // runtime to be taken down.
+        let _ = done.send(());
     });
     runtime.shutdown_background();
 }

@@ -98,9 +98,9 @@ pub fn serve(max_line_bytes: Option<usize>, bridge: &BridgeArgs) -> std::process
         }
         cancel.cancel();
     };
-    if let Err(e) = signals::watch(on_signal, 1, 0) {
-        tracing::warn!(error = %e, "could not install signal handlers");
-    }
+    let signals = signals::install(on_signal, 1, 0)
+        .inspect_err(|e| tracing::warn!(error = %e, "could not install signal handlers"))
+        .ok();
     // One thread runs everything async: the work is I/O-bound, a single thread starts faster,
     // uses less memory and hands events along without cross-thread wake-ups. Blocking work goes to
     // the blocking pool.
@@ -111,7 +111,7 @@ pub fn serve(max_line_bytes: Option<usize>, bridge: &BridgeArgs) -> std::process
             return std::process::ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve_stdio(max_line_bytes, bridge, shutdown));
+    let code = runtime.block_on(serve_stdio(max_line_bytes, bridge, shutdown, signals));
     // Do not wait for the blocked stdin read or idle connections.
     runtime.shutdown_background();
     code
@@ -121,6 +121,7 @@ async fn serve_stdio(
     max_line_bytes: Option<usize>,
     bridge: Option<crate::acp::bridge::BridgeOptions>,
     shutdown: CancellationToken,
+    signals: Option<signals::Installed>,
 ) -> std::process::ExitCode {
     let mut config = Config::load();
     if let Some(max) = max_line_bytes {
@@ -144,6 +145,10 @@ async fn serve_stdio(
             return std::process::ExitCode::FAILURE;
         }
     };
+    // The signal thread starts once the first answer is out, off the path to it.
+    if let Some(signals) = signals {
+        signals.start_after_first_line(&rpc.conn);
+    }
     let ended = match bridge {
         Some(options) => {
             match crate::acp::bridge::serve(rpc, config.home.clone(), options, shutdown.cancelled_owned()).await {

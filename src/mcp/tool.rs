@@ -122,7 +122,7 @@ impl AnyTool for McpTool {
         ToolSpec {
             name: self.name.clone(),
             description: format!("{description} (from the MCP server `{}`)", self.server_name),
-            parameters,
+            parameters: Arc::new(parameters),
         }
     }
 

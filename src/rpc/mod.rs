@@ -164,6 +164,12 @@ impl Connection {
         self.inner.out.flush();
     }
 
+    /// Runs `hook` once, on the thread that writes the first line, right after it (at once if a
+    /// line was written already): for work that should not delay the first answer.
+    pub fn after_first_line(&self, hook: impl FnOnce() + Send + 'static) {
+        self.inner.out.after_first_line(Box::new(hook));
+    }
+
     fn notify_inner<P: Serialize>(&self, method: &str, params: &P, flush: bool) {
         match jsonrpc::notification_line(method, params) {
             Ok(line) => self.inner.out.line(&line, flush),

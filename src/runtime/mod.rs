@@ -19,6 +19,7 @@ use crate::sync::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
@@ -127,10 +128,14 @@ pub(crate) struct Shared {
     host: Arc<dyn AnyHost>,
     next_turn: AtomicU64,
     store: OnceCell<Result<Arc<Store>, StoreError>>,
+    /// The store, being opened already on a thread of its own ([`StoreOpening`]).
+    store_opening: Mutex<Option<StoreOpening>>,
     /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
     origin: String,
     /// Whether this process swept never-prompted sessions already.
     swept: std::sync::atomic::AtomicBool,
+    /// Whether [`Runtime::prewarm`] readied what every first turn needs already.
+    prewarmed: std::sync::atomic::AtomicBool,
     /// MCP servers, shared by the sessions that use the same ones.
     mcp: crate::mcp::Pool,
     /// The sessions open in this process, by id (subagent tools reach them through it).
@@ -147,11 +152,20 @@ pub(crate) struct Shared {
 /// How long a session that was opened but never prompted is kept.
 const UNPROMPTED_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
 
+/// How long after the store opens the once-per-process sweep of unused sessions runs.
+const SWEEP_AFTER: Duration = Duration::from_secs(5);
+
 impl Shared {
     /// The session store, opened on first use (off the async thread).
     pub(crate) async fn store(&self) -> Result<Arc<Store>, StoreError> {
         self.store
             .get_or_init(|| async {
+                let opening = lock(&self.store_opening).take().and_then(|o| o.opened);
+                if let Some(opened) = opening {
+                    let opened =
+                        opened.await.unwrap_or_else(|_| Err(StoreError("opening the session store failed".into())));
+                    return opened.map(Arc::new);
+                }
                 let home = self.config().home.clone();
                 match tokio::task::spawn_blocking(move || Store::open(&home)).await {
                     Ok(opened) => opened.map(Arc::new),
@@ -222,6 +236,35 @@ impl Shared {
     }
 }
 
+/// The session store under a home, being opened on a thread of its own: `acp run` begins it
+/// first thing, so the store is ready by the time its session is created.
+pub struct StoreOpening {
+    /// None if the thread could not be started: the runtime opens the store itself.
+    opened: Option<tokio::sync::oneshot::Receiver<Result<Store, StoreError>>>,
+}
+
+impl StoreOpening {
+    pub fn start(home: PathBuf) -> Self {
+        let (tx, opened) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new().name("store-open".into()).spawn(move || {
+            let _ = tx.send(Store::open(&home));
+        });
+        match spawned {
+            Ok(_) => Self { opened: Some(opened) },
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start opening the session store");
+                Self { opened: None }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreOpening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOpening").finish_non_exhaustive()
+    }
+}
+
 /// Handle to the runtime; cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -246,8 +289,10 @@ impl Runtime {
             host,
             next_turn: AtomicU64::new(1),
             store: OnceCell::new(),
+            store_opening: Mutex::new(None),
             origin: "acp".into(),
             swept: Default::default(),
+            prewarmed: Default::default(),
             mcp: crate::mcp::Pool::default(),
             sessions: Mutex::default(),
             lane: tokio::sync::Semaphore::new(lane),
@@ -263,6 +308,12 @@ impl Runtime {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.origin = origin.to_owned();
         }
+        self
+    }
+
+    /// Takes its session store from `opening` (begun before the runtime, for the same home).
+    pub fn with_store(self, opening: StoreOpening) -> Self {
+        *lock(&self.shared.store_opening) = Some(opening);
         self
     }
 
@@ -415,13 +466,27 @@ impl Runtime {
         };
         let context_window =
             config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
+        // A title is saved with the end of the turn that gave it: one cut off before its end is
+        // worked out again from the first prompt, and saved now.
+        let title = row.title.clone().or_else(|| {
+            let title = replay.shown.iter().find_map(|s| match s {
+                Shown::User { blocks, .. } => crate::history::input::title_of(blocks).filter(|t| !t.starts_with('/')),
+                _ => None,
+            })?;
+            if let Some(store) = self.shared.store_if_open()
+                && let Err(e) = store.set_title(id, &title)
+            {
+                tracing::warn!(session = %id, error = %e, "could not save the session title");
+            }
+            Some(title)
+        });
         let restored = session::Restored {
             conversation: replay.conversation,
             transcript: Arc::new(writer),
             usage: replay.usage,
             context_tokens: replay.context_tokens,
             turns: replay.last_turn,
-            title: row.title.clone(),
+            title: title.clone(),
             // A session whose first answer was cut off by a crash is listed once it is reopened.
             prompted: row.prompted || answered,
         };
@@ -436,7 +501,7 @@ impl Runtime {
             handle,
             settings,
             shown: replay.shown,
-            title: row.title,
+            title,
             updated_at: row.updated_at,
             context_tokens: replay.context_tokens,
             context_window,
@@ -497,14 +562,25 @@ impl Runtime {
         self.shared.http().await.map_err(|e| e.message)
     }
 
-    /// Readies the default provider's HTTP client — in the background when it needs the
-    /// certificates (`https://`) — and opens the session store in the background, so the first
-    /// turn waits for neither. Other TLS users (a fetch, an MCP server over HTTPS, another
-    /// provider) load the certificates when they first need them.
+    /// Readies in the background what the first turn needs, so it waits for none of it: the
+    /// session store, the tools' argument schemas, and the default provider's HTTP client (with
+    /// the certificates only for `https://`). Other TLS users (a fetch, an MCP server over HTTPS,
+    /// another provider) load the certificates when they first need them.
     pub fn prewarm(&self) {
-        if !self.shared.default_needs_tls() {
-            let _ = self.shared.plain_http();
-        } else if !self.shared.http.initialized() {
+        self.open_store();
+        let plain = !self.shared.default_needs_tls();
+        if !self.shared.prewarmed.swap(true, Ordering::Relaxed) {
+            // Off this thread: the tools' argument schemas, and the plain HTTP client.
+            let shared = self.shared.clone();
+            drop(tokio::task::spawn_blocking(move || {
+                crate::tools::prewarm();
+                subagents::prewarm();
+                if plain {
+                    let _ = shared.plain_http();
+                }
+            }));
+        }
+        if !plain && !self.shared.http.initialized() {
             let shared = self.shared.clone();
             tokio::spawn(async move {
                 if let Err(e) = shared.http().await {
@@ -512,7 +588,6 @@ impl Runtime {
                 }
             });
         }
-        self.open_store();
     }
 
     /// Opens the session store in the background (a `session/new` that comes meanwhile waits for
@@ -530,8 +605,10 @@ impl Runtime {
         self.sweep();
     }
 
-    /// Once per process, in the background: removes sessions opened more than a day ago and never
-    /// prompted (editors open many they never use).
+    /// Once per process, in the background and [`SWEEP_AFTER`] the store opens (not beside the
+    /// first sessions' writes; a process that ends sooner, like `acp run`, leaves it to the next):
+    /// removes sessions opened more than a day ago and never prompted (editors open many they
+    /// never use).
     fn sweep(&self) {
         if self.shared.swept.swap(true, Ordering::Relaxed) {
             return;
@@ -539,6 +616,7 @@ impl Runtime {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let Ok(store) = shared.store().await else { return };
+            tokio::time::sleep(SWEEP_AFTER).await;
             let before = now_ms().saturating_sub(UNPROMPTED_KEPT_MS);
             match tokio::task::spawn_blocking(move || store.sweep_unprompted(before)).await {
                 Ok(Ok(0)) => {}

@@ -120,9 +120,18 @@ impl SessionLog {
         }
     }
 
-    /// Turn `seq` ended: its end in the transcript and the token counters in the index — before
-    /// the surface hears of it, so a client that got its answer finds the whole turn on disk.
-    pub(crate) fn turn_ended(&self, seq: u64, outcome: &TurnOutcome, context: Option<u64>) {
+    /// Turn `seq` ended: its end in the transcript and, in the index, the token counters, the
+    /// `title` the turn gave the session and whether it was `prompted` (answered for the first
+    /// time) — before the surface hears of it, so a client that got its answer finds the whole
+    /// turn on disk.
+    pub(crate) fn turn_ended(
+        &self,
+        seq: u64,
+        outcome: &TurnOutcome,
+        context: Option<u64>,
+        title: Option<&str>,
+        prompted: bool,
+    ) {
         let (stop, error, usage) = match outcome {
             TurnOutcome::Stopped { reason, usage } => (Some(*reason), None, *usage),
             TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
@@ -130,7 +139,7 @@ impl SessionLog {
         self.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
         // Inline: one small write (WAL, no fsync), in order with the others.
         self.index("update the session index", |store, id| {
-            store.finish_turn(id, usage.input, usage.output, context, None)
+            store.finish_turn(id, usage.input, usage.output, context, title, prompted)
         });
     }
 

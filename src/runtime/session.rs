@@ -185,6 +185,7 @@ pub(crate) fn spawn(
         log: log.clone(),
         prompted: false,
         title: None,
+        unsaved: Unsaved::default(),
         usage: Usage::default(),
         context_tokens: None,
         turns: 0,
@@ -223,6 +224,13 @@ pub(crate) fn spawn(
     handle
 }
 
+/// What a session's index row still lacks.
+#[derive(Default)]
+struct Unsaved {
+    title: Option<String>,
+    prompted: bool,
+}
+
 /// A session's state: what its turns and commands read and change.
 pub(super) struct Session {
     pub(super) id: SessionId,
@@ -238,6 +246,9 @@ pub(super) struct Session {
     /// Whether the model ever answered in this session (then it is listed).
     prompted: bool,
     title: Option<String>,
+    /// What the index does not hold yet, written with the end of the running turn (one write
+    /// instead of three on the way to the model and back).
+    unsaved: Unsaved,
     /// Summed over the session's turns.
     pub(super) usage: Usage,
     pub(super) context_tokens: Option<u64>,
@@ -276,6 +287,14 @@ impl Session {
         }
     }
 
+    /// [`Self::mark_prompted`] by a turn: saved with the turn's end.
+    fn mark_prompted_by_turn(&mut self) {
+        if !self.prompted {
+            self.prompted = true;
+            self.unsaved.prompted = true;
+        }
+    }
+
     /// A message posted from outside a turn: shown as the assistant's, and in the model's context
     /// as a note of what the user was shown (the model did not write it, and a conversation may
     /// not start with an assistant message on every API).
@@ -291,6 +310,15 @@ impl Session {
 
     fn set_title(&mut self, turn: TurnId, title: String) {
         self.log.title(&title);
+        self.unsaved.title = None;
+        self.title = Some(title.clone());
+        self.emitter(turn, false).emit(EventKind::Title(title));
+    }
+
+    /// The title a turn's prompt gives a session that has none: shown now, saved with the turn's
+    /// end (an unlisted session until then; reopened before that, it is worked out again).
+    fn set_title_by_turn(&mut self, turn: TurnId, title: String) {
+        self.unsaved.title = Some(title.clone());
         self.title = Some(title.clone());
         self.emitter(turn, false).emit(EventKind::Title(title));
     }
@@ -477,7 +505,7 @@ impl Actor {
         if session.title.is_none()
             && let Some(title) = input::title_of(&input)
         {
-            session.set_title(turn, title);
+            session.set_title_by_turn(turn, title);
         }
         session.conversation.push(Message::User(input::to_model(&input)));
         let cancel = CancellationToken::new();
@@ -504,7 +532,7 @@ impl Actor {
                 session.conversation = result.conversation;
                 session.accounting = result.accounting;
                 if session.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
-                    session.mark_prompted();
+                    session.mark_prompted_by_turn();
                 }
                 (result.outcome, result.context)
             }
@@ -533,7 +561,8 @@ impl Actor {
         if context.is_some() {
             self.session.context_tokens = context;
         }
-        self.session.log.turn_ended(seq, &outcome, context);
+        let Unsaved { title, prompted } = std::mem::take(&mut self.session.unsaved);
+        self.session.log.turn_ended(seq, &outcome, context, title.as_deref(), prompted);
         self.ended(turn, outcome);
     }
 

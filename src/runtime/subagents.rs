@@ -44,6 +44,13 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 /// How deep `sessions_send` waits may chain.
 const MAX_WAIT_CHAIN: usize = 5;
 
+/// Generates the session tools' argument schemas, if they are not yet (ahead of a first turn).
+pub(crate) fn prewarm() {
+    use crate::tools::args::schema_for;
+    let _ = (schema_for::<SpawnArgs>(), schema_for::<SendArgs>());
+    let _ = (schema_for::<read::ListArgs>(), schema_for::<read::HistoryArgs>());
+}
+
 /// Adds the session tools for a (top-level) session's turn.
 pub(crate) fn add_tools(
     registry: &mut Registry,

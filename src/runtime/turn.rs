@@ -107,6 +107,11 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         }
     }
     let config = shared.config();
+    // The system prompt reads files (instructions, skills): on the blocking pool, meanwhile.
+    let system = tokio::task::spawn_blocking({
+        let (config, settings) = (config.clone(), settings.clone());
+        move || system_prompt(&config, &settings).text
+    });
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
         Err(error) => {
@@ -120,7 +125,13 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live);
     }
     mcp.add_tools(&mut registry, &events, &cancel).await;
-    let system = system_prompt(&config, &settings).text;
+    let system = match system.await {
+        Ok(text) => text,
+        Err(e) => {
+            tracing::warn!(error = %e, "building the system prompt failed; building it again");
+            system_prompt(&config, &settings).text
+        }
+    };
     let tools = registry.specs();
     let fixed_chars = fixed_chars(&system, &tools);
     let compact = CompactEnv {

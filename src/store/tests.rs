@@ -97,12 +97,16 @@ fn turns_update_counters_and_keep_the_first_title() {
     let store = Store::open(&home.0).unwrap();
     let mut row = session("s", "/w", 1);
     row.title = None;
+    row.prompted = false;
     store.create(&row).unwrap();
-    store.finish_turn("s", 10, 5, Some(15), Some("first")).unwrap();
-    store.finish_turn("s", 20, 7, None, Some("second")).unwrap();
+    store.finish_turn("s", 10, 5, Some(15), Some("first"), false).unwrap();
+    assert!(!store.get("s").unwrap().unwrap().prompted);
+    store.finish_turn("s", 20, 7, None, Some("second"), true).unwrap();
+    store.finish_turn("s", 1, 1, None, None, false).unwrap();
     let got = store.get("s").unwrap().unwrap();
-    assert_eq!((got.input_tokens, got.output_tokens, got.context_tokens), (30, 12, 15));
+    assert_eq!((got.input_tokens, got.output_tokens, got.context_tokens), (31, 13, 15));
     assert_eq!(got.title.as_deref(), Some("first"));
+    assert!(got.prompted, "a turn that was not answered leaves the session listed");
     assert!(got.updated_at >= row.updated_at);
 }
 
@@ -485,4 +489,25 @@ fn processes_opening_a_new_home_at_once_all_get_the_store() {
 #[ignore = "stress loop, run by .ci/run"]
 fn stress_processes_opening_a_new_home_at_once() {
     open_a_new_home_at_once(500);
+}
+
+/// A process that exits leaves its WAL for the next to replay frame by frame: checkpoints keep
+/// it short however much is written.
+#[test]
+fn the_wal_left_for_the_next_process_stays_short() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    let cwd = "/w".repeat(200);
+    for i in 0..400 {
+        store.create(&session(&format!("s{i:03}"), &cwd, i)).unwrap();
+    }
+    drop(store);
+    let wal = std::fs::metadata(home.0.join("acp.db-wal")).unwrap().len();
+    // A frame is a 4 KiB page and its 24-byte header; a checkpoint runs at the first commit
+    // past the limit, so a few frames of that commit may come on top.
+    let limit = (WAL_AUTOCHECKPOINT as u64 + 10) * (4096 + 24) + 32;
+    assert!(wal > 0 && wal <= limit, "the WAL is {wal} bytes (limit {limit})");
+    // Nothing was lost: a new process sees every session.
+    let store = Store::open(&home.0).unwrap();
+    assert!(store.get("s000").unwrap().is_some() && store.get("s399").unwrap().is_some());
 }

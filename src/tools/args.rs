@@ -3,17 +3,33 @@
 //! Models are loose with types, so numbers and booleans written as strings are accepted
 //! ([`Int`], [`Flag`], [`Vars`]), as before; anything else wrong is an error naming the argument.
 
+use std::any::TypeId;
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, json_schema};
 use serde::de::{self, DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The JSON schema of `T` as the model is given it: inlined, without the meta-schema, title and
-/// integer formats, and optional fields without `null` (an absent argument is how a model leaves
-/// one out).
-pub fn schema_for<T: JsonSchema>() -> Value {
+use crate::sync::lock;
+
+/// The JSON schema of `T` as the model is given it (see [`generate`]), generated once per process:
+/// tools built for each turn (the subagent tools) share it.
+pub fn schema_for<T: JsonSchema + 'static>() -> Arc<Value> {
+    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Arc<Value>>>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Mutex::default);
+    if let Some(schema) = lock(schemas).get(&TypeId::of::<T>()) {
+        return schema.clone();
+    }
+    let schema = Arc::new(generate::<T>());
+    lock(schemas).entry(TypeId::of::<T>()).or_insert(schema).clone()
+}
+
+/// The JSON schema of `T`: inlined, without the meta-schema, title and integer formats, and
+/// optional fields without `null` (an absent argument is how a model leaves one out).
+fn generate<T: JsonSchema>() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.meta_schema = None;
         s.inline_subschemas = true;
@@ -195,9 +211,15 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_is_generated_once_and_shared() {
+        assert!(std::sync::Arc::ptr_eq(&schema_for::<Named>(), &schema_for::<Named>()));
+        assert_ne!(schema_for::<Named>(), schema_for::<Example>());
+    }
+
+    #[test]
     fn an_argument_may_be_called_format() {
         assert_eq!(
-            schema_for::<Named>(),
+            *schema_for::<Named>(),
             json!({
                 "type": "object",
                 "properties": {
@@ -222,7 +244,7 @@ mod tests {
     #[test]
     fn schemas_are_plain_and_optional_fields_are_not_nullable() {
         assert_eq!(
-            schema_for::<Example>(),
+            *schema_for::<Example>(),
             json!({
                 "type": "object",
                 "properties": {

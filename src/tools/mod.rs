@@ -89,8 +89,8 @@ pub enum ToolStatus {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments object (shared: specs are cloned for every turn).
+    pub parameters: Arc<serde_json::Value>,
 }
 
 /// The full state of one tool call, as surfaces show it.
@@ -318,6 +318,11 @@ impl Entry {
     fn new(tool: Arc<dyn AnyTool>) -> Self {
         Self { spec: tool.spec(), tool }
     }
+}
+
+/// Generates the built-in tools' schemas, if they are not yet (ahead of a first turn).
+pub fn prewarm() {
+    let _ = builtin();
 }
 
 /// The built-in tools, their schemas generated once per process.

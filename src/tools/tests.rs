@@ -142,7 +142,8 @@ fn the_schemas_the_model_sees() {
         ),
     ];
     let registry = Registry::new(&policy::ToolPolicy::default());
-    let actual: Vec<(String, Value)> = registry.specs().into_iter().map(|s| (s.name, s.parameters)).collect();
+    let actual: Vec<(String, Value)> =
+        registry.specs().into_iter().map(|s| (s.name, (*s.parameters).clone())).collect();
     let expected: Vec<(String, Value)> = expected.into_iter().map(|(n, v)| (n.to_owned(), v)).collect();
     assert_eq!(actual, expected);
 }
@@ -171,7 +172,9 @@ fn tools_defined_at_run_time_join_the_registry_by_their_schema() {
     let spec = ToolSpec {
         name: "mcp__files__stat".into(),
         description: "File metadata".into(),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        parameters: Arc::new(
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
     };
     registry.add(Arc::new(Defined(spec.clone())));
     assert_eq!(registry.specs(), vec![spec]);

@@ -8,12 +8,14 @@
 
 #[path = "../support/agent.rs"]
 mod agent;
+#[path = "../../examples/bare-client.rs"]
+mod bare_client;
 mod measure;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
 mod stream;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,23 +26,39 @@ use mock_model::{Chunking, MockModel, Reply};
 use serde_json::json;
 
 const RUNS: usize = 30;
+/// Spawn → initialize is cheap and noisy: more processes.
+const SPAWNS: usize = 200;
 
 fn report(name: &str, value: String, beside: String, target: &str) {
     println!("{name:<46} {value:>11}   {beside:<34} (target {target})");
 }
 
-/// The bare responder, built beside the acp binary, with the same profile.
-fn bare_responder() -> PathBuf {
+/// Builds `example` beside the acp binary with the same profile and `extra` rustc arguments, and
+/// copies it to `name`.
+fn build_example(example: &str, extra: &[&str], name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The profile the acp binary was built with (release under `cargo bench`).
     let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
-    let status = Command::new(cargo)
-        .args(["build", "--quiet", "--profile", profile, "--example", "bare-responder"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the bare responder failed");
-    let acp = Path::new(env!("CARGO_BIN_EXE_acp"));
-    acp.parent().unwrap().join("examples").join("bare-responder")
+    let dir = Path::new(env!("CARGO_BIN_EXE_acp")).parent().unwrap().join("examples");
+    let mut args = vec!["rustc", "--quiet", "--profile", profile, "--example", example, "--"];
+    args.extend_from_slice(extra);
+    let status = Command::new(&cargo).args(&args).status().expect("cargo runs");
+    assert!(status.success(), "building {example} failed");
+    let copy = dir.join(name);
+    std::fs::copy(dir.join(example), &copy).unwrap();
+    copy
+}
+
+/// The bare responder as Rust links it by default (position-independent), and linked as acp is
+/// (`-no-pie`, see build.rs).
+fn bare_responders() -> (PathBuf, PathBuf) {
+    let default = build_example("bare-responder", &[], "bare-responder-pie");
+    let linked_as_acp = if cfg!(all(target_os = "linux", target_env = "gnu")) && std::env::var_os("ACP_PIE").is_none() {
+        build_example("bare-responder", &["-C", "link-arg=-no-pie"], "bare-responder-no-pie")
+    } else {
+        default.clone()
+    };
+    (default, linked_as_acp)
 }
 
 /// Spawns `program` and sends `initialize` at once; the time until its answer is read.
@@ -117,10 +135,10 @@ fn first_and_warm(mock: &MockModel, home: &Path) -> (Duration, Duration) {
 }
 
 /// `acp run "Say hello."`, spawn to exit.
-fn acp_run(mock: &MockModel, home: &Path) -> Duration {
+fn acp_run(acp: &Path, mock: &MockModel, home: &Path) -> Duration {
     mock.push(reply());
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_acp"))
+    let out = Command::new(acp)
         .args(["run", "Say hello."])
         .current_dir(home)
         .env_clear()
@@ -139,52 +157,62 @@ fn acp_run(mock: &MockModel, home: &Path) -> Duration {
     took
 }
 
+/// A bare client process posting the same request and reading to the end, spawn to exit.
+fn bare_client(program: &Path, mock: &MockModel) -> Duration {
+    mock.push(reply());
+    let addr = mock.base().trim_start_matches("http://").to_owned();
+    let started = Instant::now();
+    let status = Command::new(program).arg(&addr).env_clear().stdin(Stdio::null()).status().expect("bare client");
+    let took = started.elapsed();
+    assert!(status.success());
+    took
+}
+
 /// The mock's own streaming: a plain HTTP client posting the same request and reading to the end.
 fn plain_client(mock: &MockModel) -> Duration {
     mock.push(reply());
     let addr = mock.base().trim_start_matches("http://").to_owned();
-    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": true,
-        "messages": [{"role": "user", "content": "Say hello."}]})
-    .to_string();
     let started = Instant::now();
-    let mut socket = std::net::TcpStream::connect(&addr).unwrap();
-    write!(
-        socket,
-        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut all = Vec::new();
-    socket.read_to_end(&mut all).unwrap();
+    let all = bare_client::exchange(&addr);
     let took = started.elapsed();
     assert!(String::from_utf8_lossy(&all).contains("message_stop"));
     took
 }
 
 fn main() {
-    let acp = PathBuf::from(env!("CARGO_BIN_EXE_acp"));
-    let bare = bare_responder();
+    // Every program measured is a copy, as an installed one is: a file just written by the
+    // linker sits in the page cache differently and starts up to 0.1 ms slower.
+    let (bare, bare_no_pie) = bare_responders();
+    let acp = bare.parent().unwrap().join("acp-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_acp"), &acp).unwrap();
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len() as f64 / (1 << 20) as f64).unwrap_or(0.0);
     println!(
-        "acp cold start — medians over {RUNS} fresh processes ({}, {:.1} MiB; bare responder {:.1} MiB)",
+        "acp cold start — medians over {RUNS} fresh processes, {SPAWNS} for spawn → initialize ({}, {:.1} MiB; bare responder {:.1} MiB)",
         acp.display(),
         size(&acp),
         size(&bare)
     );
     let home = tempfile::tempdir().unwrap();
 
-    // Spawn → initialize, alternating so both see the same machine.
-    let (mut ours, mut floor) = (Vec::new(), Vec::new());
-    for _ in 0..RUNS {
+    // Spawn → initialize, alternating so all see the same machine.
+    let (mut ours, mut floor, mut floor_no_pie) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..SPAWNS {
         ours.push(spawn_to_initialize(&acp, &["serve"], home.path()));
         floor.push(spawn_to_initialize(&bare, &[], home.path()));
+        floor_no_pie.push(spawn_to_initialize(&bare_no_pie, &[], home.path()));
     }
-    let (ours, floor) = (median(ours), median(floor));
+    let (ours, floor, floor_no_pie) = (median(ours), median(floor), median(floor_no_pie));
     report(
         "spawn → initialize answered",
         ms(ours),
         format!("bare {} = {:.2}×", ms(floor), ours.as_secs_f64() / floor.as_secs_f64()),
         "≤ 1.3× the bare process",
+    );
+    report(
+        "  the bare process linked as acp is",
+        ms(floor_no_pie),
+        format!("acp = {:.2}× this", ours.as_secs_f64() / floor_no_pie.as_secs_f64()),
+        "—",
     );
 
     // The first prompt of a fresh process against its second.
@@ -211,18 +239,26 @@ fn main() {
         "—",
     );
 
-    // `acp run` against the mock's own streaming, alternating.
-    acp_run(&mock, home.path());
-    let (mut runs, mut plain) = (Vec::new(), Vec::new());
+    // `acp run` against the mock's own streaming, and against a bare client process, alternating.
+    let client = build_example("bare-client", &[], "bare-client-copy");
+    acp_run(&acp, &mock, home.path());
+    let (mut runs, mut plain, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        runs.push(acp_run(&mock, home.path()));
+        runs.push(acp_run(&acp, &mock, home.path()));
         plain.push(plain_client(&mock));
+        bare.push(bare_client(&client, &mock));
     }
-    let (runs, plain) = (median(runs), median(plain));
+    let (runs, plain, bare) = (median(runs), median(plain), median(bare));
     report(
         "acp run wall − the mock's own streaming",
         ms(runs.saturating_sub(plain)),
         format!("run {} · plain client {}", ms(runs), ms(plain)),
         "≤ 5 ms",
+    );
+    report(
+        "  acp run wall − a bare client process's",
+        ms(runs.saturating_sub(bare)),
+        format!("bare client process {} (+{} on the plain client)", ms(bare), ms(bare.saturating_sub(plain))),
+        "—",
     );
 }

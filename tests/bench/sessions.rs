@@ -330,7 +330,7 @@ fn main() {
     let n3 = 2_000;
     let start = Instant::now();
     for i in 0..n3 {
-        store.finish_turn("sess_00042", 1_000, 200, Some(1_200 + i), Some("title")).unwrap();
+        store.finish_turn("sess_00042", 1_000, 200, Some(1_200 + i), Some("title"), true).unwrap();
     }
     report(
         "index update at the end of a turn",

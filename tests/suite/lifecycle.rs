@@ -88,6 +88,33 @@ fn idle_end_of_input_exits_at_once() {
     assert!(status.success());
 }
 
+/// `acp` and `acp serve` alone skip the argument parser; anything more still goes through it.
+#[test]
+fn acp_and_acp_serve_alone_serve_and_other_arguments_are_still_parsed() {
+    for args in [&[][..], &["serve"][..]] {
+        let mut agent = Agent::spawn(Options::default().args(args));
+        agent.initialize();
+        agent.close_stdin();
+        assert!(agent.wait_exit(TIMEOUT).expect("exits after EOF").success(), "{args:?}");
+    }
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_acp")).args(args).stdin(Stdio::null()).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = run(&["serve", "extra"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unexpected argument 'extra'"), "{err}");
+    let (code, _, err) = run(&["serve", "--max-line-bytes", "many"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--max-line-bytes"), "{err}");
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!((code, out.trim()), (Some(0), concat!("acp ", env!("CARGO_PKG_VERSION"))));
+}
+
 #[test]
 fn end_of_input_during_a_turn_still_answers_it() {
     let mock = MockModel::start();
@@ -132,6 +159,39 @@ fn signals_cancel_running_turns_and_exit_promptly() {
     }
 }
 
+/// The signal handlers are installed first thing; the thread that acts on them starts once the
+/// first answer is out (or a moment after start-up). A signal that comes before still ends the
+/// process cleanly, as soon as the thread starts.
+#[test]
+fn a_signal_before_anything_is_answered_still_ends_the_process_cleanly() {
+    for sig in ["TERM", "INT"] {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
+            .env_clear()
+            .env("ACP_HOME", home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Once the handler is in place (the process catches the signal), before any input.
+        let bit = if sig == "TERM" { 1u64 << 14 } else { 1u64 << 1 };
+        let status = format!("/proc/{}/status", child.id());
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let text = std::fs::read_to_string(&status).unwrap_or_default();
+            let caught = text.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim);
+            if caught.and_then(|c| u64::from_str_radix(c, 16).ok()).is_some_and(|mask| mask & bit != 0) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "SIG{sig}: the handler was never installed");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let status = signal_and_wait(&mut child, sig);
+        assert!(status.success(), "SIG{sig}: {status:?} (killed by the signal rather than ending cleanly)");
+    }
+}
+
 #[test]
 fn stdout_is_protocol_only_even_with_debug_logs() {
     let mock = MockModel::start();
@@ -162,15 +222,20 @@ fn a_peer_that_stops_reading_cannot_block_shutdown() {
     stdin.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "still running, blocked on its output");
-    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = signal_and_wait(&mut child, "TERM");
     assert!(status.success(), "{status:?}");
     drop(stdin);
+}
+
+/// Sends `SIG{sig}` to `child` and waits for it to exit.
+fn signal_and_wait(child: &mut std::process::Child, sig: &str) -> std::process::ExitStatus {
+    Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "did not exit after SIG{sig}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }

@@ -17,7 +17,7 @@ use crate::support::expect::{
     not_found, replies, result, turn, update, usage_update,
 };
 use crate::support::fix_turn::{PROMPT, fix_turn_history, fix_turn_replay, push_fix_turn};
-use crate::support::mock_model::{Chunking, MockModel};
+use crate::support::mock_model::{Chunking, MockModel, Reply};
 use crate::support::script::{self, text};
 use crate::support::{options_for, updates_of, workspace};
 
@@ -597,6 +597,53 @@ fn a_session_never_prompted_is_resumed_from_another_process_with_its_settings() 
         blank(&listed, &["createdAt", "updatedAt"]),
         json!([{"sessionId": session, "cwd": home.path(), "title": "first prompt", "updatedAt": BLANK, "_meta": meta}])
     );
+}
+
+/// A session's title and its place in the list are saved with the end of its first turn; a first
+/// turn cut off once the model was answering (the process killed) still gives the session the
+/// title of its prompt and a place in the list when it is reopened.
+#[test]
+fn a_first_turn_cut_off_mid_reply_keeps_its_title_and_is_listed_once_reopened() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = MockModel::start();
+    // A reply of 200 deltas, 5 ms apart.
+    let mut sse = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_slow\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n\
+         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for i in 0..200 {
+        sse.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"word {i} \"}}}}\n\n"
+        ));
+    }
+    sse.push_str("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    mock.push(Reply::sse(sse).chunking(Chunking::PerEvent).delay(Duration::from_millis(5)));
+    let mut a = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    a.initialize();
+    let session = a.new_session_in(home.path(), json!({}));
+    a.send_request("session/prompt", prompt(&session, "Explain the build\nin detail"));
+    // Killed once part of the reply is on disk (streamed text is written every 100 ms).
+    let path = transcript(home.path(), &session);
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    while !std::fs::read_to_string(&path).unwrap_or_default().contains(r#""t":"text""#) {
+        assert!(std::time::Instant::now() < deadline, "no reply text was written: {}", a.stderr());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.kill();
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(!written.contains(r#""t":"end""#), "the turn ended before the kill:\n{written}");
+
+    let list = |agent: &mut Agent| agent.request("session/list", json!({}))["result"]["sessions"].clone();
+    let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
+    b.initialize();
+    assert_eq!(list(&mut b), json!([]), "not listed before it is reopened");
+    load(&mut b, &session, home.path());
+    // After the answer: the commands, the usage, then the session's title.
+    let after: Vec<Value> = (0..3).map(|_| b.recv()["params"]["update"].clone()).collect();
+    assert_eq!(after[2], json!({"sessionUpdate": "session_info_update", "title": "Explain the build"}), "{after:?}");
+    let listed = list(&mut b);
+    assert_eq!(listed[0]["sessionId"], json!(session), "{listed}");
+    assert_eq!(listed[0]["title"], "Explain the build", "{listed}");
 }
 
 #[test]

@@ -65,7 +65,14 @@ impl std::fmt::Debug for Output<'_> {
 
 /// Runs the prompt; returns the exit code.
 pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_>) -> u8 {
-    let mut state = State { opts, session: None, tools: HashMap::new(), text_open: false, interrupted: false };
+    let mut state = State {
+        opts,
+        session: None,
+        tools: HashMap::new(),
+        answers: HashMap::new(),
+        text_open: false,
+        interrupted: false,
+    };
     match state.drive(tx, rx, output) {
         Ok(code) => code,
         Err(Stop::Code(code, message)) => {
@@ -110,6 +117,8 @@ struct State<'a> {
     opts: &'a RunOptions,
     session: Option<String>,
     tools: HashMap<String, ToolIdentity>,
+    /// Answers that came while another was waited for.
+    answers: HashMap<RequestId, Result<Value, ErrorObject>>,
     /// Reply text was printed without a final newline yet.
     text_open: bool,
     interrupted: bool,
@@ -117,11 +126,12 @@ struct State<'a> {
 
 impl State<'_> {
     fn drive(&mut self, tx: &Sender, rx: &Receiver, output: &mut Output<'_>) -> Result<u8, Stop> {
-        // Nothing but permission questions is answered: no files, no terminals.
-        let id = tx.request(&requests::initialize(Client { name: "acp-run", title: "acp run", host: false }))?;
-        self.wait(tx, rx, &id, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
-
+        // Nothing but permission questions is answered: no files, no terminals. The session is
+        // asked for right behind `initialize`, without waiting for its answer (the agent answers
+        // in order; a failed `initialize` is still reported as such).
+        let init = tx.request(&requests::initialize(Client { name: "acp-run", title: "acp run", host: false }))?;
         let id = tx.request(&requests::new_session(&self.opts.cwd, self.opts.session.as_deref()))?;
+        self.wait(tx, rx, &init, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
         let opened = self.wait(tx, rx, &id, output)?.map_err(|e| match e.code {
             code::AUTH_REQUIRED => Stop::Code(exit::SETUP, e.message),
             code::INVALID_PARAMS if self.opts.session.is_some() => {
@@ -189,10 +199,16 @@ impl State<'_> {
         id: &RequestId,
         output: &mut Output<'_>,
     ) -> Result<Result<Value, ErrorObject>, Stop> {
+        if let Some(result) = self.answers.remove(id) {
+            return Ok(result);
+        }
         loop {
             match rx.recv() {
                 Incoming::Response { id: got, result } if got == *id => return Ok(result),
-                Incoming::Response { .. } => {}
+                // An answer to a request sent before this one, kept for its own wait.
+                Incoming::Response { id: got, result } => {
+                    self.answers.insert(got, result);
+                }
                 Incoming::Notification { method, params } => {
                     if method == m::SESSION_UPDATE {
                         self.update(&params, output);
