@@ -239,3 +239,19 @@ fn signal_and_wait(child: &mut std::process::Child, sig: &str) -> std::process::
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// On Linux with glibc the binaries are linked as position-dependent executables (build.rs): the
+/// loader has none of their pointers to relocate at every start. `ACP_PIE=1` links them as PIEs.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_binaries_are_linked_as_build_rs_says() {
+    use std::io::Read;
+    // ELF `e_type`: 2 is a position-dependent executable, 3 a shared object (a PIE).
+    let expected = if option_env!("ACP_PIE") == Some("1") { 3 } else { 2 };
+    for exe in [env!("CARGO_BIN_EXE_acp"), env!("CARGO_BIN_EXE_acp-sandbox")] {
+        let mut head = [0u8; 18];
+        std::fs::File::open(exe).unwrap().read_exact(&mut head).unwrap();
+        assert_eq!(&head[..4], b"\x7fELF", "{exe}");
+        assert_eq!(u16::from_le_bytes([head[16], head[17]]), expected, "{exe}");
+    }
+}
