@@ -256,6 +256,7 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
         cwd,
         model: args.model,
         mode: args.mode,
+        new_session_id: args.session.is_none().then(acp::acp::new_session_id),
         session: args.session,
         json: args.json,
         policy: acp_repl::policy::Policy::allow(allow),

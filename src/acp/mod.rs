@@ -41,6 +41,11 @@ pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future
     serve_with(rpc, config, origin, None, shutdown).await
 }
 
+/// A new session's id, as `session/new` picks one (`sess_` and 32 hex digits).
+pub fn new_session_id() -> String {
+    format!("sess_{}", uuid::Uuid::new_v4().simple())
+}
+
 /// What a client that opens a session straight away (`acp run`) has the agent begin before
 /// anything else: opening the session store under `config`'s home, on a thread of its own.
 pub fn begin(config: &Config) -> Begun {

@@ -76,7 +76,7 @@ impl Agent {
     /// chosen key that names a stored session continues it (like `session/resume`).
     pub(super) async fn open_new(&self, key: Option<String>, settings: SessionSettings) -> Answer<NewSessionResponse> {
         let keyed = key.is_some();
-        let id = key.unwrap_or_else(|| format!("sess_{}", uuid::Uuid::new_v4().simple()));
+        let id = key.unwrap_or_else(super::new_session_id);
         let handle = match self.runtime.create_session(Arc::from(id.as_str()), settings.clone()).await {
             Ok(handle) => handle,
             Err(CreateError::Exists) if keyed => {

@@ -46,6 +46,9 @@ pub struct RunOptions {
     pub mode: Option<String>,
     /// Continue (or create) the session with this id.
     pub session: Option<String>,
+    /// Without `session`: the id the new session gets (else the agent picks one). Known before
+    /// the agent answers, it lets the prompt follow `session/new` at once.
+    pub new_session_id: Option<String>,
     /// NDJSON: every `session/update`, then the result.
     pub json: bool,
     pub policy: Policy,
@@ -127,10 +130,21 @@ struct State<'a> {
 impl State<'_> {
     fn drive(&mut self, tx: &Sender, rx: &Receiver, output: &mut Output<'_>) -> Result<u8, Stop> {
         // Nothing but permission questions is answered: no files, no terminals. The session is
-        // asked for right behind `initialize`, without waiting for its answer (the agent answers
-        // in order; a failed `initialize` is still reported as such).
+        // asked for right behind `initialize`, without waiting for its answer, and when its id is
+        // known (and nothing is to be set first) the prompt follows at once: the agent handles
+        // them in order, and a failed step is still reported as such (the prompt then fails too,
+        // with no session to run in).
         let init = tx.request(&requests::initialize(Client { name: "acp-run", title: "acp run", host: false }))?;
-        let id = tx.request(&requests::new_session(&self.opts.cwd, self.opts.session.as_deref()))?;
+        let key = self.opts.session.as_deref().or(self.opts.new_session_id.as_deref());
+        let id = tx.request(&requests::new_session(&self.opts.cwd, key))?;
+        let prompted = match key {
+            Some(key) if self.opts.model.is_none() && self.opts.mode.is_none() => {
+                // From now on an interrupt cancels it.
+                self.session = Some(key.to_owned());
+                Some(tx.request(&requests::prompt(key, &self.opts.prompt))?)
+            }
+            _ => None,
+        };
         self.wait(tx, rx, &init, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
         let opened = self.wait(tx, rx, &id, output)?.map_err(|e| match e.code {
             code::AUTH_REQUIRED => Stop::Code(exit::SETUP, e.message),
@@ -147,18 +161,25 @@ impl State<'_> {
             .ok_or_else(|| Stop::Code(exit::FAILED, "the agent answered session/new without a sessionId".into()))?;
         self.session = Some(session.clone());
 
-        if let Some(model) = &self.opts.model {
+        if prompted.is_none()
+            && let Some(model) = &self.opts.model
+        {
             let id = tx.request(&requests::set_model(&session, model))?;
             self.wait(tx, rx, &id, output)?
                 .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", user_words(&e.message))))?;
         }
-        if let Some(mode) = &self.opts.mode {
+        if prompted.is_none()
+            && let Some(mode) = &self.opts.mode
+        {
             let id = tx.request(&requests::set_mode(&session, mode))?;
             self.wait(tx, rx, &id, output)?
                 .map_err(|e| Stop::Code(exit::USAGE, format!("--mode {mode}: {}", user_words(&e.message))))?;
         }
 
-        let id = tx.request(&requests::prompt(&session, &self.opts.prompt))?;
+        let id = match prompted {
+            Some(id) => id,
+            None => tx.request(&requests::prompt(&session, &self.opts.prompt))?,
+        };
         let answer = self.wait(tx, rx, &id, output)?;
         self.end_text(output);
         let (code, line) = match answer {
