@@ -145,9 +145,9 @@ async fn serve_stdio(
             return std::process::ExitCode::FAILURE;
         }
     };
-    // The signal thread starts once the first answer is out, off the path to it.
+    // The signal thread starts beside the handling of the first input, off the path to its answer.
     if let Some(signals) = signals {
-        signals.start_after_first_line(&rpc.conn);
+        signals.start_on_first_input(&rpc.conn);
     }
     let ended = match bridge {
         Some(options) => {

@@ -3,8 +3,8 @@
 //! process exits on its own, a moment later, whatever it was doing.
 //!
 //! The handlers are installed at once, before anything else runs; the thread that acts on what
-//! they catch may start a moment later ([`Installed::start_soon`]: once the first answer is out),
-//! off the start-up path. A signal caught meanwhile is kept and acted on as the thread starts.
+//! they catch may start a moment later ([`Installed::start_on_first_input`]), off the path to the
+//! first answer. A signal caught meanwhile is kept and acted on as the thread starts.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -68,12 +68,12 @@ impl Installed {
         }
     }
 
-    /// Starts the thread once `conn` has written its first line (the first answer is out, and a
-    /// write cannot have blocked yet), or [`START_AFTER`] from now if nothing is written by then.
-    /// Call it from within the async runtime.
-    pub fn start_after_first_line(&self, conn: &crate::rpc::Connection) {
+    /// Starts the thread as soon as `conn`'s first input arrives (from its reader thread, which
+    /// no blocked write can hold up, and not from the thread about to answer it), or
+    /// [`START_AFTER`] from now if none comes by then. Call it from within the async runtime.
+    pub fn start_on_first_input(&self, conn: &crate::rpc::Connection) {
         let first = self.clone();
-        conn.after_first_line(move || first.start());
+        conn.after_first_input(move || first.start());
         self.start_soon();
     }
 

@@ -117,6 +117,7 @@ pub fn start(
             inflight: Mutex::default(),
             next_id: AtomicI64::new(0),
             input_closed: CancellationToken::new(),
+            first_input: FirstInput::default(),
         }),
     };
     reader::spawn(input, max_line_bytes, conn.clone(), incoming_tx)?;
@@ -133,6 +134,43 @@ struct Inner {
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     next_id: AtomicI64,
     input_closed: CancellationToken,
+    first_input: FirstInput,
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// What runs once the first input arrives ([`Connection::after_first_input`]).
+#[derive(Default)]
+struct FirstInput {
+    arrived: std::sync::atomic::AtomicBool,
+    hook: Mutex<Option<Hook>>,
+}
+
+impl FirstInput {
+    fn register(&self, hook: Hook) {
+        let mut slot = lock(&self.hook);
+        if self.arrived.load(Ordering::Acquire) {
+            drop(slot);
+            hook();
+        } else {
+            *slot = Some(hook);
+        }
+    }
+
+    /// Input arrived (or ended): runs the hook, the first time.
+    fn arrived(&self) {
+        if self.arrived.load(Ordering::Relaxed) {
+            return;
+        }
+        let hook = {
+            let mut slot = lock(&self.hook);
+            self.arrived.store(true, Ordering::Release);
+            slot.take()
+        };
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
 }
 
 /// A cheap, cloneable handle for sending to the peer.
@@ -164,10 +202,11 @@ impl Connection {
         self.inner.out.flush();
     }
 
-    /// Runs `hook` once, on the thread that writes the first line, right after it (at once if a
-    /// line was written already): for work that should not delay the first answer.
-    pub fn after_first_line(&self, hook: impl FnOnce() + Send + 'static) {
-        self.inner.out.after_first_line(Box::new(hook));
+    /// Runs `hook` once, on the reader thread, as soon as the first input arrives (or input ends),
+    /// before it is handled — at once if it arrived already: for work that must not wait on the
+    /// async runtime and should not delay the first answer.
+    pub fn after_first_input(&self, hook: impl FnOnce() + Send + 'static) {
+        self.inner.first_input.register(Box::new(hook));
     }
 
     fn notify_inner<P: Serialize>(&self, method: &str, params: &P, flush: bool) {
@@ -275,6 +314,11 @@ impl Connection {
             }
             None => false,
         }
+    }
+
+    /// Input arrived (or ended): see [`Self::after_first_input`].
+    fn input_arrived(&self) {
+        self.inner.first_input.arrived();
     }
 
     /// Marks input as ended and fails every pending outgoing request as cancelled.

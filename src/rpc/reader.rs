@@ -45,6 +45,8 @@ impl Reader {
                     break;
                 }
             };
+            // Before handling it: handing it on can block while the dispatcher is behind.
+            self.conn.input_arrived();
             decoder.feed(&buf[..n], &mut frames);
             for frame in frames.drain(..) {
                 self.handle(frame);
@@ -55,6 +57,7 @@ impl Reader {
             self.handle(frame);
         }
         tracing::debug!("end of input");
+        self.conn.input_arrived();
         self.conn.close_input();
         // Dropping `self.incoming` (with `self`) closes the dispatcher's channel.
     }

@@ -173,20 +173,17 @@ async fn notifications_reach_the_dispatcher_and_sends_arrive() {
     assert_eq!(peer.recv()["params"]["n"], 2);
 }
 
-/// What waits for the first line written runs once, after it — or at once when registered late.
+/// What waits for the first input runs once, as it arrives — or at once when registered late.
 #[test]
-fn the_first_line_hook_runs_once_after_the_first_line() {
+fn the_first_input_hook_runs_once_as_input_arrives() {
     let (rpc, mut peer) = setup(1024);
     let (tx, rx) = std::sync::mpsc::channel();
     let hook_tx = tx.clone();
-    rpc.conn.after_first_line(move || hook_tx.send("early").unwrap());
-    assert!(rx.try_recv().is_err(), "nothing written yet");
-    rpc.conn.notify("one", &json!({}));
-    assert_eq!(rx.try_recv(), Ok("early"));
-    rpc.conn.notify("two", &json!({}));
-    assert!(rx.try_recv().is_err(), "once only");
-    rpc.conn.after_first_line(move || tx.send("late").unwrap());
-    assert_eq!(rx.try_recv(), Ok("late"));
-    assert_eq!(peer.recv()["method"], "one");
-    assert_eq!(peer.recv()["method"], "two");
+    rpc.conn.after_first_input(move || hook_tx.send("early").unwrap());
+    assert!(rx.try_recv().is_err(), "no input yet");
+    peer.send(r#"{"jsonrpc":"2.0","method":"one"}"#);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok("early"));
+    peer.send(r#"{"jsonrpc":"2.0","method":"two"}"#);
+    rpc.conn.after_first_input(move || tx.send("late").unwrap());
+    assert_eq!(rx.try_recv(), Ok("late"), "registered late, it runs at once (and the first hook once only)");
 }

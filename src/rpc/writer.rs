@@ -9,48 +9,15 @@
 use crate::sync::lock;
 use std::io::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-type Hook = Box<dyn FnOnce() + Send>;
 
 pub(super) struct Writer {
     out: Mutex<Option<std::io::BufWriter<Box<dyn Write + Send>>>>,
-    /// Whether a line was written (or tried) yet, and what runs once one is.
-    wrote: AtomicBool,
-    after_first: Mutex<Option<Hook>>,
 }
 
 impl Writer {
     pub(super) fn new(output: impl Write + Send + 'static) -> Self {
         let output: Box<dyn Write + Send> = Box::new(output);
-        Self {
-            out: Mutex::new(Some(std::io::BufWriter::with_capacity(64 * 1024, output))),
-            wrote: AtomicBool::new(false),
-            after_first: Mutex::new(None),
-        }
-    }
-
-    /// Runs `hook` once the first line has been written (at once if it has), on the thread that
-    /// wrote it, after the write.
-    pub(super) fn after_first_line(&self, hook: Hook) {
-        let mut slot = lock(&self.after_first);
-        if self.wrote.load(Ordering::Acquire) {
-            drop(slot);
-            hook();
-        } else {
-            *slot = Some(hook);
-        }
-    }
-
-    fn first_line_written(&self) {
-        let hook = {
-            let mut slot = lock(&self.after_first);
-            self.wrote.store(true, Ordering::Release);
-            slot.take()
-        };
-        if let Some(hook) = hook {
-            hook();
-        }
+        Self { out: Mutex::new(Some(std::io::BufWriter::with_capacity(64 * 1024, output))) }
     }
 
     /// Writes one line, and flushes it (with anything written unflushed before) if `flush`.
@@ -65,10 +32,6 @@ impl Writer {
         if let Err(e) = written {
             tracing::warn!(error = %e, "writing output failed; the peer is gone");
             *guard = None;
-        }
-        drop(guard);
-        if !self.wrote.load(Ordering::Relaxed) {
-            self.first_line_written();
         }
     }
 
