@@ -40,7 +40,8 @@ fn build_example(example: &str, extra: &[&str], name: &str) -> PathBuf {
     // The profile the acp binary was built with (release under `cargo bench`).
     let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
     let dir = Path::new(env!("CARGO_BIN_EXE_acp")).parent().unwrap().join("examples");
-    let mut args = vec!["rustc", "--quiet", "--profile", profile, "--example", example, "--"];
+    // Everything it needs is built already for this benchmark: no registry is asked.
+    let mut args = vec!["rustc", "--quiet", "--frozen", "--profile", profile, "--example", example, "--"];
     args.extend_from_slice(extra);
     let status = Command::new(&cargo).args(&args).status().expect("cargo runs");
     assert!(status.success(), "building {example} failed");
