@@ -1,6 +1,7 @@
-//! `acp run`: one prompt, the agent in this process. The agent serves ACP on its own thread over
-//! two in-memory pipes; the terminal client's runner (`acp_repl::run`) drives it exactly as it
-//! would drive a spawned agent, and its outcome is the exit code.
+//! `acp run`: one prompt, the agent in this process. The agent serves ACP on its own thread; the
+//! terminal client's runner (`acp_repl::run`) drives it with the same lines it would send a
+//! spawned agent, and its outcome is the exit code. Each side reads the other's lines as they are
+//! written, on the writer's thread: no pipes and no reader threads in between.
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use acp_repl::run::{Output, RunOptions, exit};
 use super::signals;
 use crate::config::Config;
 
-/// How long the agent may take to save the session once the run is over.
+/// How long the agent may take to save the session once a run ends without the prompt's answer
+/// (interrupted twice, or failed before it).
 const AGENT_WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Runs `options` against an agent with `config`; returns the exit code.
@@ -23,25 +25,23 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         let _ = writeln!(std::io::stderr(), "acp run: the configuration file is broken: {err}");
         return exit::CONFIG;
     }
-    let pipes = std::io::pipe().and_then(|a| std::io::pipe().map(|b| (a, b)));
-    let ((agent_in, client_out), (client_in, agent_out)) = match pipes {
-        Ok(p) => p,
-        Err(e) => return fail(format!("could not create pipes: {e}")),
-    };
     // First, as it takes longest: the session store, opened while everything else starts.
     let begun = crate::acp::begin(&config);
+    let mut agent_rpc = None;
+    let (tx, rx) = acp_repl::conn::connect_in_process(verbose, |output| {
+        let (rpc, input) = crate::rpc::start_in_process(output, config.max_line_bytes);
+        agent_rpc = Some(rpc);
+        input
+    });
+    let Some(rpc) = agent_rpc else { return fail("could not start the agent".into()) };
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let (signals_tx, signals_rx) = tokio::sync::oneshot::channel();
     let agent = std::thread::Builder::new().name("agent".into()).spawn(move || {
-        serve_pipes(agent_in, agent_out, config, begun, signals_rx, done_tx);
+        serve_in_process(rpc, config, begun, signals_rx, done_tx);
     });
     if let Err(e) = agent {
         return fail(format!("could not start the agent: {e}"));
     }
-    let (tx, rx) = match acp_repl::conn::connect(client_in, client_out, verbose) {
-        Ok(c) => c,
-        Err(e) => return fail(format!("could not start: {e}")),
-    };
     // Each signal cancels the turn; a second stops waiting, and the process exits soon after.
     // The agent's runtime starts the thread that acts on them, once the run is under way.
     let interrupter = rx.interrupter();
@@ -52,19 +52,19 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         Err(e) => tracing::warn!(error = %e, "could not install signal handlers"),
     }
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr());
-    let code = acp_repl::run::run(&tx, &rx, options, &mut Output { out: &mut stdout, err: &mut stderr });
-    // End of input: the agent finishes, saves the session and exits.
+    let ended = acp_repl::run::run(&tx, &rx, options, &mut Output { out: &mut stdout, err: &mut stderr });
+    // End of input. With the prompt answered the turn is saved already, and the process may exit
+    // at once; otherwise the agent is given time to save what it has (a cancelled turn's end).
     drop(tx);
-    if done_rx.recv_timeout(AGENT_WIND_DOWN).is_err() {
+    if !ended.answered && done_rx.recv_timeout(AGENT_WIND_DOWN).is_err() {
         tracing::warn!("the agent did not finish within {} s of the end of the run", AGENT_WIND_DOWN.as_secs());
     }
-    code
+    ended.code
 }
 
-/// The agent: ACP over the pipes on a runtime of its own, its sessions stored with origin `run`.
-fn serve_pipes(
-    input: std::io::PipeReader,
-    output: std::io::PipeWriter,
+/// The agent: ACP over `rpc` on a runtime of its own, its sessions stored with origin `run`.
+fn serve_in_process(
+    rpc: crate::rpc::Rpc,
     config: Config,
     begun: crate::acp::Begun,
     signals: tokio::sync::oneshot::Receiver<signals::Installed>,
@@ -78,21 +78,15 @@ fn serve_pipes(
             return;
         }
     };
-    let max_line = config.max_line_bytes;
     runtime.block_on(async move {
         tokio::spawn(async move {
             if let Ok(signals) = signals.await {
                 signals.start_soon();
             }
         });
-        match crate::rpc::start(input, output, max_line) {
-            Ok(rpc) => {
-                // A session is opened straight away: the store opens (and the HTTP client is
-                // built) while the client initializes.
-                crate::acp::serve_eager(rpc, config, "run", begun, std::future::pending::<()>()).await;
-            }
-            Err(e) => tracing::error!(error = %e, "could not start the agent"),
-        }
+        // A session is opened straight away: the store opens (and the HTTP client is built)
+        // while the client initializes.
+        crate::acp::serve_eager(rpc, config, "run", begun, std::future::pending::<()>()).await;
         // Every session is closed and saved: the process may exit without waiting for the
         // runtime to be taken down.
         let _ = done.send(());

@@ -4,10 +4,13 @@
 //! with `$/cancel_request` (which works in both directions).
 //!
 //! The reader is a plain thread doing blocking reads (tokio's stdin goes through the blocking pool
-//! anyway); the writer writes inline under a lock (see `writer.rs` for why).
+//! anyway) — or, with a peer in the same process (`acp run`), the peer's own thread as it writes
+//! ([`Input`]); the writer writes inline under a lock (see `writer.rs` for why).
 
 mod reader;
 mod writer;
+
+pub use reader::Input;
 
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -109,6 +112,20 @@ pub fn start(
     output: impl std::io::Write + Send + 'static,
     max_line_bytes: usize,
 ) -> std::io::Result<Rpc> {
+    let (rpc, incoming_tx) = connection(output);
+    reader::spawn(input, max_line_bytes, rpc.conn.clone(), incoming_tx)?;
+    Ok(rpc)
+}
+
+/// A connection to a peer in the same process: it writes its lines to the returned [`Input`]
+/// (read as they are written, on its own thread), and reads ours from `output`.
+pub fn start_in_process(output: impl std::io::Write + Send + 'static, max_line_bytes: usize) -> (Rpc, Input) {
+    let (rpc, incoming_tx) = connection(output);
+    let input = reader::input(max_line_bytes, rpc.conn.clone(), incoming_tx);
+    (rpc, input)
+}
+
+fn connection(output: impl std::io::Write + Send + 'static) -> (Rpc, mpsc::Sender<FromReader>) {
     let (incoming_tx, rx) = mpsc::channel(INCOMING_QUEUE);
     let conn = Connection {
         inner: Arc::new(Inner {
@@ -120,8 +137,7 @@ pub fn start(
             first_input: FirstInput::default(),
         }),
     };
-    reader::spawn(input, max_line_bytes, conn.clone(), incoming_tx)?;
-    Ok(Rpc { incoming: IncomingRx { rx, conn: conn.clone() }, conn })
+    (Rpc { incoming: IncomingRx { rx, conn: conn.clone() }, conn }, incoming_tx)
 }
 
 type PendingAnswer = oneshot::Sender<Result<Value, ErrorObject>>;

@@ -1,8 +1,10 @@
-//! The reader thread: frames input into lines, parses the envelope, answers protocol errors itself,
+//! The reader: frames input into lines, parses the envelope, answers protocol errors itself,
 //! routes answers to our pending requests and `$/cancel_request`s, and hands everything else to the
 //! dispatcher. At end of input it fails our pending requests and closes the dispatcher channel.
+//! It runs on a thread of its own reading a byte stream, or, for a client in the same process, on
+//! the client's thread as it writes ([`Input`]).
 
-use std::io::{ErrorKind, Read};
+use std::io::{ErrorKind, Read, Write};
 
 use acp_protocol::acp::CANCEL_REQUEST;
 use acp_protocol::codec::{Frame, LineDecoder};
@@ -23,6 +25,49 @@ pub(super) fn spawn(
         reader.run(input, max_line_bytes);
     })?;
     Ok(())
+}
+
+pub(super) fn input(max_line_bytes: usize, conn: Connection, incoming: mpsc::Sender<FromReader>) -> Input {
+    Input { reader: Reader { conn, incoming }, decoder: LineDecoder::new(max_line_bytes), frames: Vec::new() }
+}
+
+/// The input of a connection whose peer is in the same process ([`super::start_in_process`]):
+/// what is written to it is read as it is written, on the writer's thread, with no reader thread
+/// and no pipe in between. Dropping it ends the input.
+///
+/// A write waits while the dispatcher's queue is full, as a reader thread would: it must not be
+/// written from a thread of an async runtime.
+pub struct Input {
+    reader: Reader,
+    decoder: LineDecoder,
+    frames: Vec<Frame>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input").finish_non_exhaustive()
+    }
+}
+
+impl Write for Input {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.reader.conn.input_arrived();
+        self.decoder.feed(buf, &mut self.frames);
+        for frame in self.frames.drain(..) {
+            self.reader.handle(frame);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Input {
+    fn drop(&mut self) {
+        self.reader.end(&mut self.decoder, &mut self.frames);
+    }
 }
 
 struct Reader {
@@ -52,14 +97,19 @@ impl Reader {
                 self.handle(frame);
             }
         }
-        decoder.finish(&mut frames);
+        self.end(&mut decoder, &mut frames);
+        // Dropping `self.incoming` (with `self`) closes the dispatcher's channel.
+    }
+
+    /// The end of input: an unterminated last line still counts; our pending requests fail.
+    fn end(&mut self, decoder: &mut LineDecoder, frames: &mut Vec<Frame>) {
+        decoder.finish(frames);
         for frame in frames.drain(..) {
             self.handle(frame);
         }
         tracing::debug!("end of input");
         self.conn.input_arrived();
         self.conn.close_input();
-        // Dropping `self.incoming` (with `self`) closes the dispatcher's channel.
     }
 
     fn handle(&mut self, frame: Frame) {

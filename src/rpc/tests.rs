@@ -187,3 +187,49 @@ fn the_first_input_hook_runs_once_as_input_arrives() {
     rpc.conn.after_first_input(move || tx.send("late").unwrap());
     assert_eq!(rx.try_recv(), Ok("late"), "registered late, it runs at once (and the first hook once only)");
 }
+
+/// A peer in this process writes to the connection's [`Input`] from a thread of its own: its lines
+/// are read as they are written (one split over two writes included), its answers reach our
+/// requests, protocol errors are answered in turn, and dropping the input ends it as the end of a
+/// byte stream would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_in_this_process_is_read_as_it_writes_and_dropping_its_input_ends_it() {
+    let (from_server, server_out) = std::io::pipe().unwrap();
+    let (mut rpc, mut input) = start_in_process(server_out, 1024);
+    let mut from_server = BufReader::new(from_server);
+    let mut read = move || {
+        let mut line = String::new();
+        tokio::task::block_in_place(|| from_server.read_line(&mut line)).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}"))
+    };
+    let conn = rpc.conn.clone();
+    let asked =
+        tokio::spawn(async move { conn.request("fs/read_text_file", &json!({}), &CancellationToken::new()).await });
+    let sent = read();
+    assert_eq!(sent["method"], "fs/read_text_file");
+    let id = sent["id"].clone();
+    let peer = std::thread::spawn(move || {
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"content": "hi"}});
+        input.write_all(format!("{answer}\n").as_bytes()).unwrap();
+        input.write_all(br#"{"jsonrpc":"2.0","id":1,"me"#).unwrap();
+        input.write_all(b"thod\":\"ping\"}\n{oops\n").unwrap();
+        input
+    });
+    assert_eq!(asked.await.unwrap(), Ok(json!({"content": "hi"})));
+    let ping = next_request(&mut rpc).await;
+    assert_eq!(ping.method, "ping");
+    ping.responder.respond(Ok(json!({"pong": true})));
+    assert_eq!(read(), json!({"jsonrpc": "2.0", "id": 1, "result": {"pong": true}}));
+
+    let input = peer.join().unwrap();
+    let conn = rpc.conn.clone();
+    let unanswered =
+        tokio::spawn(async move { conn.request("terminal/create", &json!({}), &CancellationToken::new()).await });
+    assert_eq!(read()["method"], "terminal/create");
+    drop(input);
+    let unanswered = tokio::time::timeout(Duration::from_secs(5), unanswered).await.expect("input ended");
+    assert_eq!(unanswered.unwrap(), Err(RequestError::Cancelled));
+    assert!(tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv()).await.unwrap().is_none());
+    assert_eq!(read()["error"]["code"], -32700, "the line that is not JSON is answered in its turn");
+    assert!(rpc.conn.input_closed());
+}

@@ -296,6 +296,16 @@ fn an_interrupt_cancels_the_turn() {
     assert_eq!(r.code, 130, "{}", r.stderr);
     assert!(r.stderr.contains("cancelled"), "{}", r.stderr);
     assert!(mock.wait_done(0).client_left, "the model request was dropped");
+    // The process exits as soon as the cancelled turn is answered: its end is on disk by then.
+    let transcripts: Vec<_> = std::fs::read_dir(home.path().join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    let written = std::fs::read_to_string(&transcripts[0]).unwrap();
+    let last: Value = serde_json::from_str(written.lines().last().unwrap()).unwrap();
+    assert_eq!((&last["t"], &last["stop"]), (&json!("end"), &json!("cancelled")), "{written}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! The client's end of an ACP connection over any byte streams (a child's stdio, or pipes to an
-//! agent in the same process): requests and notifications out, answers, notifications and the
-//! agent's own requests in, one reader thread, everything in arrival order on one channel. Lines
-//! are framed by the protocol crate's codec and read and written as its JSON-RPC envelope.
+//! The client's end of an ACP connection over any byte streams (a child's stdio), or to an agent
+//! in the same process: requests and notifications out, answers, notifications and the agent's
+//! own requests in, everything in arrival order on one channel. A reader thread reads a byte
+//! stream; an agent in this process writes to an [`AgentOutput`] instead, read as it is written.
+//! Lines are framed by the protocol crate's codec and read and written as its JSON-RPC envelope.
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -91,8 +92,18 @@ impl Sender {
 
 /// The receiving half: everything the agent sends, in order.
 pub struct Receiver {
-    rx: mpsc::Receiver<Incoming>,
-    inject: mpsc::Sender<Incoming>,
+    rx: mpsc::Receiver<Item>,
+    inject: mpsc::Sender<Item>,
+    /// For the lines of an agent in this process, read here (see [`message`]).
+    writer: Weak<Writer>,
+    verbose: bool,
+}
+
+/// What the channel carries: a message the reader thread read, or a line an agent in this process
+/// wrote, read once it is received (on the receiving thread, not the agent's).
+enum Item {
+    Message(Incoming),
+    Line(Vec<u8>),
 }
 
 impl std::fmt::Debug for Receiver {
@@ -104,15 +115,34 @@ impl std::fmt::Debug for Receiver {
 impl Receiver {
     /// The next message; `Closed` once the agent is gone (and forever after).
     pub fn recv(&self) -> Incoming {
-        self.rx.recv().unwrap_or(Incoming::Closed(None))
+        loop {
+            let Ok(item) = self.rx.recv() else { return Incoming::Closed(None) };
+            if let Some(message) = self.read(item) {
+                return message;
+            }
+        }
     }
 
     /// The next message, or `None` when nothing arrived within `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Incoming> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(message) => Some(message),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Incoming::Closed(None)),
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+                Ok(item) => {
+                    if let Some(message) = self.read(item) {
+                        return Some(message);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => return None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Some(Incoming::Closed(None)),
+            }
+        }
+    }
+
+    fn read(&self, item: Item) -> Option<Incoming> {
+        match item {
+            Item::Message(message) => Some(message),
+            Item::Line(line) => message(&line, self.verbose, &self.writer),
         }
     }
 
@@ -124,11 +154,20 @@ impl Receiver {
 
 /// Delivers an interrupt to the receiving loop.
 #[derive(Clone, Debug)]
-pub struct Interrupter(mpsc::Sender<Incoming>);
+pub struct Interrupter(mpsc::Sender<Item>);
+
+impl std::fmt::Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Message(m) => m.fmt(f),
+            Self::Line(line) => f.debug_tuple("Line").field(&String::from_utf8_lossy(line)).finish(),
+        }
+    }
+}
 
 impl Interrupter {
     pub fn interrupt(&self) {
-        let _ = self.0.send(Incoming::Interrupt);
+        let _ = self.0.send(Item::Message(Incoming::Interrupt));
     }
 }
 
@@ -159,17 +198,91 @@ fn start(
     max_line_bytes: usize,
     tap: impl Fn(&Incoming) + Send + 'static,
 ) -> io::Result<(Sender, Receiver)> {
-    let (tx, rx) = mpsc::channel();
-    let inject = tx.clone();
-    let writer = Arc::new(Writer { out: Mutex::new(Box::new(to)), verbose });
-    let reader = Reader { tx, writer: Arc::downgrade(&writer), verbose, tap };
+    let (tx, rx, items) = parts(Arc::new(Writer { out: Mutex::new(Box::new(to)), verbose }), verbose);
+    let reader = Reader { tx: items, writer: rx.writer.clone(), verbose, tap };
     std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || reader.run(from, max_line_bytes))?;
-    Ok((Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, Receiver { rx, inject }))
+    Ok((tx, rx))
+}
+
+/// Connects to an agent in this process: `agent` is given the [`AgentOutput`] to write its lines
+/// to, and returns where ours go.
+pub fn connect_in_process<W: Write + Send + 'static>(
+    verbose: bool,
+    agent: impl FnOnce(AgentOutput) -> W,
+) -> (Sender, Receiver) {
+    let (items, rx) = mpsc::channel();
+    let inject = items.clone();
+    let output = AgentOutput { items, decoder: LineDecoder::new(DEFAULT_MAX_LINE_BYTES), frames: Vec::new() };
+    let to: Box<dyn Write + Send> = Box::new(agent(output));
+    let writer = Arc::new(Writer { out: Mutex::new(to), verbose });
+    let rx = Receiver { rx, inject, writer: Arc::downgrade(&writer), verbose };
+    (Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, rx)
+}
+
+fn parts(writer: Arc<Writer>, verbose: bool) -> (Sender, Receiver, mpsc::Sender<Item>) {
+    let (items, rx) = mpsc::channel();
+    let inject = items.clone();
+    let rx = Receiver { rx, inject, writer: Arc::downgrade(&writer), verbose };
+    (Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, rx, items)
+}
+
+/// The output of an agent in this process ([`connect_in_process`]): the lines it writes are cut
+/// out as they are written, on its thread, and read by the receiving loop. Dropping it reports
+/// the agent gone.
+pub struct AgentOutput {
+    items: mpsc::Sender<Item>,
+    decoder: LineDecoder,
+    frames: Vec<Frame>,
+}
+
+impl std::fmt::Debug for AgentOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentOutput").finish_non_exhaustive()
+    }
+}
+
+impl AgentOutput {
+    fn pass_on(&mut self) {
+        for frame in self.frames.drain(..) {
+            match frame {
+                // Nobody listening any more (the run is over): the rest is dropped.
+                Frame::Line(line) => {
+                    let _ = self.items.send(Item::Line(line));
+                }
+                Frame::TooLong { limit } => too_long(limit),
+            }
+        }
+    }
+}
+
+impl Write for AgentOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.decoder.feed(buf, &mut self.frames);
+        self.pass_on();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for AgentOutput {
+    fn drop(&mut self) {
+        // An unterminated last line still counts.
+        self.decoder.finish(&mut self.frames);
+        self.pass_on();
+        let _ = self.items.send(Item::Message(Incoming::Closed(None)));
+    }
+}
+
+fn too_long(limit: usize) {
+    let _ = writeln!(io::stderr(), "acp client: skipped a line from the agent longer than {limit} bytes");
 }
 
 /// The reader thread's state.
 struct Reader<T> {
-    tx: mpsc::Sender<Incoming>,
+    tx: mpsc::Sender<Item>,
     /// To answer a request that is not valid JSON-RPC. Weak: dropping the last [`Sender`] must
     /// still close the agent's input.
     writer: Weak<Writer>,
@@ -205,7 +318,7 @@ impl<T: Fn(&Incoming)> Reader<T> {
                 return;
             }
         }
-        let _ = self.tx.send(Incoming::Closed(why));
+        let _ = self.tx.send(Item::Message(Incoming::Closed(why)));
     }
 
     /// Handles one frame; false once nobody is listening.
@@ -213,46 +326,53 @@ impl<T: Fn(&Incoming)> Reader<T> {
         let line = match frame {
             Frame::Line(line) => line,
             Frame::TooLong { limit } => {
-                let _ = writeln!(io::stderr(), "acp client: skipped a line from the agent longer than {limit} bytes");
+                too_long(limit);
                 return true;
             }
         };
-        // A stray byte that is not UTF-8 costs a character, not the message.
-        let text = String::from_utf8_lossy(&line);
-        if self.verbose {
-            let _ = writeln!(io::stderr(), "← {text}");
-        }
-        let message = match jsonrpc::parse_line(text.as_bytes()) {
-            Ok(Message::Request { id, method, params }) => {
-                Incoming::Request { id, method, params: params.unwrap_or(Value::Null) }
-            }
-            Ok(Message::Notification { method, params }) => {
-                Incoming::Notification { method, params: params.unwrap_or(Value::Null) }
-            }
-            Ok(Message::Response { id, result }) => Incoming::Response { id, result },
-            // A broken answer (an `error` that is not an error object, say) still ends the wait for it.
-            Err(invalid) if !invalid.respond && invalid.id != RequestId::Null => {
-                Incoming::Response { id: invalid.id, result: Err(invalid.error) }
-            }
-            Err(invalid) => {
-                let _ = writeln!(
-                    io::stderr(),
-                    "acp client: ignoring a line from the agent that is not JSON-RPC: {}",
-                    clip(&text)
-                );
-                // A request the agent waits for gets its error.
-                if invalid.respond
-                    && invalid.id != RequestId::Null
-                    && let Some(writer) = self.writer.upgrade()
-                {
-                    let _ = writer.line(&jsonrpc::error_line(&invalid.id, &invalid.error));
-                }
-                return true;
-            }
-        };
+        let Some(message) = message(&line, self.verbose, &self.writer) else { return true };
         (self.tap)(&message);
-        self.tx.send(message).is_ok()
+        self.tx.send(Item::Message(message)).is_ok()
     }
+}
+
+/// Reads one line from the agent; `None` if it is not JSON-RPC (skipped, and a request the agent
+/// waits for is answered with an error through `writer`).
+fn message(line: &[u8], verbose: bool, writer: &Weak<Writer>) -> Option<Incoming> {
+    // A stray byte that is not UTF-8 costs a character, not the message.
+    let text = String::from_utf8_lossy(line);
+    if verbose {
+        let _ = writeln!(io::stderr(), "← {text}");
+    }
+    let message = match jsonrpc::parse_line(text.as_bytes()) {
+        Ok(Message::Request { id, method, params }) => {
+            Incoming::Request { id, method, params: params.unwrap_or(Value::Null) }
+        }
+        Ok(Message::Notification { method, params }) => {
+            Incoming::Notification { method, params: params.unwrap_or(Value::Null) }
+        }
+        Ok(Message::Response { id, result }) => Incoming::Response { id, result },
+        // A broken answer (an `error` that is not an error object, say) still ends the wait for it.
+        Err(invalid) if !invalid.respond && invalid.id != RequestId::Null => {
+            Incoming::Response { id: invalid.id, result: Err(invalid.error) }
+        }
+        Err(invalid) => {
+            let _ = writeln!(
+                io::stderr(),
+                "acp client: ignoring a line from the agent that is not JSON-RPC: {}",
+                clip(&text)
+            );
+            // A request the agent waits for gets its error.
+            if invalid.respond
+                && invalid.id != RequestId::Null
+                && let Some(writer) = writer.upgrade()
+            {
+                let _ = writer.line(&jsonrpc::error_line(&invalid.id, &invalid.error));
+            }
+            return None;
+        }
+    };
+    Some(message)
 }
 
 fn clip(s: &str) -> String {
@@ -333,6 +453,42 @@ mod tests {
         drop(agent_out);
         assert!(matches!(rx.recv(), Incoming::Notification { method, .. } if method == "next"));
         assert!(matches!(rx.recv(), Incoming::Closed(None)));
+    }
+
+    /// An agent in this process writes to its [`AgentOutput`] from a thread of its own: each line
+    /// (one split over writes, and an unterminated last one, included) is read by the receiving
+    /// loop, a request that is not JSON-RPC is answered with an error from there, and dropping the
+    /// output reports the agent gone.
+    #[test]
+    fn an_agent_in_this_process_is_read_by_the_receiving_loop() {
+        let (agent_in, client_out) = io::pipe().unwrap();
+        let mut output = None;
+        let (tx, rx) = connect_in_process(false, |o| {
+            output = Some(o);
+            client_out
+        });
+        let mut output = output.unwrap();
+        let mut agent_in = BufReader::new(agent_in);
+        let id = tx.request(&requests::initialize(requests::Client { name: "t", title: "t", host: false })).unwrap();
+        assert_eq!(read_json(&mut agent_in)["method"], "initialize");
+        let first = format!(r#"{{"jsonrpc":"2.0","id":{id},"res"#);
+        let agent = std::thread::spawn(move || {
+            output.write_all(first.as_bytes()).unwrap();
+            output.write_all(br#"ult":{"protocolVersion":1}}"#).unwrap();
+            output.write_all(b"\n").unwrap();
+            output
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"y\",\"method\":\"fs/read_text_file\",\"params\":3}\n")
+                .unwrap();
+            output.write_all(br#"{"jsonrpc":"2.0","method":"last"}"#).unwrap();
+        });
+        agent.join().unwrap();
+        assert!(matches!(rx.recv(), Incoming::Response { id: got, result: Ok(_) } if got == id));
+        assert!(matches!(rx.recv(), Incoming::Notification { method, .. } if method == "last"));
+        let answer = read_json(&mut agent_in);
+        assert_eq!((&answer["id"], &answer["error"]["code"]), (&json!("y"), &json!(-32600)), "{answer}");
+        let gone = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert!(matches!(gone, Some(Incoming::Closed(None))), "{gone:?}");
+        drop(tx);
     }
 
     #[test]

@@ -66,8 +66,18 @@ impl std::fmt::Debug for Output<'_> {
     }
 }
 
-/// Runs the prompt; returns the exit code.
-pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_>) -> u8 {
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// The process's exit code (see [`exit`]).
+    pub code: u8,
+    /// The agent answered the prompt. An agent saves a turn before it answers it, so nothing of
+    /// the run is left for it to write.
+    pub answered: bool,
+}
+
+/// Runs the prompt.
+pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_>) -> Ended {
     let mut state = State {
         opts,
         session: None,
@@ -75,8 +85,9 @@ pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_
         answers: HashMap::new(),
         text_open: false,
         interrupted: false,
+        answered: false,
     };
-    match state.drive(tx, rx, output) {
+    let code = match state.drive(tx, rx, output) {
         Ok(code) => code,
         Err(Stop::Code(code, message)) => {
             state.end_text(output);
@@ -87,7 +98,8 @@ pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_
             let _ = writeln!(output.err, "acp run: {message}");
             code
         }
-    }
+    };
+    Ended { code, answered: state.answered }
 }
 
 /// An agent's error message without what only means something on the wire: the JSON-RPC error
@@ -125,6 +137,8 @@ struct State<'a> {
     /// Reply text was printed without a final newline yet.
     text_open: bool,
     interrupted: bool,
+    /// The prompt's answer came.
+    answered: bool,
 }
 
 impl State<'_> {
@@ -181,6 +195,7 @@ impl State<'_> {
             None => tx.request(&requests::prompt(&session, &self.opts.prompt))?,
         };
         let answer = self.wait(tx, rx, &id, output)?;
+        self.answered = true;
         self.end_text(output);
         let (code, line) = match answer {
             Ok(result) => {
