@@ -11,8 +11,8 @@ use acp_repl::run::{Output, RunOptions, exit};
 use super::signals;
 use crate::config::Config;
 
-/// How long the agent may take to save the session once a run ends without the prompt's answer
-/// (interrupted twice, or failed before it).
+/// How long the agent may take to close its session once the run is over, when it must (see the
+/// end of [`run`]).
 const AGENT_WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Runs `options` against an agent with `config`; returns the exit code.
@@ -25,6 +25,8 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         let _ = writeln!(std::io::stderr(), "acp run: the configuration file is broken: {err}");
         return exit::CONFIG;
     }
+    // The agent stops the MCP servers it started as it closes its session.
+    let servers = !config.mcp_servers.is_empty();
     // First, as it takes longest: the session store, opened while everything else starts.
     let begun = crate::acp::begin(&config);
     let mut agent_rpc = None;
@@ -53,10 +55,11 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     }
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr());
     let ended = acp_repl::run::run(&tx, &rx, options, &mut Output { out: &mut stdout, err: &mut stderr });
-    // End of input. With the prompt answered the turn is saved already, and the process may exit
-    // at once; otherwise the agent is given time to save what it has (a cancelled turn's end).
+    // End of input. With the prompt answered the turn is saved already, and without MCP servers
+    // to stop the process may exit at once; otherwise the agent is given time to save what it has
+    // (a cancelled turn's end) and to stop the servers.
     drop(tx);
-    if !ended.answered && done_rx.recv_timeout(AGENT_WIND_DOWN).is_err() {
+    if (!ended.answered || servers) && done_rx.recv_timeout(AGENT_WIND_DOWN).is_err() {
         tracing::warn!("the agent did not finish within {} s of the end of the run", AGENT_WIND_DOWN.as_secs());
     }
     ended.code

@@ -226,7 +226,8 @@ async fn a_peer_in_this_process_is_read_as_it_writes_and_dropping_its_input_ends
     let unanswered =
         tokio::spawn(async move { conn.request("terminal/create", &json!({}), &CancellationToken::new()).await });
     assert_eq!(read()["method"], "terminal/create");
-    drop(input);
+    // Dropped where a peer would drop it: off the runtime (ending the input hands on what is left).
+    tokio::task::block_in_place(|| std::thread::spawn(move || drop(input)).join().unwrap());
     let unanswered = tokio::time::timeout(Duration::from_secs(5), unanswered).await.expect("input ended");
     assert_eq!(unanswered.unwrap(), Err(RequestError::Cancelled));
     assert!(tokio::time::timeout(Duration::from_secs(5), rpc.incoming.recv()).await.unwrap().is_none());

@@ -501,6 +501,42 @@ fn servers_stop_with_the_agent_whether_it_exits_or_is_killed() {
     }
 }
 
+/// `acp run` exits as soon as its prompt is answered, but not before the MCP servers it started
+/// are stopped (their whole process group: here a shell stays as the server's parent).
+#[test]
+fn acp_run_stops_its_servers_before_it_exits() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    let command = format!("python3 {} tools; true", stub());
+    let config = format!("[mcp_servers.stub]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n", toml_path(&command));
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    mock.push(calls(api, &[("p1", "mcp__stub__pid", json!({}))]));
+    mock.push(text(api, "ok"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["run", "--allow", "all", "pid?"])
+        .current_dir(home.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    let pid = result_for(api, &mock.requests()[1].body, "p1");
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    // Killed as acp run exits; the kernel may take a moment to take it down.
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    while proc.exists() && !std::fs::read_to_string(proc.join("stat")).unwrap_or_default().contains(") Z ") {
+        assert!(std::time::Instant::now() < deadline, "the server {pid} outlived acp run");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn acp_mcp_lists_the_configured_servers_and_tests_one() {
     let home = tempfile::tempdir().unwrap();

@@ -125,7 +125,7 @@ impl Receiver {
 
     /// The next message, or `None` when nothing arrived within `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Incoming> {
-        let deadline = std::time::Instant::now() + timeout;
+        let Some(deadline) = std::time::Instant::now().checked_add(timeout) else { return Some(self.recv()) };
         loop {
             match self.rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
                 Ok(item) => {
