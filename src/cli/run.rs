@@ -29,13 +29,10 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     let servers = !config.mcp_servers.is_empty();
     // First, as it takes longest: the session store, opened while everything else starts.
     let begun = crate::acp::begin(&config);
-    let mut agent_rpc = None;
-    let (tx, rx) = acp_repl::conn::connect_in_process(verbose, |output| {
+    let (tx, rx, rpc) = acp_repl::conn::connect_in_process(verbose, |output| {
         let (rpc, input) = crate::rpc::start_in_process(output, config.max_line_bytes);
-        agent_rpc = Some(rpc);
-        input
+        (input, rpc)
     });
-    let Some(rpc) = agent_rpc else { return fail("could not start the agent".into()) };
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let (signals_tx, signals_rx) = tokio::sync::oneshot::channel();
     let agent = std::thread::Builder::new().name("agent".into()).spawn(move || {

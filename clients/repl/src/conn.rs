@@ -106,6 +106,15 @@ enum Item {
     Line(Vec<u8>),
 }
 
+impl std::fmt::Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Message(m) => m.fmt(f),
+            Self::Line(line) => f.debug_tuple("Line").field(&String::from_utf8_lossy(line)).finish(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Receiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Receiver").finish_non_exhaustive()
@@ -156,15 +165,6 @@ impl Receiver {
 #[derive(Clone, Debug)]
 pub struct Interrupter(mpsc::Sender<Item>);
 
-impl std::fmt::Debug for Item {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Message(m) => m.fmt(f),
-            Self::Line(line) => f.debug_tuple("Line").field(&String::from_utf8_lossy(line)).finish(),
-        }
-    }
-}
-
 impl Interrupter {
     pub fn interrupt(&self) {
         let _ = self.0.send(Item::Message(Incoming::Interrupt));
@@ -198,32 +198,37 @@ fn start(
     max_line_bytes: usize,
     tap: impl Fn(&Incoming) + Send + 'static,
 ) -> io::Result<(Sender, Receiver)> {
-    let (tx, rx, items) = parts(Arc::new(Writer { out: Mutex::new(Box::new(to)), verbose }), verbose);
+    let (items, rx) = mpsc::channel();
+    let (tx, rx) = halves(&items, rx, Box::new(to), verbose);
     let reader = Reader { tx: items, writer: rx.writer.clone(), verbose, tap };
     std::thread::Builder::new().name("acp-client-reader".into()).spawn(move || reader.run(from, max_line_bytes))?;
     Ok((tx, rx))
 }
 
 /// Connects to an agent in this process: `agent` is given the [`AgentOutput`] to write its lines
-/// to, and returns where ours go.
-pub fn connect_in_process<W: Write + Send + 'static>(
+/// to, and returns where ours go (and anything else of its own, handed back as the third value).
+pub fn connect_in_process<W: Write + Send + 'static, R>(
     verbose: bool,
-    agent: impl FnOnce(AgentOutput) -> W,
-) -> (Sender, Receiver) {
+    agent: impl FnOnce(AgentOutput) -> (W, R),
+) -> (Sender, Receiver, R) {
     let (items, rx) = mpsc::channel();
-    let inject = items.clone();
-    let output = AgentOutput { items, decoder: LineDecoder::new(DEFAULT_MAX_LINE_BYTES), frames: Vec::new() };
-    let to: Box<dyn Write + Send> = Box::new(agent(output));
-    let writer = Arc::new(Writer { out: Mutex::new(to), verbose });
-    let rx = Receiver { rx, inject, writer: Arc::downgrade(&writer), verbose };
-    (Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, rx)
+    let output =
+        AgentOutput { items: items.clone(), decoder: LineDecoder::new(DEFAULT_MAX_LINE_BYTES), frames: Vec::new() };
+    let (to, theirs) = agent(output);
+    let (tx, rx) = halves(&items, rx, Box::new(to), verbose);
+    (tx, rx, theirs)
 }
 
-fn parts(writer: Arc<Writer>, verbose: bool) -> (Sender, Receiver, mpsc::Sender<Item>) {
-    let (items, rx) = mpsc::channel();
-    let inject = items.clone();
-    let rx = Receiver { rx, inject, writer: Arc::downgrade(&writer), verbose };
-    (Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, rx, items)
+/// Both ends around a channel whose sending side is `items`, writing to `to`.
+fn halves(
+    items: &mpsc::Sender<Item>,
+    rx: mpsc::Receiver<Item>,
+    to: Box<dyn Write + Send>,
+    verbose: bool,
+) -> (Sender, Receiver) {
+    let writer = Arc::new(Writer { out: Mutex::new(to), verbose });
+    let rx = Receiver { rx, inject: items.clone(), writer: Arc::downgrade(&writer), verbose };
+    (Sender { writer, next_id: Arc::new(AtomicI64::new(0)) }, rx)
 }
 
 /// The output of an agent in this process ([`connect_in_process`]): the lines it writes are cut
@@ -462,12 +467,7 @@ mod tests {
     #[test]
     fn an_agent_in_this_process_is_read_by_the_receiving_loop() {
         let (agent_in, client_out) = io::pipe().unwrap();
-        let mut output = None;
-        let (tx, rx) = connect_in_process(false, |o| {
-            output = Some(o);
-            client_out
-        });
-        let mut output = output.unwrap();
+        let (tx, rx, mut output) = connect_in_process(false, |output| (client_out, output));
         let mut agent_in = BufReader::new(agent_in);
         let id = tx.request(&requests::initialize(requests::Client { name: "t", title: "t", host: false })).unwrap();
         assert_eq!(read_json(&mut agent_in)["method"], "initialize");
