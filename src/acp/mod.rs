@@ -47,18 +47,27 @@ pub fn new_session_id() -> String {
 }
 
 /// What a client that opens a session straight away (`acp run`) has the agent begin before
-/// anything else: opening the session store under `config`'s home, on a thread of its own.
-pub fn begin(config: &Config) -> Begun {
-    Begun(crate::runtime::StoreOpening::start(config.home.clone()))
+/// anything else. `fresh`: the id the client made up for a new session ([`new_session_id`]):
+/// that session is created without waiting for the session store, which opens once its model is
+/// answering. Otherwise (a stored session continues) the store is opened at once, on a thread of
+/// its own under `config`'s home.
+pub fn begin(config: &Config, fresh: Option<String>) -> Begun {
+    match fresh {
+        Some(id) => Begun::Fresh(id),
+        None => Begun::Store(crate::runtime::StoreOpening::start(config.home.clone())),
+    }
 }
 
 /// See [`begin`].
 #[derive(Debug)]
-pub struct Begun(crate::runtime::StoreOpening);
+pub enum Begun {
+    Store(crate::runtime::StoreOpening),
+    Fresh(String),
+}
 
-/// [`serve`] for a client that opens a session straight away (`acp run`): the session store comes
-/// from `begun` (opened meanwhile), and the model's HTTP client is built in the background from
-/// the start rather than from `session/new` on.
+/// [`serve`] for a client that opens a session straight away (`acp run`): the session store as
+/// `begun` has it, and the model's HTTP client built in the background from the start rather
+/// than from `session/new` on.
 pub async fn serve_eager(
     rpc: Rpc,
     config: Config,
@@ -66,14 +75,14 @@ pub async fn serve_eager(
     begun: Begun,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
-    serve_with(rpc, config, origin, Some(begun.0), shutdown).await
+    serve_with(rpc, config, origin, Some(begun), shutdown).await
 }
 
 async fn serve_with(
     rpc: Rpc,
     config: Config,
     origin: &str,
-    store: Option<crate::runtime::StoreOpening>,
+    begun: Option<Begun>,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
     let Rpc { conn, incoming } = rpc;
@@ -82,8 +91,11 @@ async fn serve_with(
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
     let mut runtime = Runtime::new(config, sink, host).with_origin(origin);
-    if let Some(store) = store {
-        runtime = runtime.with_store(store);
+    if let Some(begun) = begun {
+        runtime = match begun {
+            Begun::Store(opening) => runtime.with_store(opening),
+            Begun::Fresh(id) => runtime.with_fresh_session(id),
+        };
         runtime.prewarm();
     }
     let agent = Agent::new(state, runtime);

@@ -28,7 +28,7 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     // The agent stops the MCP servers it started as it closes its session.
     let servers = !config.mcp_servers.is_empty();
     // First, as it takes longest: the session store, opened while everything else starts.
-    let begun = crate::acp::begin(&config);
+    let begun = crate::acp::begin(&config, options.new_session_id.clone());
     let (tx, rx, rpc) = acp_repl::conn::connect_in_process(verbose, |output| {
         let (rpc, input) = crate::rpc::start_in_process(output, config.max_line_bytes);
         (input, rpc)

@@ -5,9 +5,15 @@
 //! saved, and in which order, is decided in one file.
 //!
 //! A session without a usable store has a log that saves nothing; it lives in memory only.
+//!
+//! A new session of `acp run` begins without the store: its transcript at once, its index row
+//! once the model is answering (the process then mostly waits on the network), opening the store
+//! then ([`SessionLog::unindexed`]). The session stores that row before it answers or changes
+//! anything ([`SessionLog::indexed`]): only its first model turn goes ahead.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::Shared;
 use super::event::{EventKind, SessionId, TurnOutcome};
@@ -15,8 +21,9 @@ use super::turn::new_message_id;
 use crate::history::Journal;
 use crate::history::input::UserBlock;
 use crate::history::record::Record;
-use crate::store::now_ms;
 use crate::store::transcript::{Live, Transcript};
+use crate::store::{SessionRow, Store, now_ms};
+use crate::sync::lock;
 
 use super::SessionSettings;
 
@@ -25,6 +32,11 @@ pub(crate) struct SessionLog {
     /// `None`: the store could not be used.
     transcript: Option<Arc<Transcript>>,
     shared: Arc<Shared>,
+    /// The index row of a new session, not stored yet (held while it is stored, so no update of
+    /// the index overtakes it).
+    unindexed: Mutex<Option<SessionRow>>,
+    /// Whether storing that row has been started.
+    indexing: AtomicBool,
 }
 
 impl std::fmt::Debug for SessionLog {
@@ -43,7 +55,59 @@ impl Journal for SessionLog {
 
 impl SessionLog {
     pub(crate) fn new(id: SessionId, transcript: Option<Arc<Transcript>>, shared: Arc<Shared>) -> Self {
-        Self { id, transcript, shared }
+        Self { id, transcript, shared, unindexed: Mutex::new(None), indexing: AtomicBool::new(false) }
+    }
+
+    /// The log of a new session whose index `row` is stored later: in the background once the
+    /// model shows something ([`shown`](Self::shown)), or by [`indexed`](Self::indexed) if that
+    /// comes first.
+    pub(crate) fn unindexed(id: SessionId, transcript: Arc<Transcript>, shared: Arc<Shared>, row: SessionRow) -> Self {
+        Self {
+            id,
+            transcript: Some(transcript),
+            shared,
+            unindexed: Mutex::new(Some(row)),
+            indexing: AtomicBool::new(false),
+        }
+    }
+
+    /// Stores the waiting index row in the background (opening the store, and on the blocking
+    /// pool), once.
+    fn index_soon(self: &Arc<Self>) {
+        if self.indexing.swap(true, Ordering::Relaxed) || lock(&self.unindexed).is_none() {
+            return;
+        }
+        let log = self.clone();
+        tokio::spawn(async move {
+            if let Ok(store) = log.shared.store().await {
+                drop(tokio::task::spawn_blocking(move || log.store_row(&store)));
+            }
+        });
+    }
+
+    /// Stores the session's index row if it waits still; returns once it is stored (or cannot
+    /// be: the store would not open).
+    pub(crate) async fn indexed(&self) {
+        if lock(&self.unindexed).is_none() {
+            return;
+        }
+        match self.shared.store().await {
+            Ok(store) => self.store_row(&store),
+            Err(e) => {
+                if lock(&self.unindexed).take().is_some() {
+                    tracing::warn!(session = %self.id, error = %e, "the session store would not open; the session is not listed");
+                }
+            }
+        }
+    }
+
+    /// Stores the waiting index row, if any.
+    fn store_row(&self, store: &Store) {
+        let mut unindexed = lock(&self.unindexed);
+        let Some(row) = unindexed.take() else { return };
+        if let Err(e) = store.index_new(&row) {
+            tracing::warn!(session = %self.id, error = %e, "could not list the session in the index");
+        }
     }
 
     /// Whether anything is saved (false: the session lives in memory only).
@@ -66,9 +130,9 @@ impl SessionLog {
         if self.transcript.is_none() {
             return;
         }
-        if let Some(store) = self.shared.store_if_open()
-            && let Err(e) = update(&store, &self.id)
-        {
+        let Some(store) = self.shared.store_if_open() else { return };
+        self.store_row(&store);
+        if let Err(e) = update(&store, &self.id) {
             tracing::warn!(session = %self.id, error = %e, "could not {what}");
         }
     }
@@ -88,8 +152,9 @@ impl SessionLog {
 
     /// Something the running turn shows that a reloaded session must show too (streamed text is
     /// merged in memory and written at the next due flush, and always before any other record).
-    pub(crate) fn shown(&self, kind: &EventKind) {
+    pub(crate) fn shown(self: &Arc<Self>, kind: &EventKind) {
         let Some(t) = &self.transcript else { return };
+        self.index_soon();
         let live = match kind {
             EventKind::TextDelta { message_id, text } => Live::Text { thought: false, message_id, text },
             EventKind::ThoughtDelta { message_id, text } => Live::Text { thought: true, message_id, text },

@@ -136,6 +136,8 @@ pub(crate) enum Stored {
     Memory,
     /// Just stored, empty.
     New(Arc<Transcript>),
+    /// Just begun, empty: its index row is stored later (see `persist`).
+    Unindexed(Arc<Transcript>, crate::store::SessionRow),
     Restored(Restored),
 }
 
@@ -166,12 +168,14 @@ pub(crate) fn spawn(
     let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
     let network = shared.config().sandbox.network;
     let live = Arc::new(LiveState::new(settings.mode, rules, network));
-    let (transcript, restored) = match stored {
-        Stored::Memory => (None, None),
-        Stored::New(t) => (Some(t), None),
-        Stored::Restored(r) => (Some(r.transcript.clone()), Some(r)),
+    let (log, restored) = match stored {
+        Stored::Memory => (Arc::new(SessionLog::new(id.clone(), None, shared.clone())), None),
+        Stored::New(t) => (Arc::new(SessionLog::new(id.clone(), Some(t), shared.clone())), None),
+        Stored::Unindexed(t, row) => (Arc::new(SessionLog::unindexed(id.clone(), t, shared.clone(), row)), None),
+        Stored::Restored(r) => {
+            (Arc::new(SessionLog::new(id.clone(), Some(r.transcript.clone()), shared.clone())), Some(r))
+        }
     };
-    let log = Arc::new(SessionLog::new(id.clone(), transcript, shared.clone()));
     let mcp = McpSet::start(&shared, &settings);
     let commands = mcp.commands();
     let mut session = Session {
@@ -391,12 +395,23 @@ impl Actor {
             let op = match wake {
                 Wake::Done(done) => {
                     if let Some(r) = running.take() {
+                        self.session.log.indexed().await;
                         self.finish(r, *done);
                     }
                     continue;
                 }
                 Wake::Op(op) => op,
             };
+            // A new session's index row may wait for the store still: only a prompt for the
+            // model (it answers later) and a cancellation go ahead of it.
+            let ahead = match &op {
+                Some(Op::Prompt { input, .. }) => matches!(commands::parse(input), Parsed::NotACommand),
+                Some(Op::CancelTurn(_) | Op::Cancel) => true,
+                _ => false,
+            };
+            if !ahead {
+                self.session.log.indexed().await;
+            }
             match op {
                 Some(Op::Prompt { turn, input, done }) => {
                     self.waiting.insert(turn, done);

@@ -208,11 +208,77 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
+/// The transcript of session `id` under `home`.
+fn transcript_path(home: &Path, id: &str) -> PathBuf {
+    let name = file_name(id);
+    // Before ids could be any text, every id was its own file name (mixed case included).
+    let legacy = format!("{id}.jsonl");
+    let path = home.join("sessions").join(&name);
+    if name != legacy
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !path.exists()
+    {
+        let legacy = home.join("sessions").join(legacy);
+        if legacy.exists() {
+            return legacy;
+        }
+    }
+    path
+}
+
+/// The first record of session `s`'s transcript.
+fn header(s: &SessionRow) -> Record {
+    Record::Session {
+        v: crate::history::record::FORMAT_VERSION,
+        id: s.id.clone(),
+        cwd: s.cwd.clone(),
+        created_at: s.created_at,
+    }
+}
+
+/// `home`'s directory of transcripts, created if needed.
+fn sessions_dir(home: &Path) -> Result<(), StoreError> {
+    let sessions = home.join("sessions");
+    std::fs::create_dir_all(&sessions).map_err(|e| StoreError(format!("{}: {e}", sessions.display())))
+}
+
+/// Begins storing a session whose id was just made up, so that nothing can be stored under it,
+/// without the index: its transcript, created exclusively under `home` with `s`'s header and
+/// `settings`, and locked. [`Store::index_new`] stores its row once the store is open. `None`: a
+/// file is there already after all; [`Store::create_session`] sorts that out.
+pub fn begin_fresh_session(home: &Path, s: &SessionRow, settings: &Record) -> Result<Option<Transcript>, StoreError> {
+    if !valid_id(&s.id) {
+        return Err(StoreError(format!("`{}` is not a valid session id", s.id.escape_debug())));
+    }
+    let path = transcript_path(home, &s.id);
+    let header = header(s);
+    let mut created = Transcript::create_with(&path, &[&header, settings]);
+    if created.is_err() && !path.exists() {
+        // A new home: the store may not have made the directory yet.
+        sessions_dir(home)?;
+        created = Transcript::create_with(&path, &[&header, settings]);
+    }
+    match created {
+        Ok(t) => Ok(Some(t)),
+        Err(_) if path.exists() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the end of each turn writes to a session's row ([`Store::finish_turn`]).
+const FINISH_TURN: &str = "UPDATE sessions SET updated_at = ?2,
+         input_tokens = CAST(MIN(input_tokens + ?3, 9223372036854775807) AS INTEGER),
+         output_tokens = CAST(MIN(output_tokens + ?4, 9223372036854775807) AS INTEGER),
+         context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6),
+         prompted = MAX(prompted, ?7)
+     WHERE id = ?1";
+
 impl Store {
     /// Opens (creating and migrating if needed) the store under `home`.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
-        let sessions = home.join("sessions");
-        std::fs::create_dir_all(&sessions).map_err(|e| StoreError(format!("{}: {e}", sessions.display())))?;
+        sessions_dir(home)?;
         let path = home.join("acp.db");
         let db = Connection::open(&path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         db.busy_timeout(BUSY_TIMEOUT)?;
@@ -246,18 +312,7 @@ impl Store {
     }
 
     pub fn transcript_path(&self, id: &str) -> PathBuf {
-        let path = self.home.join("sessions").join(file_name(id));
-        // Before ids could be any text, every id was its own file name (mixed case included).
-        let legacy = || self.home.join("sessions").join(format!("{id}.jsonl"));
-        if !path.exists()
-            && id.len() <= 128
-            && !id.starts_with('.')
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            && legacy().exists()
-        {
-            return legacy();
-        }
-        path
+        transcript_path(&self.home, id)
     }
 
     /// Stores a new session: its transcript, begun with `header` and `settings` and locked (this
@@ -272,28 +327,22 @@ impl Store {
             return Err(CreateError::Exists);
         }
         let path = self.transcript_path(&s.id);
-        let header = Record::Session {
-            v: crate::history::record::FORMAT_VERSION,
-            id: s.id.clone(),
-            cwd: s.cwd.clone(),
-            created_at: s.created_at,
-        };
-        let t = match Transcript::create(&path, &header) {
+        let header = header(s);
+        let t = match Transcript::create_with(&path, &[&header, settings]) {
             Ok(t) => t,
             Err(_) if path.exists() => {
                 // Being created by another process (locked: refused here), or left by one that
                 // stopped before storing the row: then it is ours to start over.
                 let t = Transcript::open(&path).map_err(CreateError::Busy)?;
-                if self.get(&s.id)?.is_some() {
+                if self.get(&s.id)?.is_some() || self.index_left_over(&s.id)?.is_some() {
                     return Err(CreateError::Exists);
                 }
                 t.restart(&header)?;
+                t.record(settings);
                 t
             }
             Err(e) => return Err(e.into()),
         };
-        t.record(settings);
-        t.flush();
         if let Err(e) = self.create(s) {
             drop(t);
             if self.get(&s.id).ok().flatten().is_some() {
@@ -303,6 +352,53 @@ impl Store {
             return Err(e.into());
         }
         Ok(t)
+    }
+
+    /// Stores the index row of a session begun by [`begin_fresh_session`]. `Exists`: a row with
+    /// its id is there (its transcript lost, as the new one was created exclusively). Readies
+    /// the statement that ends each turn meanwhile (this runs while the model answers).
+    pub fn index_new(&self, s: &SessionRow) -> Result<(), CreateError> {
+        match self.create(s) {
+            Ok(()) => {
+                self.db().prepare_cached(FINISH_TURN)?;
+                Ok(())
+            }
+            Err(_) if self.get(&s.id).ok().flatten().is_some() => Err(CreateError::Exists),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The row of a session whose index row was left unstored ([`begin_fresh_session`]: its
+    /// process stopped first), rebuilt from its transcript and stored — if that holds a turn to
+    /// keep. The caller holds the transcript's lock. `acp run` alone begins sessions so.
+    pub fn index_left_over(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        let path = self.transcript_path(id);
+        let mut records = transcript::open_records(&path)?;
+        let Some(Record::Session { id: named, cwd, created_at, .. }) = records.next() else { return Ok(None) };
+        let replay = crate::history::replay::replay(records);
+        let Some(settings) = replay.settings.filter(|_| named == id && replay.turns > 0) else { return Ok(None) };
+        let answered =
+            replay.conversation.messages().iter().any(|m| matches!(m, crate::providers::Message::Assistant(_)));
+        let row = SessionRow {
+            id: id.to_owned(),
+            cwd,
+            additional_dirs: Vec::new(),
+            title: None,
+            created_at,
+            updated_at: now_ms(),
+            model: settings.model,
+            mode: settings.mode.id().to_owned(),
+            reasoning: settings.reasoning.map(|r| r.as_str().to_owned()),
+            input_tokens: replay.usage.input,
+            output_tokens: replay.usage.output,
+            context_tokens: replay.context_tokens.unwrap_or(0),
+            parent_id: None,
+            origin: "run".into(),
+            prompted: answered,
+        };
+        self.create(&row)?;
+        tracing::info!(session = id, "indexed a session whose process stopped before listing it");
+        Ok(Some(row))
     }
 
     /// The model answered in the session for the first time: listings show it from now on.
@@ -387,24 +483,15 @@ impl Store {
         prompted: bool,
     ) -> Result<(), StoreError> {
         // Once per turn: the statement is prepared once per connection.
-        self.db()
-            .prepare_cached(
-                "UPDATE sessions SET updated_at = ?2,
-                     input_tokens = CAST(MIN(input_tokens + ?3, 9223372036854775807) AS INTEGER),
-                     output_tokens = CAST(MIN(output_tokens + ?4, 9223372036854775807) AS INTEGER),
-                     context_tokens = COALESCE(?5, context_tokens), title = COALESCE(title, ?6),
-                     prompted = MAX(prompted, ?7)
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                id,
-                now_ms(),
-                sql_count(input),
-                sql_count(output),
-                context.map(sql_count),
-                title,
-                prompted
-            ])?;
+        self.db().prepare_cached(FINISH_TURN)?.execute(params![
+            id,
+            now_ms(),
+            sql_count(input),
+            sql_count(output),
+            context.map(sql_count),
+            title,
+            prompted
+        ])?;
         Ok(())
     }
 

@@ -189,6 +189,97 @@ fn a_session_is_stored_when_created_and_listed_once_prompted() {
 }
 
 #[test]
+fn a_fresh_session_is_begun_before_the_store_opens_and_indexed_after() {
+    // A new home: nothing there yet, not even the transcripts' directory.
+    let home = Home::new();
+    let mut row = session("sess_fresh", "/w", 10);
+    row.prompted = false;
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    let t = begin_fresh_session(&home.0, &row, &settings).unwrap().expect("begun");
+    let store = Store::open(&home.0).unwrap();
+    assert_eq!(t.path(), store.transcript_path("sess_fresh"));
+    assert_eq!(store.get("sess_fresh").unwrap(), None, "not indexed yet");
+    store.index_new(&row).unwrap();
+    assert_eq!(store.get("sess_fresh").unwrap(), Some(row.clone()));
+    // Locked as its writer, as a created session's is.
+    assert!(matches!(store.create_session(&row, &settings), Err(CreateError::Exists)));
+    assert!(Transcript::open(t.path()).is_err());
+    drop(t);
+    let (_, replayed) = store.read_session("sess_fresh").unwrap().unwrap();
+    assert_eq!(replayed.settings.unwrap().model, "anthropic/x");
+    // A file there already after all: left to `create_session`, untouched.
+    assert!(begin_fresh_session(&home.0, &row, &settings).unwrap().is_none());
+    assert_eq!(transcript::read(&store.transcript_path("sess_fresh")).unwrap().records.len(), 2);
+    // A row whose transcript was lost: indexing the new one says it exists.
+    let lost = session("sess_lost", "/w", 10);
+    store.create(&lost).unwrap();
+    let again = begin_fresh_session(&home.0, &lost, &settings).unwrap().expect("no transcript there");
+    assert_eq!(store.index_new(&lost), Err(CreateError::Exists));
+    drop(again);
+    for bad in ["", "line\nbreak"] {
+        assert!(begin_fresh_session(&home.0, &session(bad, "/w", 1), &settings).is_err(), "{bad:?} is no id");
+    }
+}
+
+#[test]
+fn a_fresh_session_left_unindexed_by_a_stopped_process_is_indexed_not_lost() {
+    let home = Home::new();
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    // Begun, prompted and answered; the process stopped before storing its row.
+    let row = session("sess_stopped", "/w", 10);
+    let t = begin_fresh_session(&home.0, &row, &settings).unwrap().unwrap();
+    t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
+    t.record(&Record::Message { message: Message::User(vec![UserPart::Text("hi".into())]) });
+    t.record(&Record::Message { message: Message::Assistant(vec![AssistantPart::Text("hello".into())]) });
+    let usage = Usage { input: 5, output: 7, ..Usage::default() };
+    t.record(&Record::End {
+        turn: 1,
+        stop: Some(StopReason::EndTurn),
+        error: None,
+        usage,
+        context: Some(12),
+        interrupted: false,
+        at: 12,
+    });
+    drop(t);
+    // Begun but never prompted: nothing to keep.
+    let empty = session("sess_empty", "/w", 10);
+    drop(begin_fresh_session(&home.0, &empty, &settings).unwrap().unwrap());
+
+    let store = Store::open(&home.0).unwrap();
+    assert_eq!(store.get("sess_stopped").unwrap(), None);
+    // Creating it again (`acp run --session sess_stopped`) finds it, indexed now.
+    assert_eq!(store.create_session(&row, &settings).err(), Some(CreateError::Exists));
+    let indexed = store.get("sess_stopped").unwrap().expect("indexed");
+    assert_eq!(
+        (
+            indexed.cwd.as_path(),
+            indexed.model.as_str(),
+            indexed.mode.as_str(),
+            indexed.input_tokens,
+            indexed.output_tokens
+        ),
+        (Path::new("/w"), "anthropic/x", "ask", 5, 7)
+    );
+    assert_eq!(
+        (indexed.context_tokens, indexed.prompted, indexed.created_at, indexed.origin.as_str()),
+        (12, true, 10, "run")
+    );
+    let (_, replayed) = store.read_session("sess_stopped").unwrap().unwrap();
+    assert_eq!(replayed.turns, 1);
+    // The empty one is begun again, as any left-over transcript is.
+    let t = store.create_session(&empty, &settings).unwrap();
+    assert_eq!(store.get("sess_empty").unwrap().map(|r| r.id), Some("sess_empty".to_owned()));
+    drop(t);
+    // A transcript open in a live process is not touched.
+    let live = session("sess_live", "/w", 10);
+    let writer = begin_fresh_session(&home.0, &live, &settings).unwrap().unwrap();
+    writer.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
+    assert!(matches!(store.create_session(&live, &settings), Err(CreateError::Busy(_))));
+    assert_eq!(store.get("sess_live").unwrap(), None);
+}
+
+#[test]
 fn a_transcript_being_created_elsewhere_is_busy_and_a_left_over_one_is_taken_over() {
     let home = Home::new();
     let store = Store::open(&home.0).unwrap();

@@ -78,6 +78,11 @@ pub const TEXT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 impl Transcript {
     /// Creates a new transcript, starting with `header`. Fails if the file exists.
     pub fn create(path: &Path, header: &Record) -> Result<Self, StoreError> {
+        Self::create_with(path, &[header])
+    }
+
+    /// [`create`](Self::create), starting with `records` (a header first), written at once.
+    pub fn create_with(path: &Path, records: &[&Record]) -> Result<Self, StoreError> {
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -86,7 +91,7 @@ impl Transcript {
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         lock_file(&file, path)?;
         let t = Self::with(path, file, 0);
-        t.write(header).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        lock(&t.inner).try_append(records).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         Ok(t)
     }
 
@@ -134,7 +139,7 @@ impl Transcript {
         inner.open_calls.clear();
         inner.file.set_len(0).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))?;
         inner.len = 0;
-        inner.try_append(header).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))
+        inner.try_append(&[header]).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))
     }
 
     /// Appends a record (after any pending text).
@@ -142,11 +147,6 @@ impl Transcript {
         let mut inner = lock(&self.inner);
         inner.write_pending(&self.path);
         inner.append(record, &self.path);
-    }
-
-    fn write(&self, record: &Record) -> std::io::Result<()> {
-        let mut inner = lock(&self.inner);
-        inner.try_append(record)
     }
 
     /// Records what a reloaded session must show: text and thoughts (merged until the next
@@ -210,7 +210,7 @@ impl Inner {
     }
 
     fn append(&mut self, record: &Record, path: &Path) {
-        if let Err(e) = self.try_append(record) {
+        if let Err(e) = self.try_append(&[record]) {
             if !self.failed {
                 tracing::error!(path = %path.display(), error = %e, "could not write to the session transcript");
             }
@@ -218,10 +218,13 @@ impl Inner {
         }
     }
 
-    fn try_append(&mut self, record: &Record) -> std::io::Result<()> {
+    /// Appends `records`, a line each, in one write.
+    fn try_append(&mut self, records: &[&Record]) -> std::io::Result<()> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, record)?;
-        self.line.push(b'\n');
+        for record in records {
+            serde_json::to_writer(&mut self.line, record)?;
+            self.line.push(b'\n');
+        }
         // One write for the whole line (O_APPEND); should it come up short, the rest follows, and
         // should that fail, the partial line is cut off again.
         if let Err(e) = self.file.write_all(&self.line) {

@@ -52,6 +52,17 @@ fn run(home: &Path, mock: Option<&MockModel>, cwd: &Path, args: &[&str]) -> Run 
     finish(command(home, mock, cwd, args).output().unwrap())
 }
 
+/// `acp sessions list --json` under `home`.
+fn listed(home: &Path) -> Vec<Value> {
+    let list = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["sessions", "list", "--json"])
+        .env_clear()
+        .env("ACP_HOME", home)
+        .output()
+        .unwrap();
+    json_lines(&String::from_utf8(list.stdout).unwrap())
+}
+
 fn json_lines(stdout: &str) -> Vec<Value> {
     stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
 }
@@ -68,13 +79,7 @@ fn text_mode_prints_the_reply_and_exits_zero() {
     let body = &mock.requests()[0].body;
     assert_eq!(body["messages"][0]["content"][0]["text"], "Say hello");
     // The session was saved: `acp sessions list` shows it.
-    let list = Command::new(env!("CARGO_BIN_EXE_acp"))
-        .args(["sessions", "list", "--json"])
-        .env_clear()
-        .env("ACP_HOME", home.path())
-        .output()
-        .unwrap();
-    let rows = json_lines(&String::from_utf8(list.stdout).unwrap());
+    let rows = listed(home.path());
     // Kept apart from the editors' sessions by where it came from.
     let row = json!({
         "id": BLANK,
@@ -309,19 +314,46 @@ fn an_interrupt_cancels_the_turn() {
 }
 
 #[test]
+fn the_model_is_asked_while_the_store_opens_and_the_run_ends_once_its_session_is_listed() {
+    // Another process is setting the new home's database up and holds its lock (see `store`).
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Hello meanwhile."));
+    let setting_up = std::fs::File::open(home.path()).unwrap();
+    rustix::fs::flock(&setting_up, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let child = command(home.path(), Some(&mock), ws.path(), &["Say hello"]).spawn().unwrap();
+    // The model is asked and answers meanwhile…
+    mock.wait_done(0);
+    // …but the answer waits for the session's index row, which waits for the lock (for up to the
+    // store's 10 s busy timeout, after which the run would go on without it).
+    let mut child = child;
+    assert!(child.try_wait().unwrap().is_none(), "the run ended before its session was stored");
+    drop(setting_up);
+    let r = finish(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "Hello meanwhile.\n");
+    let rows = listed(home.path());
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (&rows[0]["title"], &rows[0]["inputTokens"], &rows[0]["origin"]),
+        (&json!("Say hello"), &json!(50), &json!("run")),
+        "the turn's updates reached the row stored after it began: {rows:?}"
+    );
+    let id = rows[0]["id"].as_str().unwrap();
+    let transcript = std::fs::read_to_string(home.path().join(format!("sessions/{id}.jsonl"))).unwrap();
+    assert!(
+        transcript.contains("Hello meanwhile.") && transcript.contains(r#"{"t":"end","turn":1,"stop":"end_turn""#),
+        "{transcript}"
+    );
+}
+
+#[test]
 fn failed_runs_leave_nothing_in_the_session_list() {
     let home = tempfile::tempdir().unwrap();
     let ws = workspace("calc");
     let mock = MockModel::start();
-    let listed = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["sessions", "list", "--json"])
-            .env_clear()
-            .env("ACP_HOME", home.path())
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().lines().count()
-    };
+    let listed = || listed(home.path()).len();
     mock.push(Reply::fixture("anthropic", "401"));
     assert_eq!(run(home.path(), Some(&mock), ws.path(), &["hi"]).code, 4);
     mock.push(Reply::fixture("anthropic", "400"));

@@ -1,0 +1,395 @@
+//! Stored sessions, as the runtime sees them: creating one (stored before it answers anything),
+//! reopening, listing, reading and deleting them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::session::{self, Outlet};
+use super::{Mode, ReasoningEffort, Runtime, SessionHandle, SessionId, SessionSettings, Shown};
+use crate::config::ModelRef;
+use crate::config::mcp::McpServer;
+use crate::history::record::Record;
+use crate::history::replay::StoredSettings;
+use crate::store::transcript::{self, Transcript};
+use crate::store::{Cursor, SessionRow, StoreError, now_ms};
+use crate::sync::lock;
+
+impl Runtime {
+    /// Starts a new session, stored (index row and transcript) before this returns, so it can be
+    /// loaded or resumed from now on, here or in another process. Without a usable store it lives
+    /// in memory only (logged; `/status` says so). `Exists`: a session with this id is stored —
+    /// reopen it instead; `Busy`: another process is creating it or has it open.
+    pub async fn create_session(&self, id: SessionId, settings: SessionSettings) -> Result<SessionHandle, CreateError> {
+        if let Some(handle) = self.create_fresh(&id, &settings) {
+            return Ok(handle);
+        }
+        self.create(id, settings, None, Outlet::of(&self.shared)).await
+    }
+
+    /// The session made up for ([`with_fresh_session`](Self::with_fresh_session)): no session can
+    /// be stored under its id, so it starts at once, its transcript created here, and its index
+    /// row is stored later, before the session answers anything (see `persist`). `None`: not that
+    /// session.
+    fn create_fresh(&self, id: &SessionId, settings: &SessionSettings) -> Option<SessionHandle> {
+        let mut fresh = lock(&self.shared.fresh_id);
+        if fresh.as_deref() != Some(&**id) {
+            return None;
+        }
+        *fresh = None;
+        drop(fresh);
+        let (row, record) = self.new_row(id, settings, None);
+        let outlet = Outlet::of(&self.shared);
+        // Inline: a few small file operations, like every write of the transcript.
+        let stored = match crate::store::begin_fresh_session(&self.config().home, &row, &record) {
+            Ok(Some(t)) => session::Stored::Unindexed(Arc::new(t), row),
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "could not save the session; it lives in memory only");
+                session::Stored::Memory
+            }
+        };
+        Some(session::spawn(id.clone(), settings.clone(), self.shared.clone(), stored, outlet))
+    }
+
+    /// A new session's index row and the settings its transcript starts with.
+    fn new_row(&self, id: &str, settings: &SessionSettings, parent: Option<String>) -> (SessionRow, Record) {
+        let now = now_ms();
+        let row = SessionRow {
+            id: id.to_string(),
+            cwd: settings.cwd.clone(),
+            additional_dirs: settings.additional_dirs.clone(),
+            title: None,
+            created_at: now,
+            updated_at: now,
+            model: settings.model.to_string(),
+            mode: settings.mode.id().to_owned(),
+            reasoning: settings.reasoning.map(|r| r.as_str().to_owned()),
+            input_tokens: 0,
+            output_tokens: 0,
+            context_tokens: 0,
+            parent_id: parent,
+            origin: self.shared.origin.clone(),
+            prompted: false,
+        };
+        let record = Record::Settings { model: row.model.clone(), mode: settings.mode, reasoning: settings.reasoning };
+        (row, record)
+    }
+
+    /// A new session; `parent`: the session that spawned it (stored with it).
+    pub(crate) async fn create(
+        &self,
+        id: SessionId,
+        settings: SessionSettings,
+        parent: Option<String>,
+        outlet: Outlet,
+    ) -> Result<SessionHandle, CreateError> {
+        use crate::store::CreateError as Stored;
+        let store = match self.shared.store().await {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "sessions cannot be saved; this one lives in memory only");
+                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory, outlet));
+            }
+        };
+        let (row, record) = self.new_row(&id, &settings, parent);
+        let created = tokio::task::spawn_blocking(move || store.create_session(&row, &record))
+            .await
+            .map_err(|e| CreateError::Failed(format!("storing the session failed: {e}")))?;
+        let stored = match created {
+            Ok(t) => session::Stored::New(Arc::new(t)),
+            Err(Stored::Exists) => return Err(CreateError::Exists),
+            Err(Stored::Busy(e)) => return Err(CreateError::Busy(e.to_string())),
+            Err(Stored::Store(e)) => {
+                tracing::warn!(session = %id, error = %e, "could not save the session; it lives in memory only");
+                session::Stored::Memory
+            }
+        };
+        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet))
+    }
+
+    /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
+    /// turn that never ended is closed first (see `store::replay`). Fails if another process has it
+    /// open.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional_dirs: Vec<PathBuf>,
+        mcp_servers: Vec<McpServer>,
+    ) -> Result<LoadedSession, LoadError> {
+        if !crate::store::valid_id(id) {
+            return Err(LoadError::NotFound);
+        }
+        let store = self.shared.store().await.map_err(|e| LoadError::Store(e.to_string()))?;
+        let key = id.to_owned();
+        let (cwd2, dirs2) = (cwd.clone(), additional_dirs.clone());
+        let opened = tokio::task::spawn_blocking(move || -> Result<_, LoadError> {
+            let failed = |e: StoreError| LoadError::Store(e.to_string());
+            let found = store.get(&key).map_err(failed)?;
+            let path = store.transcript_path(&key);
+            let writer = match Transcript::open(&path) {
+                Ok(w) => w,
+                Err(_) if !path.exists() => {
+                    let Some(row) = &found else { return Err(LoadError::NotFound) };
+                    tracing::warn!(session = %key, path = %path.display(), "the session's transcript is missing; it starts empty");
+                    let header = Record::Session { v: crate::history::record::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
+                    Transcript::create(&path, &header).map_err(failed)?
+                }
+                Err(e) => return Err(failed(e)),
+            };
+            let row = match found {
+                Some(row) => row,
+                None => store.index_left_over(&key).map_err(failed)?.ok_or(LoadError::NotFound)?,
+            };
+            // Read after taking the lock: nobody else is writing now.
+            let records = transcript::open_records(&path).map_err(failed)?;
+            let replay = crate::history::replay::replay(records);
+            for record in &replay.repair {
+                writer.record(record);
+            }
+            if (row.cwd != cwd2 || row.additional_dirs != dirs2)
+                && let Err(e) = store.set_workspace(&key, &cwd2, &dirs2)
+            {
+                tracing::warn!(session = %key, error = %e, "could not record the session's new working directory");
+            }
+            Ok((row, replay, writer))
+        })
+        .await
+        .map_err(|e| LoadError::Store(format!("loading the session failed: {e}")))??;
+        let (row, replay, writer) = opened;
+        let answered =
+            replay.conversation.messages().iter().any(|m| matches!(m, crate::providers::Message::Assistant(_)));
+        if answered
+            && !row.prompted
+            && let Some(store) = self.shared.store_if_open()
+            && let Err(e) = store.mark_prompted(id)
+        {
+            tracing::warn!(session = %id, error = %e, "could not update the session index");
+        }
+        let config = self.config();
+        let stored = replay.settings.clone().unwrap_or(StoredSettings {
+            model: row.model.clone(),
+            mode: Mode::parse(&row.mode).unwrap_or_default(),
+            reasoning: row.reasoning.as_deref().and_then(ReasoningEffort::parse),
+        });
+        let model = match config.resolve_model(&stored.model) {
+            Ok((model, _)) => model,
+            Err(e) => {
+                let fallback = config.default_model_ref().ok().or_else(|| ModelRef::parse(&stored.model));
+                tracing::warn!(session = %id, model = %stored.model, error = %e, "the session's model is not available; using the default");
+                fallback.ok_or_else(|| LoadError::Model(e.to_string()))?
+            }
+        };
+        let settings = SessionSettings {
+            cwd,
+            additional_dirs,
+            model,
+            mode: stored.mode,
+            reasoning: stored.reasoning,
+            mcp_servers,
+        };
+        let context_window =
+            config.provider(&settings.model.provider).map(|p| p.model(&settings.model.model).context_window);
+        // A title is saved with the end of the turn that gave it: one cut off before its end is
+        // worked out again from the first prompt, and saved now.
+        let title = row.title.clone().or_else(|| {
+            let title = replay.shown.iter().find_map(|s| match s {
+                Shown::User { blocks, .. } => crate::history::input::title_of(blocks).filter(|t| !t.starts_with('/')),
+                _ => None,
+            })?;
+            if let Some(store) = self.shared.store_if_open()
+                && let Err(e) = store.set_title(id, &title)
+            {
+                tracing::warn!(session = %id, error = %e, "could not save the session title");
+            }
+            Some(title)
+        });
+        let restored = session::Restored {
+            conversation: replay.conversation,
+            transcript: Arc::new(writer),
+            usage: replay.usage,
+            context_tokens: replay.context_tokens,
+            turns: replay.last_turn,
+            title: title.clone(),
+            // A session whose first answer was cut off by a crash is listed once it is reopened.
+            prompted: row.prompted || answered,
+        };
+        let handle = session::spawn(
+            Arc::from(id),
+            settings.clone(),
+            self.shared.clone(),
+            session::Stored::Restored(restored),
+            Outlet::of(&self.shared),
+        );
+        Ok(LoadedSession {
+            handle,
+            settings,
+            shown: replay.shown,
+            title,
+            updated_at: row.updated_at,
+            context_tokens: replay.context_tokens,
+            context_window,
+        })
+    }
+
+    /// Stored sessions, most recently updated first; `cursor` continues a listing.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<PathBuf>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionPage, ListError> {
+        let after = match cursor {
+            Some(token) => Some(Cursor::decode(token).ok_or(ListError::BadCursor)?),
+            None => None,
+        };
+        let store = self.shared.store().await.map_err(|e| ListError::Store(e.to_string()))?;
+        let (sessions, next) = tokio::task::spawn_blocking(move || store.list(cwd.as_deref(), after.as_ref(), limit))
+            .await
+            .map_err(|e| ListError::Store(format!("listing sessions failed: {e}")))?
+            .map_err(|e| ListError::Store(e.to_string()))?;
+        Ok(SessionPage {
+            sessions: sessions.into_iter().map(SessionSummary::from).collect(),
+            next_cursor: next.map(|c| c.encode()),
+        })
+    }
+
+    /// What a stored session showed, in order, read from its transcript (also while it is open:
+    /// a transcript is only appended to). `None`: no such session.
+    pub async fn history(&self, id: &str) -> Result<Option<Vec<Shown>>, String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.read_session(&id))
+            .await
+            .map_err(|e| format!("reading the session failed: {e}"))?
+            .map(|found| found.map(|(_, replay)| replay.shown))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
+    /// another process is not deleted.
+    pub async fn delete_session(&self, id: &str) -> Result<(), String> {
+        if !crate::store::valid_id(id) {
+            return Ok(());
+        }
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.delete_if_closed(&id))
+            .await
+            .map_err(|e| format!("deleting the session failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A session reopened from the store.
+#[derive(Debug)]
+pub struct LoadedSession {
+    pub handle: SessionHandle,
+    pub settings: SessionSettings,
+    /// What the session showed, in order, to replay.
+    pub shown: Vec<Shown>,
+    pub title: Option<String>,
+    pub updated_at: i64,
+    pub context_tokens: Option<u64>,
+    pub context_window: Option<u64>,
+}
+
+/// Why a new session could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// A session with this id is stored already: reopen it instead.
+    Exists,
+    /// Another process is creating, or has open, a session with this id.
+    Busy(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exists => f.write_str("a session with this id exists"),
+            Self::Busy(e) | Self::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    NotFound,
+    /// The store failed, or the session is open in another process.
+    Store(String),
+    /// Neither the session's model nor a default is available.
+    Model(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound => f.write_str("no such session"),
+            Self::Store(e) | Self::Model(e) => f.write_str(e),
+        }
+    }
+}
+
+/// A stored session, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub additional_dirs: Vec<PathBuf>,
+    pub title: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub model: String,
+    pub mode: String,
+    /// Which surface created it (`acp`, `run`, …).
+    pub origin: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub context_tokens: u64,
+    /// The session that spawned it (a subagent's parent).
+    pub parent_id: Option<String>,
+}
+
+impl From<SessionRow> for SessionSummary {
+    fn from(row: SessionRow) -> Self {
+        Self {
+            id: row.id,
+            cwd: row.cwd,
+            additional_dirs: row.additional_dirs,
+            title: row.title,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            model: row.model,
+            mode: row.mode,
+            origin: row.origin,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            context_tokens: row.context_tokens,
+            parent_id: row.parent_id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionSummary>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListError {
+    BadCursor,
+    /// The store failed.
+    Store(String),
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadCursor => f.write_str("`cursor` is not a cursor this agent gave out"),
+            Self::Store(e) => f.write_str(e),
+        }
+    }
+}
