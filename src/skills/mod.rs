@@ -102,16 +102,16 @@ struct FrontMatter {
 impl Catalog {
     /// Finds the skills for a session in `cwd`, with `$ACP_HOME` at `home`.
     pub fn load(home: &Path, cwd: &Path, config: &SkillsConfig) -> Self {
-        let mut places: Vec<(Source, PathBuf)> =
-            WORKSPACE_DIRS.iter().map(|d| (Source::Workspace, cwd.join(d))).collect();
-        places.push((Source::User, home.join("skills")));
+        let mut places: Vec<(Source, Vec<PathBuf>)> =
+            WORKSPACE_DIRS.iter().map(|d| (Source::Workspace, skill_files(&cwd.join(d)))).collect();
+        places.push((Source::User, skill_files(&home.join("skills"))));
         if config.bundled.unwrap_or(true) {
-            places.push((Source::Bundled, bundled_dir(home)));
+            places.push((Source::Bundled, bundled_files(home)));
         }
         let mut catalog = Catalog::default();
         let mut winners: HashMap<String, PathBuf> = HashMap::new();
-        for (source, dir) in places {
-            for path in skill_files(&dir) {
+        for (source, files) in places {
+            for path in files {
                 let skill = match read(&path, source) {
                     Ok(skill) => skill,
                     Err(reason) => {
@@ -238,26 +238,36 @@ type Cache = HashMap<PathBuf, (u64, Option<SystemTime>, Result<Skill, String>)>;
 
 fn read(path: &Path, source: Source) -> Result<Skill, String> {
     static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
-    let meta = std::fs::metadata(path).map_err(|e| format!("unreadable: {e}"))?;
-    let stamp = (meta.len(), meta.modified().ok());
+    // A bundled skill's copy on disk is its text in the binary (see `bundled_files`).
+    let bundled = BUNDLED
+        .iter()
+        .find(|(name, _)| source == Source::Bundled && path.ends_with(Path::new(name).join("SKILL.md")))
+        .map(|(_, text)| *text);
+    let stamp = match bundled {
+        Some(text) => (text.len() as u64, None),
+        None => {
+            let meta = std::fs::metadata(path).map_err(|e| format!("unreadable: {e}"))?;
+            (meta.len(), meta.modified().ok())
+        }
+    };
     if let Some((len, time, parsed)) = crate::sync::lock(&CACHE).get_or_insert_default().get(path)
         && (*len, *time) == stamp
     {
         return parsed.clone();
     }
-    let parsed = if meta.len() > 1 << 20 {
-        Err("larger than 1 MiB".to_owned())
-    } else {
-        read_limited(path).and_then(|text| parse(&text, path, source))
+    let parsed = match bundled {
+        Some(text) => parse(text, path, source),
+        None if stamp.0 > 1 << 20 => Err("larger than 1 MiB".to_owned()),
+        None => read_limited(path, stamp.0).and_then(|text| parse(&text, path, source)),
     };
     crate::sync::lock(&CACHE).get_or_insert_default().insert(path.to_owned(), (stamp.0, stamp.1, parsed.clone()));
     parsed
 }
 
-/// At most 1 MiB of a file (its size as reported may understate it).
-fn read_limited(path: &Path) -> Result<String, String> {
+/// At most 1 MiB of a file of about `len` bytes (its size as reported may understate it).
+fn read_limited(path: &Path, len: u64) -> Result<String, String> {
     use std::io::Read as _;
-    let mut text = String::new();
+    let mut text = String::with_capacity(len.min(1 << 20) as usize + 1);
     std::fs::File::open(path)
         .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
         .map_err(|e| format!("unreadable: {e}"))?;
@@ -352,21 +362,31 @@ fn is_executable(path: &Path) -> bool {
 /// Where the bundled skills are written out for this version of acp (once; a later run finds
 /// them there).
 pub fn bundled_dir(home: &Path) -> PathBuf {
-    let dir = home.join("skills").join(".bundled").join(env!("CARGO_PKG_VERSION"));
+    home.join("skills").join(".bundled").join(env!("CARGO_PKG_VERSION"))
+}
+
+/// The bundled skills' `SKILL.md` files, written out under [`bundled_dir`] if they are not there
+/// yet (the model reads them like any other); one that cannot be written is not offered.
+fn bundled_files(home: &Path) -> Vec<PathBuf> {
+    let dir = bundled_dir(home);
+    let mut files = Vec::new();
     for (name, text) in BUNDLED {
         let path = dir.join(name).join("SKILL.md");
         if std::fs::metadata(&path).is_ok_and(|m| m.len() == text.len() as u64) {
+            files.push(path);
             continue;
         }
         let written = std::fs::create_dir_all(dir.join(name)).and_then(|()| {
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path))
         });
-        if let Err(e) = written {
-            tracing::warn!(error = %e, path = %path.display(), "could not write a bundled skill");
+        match written {
+            Ok(()) => files.push(path),
+            Err(e) => tracing::warn!(error = %e, path = %path.display(), "could not write a bundled skill"),
         }
     }
-    dir
+    files.sort();
+    files
 }
 
 #[cfg(test)]

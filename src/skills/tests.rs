@@ -52,6 +52,17 @@ fn the_bundled_openlang_skill_is_written_out_and_offered() {
     assert!(text.contains("~openlang") && openlang.path.starts_with(home.path().join("skills/.bundled")));
     let off = SkillsConfig { bundled: Some(false), ..SkillsConfig::default() };
     assert!(Catalog::load(home.path(), cwd.path(), &off).found.is_empty(), "bundled = false leaves them out");
+    // A damaged copy is written out again; one that cannot be written is not offered (the model
+    // could not read it).
+    std::fs::write(&openlang.path, "cut sho").unwrap();
+    assert_eq!(
+        names(&Catalog::load(home.path(), cwd.path(), &SkillsConfig::default())),
+        [("openlang".into(), Source::Bundled)]
+    );
+    assert_eq!(std::fs::read_to_string(&openlang.path).unwrap(), text);
+    let blocked = tempfile::tempdir().unwrap();
+    std::fs::write(blocked.path().join("skills"), "a file where the folder goes").unwrap();
+    assert_eq!(names(&Catalog::load(blocked.path(), cwd.path(), &SkillsConfig::default())), []);
 }
 
 #[test]
