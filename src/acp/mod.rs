@@ -41,7 +41,7 @@ pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future
     serve_with(rpc, config, origin, None, shutdown).await
 }
 
-/// A new session's id, as `session/new` picks one (`sess_` and 32 hex digits).
+/// A new session's id, as `session/new` picks one (`sess_` and 32 hex digits: `store::made_up`).
 pub fn new_session_id() -> String {
     format!("sess_{}", uuid::Uuid::new_v4().simple())
 }

@@ -27,7 +27,8 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     }
     // The agent stops the MCP servers it started as it closes its session.
     let servers = !config.mcp_servers.is_empty();
-    // First, as it takes longest: the session store, opened while everything else starts.
+    // First: a new session, its id made up here, begins without waiting for the session store;
+    // continuing one (`--session`), the store opens on a thread of its own meanwhile.
     let begun = crate::acp::begin(&config, options.new_session_id.clone());
     let (tx, rx, rpc) = acp_repl::conn::connect_in_process(verbose, |output| {
         let (rpc, input) = crate::rpc::start_in_process(output, config.max_line_bytes);
@@ -84,8 +85,8 @@ fn serve_in_process(
                 signals.start_soon();
             }
         });
-        // A session is opened straight away: the store opens (and the HTTP client is built)
-        // while the client initializes.
+        // A session is opened straight away: the HTTP client is built (and for `--session` the
+        // store opens) while the client initializes.
         crate::acp::serve_eager(rpc, config, "run", begun, std::future::pending::<()>()).await;
         // Every session is closed and saved: the process may exit without waiting for the
         // runtime to be taken down.

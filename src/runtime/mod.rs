@@ -359,7 +359,8 @@ impl Runtime {
     }
 
     /// Readies in the background what the first turn needs, so it waits for none of it: the
-    /// session store, the tools' argument schemas, and the default provider's HTTP client (with
+    /// session store (unless it opens on demand: [`with_fresh_session`](Self::with_fresh_session)),
+    /// the tools' argument schemas, and the default provider's HTTP client (with
     /// the certificates only for `https://`). Other TLS users (a fetch, an MCP server over HTTPS,
     /// another provider) load the certificates when they first need them.
     pub fn prewarm(&self) {

@@ -85,6 +85,11 @@ impl SessionLog {
         });
     }
 
+    /// Whether the session's index row waits to be stored.
+    pub(crate) fn row_waits(&self) -> bool {
+        lock(&self.unindexed).is_some()
+    }
+
     /// Stores the session's index row if it waits still; returns once it is stored (or cannot
     /// be: the store would not open).
     pub(crate) async fn indexed(&self) {

@@ -402,14 +402,14 @@ impl Actor {
                 }
                 Wake::Op(op) => op,
             };
-            // A new session's index row may wait for the store still: only a prompt for the
+            // A new session's index row may wait still (see `persist`): only a prompt for the
             // model (it answers later) and a cancellation go ahead of it.
-            let ahead = match &op {
+            let ahead = |op: &Option<Op>| match op {
                 Some(Op::Prompt { input, .. }) => matches!(commands::parse(input), Parsed::NotACommand),
                 Some(Op::CancelTurn(_) | Op::Cancel) => true,
                 _ => false,
             };
-            if !ahead {
+            if self.session.log.row_waits() && !ahead(&op) {
                 self.session.log.indexed().await;
             }
             match op {

@@ -37,6 +37,9 @@ impl Runtime {
         }
         *fresh = None;
         drop(fresh);
+        if !crate::store::made_up(id) {
+            return None;
+        }
         let (row, record) = self.new_row(id, settings, None);
         let outlet = Outlet::of(&self.shared);
         // Inline: a few small file operations, like every write of the transcript.

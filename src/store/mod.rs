@@ -244,13 +244,20 @@ fn sessions_dir(home: &Path) -> Result<(), StoreError> {
     std::fs::create_dir_all(&sessions).map_err(|e| StoreError(format!("{}: {e}", sessions.display())))
 }
 
+/// Whether `id` has the form of one made up for a new session (`sess_` and 32 lower-case hex
+/// digits, as `acp::new_session_id` makes them): the only ids a session is begun under without
+/// its index row ([`begin_fresh_session`]).
+pub fn made_up(id: &str) -> bool {
+    id.len() == 37 && id.starts_with("sess_") && id[5..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Begins storing a session whose id was just made up, so that nothing can be stored under it,
 /// without the index: its transcript, created exclusively under `home` with `s`'s header and
 /// `settings`, and locked. [`Store::index_new`] stores its row once the store is open. `None`: a
 /// file is there already after all; [`Store::create_session`] sorts that out.
 pub fn begin_fresh_session(home: &Path, s: &SessionRow, settings: &Record) -> Result<Option<Transcript>, StoreError> {
-    if !valid_id(&s.id) {
-        return Err(StoreError(format!("`{}` is not a valid session id", s.id.escape_debug())));
+    if !made_up(&s.id) {
+        return Err(StoreError(format!("`{}` is not a made-up session id", s.id.escape_debug())));
     }
     let path = transcript_path(home, &s.id);
     let header = header(s);
@@ -332,7 +339,8 @@ impl Store {
             Ok(t) => t,
             Err(_) if path.exists() => {
                 // Being created by another process (locked: refused here), or left by one that
-                // stopped before storing the row: then it is ours to start over.
+                // stopped before storing the row: then it is indexed if it holds a turn (see
+                // `begin_fresh_session`), else ours to start over.
                 let t = Transcript::open(&path).map_err(CreateError::Busy)?;
                 if self.get(&s.id)?.is_some() || self.index_left_over(&s.id)?.is_some() {
                     return Err(CreateError::Exists);
@@ -370,8 +378,12 @@ impl Store {
 
     /// The row of a session whose index row was left unstored ([`begin_fresh_session`]: its
     /// process stopped first), rebuilt from its transcript and stored — if that holds a turn to
-    /// keep. The caller holds the transcript's lock. `acp run` alone begins sessions so.
+    /// keep. The caller holds the transcript's lock. Only `acp run` begins sessions so, under an
+    /// id it made up ([`made_up`]); no other id is looked at.
     pub fn index_left_over(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        if !made_up(id) {
+            return Ok(None);
+        }
         let path = self.transcript_path(id);
         let mut records = transcript::open_records(&path)?;
         let Some(Record::Session { id: named, cwd, created_at, .. }) = records.next() else { return Ok(None) };
@@ -421,7 +433,36 @@ impl Store {
                 removed += 1;
             }
         }
-        Ok(removed)
+        Ok(removed + self.sweep_left_over(before)?)
+    }
+
+    /// Transcripts begun without their row ([`begin_fresh_session`]) whose process stopped before
+    /// storing it, last written before `before` (Unix ms) and open nowhere: indexed if they hold
+    /// a turn ([`index_left_over`](Self::index_left_over)), removed if not. Returns how many.
+    fn sweep_left_over(&self, before: i64) -> Result<usize, StoreError> {
+        let Ok(entries) = std::fs::read_dir(self.home.join("sessions")) else { return Ok(0) };
+        let indexed: std::collections::HashSet<String> =
+            self.db().prepare("SELECT id FROM sessions")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        let mut swept = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if !made_up(id) || indexed.contains(id) {
+                continue;
+            }
+            let written = entry.metadata().ok().and_then(|m| m.modified().ok());
+            let written = written.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            if written.is_none_or(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX) >= before) {
+                continue;
+            }
+            let Ok(lock) = Transcript::open(&entry.path()) else { continue };
+            if self.index_left_over(id)?.is_none() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            drop(lock);
+            swept += 1;
+        }
+        Ok(swept)
     }
 
     pub fn create(&self, s: &SessionRow) -> Result<(), StoreError> {
@@ -542,12 +583,14 @@ impl Store {
 
     /// Removes a session and its transcript; removing one that does not exist is fine.
     pub fn delete(&self, id: &str) -> Result<(), StoreError> {
-        self.db().execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        // The transcript first: one left behind without its row could be indexed again.
         match std::fs::remove_file(self.transcript_path(id)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError(format!("{}: {e}", self.transcript_path(id).display()))),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError(format!("{}: {e}", self.transcript_path(id).display()))),
         }
+        self.db().execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        Ok(())
     }
 
     /// Sessions, most recently updated first, `limit` at a time; the cursor says where the next page

@@ -50,6 +50,11 @@ fn session(id: &str, cwd: &str, updated_at: i64) -> SessionRow {
     }
 }
 
+/// The `n`th id of the form `session/new` makes up.
+fn made_up_id(n: u8) -> String {
+    format!("sess_{n:032x}")
+}
+
 fn header(id: &str) -> Record {
     Record::Session { v: crate::history::record::FORMAT_VERSION, id: id.into(), cwd: "/w".into(), created_at: 1 }
 }
@@ -192,32 +197,32 @@ fn a_session_is_stored_when_created_and_listed_once_prompted() {
 fn a_fresh_session_is_begun_before_the_store_opens_and_indexed_after() {
     // A new home: nothing there yet, not even the transcripts' directory.
     let home = Home::new();
-    let mut row = session("sess_fresh", "/w", 10);
+    let mut row = session(&made_up_id(1), "/w", 10);
     row.prompted = false;
     let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
     let t = begin_fresh_session(&home.0, &row, &settings).unwrap().expect("begun");
     let store = Store::open(&home.0).unwrap();
-    assert_eq!(t.path(), store.transcript_path("sess_fresh"));
-    assert_eq!(store.get("sess_fresh").unwrap(), None, "not indexed yet");
+    assert_eq!(t.path(), store.transcript_path(&made_up_id(1)));
+    assert_eq!(store.get(&made_up_id(1)).unwrap(), None, "not indexed yet");
     store.index_new(&row).unwrap();
-    assert_eq!(store.get("sess_fresh").unwrap(), Some(row.clone()));
+    assert_eq!(store.get(&made_up_id(1)).unwrap(), Some(row.clone()));
     // Locked as its writer, as a created session's is.
     assert!(matches!(store.create_session(&row, &settings), Err(CreateError::Exists)));
     assert!(Transcript::open(t.path()).is_err());
     drop(t);
-    let (_, replayed) = store.read_session("sess_fresh").unwrap().unwrap();
+    let (_, replayed) = store.read_session(&made_up_id(1)).unwrap().unwrap();
     assert_eq!(replayed.settings.unwrap().model, "anthropic/x");
     // A file there already after all: left to `create_session`, untouched.
     assert!(begin_fresh_session(&home.0, &row, &settings).unwrap().is_none());
-    assert_eq!(transcript::read(&store.transcript_path("sess_fresh")).unwrap().records.len(), 2);
+    assert_eq!(transcript::read(&store.transcript_path(&made_up_id(1))).unwrap().records.len(), 2);
     // A row whose transcript was lost: indexing the new one says it exists.
-    let lost = session("sess_lost", "/w", 10);
+    let lost = session(&made_up_id(2), "/w", 10);
     store.create(&lost).unwrap();
     let again = begin_fresh_session(&home.0, &lost, &settings).unwrap().expect("no transcript there");
     assert_eq!(store.index_new(&lost), Err(CreateError::Exists));
     drop(again);
-    for bad in ["", "line\nbreak"] {
-        assert!(begin_fresh_session(&home.0, &session(bad, "/w", 1), &settings).is_err(), "{bad:?} is no id");
+    for bad in ["", "line\nbreak", "sess_chosen", "nightly"] {
+        assert!(begin_fresh_session(&home.0, &session(bad, "/w", 1), &settings).is_err(), "{bad:?} is not made up");
     }
 }
 
@@ -226,7 +231,7 @@ fn a_fresh_session_left_unindexed_by_a_stopped_process_is_indexed_not_lost() {
     let home = Home::new();
     let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
     // Begun, prompted and answered; the process stopped before storing its row.
-    let row = session("sess_stopped", "/w", 10);
+    let row = session(&made_up_id(3), "/w", 10);
     let t = begin_fresh_session(&home.0, &row, &settings).unwrap().unwrap();
     t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
     t.record(&Record::Message { message: Message::User(vec![UserPart::Text("hi".into())]) });
@@ -243,14 +248,14 @@ fn a_fresh_session_left_unindexed_by_a_stopped_process_is_indexed_not_lost() {
     });
     drop(t);
     // Begun but never prompted: nothing to keep.
-    let empty = session("sess_empty", "/w", 10);
+    let empty = session(&made_up_id(4), "/w", 10);
     drop(begin_fresh_session(&home.0, &empty, &settings).unwrap().unwrap());
 
     let store = Store::open(&home.0).unwrap();
-    assert_eq!(store.get("sess_stopped").unwrap(), None);
+    assert_eq!(store.get(&made_up_id(3)).unwrap(), None);
     // Creating it again (`acp run --session sess_stopped`) finds it, indexed now.
     assert_eq!(store.create_session(&row, &settings).err(), Some(CreateError::Exists));
-    let indexed = store.get("sess_stopped").unwrap().expect("indexed");
+    let indexed = store.get(&made_up_id(3)).unwrap().expect("indexed");
     assert_eq!(
         (
             indexed.cwd.as_path(),
@@ -265,18 +270,51 @@ fn a_fresh_session_left_unindexed_by_a_stopped_process_is_indexed_not_lost() {
         (indexed.context_tokens, indexed.prompted, indexed.created_at, indexed.origin.as_str()),
         (12, true, 10, "run")
     );
-    let (_, replayed) = store.read_session("sess_stopped").unwrap().unwrap();
+    let (_, replayed) = store.read_session(&made_up_id(3)).unwrap().unwrap();
     assert_eq!(replayed.turns, 1);
     // The empty one is begun again, as any left-over transcript is.
     let t = store.create_session(&empty, &settings).unwrap();
-    assert_eq!(store.get("sess_empty").unwrap().map(|r| r.id), Some("sess_empty".to_owned()));
+    assert_eq!(store.get(&made_up_id(4)).unwrap().map(|r| r.id), Some(made_up_id(4)));
     drop(t);
     // A transcript open in a live process is not touched.
-    let live = session("sess_live", "/w", 10);
+    let live = session(&made_up_id(5), "/w", 10);
     let writer = begin_fresh_session(&home.0, &live, &settings).unwrap().unwrap();
     writer.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
     assert!(matches!(store.create_session(&live, &settings), Err(CreateError::Busy(_))));
-    assert_eq!(store.get("sess_live").unwrap(), None);
+    assert_eq!(store.get(&made_up_id(5)).unwrap(), None);
+}
+
+#[test]
+fn left_over_transcripts_are_swept_after_a_day_indexed_if_they_hold_a_turn() {
+    let home = Home::new();
+    let settings = Record::Settings { model: "anthropic/x".into(), mode: Mode::Ask, reasoning: None };
+    let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(25 * 60 * 60);
+    let begin = |n: u8, prompted: bool, old: bool| {
+        let t = begin_fresh_session(&home.0, &session(&made_up_id(n), "/w", 10), &settings).unwrap().unwrap();
+        if prompted {
+            t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
+        }
+        if old {
+            std::fs::File::options().append(true).open(t.path()).unwrap().set_modified(day_ago).unwrap();
+        }
+        t
+    };
+    drop(begin(1, true, true));
+    drop(begin(2, false, true));
+    drop(begin(3, true, false));
+    let open = begin(4, true, true);
+    // Not made up: never a left-over of a fresh session (a deleted session's file, say).
+    let chosen = home.0.join("sessions/nightly.jsonl");
+    std::fs::write(&chosen, "{}\n").unwrap();
+    let store = Store::open(&home.0).unwrap();
+    let before = now_ms() - 24 * 60 * 60 * 1000;
+    assert_eq!(store.sweep_unprompted(before).unwrap(), 2);
+    assert!(store.get(&made_up_id(1)).unwrap().is_some(), "a turn: indexed");
+    assert!(!store.transcript_path(&made_up_id(2)).exists(), "nothing to keep: removed");
+    assert!(store.transcript_path(&made_up_id(3)).exists() && store.get(&made_up_id(3)).unwrap().is_none(), "recent");
+    assert!(store.get(&made_up_id(4)).unwrap().is_none(), "open in a live process");
+    assert!(chosen.exists());
+    drop(open);
 }
 
 #[test]
