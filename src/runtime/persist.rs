@@ -74,7 +74,7 @@ impl SessionLog {
     /// Stores the waiting index row in the background (opening the store, and on the blocking
     /// pool), once.
     fn index_soon(self: &Arc<Self>) {
-        if self.indexing.swap(true, Ordering::Relaxed) || lock(&self.unindexed).is_none() {
+        if self.indexing.swap(true, Ordering::Relaxed) || !self.row_waits() {
             return;
         }
         let log = self.clone();
@@ -93,7 +93,7 @@ impl SessionLog {
     /// Stores the session's index row if it waits still; returns once it is stored (or cannot
     /// be: the store would not open).
     pub(crate) async fn indexed(&self) {
-        if lock(&self.unindexed).is_none() {
+        if !self.row_waits() {
             return;
         }
         match self.shared.store().await {
