@@ -163,6 +163,7 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     stored: Stored,
     outlet: Outlet,
+    system_ahead: Option<turn::SystemAhead>,
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
@@ -194,6 +195,7 @@ pub(crate) fn spawn(
         context_tokens: None,
         turns: 0,
         outlet,
+        system_ahead,
     };
     if let Some(r) = restored {
         session.conversation = r.conversation;
@@ -261,6 +263,8 @@ pub(super) struct Session {
     pub(super) turns: u64,
     /// Where its events go; what its tools reach.
     pub(super) outlet: Outlet,
+    /// Its first turn's system prompt, built ahead (`acp run`'s session).
+    system_ahead: Option<turn::SystemAhead>,
 }
 
 impl Session {
@@ -526,6 +530,7 @@ impl Actor {
         let cancel = CancellationToken::new();
         let ctx = TurnContext {
             shared: session.shared.clone(),
+            system: session.system_ahead.take().and_then(|ahead| ahead.take_for(&session.settings)),
             events: session.emitter(turn, true),
             settings: session.settings.clone(),
             live: session.live.clone(),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::session::{self, Outlet};
+use super::turn::SystemAhead;
 use super::{Mode, ReasoningEffort, Runtime, SessionHandle, SessionId, SessionSettings, Shown};
 use crate::config::ModelRef;
 use crate::config::mcp::McpServer;
@@ -42,8 +43,11 @@ impl Runtime {
         }
         let (row, record) = self.new_row(id, settings, None);
         let outlet = Outlet::of(&self.shared);
+        // Its first prompt follows at once: the system prompt is built meanwhile.
+        let config = self.config();
+        let system = SystemAhead::start(&config, settings);
         // Inline: a few small file operations, like every write of the transcript.
-        let stored = match crate::store::begin_fresh_session(&self.config().home, &row, &record) {
+        let stored = match crate::store::begin_fresh_session(&config.home, &row, &record) {
             Ok(Some(t)) => session::Stored::Unindexed(Arc::new(t), row),
             Ok(None) => return None,
             Err(e) => {
@@ -51,7 +55,7 @@ impl Runtime {
                 session::Stored::Memory
             }
         };
-        Some(session::spawn(id.clone(), settings.clone(), self.shared.clone(), stored, outlet))
+        Some(session::spawn(id.clone(), settings.clone(), self.shared.clone(), stored, outlet, Some(system)))
     }
 
     /// A new session's index row and the settings its transcript starts with.
@@ -91,7 +95,7 @@ impl Runtime {
             Ok(store) => store,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "sessions cannot be saved; this one lives in memory only");
-                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory, outlet));
+                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory, outlet, None));
             }
         };
         let (row, record) = self.new_row(&id, &settings, parent);
@@ -107,7 +111,7 @@ impl Runtime {
                 session::Stored::Memory
             }
         };
-        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet))
+        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet, None))
     }
 
     /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
@@ -223,6 +227,7 @@ impl Runtime {
             self.shared.clone(),
             session::Stored::Restored(restored),
             Outlet::of(&self.shared),
+            None,
         );
         Ok(LoadedSession {
             handle,

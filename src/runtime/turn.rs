@@ -28,6 +28,8 @@ use crate::tools::policy::ToolPolicy;
 
 pub(crate) struct TurnContext {
     pub shared: Arc<Shared>,
+    /// The system prompt, if it is being built already ([`SystemAhead`]).
+    pub system: Option<tokio::task::JoinHandle<String>>,
     pub events: Emitter,
     pub settings: SessionSettings,
     pub live: Arc<LiveState>,
@@ -77,6 +79,32 @@ pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> cont
     })
 }
 
+/// A session's system prompt built ahead of its first turn, on the blocking pool, for the settings
+/// the session begins with: for a session whose first prompt follows at once (`acp run`'s), so the
+/// files it reads are read while the session is set up rather than on the way to the model.
+pub(crate) struct SystemAhead {
+    settings: SessionSettings,
+    task: tokio::task::JoinHandle<String>,
+}
+
+impl SystemAhead {
+    pub(crate) fn start(config: &Arc<Config>, settings: &SessionSettings) -> Self {
+        let (config, for_task) = (config.clone(), settings.clone());
+        let task = tokio::task::spawn_blocking(move || system_prompt(&config, &for_task).text);
+        Self { settings: settings.clone(), task }
+    }
+
+    /// The prompt being built, if it was begun for `settings` (else it is dropped).
+    pub(crate) fn take_for(self, settings: &SessionSettings) -> Option<tokio::task::JoinHandle<String>> {
+        if self.settings == *settings {
+            Some(self.task)
+        } else {
+            self.task.abort();
+            None
+        }
+    }
+}
+
 /// Characters the system prompt and the tool schemas add to every request.
 pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
     system.len()
@@ -84,7 +112,7 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, events, settings, live, mut conversation, accounting, mcp, steers, outlet } = ctx;
+    let TurnContext { shared, system, events, settings, live, mut conversation, accounting, mcp, steers, outlet } = ctx;
     // `/server:prompt args`: an MCP server's prompt is sent in its place.
     if let Some(text) = slash_text(&conversation) {
         match mcp.expand(&text, &cancel).await {
@@ -108,9 +136,9 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     }
     let config = shared.config();
     // The system prompt reads files (instructions, skills): on the blocking pool, meanwhile.
-    let system = tokio::task::spawn_blocking({
+    let system = system.unwrap_or_else(|| {
         let (config, settings) = (config.clone(), settings.clone());
-        move || system_prompt(&config, &settings).text
+        tokio::task::spawn_blocking(move || system_prompt(&config, &settings).text)
     });
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
@@ -588,4 +616,38 @@ fn human_bytes(n: usize) -> String {
 
 pub(crate) fn new_message_id() -> Arc<str> {
     Arc::from(format!("msg_{}", uuid::Uuid::new_v4().simple()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_system_prompt_built_ahead_serves_only_the_settings_it_was_built_for() {
+        let home = tempfile::tempdir().unwrap();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(a.path().join("AGENTS.md"), "Use tabs.\n").unwrap();
+        let config = Arc::new(Config::load_with(&|name| {
+            (name == "ACP_HOME").then(|| home.path().to_string_lossy().into_owned())
+        }));
+        let settings = SessionSettings {
+            cwd: a.path().to_path_buf(),
+            additional_dirs: Vec::new(),
+            model: crate::config::ModelRef::parse("anthropic/claude-sonnet-4-5").unwrap(),
+            mode: crate::settings::Mode::default(),
+            reasoning: None,
+            mcp_servers: Vec::new(),
+        };
+
+        let ahead = SystemAhead::start(&config, &settings).take_for(&settings).expect("the same settings");
+        let text = ahead.await.unwrap();
+        assert!(text.contains("Use tabs.") && text.contains(&format!("Working directory: {}", a.path().display())));
+
+        // Settings changed before the first turn: that turn builds its own.
+        let moved = SessionSettings { cwd: b.path().to_path_buf(), ..settings.clone() };
+        assert!(SystemAhead::start(&config, &settings).take_for(&moved).is_none());
+        let other_model =
+            SessionSettings { model: crate::config::ModelRef::parse("openai/gpt-5").unwrap(), ..settings.clone() };
+        assert!(SystemAhead::start(&config, &settings).take_for(&other_model).is_none());
+    }
 }

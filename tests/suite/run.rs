@@ -71,6 +71,7 @@ fn json_lines(stdout: &str) -> Vec<Value> {
 fn text_mode_prints_the_reply_and_exits_zero() {
     let home = tempfile::tempdir().unwrap();
     let ws = workspace("calc");
+    std::fs::write(ws.path().join("AGENTS.md"), "Answer in one line.\n").unwrap();
     let mock = MockModel::start();
     mock.push(text("anthropic", "Hello from a script."));
     let r = run(home.path(), Some(&mock), ws.path(), &["Say hello"]);
@@ -78,6 +79,10 @@ fn text_mode_prints_the_reply_and_exits_zero() {
     assert_eq!(r.stdout, "Hello from a script.\n");
     let body = &mock.requests()[0].body;
     assert_eq!(body["messages"][0]["content"][0]["text"], "Say hello");
+    // The system prompt (built while the session is set up) is the workspace's.
+    let system = body["system"][0]["text"].as_str().unwrap();
+    assert!(system.contains(&format!("Working directory: {}", ws.path().display())), "{system}");
+    assert!(system.contains("Answer in one line."), "{system}");
     // The session was saved: `acp sessions list` shows it.
     let rows = listed(home.path());
     // Kept apart from the editors' sessions by where it came from.
