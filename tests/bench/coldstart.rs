@@ -180,6 +180,42 @@ fn plain_client(mock: &MockModel) -> Duration {
     took
 }
 
+/// How much of `link/startup.ld` (see build.rs) the binary matched: its patterns that name at
+/// least one of the binary's functions (`nm`), so a list gone stale shows here.
+fn start_up_layout(acp: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("link/startup.ld");
+    let Ok(text) = std::fs::read_to_string(&script) else { return "start-up layout: no link/startup.ld".into() };
+    let patterns: Vec<&str> = text
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix(".text."))
+        .filter(|p| !p.starts_with("unlikely.") && *p != "startup_path")
+        .collect();
+    let Ok(nm) = Command::new("nm").arg(acp).output() else { return "start-up layout: nm not found".into() };
+    let functions: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "t" | "T" | "w" | "W", name] => Some(name.to_owned()),
+            _ => None,
+        })
+        .collect();
+    let mut set = globset::GlobSetBuilder::new();
+    for p in &patterns {
+        set.add(globset::GlobBuilder::new(p).literal_separator(false).build().unwrap());
+    }
+    let set = set.build().unwrap();
+    let mut named = vec![false; patterns.len()];
+    for f in &functions {
+        for i in set.matches(f) {
+            named[i] = true;
+        }
+    }
+    let found = named.iter().filter(|&&n| n).count();
+    format!(
+        "start-up layout: {found} of link/startup.ld's {} functions found in the binary (regenerate with tools/startup-order when this falls)",
+        patterns.len()
+    )
+}
+
 fn main() {
     // Every program measured is a copy, as an installed one is: a file just written by the
     // linker sits in the page cache differently and starts up to 0.1 ms slower.
@@ -193,6 +229,7 @@ fn main() {
         size(&acp),
         size(&bare)
     );
+    println!("{}", start_up_layout(&acp));
     let home = tempfile::tempdir().unwrap();
 
     // Spawn → initialize, alternating so all see the same machine.

@@ -255,3 +255,46 @@ fn the_binaries_are_linked_as_build_rs_says() {
         assert_eq!(u16::from_le_bytes([head[16], head[17]]), expected, "{exe}");
     }
 }
+
+/// On Linux with glibc the functions a fresh process runs on its way to its first answer are laid
+/// out together before the rest of the text in a release build (build.rs, `link/startup.ld`),
+/// unless `ACP_STARTUP_ORDER=0`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_start_up_path_is_laid_out_before_the_rest_of_the_text() {
+    let elf = std::fs::read(env!("CARGO_BIN_EXE_acp")).unwrap();
+    let sections = elf_sections(&elf);
+    let find = |name: &str| sections.iter().find(|s| s.0 == name).map(|s| (s.1, s.2));
+    let text = find(".text").expect("a .text section");
+    let wanted = !cfg!(debug_assertions) && option_env!("ACP_STARTUP_ORDER") != Some("0");
+    match find(".text.startup_path") {
+        Some((addr, size)) => {
+            assert!(wanted, "a start-up section in a debug build, or with ACP_STARTUP_ORDER=0");
+            assert!(addr + size <= text.0, "before the rest of the text");
+            // Most of what it names is there (hundreds of functions of acp, its dependencies,
+            // the standard library and SQLite), and far less than the whole text.
+            assert!(size > (1 << 20) && size < text.1 / 2, "{size} bytes of {}", text.1);
+        }
+        None => assert!(!wanted, "no start-up section"),
+    }
+}
+
+/// An ELF64 file's sections: name, address, size.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn elf_sections(elf: &[u8]) -> Vec<(String, u64, u64)> {
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()));
+    let u32_at = |at: usize| u64::from(u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()));
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "an ELF64 file");
+    let (table, entry, count, names) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
+    let header = |i: u64| (table + i * entry) as usize;
+    let strings = u64_at(header(names) + 24) as usize;
+    (0..count)
+        .map(|i| {
+            let h = header(i);
+            let name = &elf[strings + u32_at(h) as usize..];
+            let name = String::from_utf8_lossy(&name[..name.iter().position(|&b| b == 0).unwrap()]).into_owned();
+            (name, u64_at(h + 16), u64_at(h + 32))
+        })
+        .collect()
+}
