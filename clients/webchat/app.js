@@ -223,6 +223,7 @@ function connect() {
       if (state.token) { params.auth = { token: state.token }; }
       request("connect", params).then(onHello, (e) => {
         setStatus(e.message || "refused", "bad");
+        sessionStorage.removeItem("acp-token");
         state.wanted = false;
         $("login").hidden = false;
         $("app").hidden = true;
@@ -311,12 +312,30 @@ function send() {
   });
 }
 
+// The token from the link `acp gateway` prints (`/#token=…`: the fragment never reaches a
+// server), kept for this tab only and taken out of the address bar at once.
+function tokenFromLink() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (token) {
+    sessionStorage.setItem("acp-token", token);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return token || sessionStorage.getItem("acp-token") || "";
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("login").addEventListener("submit", (e) => {
     e.preventDefault();
     state.token = $("token").value;
+    sessionStorage.setItem("acp-token", state.token);
     connect();
   });
+  const linked = tokenFromLink();
+  if (linked) {
+    state.token = linked;
+    connect();
+  }
   $("composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }

@@ -20,7 +20,10 @@ pub struct GatewayArgs {
     /// is required.
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
-    /// The shared token clients must present (else $ACP_GATEWAY_TOKEN, else `[gateway] token`).
+    /// The shared token clients must present (at least 16 characters). Prefer --token-file or
+    /// $ACP_GATEWAY_TOKEN: a command line is visible to every local user in the process list.
+    /// Else $ACP_GATEWAY_TOKEN, else `[gateway] token`. Without one, on loopback only: local
+    /// programs connect freely, browsers with the token in the web chat link printed at start.
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     pub token: Option<String>,
     /// Read the token from this file (its first line).
@@ -36,14 +39,34 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
     let listen: SocketAddr =
         listen.parse().map_err(|_| format!("--listen: `{listen}` is not HOST:PORT (an IP address and a port)"))?;
     let token = match (args.token, args.token_file) {
-        (Some(t), _) => Some(t),
+        (Some(t), _) => {
+            tracing::warn!(
+                "--token on the command line is visible to every local user in the process list; \
+                 use --token-file or ACP_GATEWAY_TOKEN"
+            );
+            Some((t, "--token"))
+        }
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-            Some(text.lines().next().unwrap_or_default().trim().to_owned())
+            let line = text.lines().next().unwrap_or_default().trim().to_owned();
+            if line.is_empty() {
+                return Err(format!("--token-file {}: the file is empty", file.display()));
+            }
+            Some((line, "--token-file"))
         }
-        (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok().or_else(|| config.gateway.token.clone()),
-    }
-    .filter(|t| !t.is_empty());
+        (None, None) => match std::env::var("ACP_GATEWAY_TOKEN") {
+            Ok(t) => Some((t, "ACP_GATEWAY_TOKEN")),
+            Err(_) => config.gateway.token.clone().map(|t| (t, "[gateway] token")),
+        },
+    };
+    // A token given is a token checked: a blank or short one is a mistake, never "no token".
+    let token = match token {
+        Some((token, from)) => {
+            crate::gateway::guard::check_token(&token, from)?;
+            Some(token)
+        }
+        None => None,
+    };
     let (workspace, named) = match (args.workspace, &config.gateway.workspace) {
         (Some(dir), _) => (std::path::absolute(&dir).map_err(|e| format!("--workspace: {e}"))?, "--workspace"),
         (None, Some(dir)) => {
@@ -63,7 +86,25 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         Some(secs) => std::time::Duration::from_secs(secs),
         None => crate::gateway::DEFAULT_APPROVAL_TIMEOUT,
     };
-    Ok(Options { listen, token, workspace, approval_timeout })
+    let mut connections = crate::gateway::guard::ConnLimits::default();
+    if let Some(max) = config.gateway.max_connections {
+        if max < 16 {
+            return Err("[gateway] max_connections must be at least 16".into());
+        }
+        connections.total = max;
+        connections.unauthenticated = connections.unauthenticated.min(max);
+    }
+    for host in &config.gateway.allowed_hosts {
+        if host.is_empty() || host.contains(['/', ' ', ':']) && !host.starts_with('[') {
+            return Err(format!("[gateway] allowed_hosts: `{host}` is not a host name (no scheme or port)"));
+        }
+    }
+    let mut allowed_hosts = config.gateway.allowed_hosts.clone();
+    // The address it was told to listen on is its own name too.
+    if !listen.ip().is_unspecified() {
+        allowed_hosts.push(listen.ip().to_string());
+    }
+    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {

@@ -17,7 +17,8 @@ pub struct GatewayTarget {
     /// The gateway (default: `[gateway] listen` in config.toml, else ws://127.0.0.1:18789).
     #[arg(long, value_name = "URL", global = true)]
     pub gateway: Option<String>,
-    /// Its token (default: $ACP_GATEWAY_TOKEN, else `[gateway] token`).
+    /// Its token (default: $ACP_GATEWAY_TOKEN, else `[gateway] token`). Prefer those: a command
+    /// line is visible to every local user in the process list.
     #[arg(long, value_name = "TOKEN", global = true)]
     pub token: Option<String>,
 }

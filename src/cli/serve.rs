@@ -14,7 +14,8 @@ pub struct BridgeArgs {
     /// Bridge to the gateway at this URL (ws:// or wss://) instead of running the agent here.
     #[arg(long, value_name = "URL")]
     pub gateway: Option<String>,
-    /// The gateway's shared token (else $ACP_GATEWAY_TOKEN).
+    /// The gateway's shared token (else $ACP_GATEWAY_TOKEN). Prefer --token-file or the
+    /// variable: a command line is visible to every local user in the process list.
     #[arg(long, value_name = "TOKEN", requires = "gateway", conflicts_with = "token_file")]
     pub token: Option<String>,
     /// Read the gateway token from this file (its first line).

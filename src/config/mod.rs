@@ -338,6 +338,13 @@ pub struct GatewayConfig {
     pub workspace: Option<PathBuf>,
     /// How long an approval question waits for a client's answer (default 120).
     pub approval_timeout_secs: Option<u64>,
+    /// Host names a gateway without a token answers to besides loopback ones (`localhost`,
+    /// `127.0.0.1`, `[::1]`): requests naming any other host are refused (DNS rebinding).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Connections held at once, at most (default 4096, and never more than the open-file limit
+    /// allows).
+    pub max_connections: Option<usize>,
 }
 
 /// `~` or `~/rest` as the home directory (`$HOME`); other paths as they are. `None`: the path

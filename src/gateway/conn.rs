@@ -19,16 +19,100 @@ use super::Gateway;
 use super::handshake::{self, Challenge};
 use super::hub::{Conn, Out, now_ms};
 
-type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+pub type Socket = WebSocketStream<Metered<TokioIo<hyper::upgrade::Upgraded>>>;
 
 /// How long a client has to send `connect`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bytes a client may send before it has authenticated (its `connect` is a few hundred).
+pub const PRE_AUTH_BYTES: usize = 64 << 10;
+
+/// Who is on the other end of a WebSocket, as its HTTP request told.
+pub struct Peer {
+    pub addr: std::net::SocketAddr,
+    /// A browser (it sent `Origin`): it needs a token even where other local clients do not.
+    pub browser: bool,
+    pub slot: Arc<super::guard::Slot>,
+}
+
+/// A stream whose reads stop (with an error) once a budget of bytes is spent, until the budget
+/// is lifted: what an unauthenticated client may make the gateway read and hold.
+pub struct Metered<S> {
+    inner: S,
+    left: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<S> Metered<S> {
+    pub fn new(inner: S, budget: usize) -> (Self, Arc<std::sync::atomic::AtomicUsize>) {
+        let left = Arc::new(std::sync::atomic::AtomicUsize::new(budget));
+        (Self { inner, left: left.clone() }, left)
+    }
+}
+
+/// The error a spent budget reads as.
+const OVER_BUDGET: &str = "more sent before authenticating than a connect takes";
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Metered<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let left = self.left.load(Ordering::Relaxed);
+        if left == 0 {
+            return std::task::Poll::Ready(Err(std::io::Error::other(OVER_BUDGET)));
+        }
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if left != usize::MAX {
+            let read = buf.filled().len() - before;
+            self.left.fetch_sub(read.min(left), Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Metered<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Whether a read failed because the client sent too much: a frame over `maxPayload`, or more
+/// than [`PRE_AUTH_BYTES`] before authenticating. Such a connection is closed with 1009.
+fn too_big(e: &tokio_tungstenite::tungstenite::Error) -> bool {
+    use tokio_tungstenite::tungstenite::Error;
+    match e {
+        Error::Capacity(_) => true,
+        Error::Io(io) => io.to_string() == OVER_BUDGET,
+        _ => false,
+    }
+}
 
 /// What the first frame of a connection came to.
 enum First {
     Text(String),
     /// Closed, or nothing in time.
     Gone,
+    /// More than a `connect` takes.
+    TooBig,
 }
 
 async fn next_text(stream: &mut futures_util::stream::SplitStream<Socket>) -> First {
@@ -36,6 +120,7 @@ async fn next_text(stream: &mut futures_util::stream::SplitStream<Socket>) -> Fi
         match message {
             Ok(Message::Text(text)) => return First::Text(text.to_string()),
             Ok(Message::Binary(bytes)) => return First::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if too_big(&e) => return First::TooBig,
             Ok(Message::Close(_)) | Err(_) => return First::Gone,
             Ok(_) => {}
         }
@@ -43,7 +128,8 @@ async fn next_text(stream: &mut futures_util::stream::SplitStream<Socket>) -> Fi
     First::Gone
 }
 
-pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
+pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Arc<Gateway>, peer: Peer) {
+    let Peer { addr: peer, browser, slot } = peer;
     let (mut sink, mut stream) = ws.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     let conn = Arc::new(Conn::new(gw.hub.next_conn_id(), tx));
@@ -101,7 +187,11 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
             None
         }
         Ok(First::Gone) => None,
-        Ok(First::Text(text)) => match handshake(&gw, &conn, &text, &challenge).await {
+        Ok(First::TooBig) => {
+            conn.close(gateway::close::TOO_BIG, "message too big");
+            None
+        }
+        Ok(First::Text(text)) => match handshake(&gw, &conn, &text, &challenge, browser).await {
             Ok(client) => Some(client),
             Err((code, reason)) => {
                 conn.close(code, &reason);
@@ -114,6 +204,10 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
         let _ = writer.await;
         return;
     };
+    // Authenticated: frames up to `maxPayload` from now on, and its slot no longer counts among
+    // those waiting to authenticate.
+    budget.store(usize::MAX, Ordering::Relaxed);
+    slot.authenticated();
     tracing::info!(%peer, conn = %client.conn_id, client = %client.client_id, mode = %client.mode, "gateway client connected");
     conn.approver.store(client.may(handshake::APPROVALS), Ordering::Relaxed);
     gw.hub.add(conn.clone());
@@ -122,6 +216,7 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     // The first health push, as the reference sends one just after hello.
     conn.event("health", &gw.health(), false, Some(&gw.state_version()));
     gw.joined(&conn, &client, peer);
+    let mut too_big_close = false;
     loop {
         let message = tokio::select! {
             () = conn.dropped_out.cancelled() => break,
@@ -133,6 +228,11 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
         let text = match message {
             Ok(Message::Text(text)) => text.to_string(),
             Ok(Message::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) if too_big(&e) => {
+                tracing::info!(%peer, conn = %client.conn_id, "a frame over maxPayload; closing");
+                too_big_close = true;
+                break;
+            }
             Ok(Message::Close(_)) | Err(_) => break,
             Ok(_) => continue,
         };
@@ -156,7 +256,11 @@ pub async fn run(ws: Socket, gw: Arc<Gateway>, peer: std::net::SocketAddr) {
     gw.hub.remove(conn.id);
     gw.left(&client);
     tracing::info!(%peer, conn = %client.conn_id, dropped = conn.dropped.load(Ordering::Relaxed), "gateway client left");
-    conn.close(gateway::close::NORMAL, "");
+    if too_big_close {
+        conn.close(gateway::close::TOO_BIG, "message too big");
+    } else {
+        conn.close(gateway::close::NORMAL, "");
+    }
     drop(conn);
     // A writer stuck on a client that reads nothing is not waited for long.
     let abort = writer.abort_handle();
@@ -172,6 +276,7 @@ async fn handshake(
     conn: &Conn,
     text: &str,
     challenge: &Challenge,
+    browser: bool,
 ) -> Result<handshake::Client, (u16, String)> {
     let policy = gateway::close::POLICY;
     let Ok(frame) = serde_json::from_str::<Value>(text) else {
@@ -183,7 +288,7 @@ async fn handshake(
         conn.send(&Frame::err(&request.id, ErrorShape::invalid(message)));
         return Err((policy, message.into()));
     }
-    match handshake::connect(gw, &request.id, &request.params, challenge).await {
+    match handshake::connect(gw, &request.id, &request.params, challenge, browser).await {
         Ok((client, hello)) => {
             conn.send(&Frame::ok(&request.id, hello));
             Ok(client)

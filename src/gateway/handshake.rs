@@ -28,6 +28,8 @@ pub struct Client {
     pub device_id: Option<String>,
     /// What it told about itself (`client.version`, `platform`, …), for presence.
     pub info: Value,
+    /// The scopes a device token given to it covers (none on a gateway without a token).
+    pub token_scopes: Option<Vec<String>>,
 }
 
 impl Client {
@@ -59,12 +61,15 @@ pub struct Challenge {
     pub ts: i64,
 }
 
-/// Checks a `connect`; `Ok` carries the client and the `hello-ok` payload.
+/// Checks a `connect`; `Ok` carries the client and the `hello-ok` payload. `browser`: the
+/// connection came from a web page, which needs a token even on a gateway without one (the
+/// browser token, see `guard::browser_token`).
 pub async fn connect(
     gw: &Gateway,
     id: &str,
     params: &Value,
     challenge: &Challenge,
+    browser: bool,
 ) -> Result<(Client, Value), Refusal> {
     let policy = gateway::close::POLICY;
     let params = gateway::check_params("connect", &gateway::connect_schema(), params)
@@ -108,14 +113,41 @@ pub async fn connect(
             }
         }
     };
-    if let Some(expected) = &gw.token {
+    let expected = match (&gw.token, &gw.browser_token) {
+        (Some(shared), _) => Some(shared),
+        (None, Some(for_browsers)) if browser => Some(for_browsers),
+        _ => None,
+    };
+    let mut scopes = scopes;
+    let mut issued = None;
+    if let Some(expected) = expected {
         let shared = token.is_some_and(|given| same(expected, given));
-        // A device token stands in for the shared token, for the signed device it was issued to.
-        let paired = match (&device_id, device_token) {
-            (Some(device), Some(given)) => same(&device_token_for(expected, device, &role), given),
-            _ => false,
+        // A device token stands in for the shared token, for the signed device it was issued to,
+        // and for no more than the scopes it was issued for.
+        let paired = match (&device_id, device_token, &gw.token) {
+            (Some(device), Some(given), Some(secret)) if !shared => check_device_token(secret, device, &role, given),
+            _ => None,
         };
-        if !shared && !paired {
+        // Asking nothing in particular: what the token covers of the default.
+        if params.get("scopes").is_none()
+            && let Some(granted) = &paired
+        {
+            scopes.retain(|s| granted.iter().any(|g| covers(g, s)));
+        }
+        if let Some(granted) = &paired
+            && let Some(wider) = scopes.iter().find(|s| !granted.iter().any(|g| covers(g, s)))
+        {
+            let error = ErrorShape::invalid(format!(
+                "unauthorized: this device token was issued for {} and does not cover `{wider}`; \
+                 connect with the gateway's token to get one that does",
+                granted.join(", ")
+            ))
+            .with_details(json!({"code": "AUTH_SCOPE_MISMATCH", "authReason": "scope_mismatch",
+                "grantedScopes": granted, "requestedScopes": scopes,
+                "recommendedNextStep": "update_auth_credentials"}));
+            return Err(Refusal::answered(id, error, policy));
+        }
+        if !shared && paired.is_none() {
             if auth.is_none() && device.is_none() {
                 let error = ErrorShape::new(code::NOT_PAIRED, "device identity required")
                     .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED"}));
@@ -123,28 +155,64 @@ pub async fn connect(
             }
             // Answered late, as the reference does: guessing tokens is slow.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            let error = ErrorShape::invalid(
-                "unauthorized: gateway token mismatch (use this gateway's token: acp gateway --token, ACP_GATEWAY_TOKEN or [gateway] token)",
-            )
-            .with_details(json!({"code": "AUTH_TOKEN_MISMATCH", "authReason": "token_mismatch",
+            let hint = if gw.token.is_some() {
+                "use this gateway's token: --token-file, ACP_GATEWAY_TOKEN or [gateway] token"
+            } else {
+                "open the web chat with the link acp gateway printed, or see $ACP_HOME/gateway.token"
+            };
+            let error = ErrorShape::invalid(format!("unauthorized: gateway token mismatch ({hint})"))
+                .with_details(json!({"code": "AUTH_TOKEN_MISMATCH", "authReason": "token_mismatch",
                 "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}));
             return Err(Refusal::answered(id, error, policy));
         }
+        // The device token it gets: the one it came with (its scopes, however few it asks for
+        // now), else one for what it asked with the shared token.
+        issued = Some(paired.unwrap_or_else(|| scopes.clone()));
     }
     let conn_id = uuid::Uuid::new_v4().to_string();
-    let accepted =
-        Client { conn_id, client_id: field("id"), mode: field("mode"), role, scopes, device_id, info: client };
+    let accepted = Client {
+        conn_id,
+        client_id: field("id"),
+        mode: field("mode"),
+        role,
+        scopes,
+        device_id,
+        info: client,
+        token_scopes: issued,
+    };
     let hello = gw.hello(&accepted);
     Ok((accepted, hello))
 }
 
+/// Whether holding scope `held` grants `wanted` (admin grants all, write grants read).
+pub fn covers(held: &str, wanted: &str) -> bool {
+    held == wanted || held == ADMIN || (held == WRITE && wanted == READ)
+}
+
 /// The device token a signed device gets in `hello-ok` and may present instead of the shared
-/// token: an HMAC of its id and role under the shared token, so nothing is stored, and changing
-/// the shared token revokes every device token at once.
-pub fn device_token_for(shared: &str, device_id: &str, role: &str) -> String {
+/// token: the scopes it was issued for, and an HMAC of them with the device's id and role under
+/// the shared token — so nothing is stored, it is useless to any other device, it never grants
+/// more than it was issued for, and changing the shared token revokes every device token at once.
+pub fn device_token_for(shared: &str, device_id: &str, role: &str, scopes: &[String]) -> String {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    let scopes = scopes.join(",");
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, shared.as_bytes());
-    let tag = ring::hmac::sign(&key, format!("acp-device-token|v1|{device_id}|{role}").as_bytes());
-    format!("acpdt1.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    let tag = ring::hmac::sign(&key, format!("acp-device-token|v2|{device_id}|{role}|{scopes}").as_bytes());
+    format!("acpdt2.{}.{}", b64.encode(scopes), b64.encode(tag.as_ref()))
+}
+
+/// The scopes device token `given` was issued for, if it is this device's (and role's) under
+/// `shared`.
+pub fn check_device_token(shared: &str, device_id: &str, role: &str, given: &str) -> Option<Vec<String>> {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = given.strip_prefix("acpdt2.")?.split('.');
+    let (Some(scopes), Some(_), None) = (parts.next(), parts.next(), parts.next()) else { return None };
+    let scopes = String::from_utf8(b64.decode(scopes).ok()?).ok()?;
+    let scopes: Vec<String> = scopes.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    same(&device_token_for(shared, device_id, role, &scopes), given).then_some(scopes)
 }
 
 /// Compares without stopping at the first difference.
@@ -256,13 +324,21 @@ mod tests {
     }
 
     #[test]
-    fn device_tokens_are_per_device_and_role_and_die_with_the_shared_token() {
-        let t = device_token_for("shared", "dev1", "operator");
-        assert!(t.starts_with("acpdt1.") && t.len() > 40);
-        assert_eq!(t, device_token_for("shared", "dev1", "operator"));
-        assert_ne!(t, device_token_for("shared", "dev2", "operator"));
-        assert_ne!(t, device_token_for("shared", "dev1", "node"));
-        assert_ne!(t, device_token_for("rotated", "dev1", "operator"));
+    fn device_tokens_are_per_device_role_and_scopes_and_die_with_the_shared_token() {
+        let scopes = vec![READ.to_owned(), WRITE.to_owned()];
+        let t = device_token_for("shared", "dev1", "operator", &scopes);
+        assert!(t.starts_with("acpdt2.") && t.len() > 40);
+        assert_eq!(check_device_token("shared", "dev1", "operator", &t), Some(vec![READ.to_owned(), WRITE.to_owned()]));
+        assert_eq!(check_device_token("shared", "dev2", "operator", &t), None);
+        assert_eq!(check_device_token("shared", "dev1", "node", &t), None);
+        assert_eq!(check_device_token("rotated", "dev1", "operator", &t), None);
+        // Its scopes cannot be rewritten: the tag covers them.
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let tag = t.rsplit('.').next().unwrap();
+        let forged = format!("acpdt2.{}.{tag}", b64.encode(ADMIN));
+        assert_eq!(check_device_token("shared", "dev1", "operator", &forged), None);
+        assert_eq!(check_device_token("shared", "dev1", "operator", "acpdt1.old"), None);
+        assert!(covers(ADMIN, APPROVALS) && covers(WRITE, READ) && !covers(READ, WRITE) && !covers(WRITE, ADMIN));
     }
 
     #[test]

@@ -101,8 +101,13 @@ impl Conn {
         self.push(event.with_seq(seq));
     }
 
+    /// Closes with `code`; `reason` is cut to the 123 bytes a close frame holds.
     pub fn close(&self, code: u16, reason: &str) {
-        let _ = self.tx.send(Out::Close(code, reason.into()));
+        let mut end = reason.len().min(123);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        let _ = self.tx.send(Out::Close(code, reason[..end].into()));
     }
 }
 

@@ -8,6 +8,7 @@
 mod approvals;
 pub mod channels;
 mod conn;
+pub mod guard;
 pub mod handshake;
 pub mod hub;
 mod methods;
@@ -48,6 +49,11 @@ pub struct Options {
     pub workspace: PathBuf,
     /// How long an approval question waits for a client's answer.
     pub approval_timeout: Duration,
+    /// Host names it answers to besides loopback ones, when it has no token (`[gateway]
+    /// allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// How many connections it holds at once.
+    pub connections: guard::ConnLimits,
 }
 
 pub use acp_protocol::gateway::canonical_key;
@@ -105,6 +111,12 @@ pub struct Gateway {
     /// updates go.
     webhooks: Mutex<HashMap<String, (String, tokio::sync::mpsc::UnboundedSender<Value>)>>,
     token: Option<String>,
+    /// What browsers present when there is no shared token (see `guard::browser_token`).
+    browser_token: Option<String>,
+    /// The `Host` names requests may carry.
+    pub hosts: guard::Hosts,
+    /// Connection slots.
+    pub slots: guard::Slots,
     workspace: PathBuf,
     started: Instant,
     boot_id: String,
@@ -122,6 +134,7 @@ impl Gateway {
     pub fn new(
         config: Config,
         options: &Options,
+        browser_token: Option<String>,
         pairings: Arc<channels::access::Pairings>,
         prefs: Arc<channels::policy::SessionPrefs>,
     ) -> Arc<Self> {
@@ -142,6 +155,12 @@ impl Gateway {
             channel_status: Mutex::default(),
             webhooks: Mutex::default(),
             token: options.token.clone(),
+            browser_token,
+            hosts: guard::Hosts {
+                any: options.token.is_some(),
+                extra: options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            },
+            slots: guard::Slots::new(options.connections),
             workspace: options.workspace.clone(),
             started: Instant::now(),
             boot_id: uuid::Uuid::new_v4().to_string(),
@@ -321,8 +340,9 @@ impl Gateway {
     /// `hello-ok.auth`: a signed device on a gateway with a token also gets its device token.
     fn auth_info(&self, client: &Client, mode: &str) -> Value {
         let mut auth = json!({"method": mode, "role": client.role, "scopes": client.scopes});
-        if let (Some(shared), Some(device)) = (&self.token, &client.device_id) {
-            auth["deviceToken"] = json!(handshake::device_token_for(shared, device, &client.role));
+        if let (Some(shared), Some(device), Some(scopes)) = (&self.token, &client.device_id, &client.token_scopes) {
+            auth["deviceToken"] = json!(handshake::device_token_for(shared, device, &client.role, scopes));
+            auth["deviceTokenScopes"] = json!(scopes);
             auth["issuedAtMs"] = json!(now_ms());
             auth["recoveryMigrationAllowed"] = json!(true);
         }
@@ -547,16 +567,17 @@ impl Gateway {
         rx
     }
 
-    /// An update posted to `path`: `Some(accepted)` if a channel receives there (accepted only
-    /// with its secret), `None` if none does.
-    pub fn webhook(&self, path: &str, secret: Option<&str>, update: Value) -> Option<bool> {
+    /// Whether `secret` is the one a webhook at `path` takes: `None` if no channel receives there.
+    pub fn webhook_secret_ok(&self, path: &str, secret: Option<&str>) -> Option<bool> {
         let hooks = lock(&self.webhooks);
-        let (want, tx) = hooks.get(path)?;
-        let ok = secret.is_some_and(|s| handshake::same(s, want));
-        if ok {
-            let _ = tx.send(update);
-        }
-        Some(ok)
+        let (want, _) = hooks.get(path)?;
+        Some(secret.is_some_and(|s| handshake::same(s, want)))
+    }
+
+    /// An update posted to `path` (its secret checked already); false if no channel receives
+    /// there.
+    pub fn webhook(&self, path: &str, update: Value) -> bool {
+        lock(&self.webhooks).get(path).is_some_and(|(_, tx)| tx.send(update).is_ok())
     }
 
     pub fn has_webhook(&self, path: &str) -> bool {
@@ -694,14 +715,24 @@ fn rss_bytes() -> u64 {
 }
 
 /// Runs the gateway until `stop`: binds, says where it listens (stderr), serves.
-pub async fn run(config: Config, options: Options, stop: CancellationToken) -> Result<(), String> {
+pub async fn run(config: Config, mut options: Options, stop: CancellationToken) -> Result<(), String> {
     if !options.listen.ip().is_loopback() && options.token.is_none() {
         return Err(format!(
             "refusing to listen on {} without a token: anyone who can reach it could run the agent. \
-             Give --token, --token-file, ACP_GATEWAY_TOKEN or [gateway] token in config.toml, or listen on 127.0.0.1",
+             Give --token-file, ACP_GATEWAY_TOKEN or [gateway] token in config.toml, or listen on 127.0.0.1",
             options.listen
         ));
     }
+    if let Some(token) = &options.token {
+        guard::check_token(token, "the gateway token")?;
+    }
+    // Without a shared token, browsers still need one (loopback is not only the user's: any
+    // web page can make the browser connect there).
+    let browser_token = match options.token {
+        Some(_) => None,
+        None => Some(guard::browser_token(&config.home)?),
+    };
+    options.connections = guard::fit_to_open_files(options.connections, 512);
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|e| format!("could not listen on {}: {e}", options.listen))?;
@@ -709,7 +740,7 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
     let pairings = Arc::new(channels::access::Pairings::load(&config.home)?);
     let prefs = Arc::new(channels::policy::SessionPrefs::load(&config.home)?);
     let channel_config = config.clone();
-    let gateway = Gateway::new(config, &options, pairings.clone(), prefs.clone());
+    let gateway = Gateway::new(config, &options, browser_token.clone(), pairings.clone(), prefs.clone());
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
@@ -719,11 +750,17 @@ pub async fn run(config: Config, options: Options, stop: CancellationToken) -> R
             tokio::spawn(telegram.run(stop.clone(), updates));
         }
     }
-    tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback)" }, "gateway listening");
-    // Scripts and tests read the address from this line.
+    tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback; browsers need the web chat's token)" },
+        max_connections = options.connections.total, "gateway listening");
+    // Scripts and tests read the address from this line. Without a shared token, the web chat's
+    // link carries the browsers' token (in the fragment, which browsers never send to a server).
+    let web = match &browser_token {
+        Some(token) => format!("http://{local}/#token={token}"),
+        None => format!("http://{local}/"),
+    };
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("acp gateway listening on ws://{local}/ (web chat: http://{local}/)");
+        eprintln!("acp gateway listening on ws://{local}/ (web chat: {web})");
     }
     let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
     stop.cancelled().await;

@@ -4,10 +4,11 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -16,39 +17,108 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::Gateway;
+use super::{Gateway, guard};
 
-/// Accepts connections until `stop`.
+/// How long a client may take to send a request's headers (also how long an idle keep-alive
+/// connection is kept).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a webhook's body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts connections until `stop`: each takes a slot (closed at once when none is left), and
+/// `accept` failing (out of file descriptors, say) backs off instead of spinning, logging once in
+/// a while how often it failed.
 pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: CancellationToken) {
+    let mut backoff = Duration::ZERO;
+    let mut failures = Throttled::default();
+    let mut refused = Throttled::default();
     loop {
         let (stream, peer) = tokio::select! {
             () = stop.cancelled() => return,
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff = Duration::ZERO;
+                    a
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                    failures.note(|n| tracing::warn!(error = %e, failures = n, "accept failed; backing off"));
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
                     continue;
                 }
             },
         };
+        let Some(slot) = gateway.slots.take() else {
+            refused.note(|n| {
+                tracing::warn!(%peer, refused = n, limits = ?gateway.slots.limits, "connection refused: the gateway is full")
+            });
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let gateway = gateway.clone();
         tokio::spawn(async move {
+            let conn_slot = slot.clone();
             let service = hyper::service::service_fn(move |req| {
                 let gateway = gateway.clone();
-                async move { Ok::<_, Infallible>(route(req, gateway, peer).await) }
+                let slot = conn_slot.clone();
+                async move { Ok::<_, Infallible>(route(req, gateway, peer, slot).await) }
             });
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(64 << 10)
+                .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(error = %e, %peer, "HTTP connection ended");
             }
+            drop(slot);
         });
     }
 }
 
-async fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAddr) -> Response<Full<Bytes>> {
+/// A warning that may repeat at a high rate, logged at most every 10 s with how many times it
+/// happened since.
+#[derive(Default)]
+struct Throttled {
+    last: Option<std::time::Instant>,
+    count: u64,
+}
+
+impl Throttled {
+    fn note(&mut self, log: impl FnOnce(u64)) {
+        self.count += 1;
+        if self.last.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+            log(self.count);
+            self.count = 0;
+            self.last = Some(std::time::Instant::now());
+        }
+    }
+}
+
+async fn route(
+    req: Request<Incoming>,
+    gateway: Arc<Gateway>,
+    peer: std::net::SocketAddr,
+    slot: Arc<guard::Slot>,
+) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let host = req.headers().get(HOST).map(|h| h.to_str().unwrap_or("\u{fffd}"));
+    // A name this gateway does not answer to: a page on another site whose name was pointed at
+    // this address (DNS rebinding).
+    if !gateway.hosts.allows(host) {
+        tracing::warn!(%peer, host = host.unwrap_or_default(), "request for another host refused");
+        return respond(
+            StatusCode::MISDIRECTED_REQUEST,
+            TEXT,
+            "this gateway does not answer to that host name\n".into(),
+        );
+    }
     if is_upgrade(&req) {
-        return upgrade(req, gateway, peer);
+        return upgrade(req, gateway, peer, slot);
     }
     if req.method() == hyper::Method::POST && gateway.has_webhook(req.uri().path()) {
         return webhook(req, &gateway).await;
@@ -58,33 +128,44 @@ async fn route(req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::So
         // hyper leaves the body out of an answer to HEAD.
         ("GET" | "HEAD", path) => match super::webchat::file(path) {
             Some((content_type, body)) => respond(StatusCode::OK, content_type, Bytes::from_static(body)),
-            None => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found\n".into()),
+            None => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
         },
-        _ => respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", "method not allowed\n".into()),
+        _ => respond(StatusCode::METHOD_NOT_ALLOWED, TEXT, "method not allowed\n".into()),
     }
 }
 
-/// Updates a messaging service posts (Telegram's webhook): at most 1 MiB of JSON, with the
-/// channel's secret in `X-Telegram-Bot-Api-Secret-Token`.
+/// Updates a messaging service posts (Telegram's webhook): the channel's secret in
+/// `X-Telegram-Bot-Api-Secret-Token` checked before anything of the body is read, then at most
+/// 1 MiB of JSON within [`BODY_TIMEOUT`].
 async fn webhook(req: Request<Incoming>, gateway: &Gateway) -> Response<Full<Bytes>> {
     use http_body_util::BodyExt as _;
     const TEXT: &str = "text/plain; charset=utf-8";
     let path = req.uri().path().to_owned();
-    let secret = req.headers().get("x-telegram-bot-api-secret-token").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let body = match http_body_util::Limited::new(req.into_body(), 1 << 20).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => return respond(StatusCode::PAYLOAD_TOO_LARGE, TEXT, "update too large or cut off\n".into()),
+    let secret = req.headers().get("x-telegram-bot-api-secret-token").and_then(|v| v.to_str().ok());
+    match gateway.webhook_secret_ok(&path, secret) {
+        None => return respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+        Some(false) => {
+            tracing::warn!(%path, "webhook call without the right secret refused");
+            return respond(StatusCode::UNAUTHORIZED, TEXT, "wrong secret\n".into());
+        }
+        Some(true) => {}
+    }
+    let body = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        http_body_util::Limited::new(req.into_body(), 1 << 20).collect(),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body.to_bytes(),
+        Ok(Err(_)) => return respond(StatusCode::PAYLOAD_TOO_LARGE, TEXT, "update too large or cut off\n".into()),
+        Err(_) => return respond(StatusCode::REQUEST_TIMEOUT, TEXT, "the update took too long to arrive\n".into()),
     };
     let Ok(update) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return respond(StatusCode::BAD_REQUEST, TEXT, "not JSON\n".into());
     };
-    match gateway.webhook(&path, secret.as_deref(), update) {
-        Some(true) => respond(StatusCode::OK, "application/json", "{}".into()),
-        Some(false) => {
-            tracing::warn!(%path, "webhook call without the right secret refused");
-            respond(StatusCode::UNAUTHORIZED, TEXT, "wrong secret\n".into())
-        }
-        None => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+    match gateway.webhook(&path, update) {
+        true => respond(StatusCode::OK, "application/json", "{}".into()),
+        false => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
     }
 }
 
@@ -112,19 +193,27 @@ fn is_upgrade(req: &Request<Incoming>) -> bool {
     has(CONNECTION, "upgrade") && has(UPGRADE, "websocket")
 }
 
-fn upgrade(mut req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::SocketAddr) -> Response<Full<Bytes>> {
+fn upgrade(
+    mut req: Request<Incoming>,
+    gateway: Arc<Gateway>,
+    peer: std::net::SocketAddr,
+    slot: Arc<guard::Slot>,
+) -> Response<Full<Bytes>> {
     let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY).map(|k| derive_accept_key(k.as_bytes())) else {
         return respond(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", "missing Sec-WebSocket-Key\n".into());
     };
     let origin = req.headers().get("origin").and_then(|o| o.to_str().ok()).map(str::to_owned);
-    let host = req.headers().get("host").and_then(|h| h.to_str().ok()).map(str::to_owned);
+    let host = req.headers().get(HOST).and_then(|h| h.to_str().ok()).map(str::to_owned);
     // A page from another site must not drive this gateway with the user's browser.
     if let Some(origin) = &origin
-        && !same_origin(origin, host.as_deref())
+        && !guard::same_origin(origin, host.as_deref())
     {
         tracing::warn!(%peer, %origin, "WebSocket from another origin refused");
         return respond(StatusCode::FORBIDDEN, "text/plain; charset=utf-8", "origin not allowed\n".into());
     }
+    // Browsers always say where their page came from: such a connection needs a token even where
+    // other local clients do not.
+    let browser = origin.is_some();
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         match on_upgrade.await {
@@ -136,8 +225,9 @@ fn upgrade(mut req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::So
                     .max_frame_size(Some(super::MAX_PAYLOAD))
                     .read_buffer_size(4096)
                     .write_buffer_size(16 << 10);
-                let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
-                super::conn::run(ws, gateway, peer).await;
+                let (io, budget) = super::conn::Metered::new(TokioIo::new(upgraded), super::conn::PRE_AUTH_BYTES);
+                let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+                super::conn::run(ws, budget, gateway, super::conn::Peer { addr: peer, browser, slot }).await;
             }
             Err(e) => tracing::debug!(error = %e, %peer, "WebSocket upgrade failed"),
         }
@@ -151,10 +241,4 @@ fn upgrade(mut req: Request<Incoming>, gateway: Arc<Gateway>, peer: std::net::So
         headers.insert(SEC_WEBSOCKET_ACCEPT, accept);
     }
     response
-}
-
-/// Whether a browser's `Origin` is this gateway's own page.
-fn same_origin(origin: &str, host: Option<&str>) -> bool {
-    let Some(host) = host else { return false };
-    origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|o| o == host)
 }

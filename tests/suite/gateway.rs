@@ -132,7 +132,7 @@ fn every_bad_first_frame_as_captured() {
     assert_eq!(error_of(&frames), json!({"code": "INVALID_REQUEST", "message": "invalid role"}));
     assert_eq!(close, Some((1008, "invalid role".into())));
     // Credentials.
-    let mismatch = "unauthorized: gateway token mismatch (use this gateway's token: acp gateway --token, ACP_GATEWAY_TOKEN or [gateway] token)";
+    let mismatch = "unauthorized: gateway token mismatch (use this gateway's token: --token-file, ACP_GATEWAY_TOKEN or [gateway] token)";
     let mut password = connect_params(None, &[]);
     password["auth"] = json!({"password": TOKEN});
     for params in [connect_params(Some("wrong"), &[]), password] {

@@ -13,6 +13,7 @@ mod editor;
 mod errors;
 mod gateway;
 mod gateway_approvals;
+mod gateway_guard;
 mod golden;
 mod hostile;
 mod lifecycle;

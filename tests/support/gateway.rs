@@ -15,11 +15,13 @@ use tokio_tungstenite::tungstenite::{Message, WebSocket};
 
 use super::agent::TIMEOUT;
 
-pub const TOKEN: &str = "test-token";
+pub const TOKEN: &str = "test-token-0123456789";
 
 pub struct Gateway {
     pub child: Child,
     pub port: u16,
+    /// The web chat's link, as printed.
+    pub web: String,
     pub home: tempfile::TempDir,
     pub workspace: tempfile::TempDir,
     stderr: Arc<Mutex<String>>,
@@ -37,10 +39,32 @@ impl Gateway {
 
     /// Starts it on `port` (0: any free one) with `home` as `$ACP_HOME`.
     pub fn start_on(home: tempfile::TempDir, port: u16, mock_base: &str, extra: &[&str]) -> Self {
+        Self::start_with(home, port, mock_base, extra, Some(TOKEN))
+    }
+
+    /// Starts it on loopback without a shared token.
+    pub fn start_without_token(mock_base: &str, extra: &[&str]) -> Self {
+        Self::start_with(tempfile::tempdir().unwrap(), 0, mock_base, extra, None)
+    }
+
+    pub fn start_with(
+        home: tempfile::TempDir,
+        port: u16,
+        mock_base: &str,
+        extra: &[&str],
+        token: Option<&str>,
+    ) -> Self {
         let workspace = tempfile::tempdir().unwrap();
         let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["gateway", "--listen", &listen, "--token", TOKEN, "--workspace"])
+        let token_file = home.path().join("test-gateway.token");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_acp"));
+        command.args(["gateway", "--listen", &listen]);
+        if let Some(token) = token {
+            std::fs::write(&token_file, token).unwrap();
+            command.arg("--token-file").arg(&token_file);
+        }
+        let mut child = command
+            .arg("--workspace")
             .arg(workspace.path())
             .args(extra)
             .env_clear()
@@ -64,17 +88,19 @@ impl Gateway {
             let mut told = false;
             while lines.read_line(&mut line).unwrap_or(0) > 0 {
                 if !told && let Some(rest) = line.trim().strip_prefix("acp gateway listening on ws://127.0.0.1:") {
-                    let _ = tx.send(rest.split('/').next().unwrap().parse::<u16>().unwrap());
+                    let port = rest.split('/').next().unwrap().parse::<u16>().unwrap();
+                    let web = rest.split("(web chat: ").nth(1).unwrap_or_default().trim_end_matches(')').to_owned();
+                    let _ = tx.send((port, web));
                     told = true;
                 }
                 sink.lock().unwrap().push_str(&line);
                 line.clear();
             }
         });
-        let port = rx
+        let (port, web) = rx
             .recv_timeout(TIMEOUT)
             .unwrap_or_else(|_| panic!("the gateway did not start:\n{}", stderr.lock().unwrap()));
-        Self { child, port, home, workspace, stderr }
+        Self { child, port, web, home, workspace, stderr }
     }
 
     pub fn stderr(&self) -> String {
@@ -158,6 +184,10 @@ pub enum Read_ {
 }
 
 impl Client {
+    pub fn from_socket(ws: WebSocket<TcpStream>) -> Self {
+        Self { ws, next: 0 }
+    }
+
     pub fn send_text(&mut self, text: &str) {
         self.ws.send(Message::Text(text.into())).unwrap();
     }
