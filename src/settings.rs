@@ -18,6 +18,15 @@ pub enum Mode {
 impl Mode {
     pub const ALL: [Mode; 3] = [Mode::Ask, Mode::Code, Mode::Auto];
 
+    /// This mode, or `cap` if that lets less run (`ask` < `code` < `auto`).
+    pub fn at_most(self, cap: Option<Mode>) -> Mode {
+        let rank = |m: Mode| Self::ALL.iter().position(|x| *x == m).unwrap_or(0);
+        match cap {
+            Some(cap) if rank(cap) < rank(self) => cap,
+            _ => self,
+        }
+    }
+
     pub fn id(self) -> &'static str {
         match self {
             Self::Ask => "ask",

@@ -104,7 +104,28 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
     if !listen.ip().is_unspecified() {
         allowed_hosts.push(listen.ip().to_string());
     }
-    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections })
+    let mut runs = crate::gateway::limits::RunLimits::default();
+    let g = &config.gateway;
+    let at_least_one = |value: Option<usize>, name: &str| match value {
+        Some(0) => Err(format!("[gateway] {name} must be at least 1")),
+        other => Ok(other),
+    };
+    if let Some(n) = at_least_one(g.max_concurrent_runs, "max_concurrent_runs")? {
+        runs.concurrent = n;
+    }
+    if let Some(n) = at_least_one(g.max_queued_runs, "max_queued_runs")? {
+        runs.queued_runs = n;
+    }
+    if let Some(n) = at_least_one(g.max_open_sessions, "max_open_sessions")? {
+        runs.open_sessions = n;
+    }
+    if let Some(minutes) = g.idle_session_minutes {
+        if !(minutes.is_finite() && minutes > 0.0) {
+            return Err("[gateway] idle_session_minutes must be a positive number".into());
+        }
+        runs.idle = std::time::Duration::from_secs_f64((minutes * 60.0).min(1e9));
+    }
+    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections, runs })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {

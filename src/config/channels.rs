@@ -44,6 +44,10 @@ pub struct TelegramConfig {
     pub webhook_secret: Option<String>,
     /// The gateway's path that receives them (default `/telegram-webhook`).
     pub webhook_path: Option<String>,
+    /// The most a run started by someone who is not an owner (not in `allow_from`: approved by
+    /// pairing, or let in by an open policy) gets: `ask` (default: every change, command and
+    /// fetch asks, and only an owner may answer), `code` or `auto` (as the session's mode says).
+    pub guest_mode: Option<String>,
 }
 
 /// `[skills]`: which skills are offered to the model (docs/skills.md).
@@ -150,4 +154,9 @@ pub struct SubagentsConfig {
     pub max_concurrent: Option<usize>,
     /// A subagent's run is stopped after this long (default 600).
     pub timeout_secs: Option<u64>,
+    /// Subagents one turn may start (default 16); more are refused.
+    pub max_children_per_turn: Option<usize>,
+    /// Model requests the subagents one turn started may make together (default 500): one reply
+    /// spawning many that each loop on tools stops there.
+    pub max_requests_per_turn: Option<u32>,
 }

@@ -327,7 +327,7 @@ pub struct Config {
 }
 
 /// `[gateway]` in config.toml: what `acp gateway` uses when its flags do not say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
     /// `host:port` to listen on.
@@ -345,6 +345,14 @@ pub struct GatewayConfig {
     /// Connections held at once, at most (default 4096, and never more than the open-file limit
     /// allows).
     pub max_connections: Option<usize>,
+    /// Runs going at once (default 4); more wait their turn.
+    pub max_concurrent_runs: Option<usize>,
+    /// Runs one session holds not yet ended — going and queued (default 20); more are refused.
+    pub max_queued_runs: Option<usize>,
+    /// Sessions kept open (default 256): past it, the least recently used idle one is closed.
+    pub max_open_sessions: Option<usize>,
+    /// Minutes a session with nothing to do stays open (default 30).
+    pub idle_session_minutes: Option<f64>,
 }
 
 /// `~` or `~/rest` as the home directory (`$HOME`); other paths as they are. `None`: the path

@@ -309,6 +309,14 @@ async fn start_run(
         gw.run_done(run_id);
         return Err(ErrorShape::invalid("`message` is empty"));
     }
+    // What waits on the session (and on all of them) is capped.
+    let ticket = match gw.admit(key, message.len()) {
+        Ok(t) => t,
+        Err(e) => {
+            gw.run_done(run_id);
+            return Err(*e);
+        }
+    };
     let handle = match gw.open(key).await {
         Ok(h) => h,
         Err(e) => {
@@ -316,6 +324,17 @@ async fn start_run(
             return Err(ErrorShape::new(code::UNAVAILABLE, e));
         }
     };
+    // Kept in the store too: a retry after a restart finds the run and starts none.
+    match gw.runtime.claim_key(&run_key(run_id), key).await {
+        Ok(None) => {}
+        Ok(Some(_)) => {
+            gw.runs_handle().finish(run_id);
+            return Ok(Some("ok"));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would run again")
+        }
+    }
     conn.send(&Frame::ok(id, first(key)));
     for op in ops {
         handle.send(op);
@@ -328,10 +347,11 @@ async fn start_run(
         &json!({"sessionKey": key, "runId": run_id,
             "message": {"role": "user", "content": message, "timestamp": now_ms()}}),
     );
-    let outcome = handle.prompt(turn, vec![UserBlock::Text { text: message.to_owned() }]);
+    let outcome = handle.prompt_with(turn, vec![UserBlock::Text { text: message.to_owned() }], gw.run_options());
     let done = gw.runs_handle();
     let run = run_id.to_owned();
     let mut ended = ended;
+    let runtime = gw.runtime.clone();
     tokio::spawn(async move {
         match timeout {
             Some(limit) => {
@@ -345,11 +365,38 @@ async fn start_run(
                 outcome.await;
             }
         }
+        drop(ticket);
         // Every event of the turn is out once its outcome is in.
-        let _ = ended.wait_for(Option::is_some).await;
+        let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
         done.finish(&run);
+        if let Some(end) = end
+            && let Err(e) = runtime.end_key(&run_key(&run), &recorded(&end)).await
+        {
+            tracing::warn!(error = %e, "could not record how a run ended");
+        }
     });
     Ok(None)
+}
+
+/// The store's key for run `id`.
+fn run_key(id: &str) -> String {
+    format!("run:{id}")
+}
+
+/// How a run ended, as the store keeps it (its text cut to 16 KiB).
+fn recorded(end: &RunEnd) -> Value {
+    let cut = |text: &str| {
+        let mut at = text.len().min(16 << 10);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text[..at].to_owned()
+    };
+    match end {
+        RunEnd::Final { text, stop_reason } => json!({"status": "ok", "stopReason": stop_reason, "text": cut(text)}),
+        RunEnd::Aborted { text } => json!({"status": "aborted", "stopReason": "rpc", "text": cut(text)}),
+        RunEnd::Error { message } => json!({"status": "error", "error": message}),
+    }
 }
 
 /// Waits (up to `limit`) for run `id` to end: how, and when (Unix ms).
@@ -365,8 +412,29 @@ async fn wait_for(gw: &Gateway, id: &str, limit: Option<Duration>) -> Option<(Ru
 }
 
 async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<Value, ErrorShape> {
-    if gw.runs_handle().watch(id).is_none() {
-        return Err(ErrorShape::new(code::NOT_FOUND, format!("unknown run: {id}")));
+    let watched = gw.runs_handle().watch(id);
+    // Not run here (or already finished when it was seen again): as the store recorded it. A
+    // run just starting (neither watched nor finished yet) is waited for as any other.
+    if watched.as_ref().is_none_or(|(end, finished)| end.is_none() && finished.is_some()) {
+        // A run of an earlier process (or one forgotten here): as the store recorded it.
+        return match gw.runtime.key(&run_key(id)).await {
+            Ok(Some(record)) => {
+                let ended: Value = record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or_else(
+                    || json!({"status": "error", "error": "the gateway stopped during the run (it was interrupted)"}),
+                );
+                let mut answer = json!({"runId": id, "status": ended["status"], "endedAt": record.ended_at});
+                if let Some(stop) = ended.get("stopReason") {
+                    answer["stopReason"] = stop.clone();
+                    answer["terminalReply"] = json!({"disposition": "visible", "text": ended["text"]});
+                }
+                if let Some(error) = ended.get("error") {
+                    answer["error"] = error.clone();
+                }
+                Ok(answer)
+            }
+            _ if watched.is_some() => Ok(json!({"runId": id, "status": "ok"})),
+            _ => Err(ErrorShape::new(code::NOT_FOUND, format!("unknown run: {id}"))),
+        };
     }
     let limit = Duration::from_millis(timeout_ms.unwrap_or(30_000));
     Ok(match wait_for(gw, id, Some(limit)).await {
@@ -577,14 +645,23 @@ async fn chat_abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Val
     };
     let mut ids = Vec::new();
     let mut waits = Vec::new();
-    for turn in turns {
-        if let Some(id) = gw.hub.run_id(turn) {
+    for turn in &turns {
+        if let Some(id) = gw.hub.run_id(*turn) {
             ids.push(id);
         }
-        if let Some(rx) = gw.hub.end_of(turn) {
+        if let Some(rx) = gw.hub.end_of(*turn) {
             waits.push(rx);
         }
-        handle.send(Op::CancelTurn(turn));
+    }
+    // One cancellation: the run asked for, or everything the session runs and has queued.
+    match (run_id, turns.as_slice()) {
+        (_, []) => {}
+        (Some(_), [turn]) => {
+            handle.send(Op::CancelTurn(*turn));
+        }
+        _ => {
+            handle.send(Op::Cancel);
+        }
     }
     // The `aborted` event goes out before this answer.
     for mut rx in waits {

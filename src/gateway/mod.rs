@@ -11,8 +11,10 @@ mod conn;
 pub mod guard;
 pub mod handshake;
 pub mod hub;
+pub mod limits;
 mod methods;
 mod server;
+mod sessions;
 mod webchat;
 
 use std::collections::HashMap;
@@ -26,7 +28,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigCell};
-use crate::runtime::{CreateError, Mode, Op, Runtime, SessionHandle, SessionSettings};
+use crate::runtime::{Mode, Op, Runtime, SessionHandle};
 use crate::sync::lock;
 use handshake::Client;
 use hub::{Hub, HubSink, now_ms};
@@ -54,6 +56,8 @@ pub struct Options {
     pub allowed_hosts: Vec<String>,
     /// How many connections it holds at once.
     pub connections: guard::ConnLimits,
+    /// What it holds for runs and sessions.
+    pub runs: limits::RunLimits,
 }
 
 pub use acp_protocol::gateway::canonical_key;
@@ -120,7 +124,15 @@ pub struct Gateway {
     workspace: PathBuf,
     started: Instant,
     boot_id: String,
-    sessions: Mutex<HashMap<String, SessionHandle>>,
+    /// Open sessions, and when each was last used.
+    sessions: Mutex<HashMap<String, (SessionHandle, Instant)>>,
+    /// Sessions being closed as idle (reopening one waits for it to be closed).
+    closing: Mutex<HashMap<String, SessionHandle>>,
+    /// Runs not yet ended, per session: capped.
+    admission: Arc<limits::Admission>,
+    /// Runs going at once.
+    lane: Arc<crate::runtime::Lane>,
+    run_limits: limits::RunLimits,
     opening: tokio::sync::Mutex<()>,
     runs: Arc<Runs>,
     /// Connected clients other than CLIs, by connection id, as `presence` lists them.
@@ -165,6 +177,10 @@ impl Gateway {
             started: Instant::now(),
             boot_id: uuid::Uuid::new_v4().to_string(),
             sessions: Mutex::default(),
+            closing: Mutex::default(),
+            admission: limits::Admission::new(options.runs),
+            lane: Arc::new(crate::runtime::Lane::new(options.runs.concurrent)),
+            run_limits: options.runs,
             opening: tokio::sync::Mutex::new(()),
             runs: Arc::default(),
             present: Mutex::default(),
@@ -184,6 +200,7 @@ impl Gateway {
             return true;
         }
         let Some(handle) = self.open_handle(key) else { return false };
+        let Ok(ticket) = self.admit(key, text.len()) else { return false };
         let run_id = uuid::Uuid::new_v4().to_string();
         let turn = self.runtime.next_turn_id();
         let _ended = self.hub.start_run(turn, &run_id, key);
@@ -191,7 +208,12 @@ impl Gateway {
             "session.message",
             &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
         );
-        tokio::spawn(handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: text.to_owned() }]));
+        let prompt = vec![crate::runtime::UserBlock::Text { text: text.to_owned() }];
+        let outcome = handle.prompt_with(turn, prompt, self.run_options());
+        tokio::spawn(async move {
+            outcome.await;
+            drop(ticket);
+        });
         true
     }
 
@@ -277,6 +299,8 @@ impl Gateway {
         let model = config.default_model_ref().map(|m| m.to_string()).ok();
         json!({"runtimeVersion": env!("CARGO_PKG_VERSION"), "uptimeMs": self.uptime_ms(),
             "sessions": {"count": lock(&self.sessions).len(), "defaults": {"model": model}, "recent": []},
+            "runs": {"running": self.lane.running(), "waiting": self.lane.waiting(),
+                "maxConcurrent": self.run_limits.concurrent},
             "connections": self.hub.count(), "channelSummary": [],
             "processMemory": {"rssBytes": rss_bytes()}})
     }
@@ -380,139 +404,18 @@ impl Gateway {
         self.runs.clone()
     }
 
-    /// The open session `key`, if this gateway has it open.
-    fn open_handle(&self, key: &str) -> Option<SessionHandle> {
-        lock(&self.sessions).get(key).cloned()
-    }
-
-    /// Opens session `key`: this gateway's, or the stored one, or a new one.
-    async fn open(&self, key: &str) -> Result<SessionHandle, String> {
-        let _one_at_a_time = self.opening.lock().await;
-        if let Some(handle) = self.open_handle(key) {
-            return Ok(handle);
-        }
-        if !crate::runtime::valid_session_id(key) {
-            return Err(format!("`{key}` is not a valid session key"));
-        }
-        let config = self.runtime.config();
-        let model = config.default_model_ref().map_err(|e| format!("no model to run: {e}"))?;
-        let settings = SessionSettings {
-            cwd: self.workspace.clone(),
-            additional_dirs: Vec::new(),
-            model,
-            mode: Mode::default(),
-            reasoning: config.reasoning,
-            mcp_servers: Vec::new(),
-        };
-        let handle = match self.runtime.create_session(std::sync::Arc::from(key), settings).await {
-            Ok(handle) => handle,
-            Err(CreateError::Exists) => {
-                self.runtime
-                    .load_session(key, self.workspace.clone(), Vec::new(), Vec::new())
-                    .await
-                    .map_err(|e| format!("could not open session {key}: {e}"))?
-                    .handle
-            }
-            Err(e) => return Err(format!("could not open session {key}: {e}")),
-        };
-        lock(&self.sessions).insert(key.to_owned(), handle.clone());
-        self.health_changed();
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "created"}));
-        Ok(handle)
-    }
-
-    async fn sessions_list(&self, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
-        let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).min(1000) as usize;
-        let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-        let search = params.get("search").and_then(Value::as_str).unwrap_or_default().to_lowercase();
-        let page = self
-            .runtime
-            .list_sessions(None, None, 10_000)
-            .await
-            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        let all: Vec<Value> = page
-            .sessions
-            .into_iter()
-            .filter(|s| {
-                search.is_empty()
-                    || s.id.to_lowercase().contains(&search)
-                    || s.title.as_deref().is_some_and(|t| t.to_lowercase().contains(&search))
-            })
-            .map(|s| {
-                json!({"key": s.id, "sessionId": s.id, "label": s.title, "displayName": s.title,
-                    "derivedTitle": s.title, "updatedAt": s.updated_at, "createdAt": s.created_at,
-                    "model": s.model, "origin": s.origin, "cwd": s.cwd, "inputTokens": s.input_tokens,
-                    "outputTokens": s.output_tokens, "contextTokens": s.context_tokens,
-                    "open": self.open_handle(&s.id).is_some()})
-            })
-            .collect();
-        let total = all.len();
-        let sessions: Vec<Value> = all.into_iter().skip(offset).take(limit).collect();
-        let more = offset + sessions.len() < total;
-        Ok(json!({"ts": now_ms(), "count": sessions.len(), "totalCount": total, "limitApplied": limit,
-            "nextOffset": if more { json!(offset + sessions.len()) } else { Value::Null }, "hasMore": more,
-            "sessions": sessions}))
-    }
-
-    async fn resolve(&self, key: &str) -> Result<Value, ErrorShape> {
-        let key = canonical_key(key);
-        if self.open_handle(&key).is_some() {
-            return Ok(json!({"ok": true, "key": key, "sessionId": key}));
-        }
-        let page = self
-            .runtime
-            .list_sessions(None, None, 10_000)
-            .await
-            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        match page.sessions.iter().find(|s| s.id == key) {
-            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": s.title})),
-            None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`"))),
-        }
-    }
-
-    /// The most recently used session whose label (title) is `label`.
-    async fn resolve_label(&self, label: &str) -> Result<Value, ErrorShape> {
-        let page = self
-            .runtime
-            .list_sessions(None, None, 10_000)
-            .await
-            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        match page.sessions.iter().find(|s| s.title.as_deref() == Some(label)) {
-            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": label})),
-            None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session has the label `{label}`"))),
-        }
-    }
-
-    async fn reset(&self, key: &str) -> Result<Value, ErrorShape> {
-        let key = canonical_key(key);
-        let handle = self.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-        let turn = self.runtime.next_turn_id();
-        handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: "/reset".into() }]).await;
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "reset"}));
-        Ok(json!({"ok": true, "key": key}))
-    }
-
-    async fn delete(&self, key: &str) -> Result<Value, ErrorShape> {
-        let key = canonical_key(key);
-        let open = lock(&self.sessions).remove(&key);
-        if let Some(handle) = open {
-            self.health_changed();
-            handle.send(Op::Shutdown);
-            handle.closed().await;
-        }
-        self.runtime.delete_session(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "deleted"}));
-        Ok(json!({"ok": true, "key": key, "deleted": true}))
-    }
-
     /// Runs `text` on session `key` for a channel: the reply's text streams to the returned
     /// receiver, and the watch says how the run ended. Clients see the run as any other.
+    /// `mode_cap`: the most its tool calls get (a sender who is not an owner: `ask`).
     pub async fn channel_run(
         &self,
         key: &str,
         prompt: Vec<crate::runtime::UserBlock>,
+        mode_cap: Option<Mode>,
     ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<String>, EndWatch), String> {
         let text = crate::runtime::plain_text(&prompt);
+        let bytes = prompt.iter().map(crate::runtime::UserBlock::size).sum();
+        let ticket = self.admit(key, bytes).map_err(|e| e.message.clone())?;
         let handle = self.open(key).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -522,8 +425,12 @@ impl Gateway {
             "session.message",
             &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
         );
-        let outcome = handle.prompt(turn, prompt);
-        tokio::spawn(outcome);
+        let options = crate::runtime::TurnOptions { mode_cap, ..self.run_options() };
+        let outcome = handle.prompt_with(turn, prompt, options);
+        tokio::spawn(async move {
+            outcome.await;
+            drop(ticket);
+        });
         Ok((rx, ended))
     }
 
@@ -605,8 +512,28 @@ impl Gateway {
         };
         let to = text("to").ok_or_else(|| ErrorShape::invalid("invalid send params: `to` is empty"))?.to_owned();
         let target = crate::runtime::host::ChatTarget { channel, to, thread: text("threadId").map(str::to_owned) };
-        self.outbox.send(&target, message).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        // Kept in the store too, so a retry after a restart sends nothing again.
+        let stored = format!("send:{idempotency}");
+        match self.runtime.claim_key(&stored, "").await {
+            Ok(None) => {}
+            Ok(Some(record)) => {
+                return Ok(record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or_else(
+                    || json!({"ok": true, "channel": target.channel, "to": target.to, "runId": idempotency}),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would send again")
+            }
+        }
+        if let Err(e) = self.outbox.send(&target, message).await {
+            // Not sent: a retry may try again.
+            let _ = self.runtime.forget_key(&stored).await;
+            return Err(ErrorShape::new(code::UNAVAILABLE, e));
+        }
         let done = json!({"ok": true, "channel": target.channel, "to": target.to, "runId": idempotency});
+        if let Err(e) = self.runtime.end_key(&stored, &done).await {
+            tracing::warn!(error = %e, "could not record a delivery");
+        }
         let mut sent = lock(&self.sent);
         sent.push_back((idempotency, done.clone()));
         if sent.len() > 1000 {
@@ -615,12 +542,11 @@ impl Gateway {
         Ok(done)
     }
 
-    /// Cancels the runs going on session `key` (a channel's `interrupt` queue mode).
+    /// Cancels the runs going on session `key` (a channel's `interrupt` queue mode): one
+    /// cancellation for all of them.
     pub fn abort_runs(&self, key: &str) {
         if let Some(handle) = self.open_handle(key) {
-            for turn in self.hub.turn_of(key, None) {
-                handle.send(Op::CancelTurn(turn));
-            }
+            handle.send(Op::Cancel);
         }
     }
 
@@ -628,7 +554,7 @@ impl Gateway {
     /// (saved as such), sessions close.
     pub async fn shut_down(&self) {
         self.hub.broadcast("shutdown", &json!({"reason": "gateway stopping", "restartExpectedMs": null}), false);
-        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
+        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, (h, _))| h).collect();
         for handle in &handles {
             handle.send(Op::Shutdown);
         }
@@ -763,8 +689,23 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         eprintln!("acp gateway listening on ws://{local}/ (web chat: {web})");
     }
     let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
+    // Idle sessions are closed as they pass the idle time (checked at a quarter of it, at least
+    // every minute).
+    let sweeper = {
+        let gateway = Arc::downgrade(&gateway);
+        let every = (options.runs.idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(gateway) = gateway.upgrade() else { return };
+                let keep = gateway.run_limits.open_sessions;
+                gateway.close_idle(keep).await;
+            }
+        })
+    };
     stop.cancelled().await;
     tracing::info!("gateway stopping");
+    sweeper.abort();
     gateway.shut_down().await;
     serving.abort();
     Ok(())

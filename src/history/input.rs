@@ -43,6 +43,19 @@ pub enum UserBlock {
 }
 
 impl UserBlock {
+    /// Bytes it holds (its text, data and names), as memory it takes while it waits.
+    pub fn size(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        match self {
+            Self::Text { text } => text.len(),
+            Self::Image { mime_type, data, uri } => mime_type.len() + data.len() + opt(uri),
+            Self::ResourceLink { uri, name, title, description, mime_type } => {
+                uri.len() + name.len() + opt(title) + opt(description) + opt(mime_type)
+            }
+            Self::Resource { uri, mime_type, text, blob } => uri.len() + opt(mime_type) + opt(text) + opt(blob),
+        }
+    }
+
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }

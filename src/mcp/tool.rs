@@ -205,8 +205,48 @@ impl Action for Call {
     }
 }
 
-/// What a result shows the user and tells the model.
+/// Text of a result shown to the user (and sent to every client and saved): as exec's output.
+const SHOWN_TEXT: usize = 16 * 1024;
+/// Base64 of the images a result shows, in all; past it they are named, not shown.
+const SHOWN_IMAGES: usize = 4 << 20;
+/// A result's structured content is kept whole (for clients) up to this size.
+const SHOWN_STRUCTURED: usize = 16 * 1024;
+
+/// What a result shows the user and tells the model: the model's text cut to its budget, and
+/// what is shown (to every client, and saved) cut to what exec's output gets — a server that
+/// answers 30 MB fills neither the transcript nor the clients' sockets.
 pub fn output(result: CallToolResult) -> ToolOutput {
+    let output = output_whole(result);
+    cap_shown(output)
+}
+
+/// Cuts what a result shows: its text to [`SHOWN_TEXT`] in all (head and tail kept), its images
+/// to [`SHOWN_IMAGES`], its structured content to [`SHOWN_STRUCTURED`].
+fn cap_shown(mut output: ToolOutput) -> ToolOutput {
+    let mut text_left = SHOWN_TEXT;
+    let mut images_left = SHOWN_IMAGES;
+    for block in &mut output.content {
+        match block {
+            ToolContent::Text(text) => {
+                let cut = truncate::for_model(text, text_left.max(256), "the model was given more of it");
+                text_left = text_left.saturating_sub(cut.len());
+                *text = cut;
+            }
+            ToolContent::Image { mime_type, data } if data.len() > images_left => {
+                *block =
+                    ToolContent::Text(format!("[image: {mime_type}, {} bytes base64, too large to show]", data.len()));
+            }
+            ToolContent::Image { data, .. } => images_left -= data.len(),
+            _ => {}
+        }
+    }
+    if output.raw_output.as_ref().is_some_and(|v| v.to_string().len() > SHOWN_STRUCTURED) {
+        output.raw_output = None;
+    }
+    output
+}
+
+fn output_whole(result: CallToolResult) -> ToolOutput {
     let mut model = Vec::new();
     let mut content = Vec::new();
     let mut text_seen = false;
@@ -362,5 +402,25 @@ mod tests {
         assert_eq!(failed.for_model, "no such file");
         let empty: CallToolResult = serde_json::from_value(json!({"content": []})).unwrap();
         assert_eq!(output(empty).for_model, "(no output)");
+    }
+
+    #[test]
+    fn a_huge_result_is_cut_for_the_user_as_exec_output_is() {
+        let big = "line of output\n".repeat(2_000_000);
+        let image = "A".repeat(5 << 20);
+        let result: CallToolResult = serde_json::from_value(json!({"content": [
+            {"type": "text", "text": big},
+            {"type": "image", "data": image, "mimeType": "image/png"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+        ], "structuredContent": {"rows": vec!["x"; 100_000]}}))
+        .unwrap();
+        let out = output(result);
+        let ToolContent::Text(shown) = &out.content[0] else { panic!() };
+        assert!(shown.len() < 17 << 10 && shown.contains("omitted"), "{}", shown.len());
+        assert!(out.for_model.len() < 31_000);
+        let ToolContent::Text(named) = &out.content[1] else { panic!("a 5 MB image is named, not shown") };
+        assert!(named.contains("too large to show"));
+        assert_eq!(out.content[2], ToolContent::Image { mime_type: "image/png".into(), data: "AAAA".into() });
+        assert_eq!(out.raw_output, None, "structured content too big to pass on whole");
     }
 }

@@ -28,7 +28,7 @@ pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
 pub use event::{CompactionEvent, CompactionPhase, SettingsChange, SubagentChange, SubagentEvent};
 pub use event::{Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use mcp::SessionCommand;
-pub use op::{Mode, Op, TurnId};
+pub use op::{Lane, Mode, Op, TurnId, TurnOptions};
 pub use session::SessionHandle;
 pub use stored::{CreateError, ListError, LoadError, LoadedSession, SessionPage, SessionSummary};
 // What surfaces show of a session and its turns.

@@ -22,7 +22,7 @@ use super::commands::{self, Command, Parsed, Ran};
 use super::compaction::Accounting;
 use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
 use super::mcp::{McpSet, SessionCommand};
-use super::op::{Op, TurnId};
+use super::op::{Op, TurnId, TurnOptions};
 use super::persist::SessionLog;
 use super::turn::{self, TurnContext, TurnResult, new_message_id};
 use super::{LiveState, SessionSettings, Shared};
@@ -72,8 +72,18 @@ impl SessionHandle {
         turn: TurnId,
         input: Vec<UserBlock>,
     ) -> impl std::future::Future<Output = Option<TurnOutcome>> + Send + 'static {
+        self.prompt_with(turn, input, TurnOptions::default())
+    }
+
+    /// [`Self::prompt`], the turn run as `options` say.
+    pub fn prompt_with(
+        &self,
+        turn: TurnId,
+        input: Vec<UserBlock>,
+        options: TurnOptions,
+    ) -> impl std::future::Future<Output = Option<TurnOutcome>> + Send + 'static {
         let (done, ended) = tokio::sync::oneshot::channel();
-        let sent = self.send(Op::Prompt { turn, input, done });
+        let sent = self.send(Op::Prompt { turn, input, options, done });
         async move {
             if !sent {
                 return None;
@@ -344,6 +354,7 @@ struct Queued {
     turn: TurnId,
     input: Vec<UserBlock>,
     command: Option<Command>,
+    options: TurnOptions,
 }
 
 struct Running {
@@ -417,9 +428,9 @@ impl Actor {
                 self.session.log.indexed().await;
             }
             match op {
-                Some(Op::Prompt { turn, input, done }) => {
+                Some(Op::Prompt { turn, input, options, done }) => {
                     self.waiting.insert(turn, done);
-                    self.arrived(turn, input, running.as_ref());
+                    self.arrived(turn, input, options, running.as_ref());
                 }
                 Some(Op::CancelTurn(turn)) => match running.as_ref() {
                     Some(r) if r.turn == turn => r.cancel.cancel(),
@@ -473,7 +484,7 @@ impl Actor {
     }
 
     /// A prompt arrived: read it as a command once; answer it now or queue it.
-    fn arrived(&mut self, turn: TurnId, input: Vec<UserBlock>, running: Option<&Running>) {
+    fn arrived(&mut self, turn: TurnId, input: Vec<UserBlock>, options: TurnOptions, running: Option<&Running>) {
         let command = match commands::parse(&input) {
             Parsed::NotACommand => None,
             Parsed::BadArgs(text) => return self.answer(turn, text),
@@ -499,12 +510,12 @@ impl Actor {
                 let text = commands::report(&self.session, &c);
                 self.answer(turn, text);
             }
-            command => self.queue.push_back(Queued { turn, input, command }),
+            command => self.queue.push_back(Queued { turn, input, command, options }),
         }
     }
 
     /// Starts a queued prompt: a model turn, or a command (most finish at once; `/compact` runs).
-    fn start(&mut self, Queued { turn, input, command }: Queued) -> Option<Running> {
+    fn start(&mut self, Queued { turn, input, command, options }: Queued) -> Option<Running> {
         if let Some(command) = command {
             return match commands::run(&mut self.session, turn, &input, command) {
                 Ran::Answer(text) => {
@@ -539,6 +550,7 @@ impl Actor {
             mcp: session.mcp.clone(),
             steers: self.steers.clone(),
             outlet: session.outlet.clone(),
+            options,
         };
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
         Some(Running { turn, seq, cancel, task, model: true })

@@ -276,6 +276,46 @@ impl Runtime {
 
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
     /// another process is not deleted.
+    /// Claims idempotency key `key` for a request on `session` (see [`Store::claim_key`]).
+    pub async fn claim_key(&self, key: &str, session: &str) -> Result<Option<crate::store::KeyRecord>, String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let (key, session) = (key.to_owned(), session.to_owned());
+        tokio::task::spawn_blocking(move || store.claim_key(&key, &session))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// What was recorded of idempotency key `key`.
+    pub async fn key(&self, key: &str) -> Result<Option<crate::store::KeyRecord>, String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let key = key.to_owned();
+        tokio::task::spawn_blocking(move || store.key(&key))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Forgets idempotency key `key` (what it asked for failed).
+    pub async fn forget_key(&self, key: &str) -> Result<(), String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let key = key.to_owned();
+        tokio::task::spawn_blocking(move || store.forget_key(&key))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Records how what idempotency key `key` asked for ended.
+    pub async fn end_key(&self, key: &str, outcome: &serde_json::Value) -> Result<(), String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        let (key, outcome) = (key.to_owned(), outcome.to_string());
+        tokio::task::spawn_blocking(move || store.end_key(&key, &outcome))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     pub async fn delete_session(&self, id: &str) -> Result<(), String> {
         if !crate::store::valid_id(id) {
             return Ok(());

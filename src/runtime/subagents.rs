@@ -41,6 +41,10 @@ use read::{History, List};
 pub(crate) const LANE: usize = 8;
 /// A subagent's run is stopped after this long, unless configured or asked.
 const TIMEOUT: Duration = Duration::from_secs(600);
+/// Subagents one turn may start, unless configured.
+const CHILDREN_PER_TURN: usize = 16;
+/// Model requests the subagents of one turn may make together, unless configured.
+const REQUESTS_PER_TURN: u32 = 500;
 /// How deep `sessions_send` waits may chain.
 const MAX_WAIT_CHAIN: usize = 5;
 
@@ -58,16 +62,22 @@ pub(crate) fn add_tools(
     events: &Emitter,
     settings: &SessionSettings,
     live: &Arc<LiveState>,
+    mode_cap: Option<crate::settings::Mode>,
 ) {
+    let config = shared.config();
     let me = Me {
         shared: shared.clone(),
         session: events.session.clone(),
         events: events.clone(),
         settings: settings.clone(),
         live: live.clone(),
+        mode_cap,
+        spawned: std::sync::atomic::AtomicUsize::new(0),
+        requests: Arc::new(std::sync::atomic::AtomicU32::new(
+            config.subagents.max_requests_per_turn.unwrap_or(REQUESTS_PER_TURN),
+        )),
     };
     let me = Arc::new(me);
-    let config = shared.config();
     let policy = crate::tools::policy::ToolPolicy::new(&config.tools.allow, &config.tools.deny);
     let tools: [Arc<dyn crate::tools::AnyTool>; 4] =
         [Arc::new(Spawn(me.clone())), Arc::new(Send(me.clone())), Arc::new(List(me.clone())), Arc::new(History(me))];
@@ -119,6 +129,12 @@ struct Me {
     events: Emitter,
     settings: SessionSettings,
     live: Arc<LiveState>,
+    /// The most the turn's calls get ([`super::TurnOptions`]); its children get no more.
+    mode_cap: Option<crate::settings::Mode>,
+    /// Subagents this turn started.
+    spawned: std::sync::atomic::AtomicUsize,
+    /// Model requests its subagents may still make, together.
+    requests: Arc<std::sync::atomic::AtomicU32>,
 }
 
 fn openlang_on(shared: &Shared) -> bool {
@@ -241,10 +257,17 @@ struct SpawnAction {
 impl Action for SpawnAction {
     async fn run(self, ctx: &ToolContext) -> ToolOutput {
         let me = &self.me;
+        let most = me.shared.config().subagents.max_children_per_turn.unwrap_or(CHILDREN_PER_TURN);
+        if me.spawned.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= most {
+            return ToolOutput::error(format!(
+                "this turn has started {most} subagents, the most one turn may (`[subagents] max_children_per_turn`); \
+                 wait for their results, or do the rest yourself"
+            ));
+        }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let key = format!("agent:main:subagent:{id}");
         let mut settings = me.settings.clone();
-        settings.mode = me.live.mode();
+        settings.mode = me.live.mode().at_most(me.mode_cap);
         if let Some(model) = self.model {
             settings.model = model;
         }
@@ -261,6 +284,11 @@ impl Action for SpawnAction {
             turn: me.events.turn,
             log: me.events.log.as_ref().map(Arc::downgrade),
             stop: CancellationToken::new(),
+            options: super::op::TurnOptions {
+                lane: None,
+                mode_cap: me.mode_cap,
+                request_budget: Some(me.requests.clone()),
+            },
             call: Mutex::new(ToolCallState {
                 id: format!("subagent-{id}"),
                 name: "subagent".into(),
@@ -313,6 +341,8 @@ struct Link {
     log: Option<std::sync::Weak<super::persist::SessionLog>>,
     /// Stops this child alone (the user cancelled it).
     stop: CancellationToken,
+    /// How its turn runs: restricted as the turn that started it, within that turn's budget.
+    options: super::op::TurnOptions,
     /// The child as a tool call of the parent: shown to clients that do not show subagents, and
     /// always recorded in the parent's transcript (a reloaded parent shows it).
     call: Mutex<ToolCallState>,
@@ -495,7 +525,8 @@ async fn run_child(
             } else {
                 "[A task from another agent session. Work on it; your final answer goes back to that agent.]"
             };
-            let outcome = child.prompt(turn, vec![UserBlock::text(format!("{intro}\n\n{task}"))]);
+            let input = vec![UserBlock::text(format!("{intro}\n\n{task}"))];
+            let outcome = child.prompt_with(turn, input, link.options.clone());
             tokio::pin!(outcome);
             tokio::select! {
                 o = &mut outcome => Ended::Done(o),
@@ -559,7 +590,9 @@ async fn run_child(
     );
     if !parent.steer(text.clone()).await && !link.sink.wake(&link.parent, &text) {
         let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tokio::spawn(parent.prompt(turn, vec![UserBlock::text(text)]));
+        // As restricted as the turn that started the child.
+        let options = super::op::TurnOptions { mode_cap: link.options.mode_cap, ..Default::default() };
+        tokio::spawn(parent.prompt_with(turn, vec![UserBlock::text(text)], options));
     }
 }
 
@@ -647,7 +680,9 @@ impl Action for SendAction {
         }
         let turn = me.shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let text = format!("[A message from agent session {sender}; your answer goes back to it.]\n\n{}", self.message);
-        let outcome = target.prompt(turn, vec![UserBlock::text(text)]);
+        // A turn that runs restricted passes its restriction on to the turn it starts.
+        let options = super::op::TurnOptions { mode_cap: me.mode_cap, ..Default::default() };
+        let outcome = target.prompt_with(turn, vec![UserBlock::text(text)], options);
         if !self.wait {
             tokio::spawn(outcome);
             return ToolOutput::ok(json!({"status": "accepted"}).to_string(), Vec::new());

@@ -54,6 +54,15 @@ pub(crate) struct CallEnv<'a> {
     pub steers: Arc<Steers>,
     /// What the session's tools reach the outside through.
     pub host: Arc<dyn crate::tools::host::AnyHost>,
+    /// The most the turn's calls get, whatever the session's mode ([`super::TurnOptions`]).
+    pub mode_cap: Option<crate::settings::Mode>,
+}
+
+impl CallEnv<'_> {
+    /// The mode the turn's next call is decided by.
+    fn mode(&self) -> crate::settings::Mode {
+        self.live.mode().at_most(self.mode_cap)
+    }
 }
 
 /// Messages that arrived for a running turn: the model reads them after the current calls.
@@ -174,8 +183,7 @@ fn is_free_read(env: &CallEnv<'_>, ready: &Ready) -> bool {
     let access = &ready.prepared.access;
     !access.is_mutating()
         && access.network.is_none()
-        && approval::decide(env.live.mode(), &ready.call.name, access, ready.inside, &env.live.rules())
-            == Decision::Allow
+        && approval::decide(env.mode(), &ready.call.name, access, ready.inside, &env.live.rules()) == Decision::Allow
 }
 
 /// How long a cancelled tool may take to clean up (kill its command, release its terminal).
@@ -359,7 +367,7 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
 /// Approval, then the run.
 async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
     let name = ready.call.name.clone();
-    let decision = approval::decide(env.live.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
+    let decision = approval::decide(env.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
     match decision {
         Decision::Allow => execute(env, ready).await,
         Decision::Deny(why) => {

@@ -39,6 +39,7 @@ pub(crate) struct TurnContext {
     pub mcp: Arc<McpSet>,
     pub steers: Arc<tool_calls::Steers>,
     pub outlet: super::session::Outlet,
+    pub options: super::op::TurnOptions,
 }
 
 pub(crate) struct TurnResult {
@@ -112,7 +113,32 @@ pub(crate) fn fixed_chars(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResult {
-    let TurnContext { shared, system, events, settings, live, mut conversation, accounting, mcp, steers, outlet } = ctx;
+    let TurnContext {
+        shared,
+        system,
+        events,
+        settings,
+        live,
+        mut conversation,
+        accounting,
+        mcp,
+        steers,
+        outlet,
+        options,
+    } = ctx;
+    // Its place in the lane first (held until the turn ends); cancelled while it waits, it ends
+    // without having reached the model.
+    let _permit = match &options.lane {
+        Some(lane) => tokio::select! {
+            permit = lane.enter() => permit,
+            () = cancel.cancelled() => {
+                conversation.discard_turn();
+                let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
+                return TurnResult { conversation, accounting, outcome, context: None };
+            }
+        },
+        None => None,
+    };
     // `/server:prompt args`: an MCP server's prompt is sent in its place.
     if let Some(text) = slash_text(&conversation) {
         match mcp.expand(&text, &cancel).await {
@@ -150,7 +176,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     };
     let mut registry = registry(&config, outlet.host.can_message());
     if !outlet.child {
-        super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live);
+        super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live, options.mode_cap);
     }
     mcp.add_tools(&mut registry, &events, &cancel).await;
     let system = match system.await {
@@ -180,6 +206,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         config: config.clone(),
         steers,
         host: outlet.host.clone(),
+        mode_cap: options.mode_cap,
     };
     let mut turn = Turn {
         config: &config,
@@ -196,6 +223,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         accounting,
         usage: Usage::default(),
         context: None,
+        budget: options.request_budget.clone(),
     };
     let outcome = turn.drive().await;
     TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context }
@@ -219,6 +247,8 @@ struct Turn<'a> {
     usage: Usage,
     /// Tokens in the context after the last request.
     context: Option<u64>,
+    /// Model requests left to the turns sharing this budget ([`super::TurnOptions`]).
+    budget: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// What to do after a reply.
@@ -253,6 +283,9 @@ impl Turn<'_> {
         loop {
             if auto.before_request(&self.compact, &mut self.conversation, &mut self.accounting).await.is_err() {
                 return self.stopped(StopReason::Cancelled);
+            }
+            if !self.take_budget() {
+                return self.budget_spent();
             }
             let (result, reply) = self.request().await;
             let calls = match self.settle(result, reply, answered > 0, &mut auto).await {
@@ -413,6 +446,22 @@ impl Turn<'_> {
                 crate::providers::MAX_CALLS_PER_REPLY
             )
         }
+    }
+
+    /// One model request out of the budget the turn shares, if it has one; false if it is spent.
+    fn take_budget(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.budget
+            .as_ref()
+            .is_none_or(|left| left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok())
+    }
+
+    /// The budget the turn shares with its siblings (the subagents of one turn) is spent.
+    fn budget_spent(&mut self) -> TurnOutcome {
+        let notice = "\n\nI stopped here: the subagents started by one turn used up the model requests they may make \
+             together (`[subagents] max_requests_per_turn` in config.toml).";
+        self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text: notice.into() });
+        self.stopped(StopReason::MaxTurnRequests)
     }
 
     /// The turn made as many requests as it may: its last calls are answered "not run", and the

@@ -4,6 +4,9 @@
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
 pub mod export;
+mod keys;
+mod recover;
+pub use keys::KeyRecord;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
@@ -138,11 +141,24 @@ const MIGRATIONS: &[&str] = &[
     // Sessions are stored from `session/new` on; until the model has answered in one (`prompted`)
     // it is left out of listings. Every session stored before this was stored at its first prompt.
     "ALTER TABLE sessions ADD COLUMN prompted INTEGER NOT NULL DEFAULT 1;",
+    // The gateway's idempotency keys (`chat.send`, `agent`, `send`): a retry after a restart
+    // finds the run (or the delivery) it asked for and starts nothing.
+    "CREATE TABLE request_keys (
+        key TEXT PRIMARY KEY,
+        session TEXT NOT NULL DEFAULT '',
+        created_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        outcome TEXT
+    );
+    CREATE INDEX request_keys_by_age ON request_keys (created_at);",
 ];
 
 pub struct Store {
     home: PathBuf,
     db: Mutex<Connection>,
+    /// Whether this process has listed the sessions stopped processes left mid-turn (once, at
+    /// its first listing).
+    recovered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -307,7 +323,7 @@ impl Store {
             db.pragma_update(None, "journal_mode", "WAL")?;
             migrate(&db)?;
         }
-        Ok(Self { home: home.to_path_buf(), db: Mutex::new(db) })
+        Ok(Self { home: home.to_path_buf(), db: Mutex::new(db), recovered: false.into() })
     }
 
     fn db(&self) -> MutexGuard<'_, Connection> {
@@ -420,8 +436,11 @@ impl Store {
     }
 
     /// Removes sessions that were opened but never prompted and not touched since `before` (Unix
-    /// ms), unless a process has them open. Returns how many went.
+    /// ms), unless a process has them open — after listing those a stopped process left mid-turn
+    /// ([`Self::list_interrupted`]). Returns how many were listed, indexed or removed.
     pub fn sweep_unprompted(&self, before: i64) -> Result<usize, StoreError> {
+        // Never a session holding a prompt its process stopped during: it is listed instead.
+        let listed = self.list_interrupted()?;
         let ids: Vec<String> = self
             .db()
             .prepare("SELECT id FROM sessions WHERE prompted = 0 AND updated_at < ?1")?
@@ -433,7 +452,7 @@ impl Store {
                 removed += 1;
             }
         }
-        Ok(removed + self.sweep_left_over(before)?)
+        Ok(listed + removed + self.sweep_left_over(before)?)
     }
 
     /// Transcripts begun without their row ([`begin_fresh_session`]) whose process stopped before
@@ -601,6 +620,11 @@ impl Store {
         after: Option<&Cursor>,
         limit: usize,
     ) -> Result<(Vec<SessionRow>, Option<Cursor>), StoreError> {
+        if !self.recovered.swap(true, std::sync::atomic::Ordering::Relaxed)
+            && let Err(e) = self.list_interrupted()
+        {
+            tracing::warn!(error = %e, "could not list the sessions stopped processes left mid-turn");
+        }
         let db = self.db();
         let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
         let take = limit as i64 + 1;

@@ -294,6 +294,18 @@ fn left_over_transcripts_are_swept_after_a_day_indexed_if_they_hold_a_turn() {
         if prompted {
             t.record(&Record::User { turn: 1, id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 11 });
         }
+        if n == 3 {
+            // Its turn ended (failed): not a crash, so not listed before a day has passed.
+            t.record(&Record::End {
+                turn: 1,
+                stop: None,
+                error: Some("no key".into()),
+                usage: Default::default(),
+                context: None,
+                interrupted: false,
+                at: 12,
+            });
+        }
         if old {
             std::fs::File::options().append(true).open(t.path()).unwrap().set_modified(day_ago).unwrap();
         }
@@ -309,7 +321,7 @@ fn left_over_transcripts_are_swept_after_a_day_indexed_if_they_hold_a_turn() {
     let store = Store::open(&home.0).unwrap();
     let before = now_ms() - 24 * 60 * 60 * 1000;
     assert_eq!(store.sweep_unprompted(before).unwrap(), 2);
-    assert!(store.get(&made_up_id(1)).unwrap().is_some(), "a turn: indexed");
+    assert!(store.get(&made_up_id(1)).unwrap().is_some_and(|r| r.prompted), "a turn its process stopped in: listed");
     assert!(!store.transcript_path(&made_up_id(2)).exists(), "nothing to keep: removed");
     assert!(store.transcript_path(&made_up_id(3)).exists() && store.get(&made_up_id(3)).unwrap().is_none(), "recent");
     assert!(store.get(&made_up_id(4)).unwrap().is_none(), "open in a live process");

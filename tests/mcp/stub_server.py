@@ -4,7 +4,8 @@ usage: stub_server.py MODE [LOG]
   crash   writes a reason to stderr and exits 3 before answering anything
   hang    reads requests and never answers (not even `initialize`)
   tools   a normal server with tools `pid` (its process id), `wait` (answers only when
-          cancelled, or never) and `die` (exits 1 mid-call); every line it reads is appended to
+          cancelled, or never), `die` (exits 1 mid-call) and `flood` (answers 30 MB of text and a
+          5 MB image, as a hostile server may); every line it reads is appended to
           LOG when given; like many real servers, it does not stop when its stdin closes
 """
 
@@ -37,6 +38,8 @@ TOOLS = [
     {"name": "grow", "description": "Adds a tool", "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}},
     {"name": "ask", "description": "Asks the user", "inputSchema": {"type": "object"},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "flood", "description": "Answers 30 MB", "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}},
 ]
 
@@ -76,6 +79,11 @@ for line in sys.stdin:
                       "properties": {"color": {"type": "string", "enum": ["red", "blue"], "default": "red"}}}
             send({"jsonrpc": "2.0", "id": "q%d" % (len(asking) - 1), "method": "elicitation/create",
                   "params": {"mode": "form", "message": "Pick a color", "requestedSchema": schema}})
+        elif name == "flood":
+            text = "a line of a result far too long to keep\n" * 800_000
+            image = "A" * (5 << 20)
+            send({"jsonrpc": "2.0", "id": id_, "result": {"content": [
+                {"type": "text", "text": text}, {"type": "image", "data": image, "mimeType": "image/png"}]}})
         elif name == "die":
             sys.stderr.write("stub: out of memory\n")
             sys.stderr.flush()

@@ -122,7 +122,7 @@ fn a_gateway_restart_mid_prompt_ends_it_clearly_and_the_next_prompt_works() {
     let gw = gw.restart(&mock.base());
     let (_, answer) = editor.until_response(prompt);
     let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{answer}"));
-    assert!(message.contains("no longer knows this prompt's run"), "{message}");
+    assert!(message.contains("the gateway stopped during the run"), "{message}");
     mock.push(text("anthropic", "Back again."));
     let (updates, response) = editor.prompt(&id, "still there?");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", editor.stderr());

@@ -12,12 +12,15 @@ use crate::support::mock_model::MockModel;
 use crate::support::script::{calls, result_for, text, text_then_calls};
 use crate::support::telegram::{BOT, FakeTelegram};
 
+/// The gateway with Telegram; guests (senders not in `allow_from`) get what the session's mode
+/// says and answer their own runs' questions (`guest_mode = "code"`): these tests are about what
+/// a chat can do, tests/suite/channels_guard.rs about the default that restricts guests.
 fn gateway(mock: &MockModel, fake: &FakeTelegram, telegram: &str, rest: &str) -> Gateway {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\nchunk_min_chars = 40\nchunk_max_chars = 120\n{telegram}\n{rest}",
+            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\nchunk_min_chars = 40\nchunk_max_chars = 120\nguest_mode = \"code\"\n{telegram}\n{rest}",
             fake.base
         ),
     )
@@ -157,11 +160,14 @@ fn the_send_policy_and_send_decide_where_replies_go_and_owners_manage_pairing() 
     assert_eq!(fake.wait_sent(owner, 1)[0], "Pairing (pairing): no requests waiting; 0 approved.");
     fake.message(stranger, "private", stranger, "hi");
     let code = fake.wait_sent(stranger, 1)[0].split("approve telegram ").nth(1).unwrap()[..8].to_owned();
+    // The owner is told of the request.
+    let told = fake.wait_sent(owner, 2)[1].clone();
+    assert!(told.starts_with("New pairing request on telegram from User901 (901)") && told.contains(&code), "{told}");
     fake.message(owner, "private", owner, "/pair");
-    let listed = fake.wait_sent(owner, 2)[1].clone();
+    let listed = fake.wait_sent(owner, 3)[2].clone();
     assert!(listed.contains(&code) && listed.contains("User901 (901)") && listed.contains("min left"), "{listed}");
     fake.message(owner, "private", owner, &format!("/pair approve {}", code.to_lowercase()));
-    assert_eq!(fake.wait_sent(owner, 3)[2], "Approved User901 (901).");
+    assert_eq!(fake.wait_sent(owner, 4)[3], "Approved User901 (901).");
     fake.message(stranger, "private", stranger, "/pair");
     assert!(fake.wait_sent(stranger, 2)[1].starts_with("Only the owner can manage pairing"));
 

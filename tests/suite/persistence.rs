@@ -603,7 +603,7 @@ fn a_session_never_prompted_is_resumed_from_another_process_with_its_settings() 
 /// turn cut off once the model was answering (the process killed) still gives the session the
 /// title of its prompt and a place in the list when it is reopened.
 #[test]
-fn a_first_turn_cut_off_mid_reply_keeps_its_title_and_is_listed_once_reopened() {
+fn a_first_turn_cut_off_mid_reply_is_listed_with_its_title_and_keeps_it_once_reopened() {
     let home = tempfile::tempdir().unwrap();
     let mock = MockModel::start();
     // A reply of 200 deltas, 5 ms apart.
@@ -636,7 +636,10 @@ fn a_first_turn_cut_off_mid_reply_keeps_its_title_and_is_listed_once_reopened() 
     let list = |agent: &mut Agent| agent.request("session/list", json!({}))["result"]["sessions"].clone();
     let mut b = Agent::spawn(options_for("anthropic", &mock).home(home.path()));
     b.initialize();
-    assert_eq!(list(&mut b), json!([]), "not listed before it is reopened");
+    // A saved prompt is listed after any crash, titled by it, before it is reopened.
+    let listed = list(&mut b);
+    assert_eq!(listed[0]["sessionId"], json!(session), "{listed}");
+    assert_eq!(listed[0]["title"], "Explain the build", "{listed}");
     load(&mut b, &session, home.path());
     // After the answer: the commands, the usage, then the session's title.
     let after: Vec<Value> = (0..3).map(|_| b.recv()["params"]["update"].clone()).collect();

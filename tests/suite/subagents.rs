@@ -443,7 +443,7 @@ fn on_the_gateway_an_announcement_runs_where_the_parents_clients_see_it_web_and_
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\ndm_policy = \"open\"\nchunk_min_chars = 1\n",
+            "[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"4242\"]\nchunk_min_chars = 1\n",
             fake.base
         ),
     )

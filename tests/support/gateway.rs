@@ -111,8 +111,16 @@ impl Gateway {
     pub fn socket(&self) -> (Client, Value) {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-        let (ws, _) = tokio_tungstenite::tungstenite::client::client(format!("ws://127.0.0.1:{}/", self.port), stream)
-            .unwrap_or_else(|e| panic!("WebSocket handshake failed: {e}"));
+        // Up to the gateway's own limit (25 MiB), as its clients are told in `hello-ok`.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(25 << 20))
+            .max_frame_size(Some(25 << 20));
+        let (ws, _) = tokio_tungstenite::tungstenite::client::client_with_config(
+            format!("ws://127.0.0.1:{}/", self.port),
+            stream,
+            Some(config),
+        )
+        .unwrap_or_else(|e| panic!("WebSocket handshake failed: {e}"));
         let mut client = Client { ws, next: 0 };
         let challenge = client.recv();
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");

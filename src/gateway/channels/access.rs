@@ -1,9 +1,13 @@
 //! Who may talk to the agent through a channel. Per channel, `dmPolicy`: `pairing` (the default —
 //! an unknown sender gets a code, which the owner approves with `acp pairing approve <channel>
 //! <code>`), `allowlist` (only `allowFrom`) or `open`. Codes are 8 characters from an alphabet
-//! without look-alikes, expire after an hour, and at most 3 wait per channel. Approved senders and
-//! waiting codes are kept in `$ACP_HOME/channels/pairing.json`. Inbound messages are deduplicated
-//! by (channel, account, peer, message id), so a redelivery never starts a second run.
+//! without look-alikes and expire after an hour. Limits are per sender and per time window, so
+//! strangers cannot lock others out: a sender has at most one code waiting and gets a new one at
+//! most once an hour (a rejected one waits out the hour), and a channel gives out at most 10 new
+//! codes in 10 minutes (later strangers are told to try again in a few minutes). Approved senders,
+//! waiting codes and when codes were given are kept in `$ACP_HOME/channels/pairing.json`. Inbound
+//! messages are deduplicated by (channel, account, peer, message id), so a redelivery never starts
+//! a second run.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -27,8 +31,11 @@ pub enum DmPolicy {
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
 /// The channels pairing codes can be for.
 pub const CHANNELS: &[&str] = &["telegram"];
-/// Codes waiting per channel, at most.
-pub const MAX_PENDING: usize = 3;
+/// A sender gets a new code at most once in this long.
+pub const SENDER_INTERVAL_MS: i64 = CODE_TTL_MS;
+/// New codes a channel gives out in one window, at most, and the window.
+pub const CODES_PER_WINDOW: usize = 10;
+pub const WINDOW_MS: i64 = 10 * 60 * 1000;
 /// No 0/O, 1/I/L: codes are read aloud and typed.
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 
@@ -47,6 +54,9 @@ struct Stored {
     approved: BTreeMap<String, BTreeSet<String>>,
     #[serde(default)]
     pending: Vec<PendingPair>,
+    /// Codes given in the last hour: (channel, sender, when), for the limits.
+    #[serde(default)]
+    given: Vec<(String, String, i64)>,
 }
 
 /// What to do with a direct message.
@@ -60,13 +70,22 @@ pub enum Admission {
         code: String,
         new: bool,
     },
-    /// Pairing, but too many codes wait already.
-    PairingFull,
+    /// This sender had a code in the last hour (one that was rejected): a new one in `minutes`.
+    TryLater {
+        minutes: i64,
+    },
+    /// The channel gave out as many codes as it may for now; `first`: the first turned away in
+    /// this window (the owner is told once).
+    Busy {
+        first: bool,
+    },
 }
 
 pub struct Pairings {
     path: PathBuf,
     state: Mutex<Stored>,
+    /// When each channel last turned a stranger away for giving out too many codes.
+    turned_away: Mutex<HashMap<String, i64>>,
 }
 
 fn now_ms() -> i64 {
@@ -82,7 +101,7 @@ impl Pairings {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stored::default(),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        Ok(Self { path, state: Mutex::new(state) })
+        Ok(Self { path, state: Mutex::new(state), turned_away: Mutex::default() })
     }
 
     fn save(&self, state: &Stored) -> Result<(), String> {
@@ -110,11 +129,23 @@ impl Pairings {
         }
         let now = now_ms();
         state.pending.retain(|p| now - p.created_ms < CODE_TTL_MS);
+        state.given.retain(|(_, _, at)| now - at < SENDER_INTERVAL_MS.max(WINDOW_MS));
         if let Some(waiting) = state.pending.iter().find(|p| p.channel == channel && p.peer == peer) {
             return Admission::Pair { code: waiting.code.clone(), new: false };
         }
-        if state.pending.iter().filter(|p| p.channel == channel).count() >= MAX_PENDING {
-            return Admission::PairingFull;
+        if let Some((_, _, at)) = state.given.iter().rev().find(|(c, p, _)| c == channel && p == peer)
+            && now - at < SENDER_INTERVAL_MS
+        {
+            return Admission::TryLater { minutes: (SENDER_INTERVAL_MS - (now - at) + 59_999) / 60_000 };
+        }
+        let recent = state.given.iter().filter(|(c, _, at)| c == channel && now - at < WINDOW_MS).count();
+        if recent >= CODES_PER_WINDOW {
+            let mut turned = lock(&self.turned_away);
+            let first = turned.get(channel).is_none_or(|at| now - at >= WINDOW_MS);
+            if first {
+                turned.insert(channel.to_owned(), now);
+            }
+            return Admission::Busy { first };
         }
         let code = new_code();
         state.pending.push(PendingPair {
@@ -124,6 +155,7 @@ impl Pairings {
             code: code.clone(),
             created_ms: now,
         });
+        state.given.push((channel.into(), peer.into(), now));
         if let Err(e) = self.save(&state) {
             tracing::warn!(error = %e, "could not save the pairing code");
         }
@@ -262,22 +294,43 @@ mod tests {
     }
 
     #[test]
-    fn at_most_three_codes_wait_and_a_rejected_one_is_gone() {
+    fn limits_are_per_sender_and_per_window_so_strangers_lock_no_one_out() {
         let home = tempfile::tempdir().unwrap();
         let p = Pairings::load(home.path()).unwrap();
-        let codes: Vec<String> = (0..3)
-            .map(|i| match p.admit("telegram", DmPolicy::Pairing, &[], &i.to_string(), "x") {
-                Admission::Pair { code, .. } => code,
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(p.admit("telegram", DmPolicy::Pairing, &[], "9", "x"), Admission::PairingFull);
-        assert_eq!(p.reject("telegram", &codes[0]).unwrap().peer, "0");
-        match p.admit("telegram", DmPolicy::Pairing, &[], "0", "x") {
-            Admission::Pair { code, new: true } => assert_ne!(code, codes[0], "a fresh code after the rejection"),
+        let code = |a: Admission| match a {
+            Admission::Pair { code, .. } => code,
             other => panic!("{other:?}"),
+        };
+        // Three strangers no longer fill anything: a fourth, and more, get codes.
+        let codes: Vec<String> = (0..CODES_PER_WINDOW)
+            .map(|i| code(p.admit("telegram", DmPolicy::Pairing, &[], &i.to_string(), "x")))
+            .collect();
+        assert_eq!(p.pending().len(), CODES_PER_WINDOW);
+        // Past the window's share: told to try later, and the first such is said to be the first.
+        assert_eq!(p.admit("telegram", DmPolicy::Pairing, &[], "late", "x"), Admission::Busy { first: true });
+        assert_eq!(p.admit("telegram", DmPolicy::Pairing, &[], "later", "x"), Admission::Busy { first: false });
+        assert!(matches!(p.admit("other", DmPolicy::Pairing, &[], "late", "x"), Admission::Pair { .. }), "per channel");
+        // A rejected sender waits out the hour rather than asking again at once.
+        assert_eq!(p.reject("telegram", &codes[0]).unwrap().peer, "0");
+        assert!(matches!(
+            p.admit("telegram", DmPolicy::Pairing, &[], "0", "x"),
+            Admission::TryLater { minutes: 59 | 60 }
+        ));
+        // Kept across a restart.
+        let again = Pairings::load(home.path()).unwrap();
+        assert!(matches!(again.admit("telegram", DmPolicy::Pairing, &[], "0", "x"), Admission::TryLater { .. }));
+        assert_eq!(again.admit("telegram", DmPolicy::Pairing, &[], "late", "x"), Admission::Busy { first: true });
+        // Once the window has passed, new strangers get codes again.
+        {
+            let mut state = lock(&again.state);
+            for given in &mut state.given {
+                given.2 -= WINDOW_MS;
+            }
         }
-        assert_eq!(p.pending().len(), 3);
+        assert!(matches!(
+            again.admit("telegram", DmPolicy::Pairing, &[], "late", "x"),
+            Admission::Pair { new: true, .. }
+        ));
     }
 
     #[test]

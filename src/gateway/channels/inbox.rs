@@ -72,6 +72,8 @@ pub struct Settings {
     /// A sender's rapid messages wait this long for more.
     pub inbound_debounce: Duration,
     pub send_policy: SendPolicy,
+    /// The most a run started by a guest (a sender who is not an owner) gets.
+    pub guest_mode: crate::runtime::Mode,
 }
 
 /// Where a session's replies go.
@@ -114,6 +116,9 @@ struct Lane {
     route: Route,
     /// Whose message started the running run (they may answer its questions).
     starter: String,
+    /// The running run has a guest's words in it: it is restricted to `guest_mode`, and under
+    /// `ask` only an owner answers its questions.
+    guest_run: bool,
     /// Where the running run replies and asks (the chat of the message that started it).
     run_route: Route,
     /// Who wrote last (the next run's starter).
@@ -199,17 +204,45 @@ impl<C: Channel> Inbox<C> {
             match self.pairings.admit(self.channel.id(), policy, allow, &env.sender, &env.sender_name) {
                 Admission::Allowed => {}
                 Admission::Denied => return,
-                Admission::Pair { code, .. } => {
+                Admission::Pair { code, new } => {
                     let left = self.pairings.minutes_left(self.channel.id(), &env.sender).unwrap_or(60);
                     let expires = if left >= 60 { "in an hour".to_owned() } else { format!("in {left} min") };
                     let text = format!(
                         "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires {expires}.)",
                         self.channel.id()
                     );
+                    if new {
+                        let who = if env.sender_name.is_empty() {
+                            env.sender.clone()
+                        } else {
+                            format!("{} ({})", env.sender_name, env.sender)
+                        };
+                        self.tell_owners(&format!(
+                            "New pairing request on {} from {who}: `/pair approve {code}` lets them talk to me, `/pair reject {code}` turns them away.",
+                            self.channel.id()
+                        ))
+                        .await;
+                    }
                     return self.say(&route, &text).await;
                 }
-                Admission::PairingFull => {
-                    return self.say(&route, "Too many pairing requests are waiting; please try again later.").await;
+                Admission::TryLater { minutes } => {
+                    let text =
+                        format!("Your last pairing request was turned down; you can ask again in {minutes} min.");
+                    return self.say(&route, &text).await;
+                }
+                Admission::Busy { first } => {
+                    if first {
+                        self.tell_owners(&format!(
+                            "More than {} pairing requests came on {} in {} minutes; new senders are told to try again later. `/pair` lists those waiting.",
+                            super::access::CODES_PER_WINDOW,
+                            self.channel.id(),
+                            super::access::WINDOW_MS / 60_000
+                        ))
+                        .await;
+                    }
+                    return self
+                        .say(&route, "Many people asked to pair just now; please try again in a few minutes.")
+                        .await;
                 }
             }
         }
@@ -257,7 +290,7 @@ impl<C: Channel> Inbox<C> {
                 prompt
             } else {
                 let text = held.into_iter().chain((!prompt.text.is_empty()).then_some(prompt.text)).collect::<Vec<_>>();
-                queue::Prompt { text: text.join("\n"), attached: prompt.attached, from: None }
+                queue::Prompt { text: text.join("\n"), attached: prompt.attached, from: None, guest: false }
             };
             return self.dispatch(key, route, env.sender, prompt, false);
         }
@@ -290,7 +323,7 @@ impl<C: Channel> Inbox<C> {
     async fn prompt(&self, text: String, attachments: &[Attachment]) -> queue::Prompt {
         const IMAGE_MAX: u64 = 5 << 20;
         const TEXT_MAX: u64 = 256 << 10;
-        let mut prompt = queue::Prompt { text, attached: Vec::new(), from: None };
+        let mut prompt = queue::Prompt { text, attached: Vec::new(), from: None, guest: false };
         let mut notes = Vec::new();
         for a in attachments {
             let mime =
@@ -362,6 +395,7 @@ impl<C: Channel> Inbox<C> {
             last_in: Instant::now(),
             route: route.clone(),
             starter: sender.clone(),
+            guest_run: false,
             run_route: route.clone(),
             last_sender: sender.clone(),
             question: None,
@@ -371,6 +405,7 @@ impl<C: Channel> Inbox<C> {
         lane.last_sender = sender.clone();
         // A queued message's run answers the chat it came from, and its sender answers questions.
         prompt.from = Some(route.origin(&sender));
+        prompt.guest = !self.is_owner(&sender);
         if let Some(Parsed::Command(Command::Stop)) = parsed {
             lane.waiting.clear();
             lane.steered.clear();
@@ -403,8 +438,10 @@ impl<C: Channel> Inbox<C> {
             lane.waiting.push_command(prompt, &settings)
         } else {
             match settings.mode {
-                // Text steers; what comes with images or files waits for the next run.
-                Mode::Steer | Mode::SteerBacklog if prompt.attached.is_empty() => {
+                // Text steers; what comes with images or files waits for the next run, and so does
+                // a guest's message to a run that is not restricted (it would be read with more
+                // than a guest gets).
+                Mode::Steer | Mode::SteerBacklog if prompt.attached.is_empty() && (!prompt.guest || lane.guest_run) => {
                     let steer = self.gw.steer(&key, &prompt.text);
                     let (tx, rx) = oneshot::channel();
                     tokio::spawn(async move {
@@ -443,7 +480,7 @@ impl<C: Channel> Inbox<C> {
         tokio::spawn(async move {
             let mut prompt = prompt;
             loop {
-                let route = this.begin_run(&key, prompt.from.take());
+                let route = this.begin_run(&key, prompt.from.take(), prompt.guest);
                 this.run_once(&key, &route, prompt).await;
                 match this.next(&key).await {
                     Some(queued) => prompt = queued,
@@ -455,7 +492,7 @@ impl<C: Channel> Inbox<C> {
 
     /// A run of session `key` begins: it answers, and asks, the chat its message came from (else
     /// the latest message's), whose writer may answer its questions.
-    fn begin_run(&self, key: &str, from: Option<queue::Origin>) -> Route {
+    fn begin_run(&self, key: &str, from: Option<queue::Origin>, guest: bool) -> Route {
         let mut lanes = lock(&self.lanes);
         match lanes.get_mut(key) {
             Some(lane) => {
@@ -463,6 +500,7 @@ impl<C: Channel> Inbox<C> {
                     Some(o) => (Route { peer: o.peer, thread: o.thread, kind: o.kind }, o.sender),
                     None => (lane.route.clone(), lane.last_sender.clone()),
                 };
+                lane.guest_run = guest;
                 lane.run_route.clone()
             }
             None => Route { peer: String::new(), thread: None, kind: PeerKind::Direct },
@@ -506,13 +544,15 @@ impl<C: Channel> Inbox<C> {
         }
     }
 
-    /// One run of `text` on session `key`, its reply delivered to `route`.
+    /// One run of `text` on session `key`, its reply delivered to `route`; restricted to
+    /// `guest_mode` if a guest's words are in it.
     async fn run_once(&self, key: &str, route: &Route, prompt: queue::Prompt) {
         let allowed = self.delivers(key, route);
         if allowed {
             self.channel.typing(&route.peer, route.thread.as_deref()).await;
         }
-        match self.gw.channel_run(key, prompt.blocks()).await {
+        let cap = prompt.guest.then_some(self.settings.guest_mode);
+        match self.gw.channel_run(key, prompt.blocks(), cap).await {
             Ok((deltas, ended)) => self.reply(route, allowed, deltas, ended).await,
             Err(e) if allowed => self.say(route, &format!("Sorry, I could not run that: {e}")).await,
             Err(e) => tracing::warn!(session = key, error = %e, "a channel run could not start"),
@@ -599,6 +639,19 @@ impl<C: Channel> Inbox<C> {
         }
     }
 
+    /// A notice to the owners (`allow_from`), each in their direct chat with the bot (a chat they
+    /// never opened cannot be written to: logged).
+    async fn tell_owners(&self, text: &str) {
+        for owner in &self.settings.allow_from {
+            if owner == "*" {
+                continue;
+            }
+            if let Err(e) = self.channel.send(owner, None, text).await {
+                tracing::warn!(channel = self.channel.id(), owner, error = %e, "an owner could not be told");
+            }
+        }
+    }
+
     /// A message of the channel's own (pairing, command answers): sent whatever the policy.
     async fn say(&self, route: &Route, text: &str) {
         self.deliver(&route.peer, route.thread.as_deref(), text).await;
@@ -659,7 +712,9 @@ impl<C: Channel> super::Outbound for Inbox<C> {
         let mut lanes = lock(&self.lanes);
         let Some(lane) = lanes.get_mut(key) else { return false };
         let from = lane.run_route.origin(&lane.starter);
-        let prompt = queue::Prompt { text: text.to_owned(), attached: Vec::new(), from: Some(from) };
+        // As restricted as the run that started what is announced.
+        let prompt =
+            queue::Prompt { text: text.to_owned(), attached: Vec::new(), from: Some(from), guest: lane.guest_run };
         if lane.running {
             let full = lane.waiting.len() >= settings.cap;
             return !full && lane.waiting.push(prompt, &settings);

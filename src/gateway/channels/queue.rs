@@ -20,6 +20,8 @@ pub struct Prompt {
     pub attached: Vec<UserBlock>,
     /// Who sent it, from which chat (its run answers there); for a joined prompt, the last's.
     pub from: Option<Origin>,
+    /// Some of it came from a guest (someone who is not an owner): its run is restricted.
+    pub guest: bool,
 }
 
 /// Where a queued message came from.
@@ -47,20 +49,22 @@ impl Prompt {
         let mut texts = Vec::new();
         let mut attached = Vec::new();
         let mut from = None;
+        let mut guest = false;
         for p in all {
             if !p.text.is_empty() {
                 texts.push(p.text);
             }
             attached.extend(p.attached);
             from = p.from.or(from);
+            guest |= p.guest;
         }
-        Prompt { text: texts.join("\n\n"), attached, from }
+        Prompt { text: texts.join("\n\n"), attached, from, guest }
     }
 }
 
 impl From<String> for Prompt {
     fn from(text: String) -> Self {
-        Self { text, attached: Vec::new(), from: None }
+        Self { text, attached: Vec::new(), from: None, guest: false }
     }
 }
 
@@ -284,6 +288,8 @@ pub struct Waiting {
     items: VecDeque<(Prompt, bool)>,
     /// Dropped under `summarize`: one short line each.
     dropped: Vec<String>,
+    /// Some of what was dropped came from a guest (the summary run is restricted then).
+    dropped_guest: bool,
 }
 
 impl Waiting {
@@ -310,6 +316,7 @@ impl Waiting {
                 Drop::Summarize => {
                     if let Some((old, _)) = self.items.pop_front() {
                         self.dropped.push(short(&old.text));
+                        self.dropped_guest |= old.guest;
                     }
                 }
             }
@@ -329,6 +336,7 @@ impl Waiting {
     pub fn clear(&mut self) {
         self.items.clear();
         self.dropped.clear();
+        self.dropped_guest = false;
     }
 
     /// The next prompt to run: under `collect` every message up to the next command, else the
@@ -351,6 +359,7 @@ impl Waiting {
             return body;
         }
         let dropped = std::mem::take(&mut self.dropped);
+        let mut guest = std::mem::take(&mut self.dropped_guest);
         let mut text = format!(
             "[{} earlier message{} did not fit in the queue; in short:]\n",
             dropped.len(),
@@ -365,8 +374,9 @@ impl Waiting {
             text.push_str(&body.text);
             attached = body.attached;
             from = body.from;
+            guest |= body.guest;
         }
-        Some(Prompt { text, attached, from })
+        Some(Prompt { text, attached, from, guest })
     }
 }
 
@@ -445,7 +455,7 @@ mod tests {
         w.clear();
         let image = UserBlock::Image { mime_type: "image/png".into(), data: "AA==".into(), uri: None };
         let s2 = settings(Mode::Collect, 20, Drop::Old);
-        w.push(Prompt { text: "look".into(), attached: vec![image.clone()], from: None }, &s2);
+        w.push(Prompt { text: "look".into(), attached: vec![image.clone()], from: None, guest: false }, &s2);
         w.push("and this", &s2);
         let both = w.next(Mode::Collect).unwrap_or_default();
         assert_eq!(both.clone().blocks(), vec![UserBlock::text("look\n\nand this"), image], "{both:?}");

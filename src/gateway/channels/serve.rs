@@ -205,6 +205,14 @@ pub fn telegram(
             inbound.by_channel.get("telegram").copied().or(inbound.debounce_ms).unwrap_or(0),
         ),
         send_policy: SendPolicy::from_config(config.session.send_policy.as_ref())?,
+        guest_mode: match t.guest_mode.as_deref() {
+            None | Some("ask") => crate::runtime::Mode::Ask,
+            Some("code") => crate::runtime::Mode::Code,
+            Some("auto") => crate::runtime::Mode::Auto,
+            Some(other) => {
+                return Err(format!("[channels.telegram] guest_mode `{other}`: use ask, code or auto"));
+            }
+        },
     };
     let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
     let bot =

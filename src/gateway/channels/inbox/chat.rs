@@ -155,7 +155,8 @@ impl<C: Channel> Inbox<C> {
         };
         enum Answer {
             Chosen(String, String),
-            NotTheirs,
+            /// Not theirs to answer (a guest's run: an owner's).
+            NotTheirs(bool),
             OutOfRange(usize),
         }
         let answer = {
@@ -163,11 +164,15 @@ impl<C: Channel> Inbox<C> {
             let Some(lane) = lanes.get_mut(key) else { return false };
             let Some(question) = &lane.question else { return false };
             let Some(chosen) = pick(&question.options) else { return false };
-            if sender != lane.starter && !self.is_owner(sender) {
+            // The person who started the run answers, or an owner; a run with a guest's words in
+            // it under the default `guest_mode = "ask"`, only an owner.
+            let owners_only = lane.guest_run && self.settings.guest_mode == crate::runtime::Mode::Ask;
+            let may = self.is_owner(sender) || (sender == lane.starter && !owners_only);
+            if !may {
                 if !addressed && !command.starts_with('/') {
                     return false;
                 }
-                Answer::NotTheirs
+                Answer::NotTheirs(owners_only)
             } else if let Some(chosen) = chosen {
                 let id = question.id.clone();
                 lane.question = None;
@@ -178,8 +183,13 @@ impl<C: Channel> Inbox<C> {
         };
         let (id, chosen) = match answer {
             Answer::Chosen(id, chosen) => (id, chosen),
-            Answer::NotTheirs => {
-                self.say(route, "Only the person whose message started this can answer it.").await;
+            Answer::NotTheirs(guest) => {
+                let who = if guest {
+                    "Only an owner can answer this (someone in allow_from, or a gateway approver)."
+                } else {
+                    "Only the person whose message started this can answer it."
+                };
+                self.say(route, who).await;
                 return true;
             }
             Answer::OutOfRange(n) => {
@@ -230,12 +240,14 @@ impl<C: Channel> ChatAsker for Inbox<C> {
         }
         let secs = q.timeout.as_secs();
         let within = if secs < 120 { format!("{secs} s") } else { format!("{} min", secs.div_ceil(60)) };
-        text.push_str(&format!(
-            "\nReply with the number (or /approve N, /deny). Without an answer in {within} it is not run."
-        ));
         let route = {
             let mut lanes = lock(&self.lanes);
             let Some(lane) = lanes.get_mut(key) else { return false };
+            let owners_only = lane.guest_run && self.settings.guest_mode == crate::runtime::Mode::Ask;
+            let who = if owners_only { "An owner replies" } else { "Reply" };
+            text.push_str(&format!(
+                "\n{who} with the number (or /approve N, /deny). Without an answer in {within} it is not run."
+            ));
             // A chat replies may not go to is not asked either.
             if !self.delivers(key, &lane.run_route) {
                 return false;
