@@ -201,6 +201,11 @@ pub struct SandboxConfig {
     /// Paths sandboxed commands may not read (`~` is the home directory). `$ACP_HOME` is never
     /// readable, whatever this says.
     pub deny_read: Vec<String>,
+    /// Variables commands get although their names say they are credentials (`NPM_TOKEN` for a
+    /// build that needs it); see docs/tools.md for what is withheld.
+    pub env_allow: Vec<String>,
+    /// Processes (threads count) a sandboxed command may run at once (default 1024).
+    pub max_processes: Option<u32>,
 }
 
 /// Credentials a command has no business reading.
@@ -228,6 +233,8 @@ impl Default for SandboxConfig {
             namespaces: true,
             writable: Vec::new(),
             deny_read: DEFAULT_DENY_READ.iter().map(|s| (*s).to_owned()).collect(),
+            env_allow: Vec::new(),
+            max_processes: None,
         }
     }
 }

@@ -78,6 +78,10 @@ pub(crate) async fn connect(
     match transport {
         McpTransport::Stdio { command, args, env, cwd: own_cwd } => {
             let mut cmd = Command::new(command);
+            // The gateway's and the channels' credentials are acp's own: no server needs them.
+            for name in crate::sandbox::env::OWN_CREDENTIALS {
+                cmd.env_remove(name);
+            }
             cmd.args(args)
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .current_dir(own_cwd.as_deref().unwrap_or(cwd))

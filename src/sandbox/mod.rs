@@ -16,7 +16,9 @@
 //! Where Landlock is missing (or `[sandbox] enabled = false`) nothing runs confined: every
 //! command asks first instead (`Confinement::NoSandbox` in the tools).
 
+pub mod env;
 pub mod launch;
+pub mod pids;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -37,9 +39,17 @@ pub struct Policy {
     pub network: bool,
     /// Whether to isolate the command in namespaces of its own when the kernel allows it.
     pub namespaces: bool,
-    /// Variables the command does not inherit: the providers' API keys (they are the agent's, like
-    /// its config).
+    /// Where the command may reach Unix sockets (the workspace's own); the host's elsewhere are
+    /// hidden from it.
+    pub sockets_in: Vec<PathBuf>,
+    /// Variables the command does not inherit besides those whose names say they are credentials
+    /// or lead to sockets (see [`env`]): the credentials acp knows of by name (providers' keys,
+    /// MCP servers' tokens).
     pub unset: Vec<String>,
+    /// Variables it inherits whatever their names say (`[sandbox] env_allow`).
+    pub keep: Vec<String>,
+    /// Processes it may run at once.
+    pub max_procs: u32,
 }
 
 impl Policy {
@@ -51,12 +61,21 @@ impl Policy {
         writable.extend(config.sandbox.writable.iter().filter_map(|p| expand(&p.to_string_lossy())));
         let mut hidden = vec![config.home.clone()];
         hidden.extend(config.sandbox.deny_read.iter().filter_map(|p| expand(p)));
-        let unset = config.providers.iter().filter_map(|p| p.api_key_env.clone()).collect();
-        Self { writable, hidden, network, namespaces: config.sandbox.namespaces, unset }
+        Self {
+            writable,
+            hidden,
+            network,
+            namespaces: config.sandbox.namespaces,
+            sockets_in: roots.to_vec(),
+            unset: credentials(config),
+            keep: config.sandbox.env_allow.clone(),
+            max_procs: config.sandbox.max_processes.unwrap_or(pids::DEFAULT_MAX),
+        }
     }
 
-    /// The launcher's arguments, up to and including the `--` before the command.
-    pub fn launcher_args(&self, launcher: &Launcher) -> Vec<OsString> {
+    /// The launcher's arguments, up to and including the `--` before the command; `cgroup`: the
+    /// command's own ([`pids::Cgroup`]), if one was made.
+    pub fn launcher_args(&self, launcher: &Launcher, cgroup: Option<&std::path::Path>) -> Vec<OsString> {
         let mut args = Vec::new();
         if launcher.is_agent {
             args.push(OsString::from(LAUNCHER_ARG));
@@ -75,9 +94,23 @@ impl Policy {
             args.push("--hide".into());
             args.push(path.clone().into_os_string());
         }
+        for path in &self.sockets_in {
+            args.push("--sockets-in".into());
+            args.push(path.clone().into_os_string());
+        }
         for name in &self.unset {
             args.push("--unset".into());
             args.push(name.into());
+        }
+        for name in &self.keep {
+            args.push("--keep".into());
+            args.push(name.into());
+        }
+        args.push("--max-procs".into());
+        args.push(self.max_procs.to_string().into());
+        if let Some(dir) = cgroup {
+            args.push("--cgroup".into());
+            args.push(dir.as_os_str().to_owned());
         }
         args.push("--".into());
         args
@@ -97,6 +130,25 @@ impl Policy {
             if self.network { "it may use the network" } else { "it has no network access" },
         )
     }
+}
+
+/// The variables holding credentials acp knows of, whatever their names: the providers' keys, the
+/// gateway's and the channels' (see also [`env::OWN_CREDENTIALS`]; an MCP server's token variable
+/// is withheld by its name).
+pub fn credentials(config: &Config) -> Vec<String> {
+    let mut names: Vec<String> = config.providers.iter().filter_map(|p| p.api_key_env.clone()).collect();
+    names.extend(env::OWN_CREDENTIALS.iter().map(|s| (*s).to_owned()));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The environment a command started unconfined gets (one the user let out of the sandbox):
+/// the agent's, without credentials or ways to sockets outside, as a sandboxed one.
+pub fn unconfined_env(config: &Config) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let unset = credentials(config);
+    let keep = &config.sandbox.env_allow;
+    std::env::vars_os().filter(|(name, _)| name.to_str().is_some_and(|n| !env::withheld(n, &unset, keep))).collect()
 }
 
 /// What this machine offers, probed once (never at startup: the first command or `/status` pays).
@@ -174,16 +226,18 @@ pub fn status(config: &Config, network: bool) -> String {
             let s = support();
             let abi = s.landlock.as_ref().map_or(0, |a| *a);
             let isolation = match (config.sandbox.namespaces, s.namespaces) {
-                (true, true) => "own PID and network namespaces",
+                (true, true) => "own PID, mount and network namespaces; the host's Unix sockets hidden",
                 (false, _) => {
-                    "namespaces turned off in config.toml: UDP is not blocked, and a `setsid` daemon can outlive a killed command"
+                    "namespaces turned off in config.toml: UDP is not blocked, no new Unix sockets, and a `setsid` daemon can outlive a killed command"
                 }
                 (true, false) => {
-                    "no user namespaces here: UDP is not blocked, and a `setsid` daemon can outlive a killed command"
+                    "no user namespaces here: UDP is not blocked, no new Unix sockets, and a `setsid` daemon can outlive a killed command"
                 }
             };
+            let max = config.sandbox.max_processes.unwrap_or(pids::DEFAULT_MAX);
             format!(
-                "on (Landlock ABI {abi}; {isolation}) · network for commands: {}",
+                "on (Landlock ABI {abi}; {isolation}; at most {max} processes, by {}) · network for commands: {}",
+                pids::Cgroup::how(),
                 if network { "on" } else { "off" }
             )
         }

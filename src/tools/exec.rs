@@ -160,6 +160,14 @@ fn shown_with_env(command: &str, env: &[(String, String)]) -> String {
     out
 }
 
+/// What starts a command.
+struct Program {
+    path: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    /// The command's cgroup, held until it has ended.
+    _cgroup: Option<crate::sandbox::pids::Cgroup>,
+}
+
 struct ExecAction {
     command: String,
     cwd: PathBuf,
@@ -187,31 +195,38 @@ impl Action for ExecAction {
 impl ExecAction {
     /// The program to start and its arguments: the shell, through the sandbox's launcher when the
     /// command is confined.
-    fn program(&self, ctx: &ToolContext) -> Result<(PathBuf, Vec<std::ffi::OsString>), String> {
+    /// The program to start and its arguments: the shell, through the sandbox's launcher when the
+    /// command is confined (with the cgroup that holds its process limit, removed when dropped).
+    fn program(&self, ctx: &ToolContext) -> Result<Program, String> {
         let shell_args = [std::ffi::OsString::from("-c"), self.command.clone().into()];
         if self.confinement != Confinement::Sandboxed {
-            return Ok((PathBuf::from(shell()), shell_args.into()));
+            return Ok(Program { path: PathBuf::from(shell()), args: shell_args.into(), _cgroup: None });
         }
         let launcher = crate::sandbox::available(&ctx.config)?;
-        let mut args = self.policy(ctx).launcher_args(launcher);
+        let policy = self.policy(ctx);
+        let cgroup = crate::sandbox::pids::Cgroup::new(policy.max_procs);
+        let mut args = policy.launcher_args(launcher, cgroup.as_ref().map(|c| c.dir.as_path()));
         args.push(shell().into());
         args.extend(shell_args);
-        Ok((launcher.program.clone(), args))
+        Ok(Program { path: launcher.program.clone(), args, _cgroup: cgroup })
     }
 
     fn policy(&self, ctx: &ToolContext) -> crate::sandbox::Policy {
-        crate::sandbox::Policy::new(&ctx.config, &ctx.roots, ctx.network)
+        let mut policy = crate::sandbox::Policy::new(&ctx.config, &ctx.roots, ctx.network);
+        // What the call sets itself, it gets (the model wrote the values).
+        policy.keep.extend(self.env.iter().map(|(name, _)| name.clone()));
+        policy
     }
 
     async fn in_terminal(&self, ctx: &ToolContext) -> ToolOutput {
         let terminals = &ctx.host;
-        let (program, args) = match self.program(ctx) {
+        let program = match self.program(ctx) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(format!("the sandbox is not available ({e}); the command was not run")),
         };
         let spec = TerminalSpec {
-            command: program.display().to_string(),
-            args: args.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+            command: program.path.display().to_string(),
+            args: program.args.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             output_byte_limit: Some(1024 * 1024),
@@ -247,12 +262,17 @@ impl ExecAction {
     }
 
     async fn locally(&self, ctx: &ToolContext) -> ToolOutput {
-        let (program, args) = match self.program(ctx) {
+        let program = match self.program(ctx) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(format!("the sandbox is not available ({e}); the command was not run")),
         };
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(&args)
+        let mut cmd = tokio::process::Command::new(&program.path);
+        if self.confinement != Confinement::Sandboxed {
+            // Out of the sandbox it still gets no credential, nor a way to a socket outside (the
+            // launcher withholds them from sandboxed ones).
+            cmd.env_clear().envs(crate::sandbox::unconfined_env(&ctx.config));
+        }
+        cmd.args(&program.args)
             .current_dir(&self.cwd)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

@@ -238,6 +238,10 @@ fn bench_sandbox_overhead() {
     for d in acp::config::DEFAULT_DENY_READ {
         policy.extend(["--hide".into(), d.replacen('~', &home.display().to_string(), 1)]);
     }
+    // As the agent runs it: the workspace's sockets reachable (the host's hidden), the process
+    // limit (a cgroup per command, made and removed around it, where the machine allows one).
+    policy.extend(["--sockets-in".into(), ws.path().display().to_string()]);
+    policy.extend(["--max-procs".into(), acp::sandbox::pids::DEFAULT_MAX.to_string()]);
     let with_network = {
         let mut p = policy.clone();
         p.insert(1, "--network".into());
@@ -247,8 +251,15 @@ fn bench_sandbox_overhead() {
     let bash = ["--", "/bin/bash", "-c", "true"];
     let run = |args: &[String]| {
         let t = Instant::now();
-        let status = Command::new(env!("CARGO_BIN_EXE_acp-sandbox")).args(&args[1..]).args(bash).status().unwrap();
+        let cgroup = acp::sandbox::pids::Cgroup::new(acp::sandbox::pids::DEFAULT_MAX);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_acp-sandbox"));
+        command.args(&args[1..]);
+        if let Some(cgroup) = &cgroup {
+            command.arg("--cgroup").arg(&cgroup.dir);
+        }
+        let status = command.args(bash).status().unwrap();
         assert!(status.success());
+        drop(cgroup);
         t.elapsed()
     };
     let run_agent = |args: &[String]| {
@@ -272,9 +283,9 @@ fn bench_sandbox_overhead() {
         (median(direct), median(sandboxed), median(networked), median(by_agent));
     let us = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
     report("exec `true` unconfined (bash -c true)", us(direct), "median of 200");
-    report("exec `true` sandboxed, network off", us(sandboxed), "Landlock + user/PID/net namespaces");
+    report("exec `true` sandboxed, network off", us(sandboxed), "Landlock + user/PID/mount/net namespaces, own /proc");
     report("  sandbox overhead per command", us(sandboxed.saturating_sub(direct)), "target ≤ 2 ms");
-    report("exec `true` sandboxed, network on", us(networked), "Landlock + user/PID namespaces");
+    report("exec `true` sandboxed, network on", us(networked), "Landlock + user/PID/mount namespaces, own /proc");
     report("  sandbox overhead per command", us(networked.saturating_sub(direct)), "target ≤ 2 ms");
     report("exec `true` through `acp __sandbox` (fallback)", us(by_agent), "network off");
     report("  sandbox overhead per command", us(by_agent.saturating_sub(direct)), "");

@@ -605,3 +605,65 @@ fn bad_bridge_flags_are_refused_at_start() {
     let (code, _) = run(&["serve", "--gateway", "ws://127.0.0.1:1", "--session", "a", "--session-label", "b"]);
     assert_eq!(code, Some(2), "a key and a label at once");
 }
+
+#[test]
+fn events_framed_for_another_session_or_text_that_does_not_extend_the_reply_never_reach_the_editor() {
+    use tokio_tungstenite::tungstenite::{Message, accept};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // A gateway that frames events its own way: for our run, one of another session, a delta that
+    // is not an extension of the reply, then the reply.
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut ws = accept(stream).unwrap();
+        let mut send = |v: Value| ws.send(Message::Text(v.to_string().into())).unwrap();
+        send(json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 0}}));
+        let mut seq = 0;
+        loop {
+            let Ok(Message::Text(text)) = ws.read() else { break };
+            let frame: Value = serde_json::from_str(&text).unwrap();
+            let ok = |payload: Value| json!({"type": "res", "id": frame["id"], "ok": true, "payload": payload});
+            let reply = match frame["method"].as_str() {
+                Some("connect") => ok(json!({"type": "hello-ok", "protocol": 4, "policy": {"tickIntervalMs": 30000}})),
+                Some("chat.send") => {
+                    let (run, key) = (frame["params"]["idempotencyKey"].clone(), frame["params"]["sessionKey"].clone());
+                    ws.send(Message::Text(ok(json!({"runId": run, "status": "started"})).to_string().into())).unwrap();
+                    let chat = |key: &Value, text: &str, state: &str| {
+                        json!({"type": "event", "event": "chat", "payload": {"runId": run, "sessionKey": key,
+                            "state": state, "stopReason": "stop",
+                            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}})
+                    };
+                    let other = json!("agent:main:someone-else");
+                    for event in [
+                        chat(&other, "FOREIGN text of another session", "delta"),
+                        json!({"type": "event", "event": "agent", "payload": {"runId": run, "sessionKey": other,
+                            "stream": "tool", "data": {"phase": "start", "toolCallId": "t-foreign", "name": "exec",
+                            "args": {"command": "rm -rf ~"}}}}),
+                        chat(&key, "Hello", "delta"),
+                        chat(&key, "Hxxxx, FOREIGN", "delta"),
+                        chat(&key, "Hello world", "delta"),
+                        chat(&key, "Hello world.", "final"),
+                    ] {
+                        seq += 1;
+                        let mut event = event;
+                        event["seq"] = json!(seq);
+                        ws.send(Message::Text(event.to_string().into())).unwrap();
+                    }
+                    continue;
+                }
+                _ => ok(json!({})),
+            };
+            ws.send(Message::Text(reply.to_string().into())).unwrap();
+        }
+    });
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut editor = Agent::spawn(Options::default().args(&["serve", "--gateway", &url, "--token", TOKEN]));
+    editor.initialize();
+    let cwd = editor.home.path().to_path_buf();
+    let id = new_session(&mut editor, &cwd, json!({}));
+    let (updates, response) = editor.prompt(&id, "hello?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}\n{}", editor.stderr());
+    assert_eq!(text_of(&updates, "agent_message_chunk"), "Hello world.", "{updates:#?}");
+    let shown = serde_json::to_string(&updates).unwrap();
+    assert!(!shown.contains("FOREIGN") && !shown.contains("t-foreign"), "{shown}");
+}

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::agent::{Agent, Options};
 use crate::support::mock_model::{MockModel, Reply};
 use crate::support::script::{calls, result_for, text};
-use crate::support::{options_for, workspace};
+use crate::support::{is_alive, options_for, running, unique_sleep, workspace};
 
 const API: &str = "anthropic";
 
@@ -186,12 +186,15 @@ fn a_setsid_daemon_dies_with_its_command_on_timeout_cancel_and_exit() {
     let machine = Machine::new();
     let ws = workspace("calc");
     let mock = MockModel::start();
-    // Each daemon writes its pid as this process sees it, then sleeps.
-    let daemon = |name: &str| {
-        format!(
-            "setsid sh -c 'read -r me _ < /proc/self/stat; echo $me > {name}.pid; exec sleep 300' > /dev/null 2>&1 &"
-        )
+    // Each daemon says it started, then sleeps for a time no other process here sleeps for: the
+    // command sees only its own PID namespace (a /proc of its own), so the daemon is found on
+    // this side by that command line.
+    let marker = |name: &str| {
+        let n = ["exit", "timeout", "cancel"].iter().position(|x| *x == name).unwrap() as u32;
+        unique_sleep(n)
     };
+    let daemon =
+        |name: &str| format!("setsid sh -c 'echo started > {name}.pid; exec {}' > /dev/null 2>&1 &", marker(name));
     let wait_for = |name: &str| format!("while [ ! -s {name}.pid ]; do sleep 0.01; done");
     mock.push(calls(
         API,
@@ -222,13 +225,17 @@ fn a_setsid_daemon_dies_with_its_command_on_timeout_cancel_and_exit() {
         assert!(Instant::now() < deadline, "the command did not start\n{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(10));
     }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(&marker("cancel")).is_none() {
+        assert!(Instant::now() < deadline, "the cancel daemon is not seen running (the check would see nothing)");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     agent.notify("session/cancel", json!({"sessionId": session}));
     let (_, response) = agent.until_response(id);
     assert_eq!(response["result"]["stopReason"], "cancelled");
     for name in ["exit", "timeout", "cancel"] {
-        let pid = std::fs::read_to_string(ws.path().join(format!("{name}.pid"))).unwrap().trim().to_owned();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while is_alive(&pid) {
+        while let Some(pid) = running(&marker(name)) {
             assert!(Instant::now() < deadline, "the {name} daemon ({pid}) outlived its command");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -273,11 +280,6 @@ fn landlock_alone_still_confines_files_and_tcp_and_ends_what_a_command_left() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-}
-
-fn is_alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_none_or(|st| st != "Z"))
 }
 
 #[test]
@@ -531,4 +533,170 @@ impl Machine {
         let session = agent.new_session_in(cwd, json!({"_meta": {"mode": "ask"}}));
         (agent, session)
     }
+}
+
+/// A process of the test's, killed when dropped (also when the test fails).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Unix socket server (a small Python program) at `path` answering each connection with a line.
+fn socket_server(path: &Path) -> Killed {
+    let code = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\n\
+                while True:\n    c,_=s.accept()\n    c.sendall(b'answered\\n')\n    c.close()\n";
+    let child = Killed(std::process::Command::new("python3").args(["-c", code]).arg(path).spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "the socket server did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// A command (Python) that connects to the Unix socket at `path` and prints what it got.
+fn connect_to(path: &Path) -> String {
+    format!(
+        "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(s.recv(64))' 2>&1 | tail -1",
+        path.display()
+    )
+}
+
+#[test]
+fn a_command_reaches_no_socket_and_no_secret_of_the_host_but_its_workspace_sockets() {
+    let machine = Machine::new();
+    let ws = workspace("calc");
+    let outside = tempfile::tempdir().unwrap();
+    // A real ssh-agent and a real tmux server of the user's, on sockets outside the workspace,
+    // and a socket server of the workspace's own.
+    let agent_sock = outside.path().join("agent.sock");
+    let _ssh_agent = Killed(
+        std::process::Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&agent_sock)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let tmux_sock = outside.path().join("tmux.sock");
+    let tmux =
+        |args: &[&str]| std::process::Command::new("tmux").arg("-S").arg(&tmux_sock).args(args).output().unwrap();
+    assert!(tmux(&["new-session", "-d", "-s", "user", "sleep 600"]).status.success(), "tmux started");
+    /// The user's tmux server, ended with the test.
+    struct Tmux(PathBuf);
+    impl Drop for Tmux {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux").arg("-S").arg(&self.0).arg("kill-server").output();
+        }
+    }
+    let _tmux_server = Tmux(tmux_sock.clone());
+    let _own = socket_server(&ws.path().join("own.sock"));
+    let _host = socket_server(&outside.path().join("host.sock"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !agent_sock.exists() {
+        assert!(Instant::now() < deadline, "ssh-agent did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A process whose command line holds a secret (as `acp gateway --token …` does).
+    let _holder = Killed(
+        std::process::Command::new("sh").args(["-c", "sleep 600", "token-on-a-command-line-x7q"]).spawn().unwrap(),
+    );
+    let leak = ws.path().join("leaked-config.txt");
+    let escape = format!(
+        "tmux -S {} run-shell 'cat {} > {}' 2>&1",
+        tmux_sock.display(),
+        machine.acp_home.join("config.toml").display(),
+        leak.display()
+    );
+    let mock = MockModel::start();
+    mock.push(calls(
+        API,
+        &[
+            ("env", "exec", json!({"command": "env"})),
+            (
+                "ssh",
+                "exec",
+                json!({"command": format!("SSH_AUTH_SOCK={} ssh-add -l 2>&1; ssh-add -l 2>&1", agent_sock.display())}),
+            ),
+            ("tmux", "exec", json!({"command": escape})),
+            ("host", "exec", json!({"command": connect_to(&outside.path().join("host.sock"))})),
+            ("own", "exec", json!({"command": connect_to(&ws.path().join("own.sock"))})),
+            (
+                "proc",
+                "exec",
+                json!({"command": "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'"}),
+            ),
+        ],
+    ));
+    mock.push(text(API, "done"));
+    let options = machine
+        .options(&mock, "")
+        .env("ACP_GATEWAY_TOKEN", "gw-token-secret-1")
+        .env("GITHUB_TOKEN", "ghp_secret_2")
+        .env("TELEGRAM_BOT_TOKEN", "123:tg-secret-3")
+        .env("DEPLOY_PASSWORD", "hunter4")
+        .env("SSH_AUTH_SOCK", &agent_sock.display().to_string())
+        .env("TMUX", &format!("{},1,0", tmux_sock.display()))
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus")
+        .env("XDG_RUNTIME_DIR", "/run/user/0")
+        .env("PLAIN_SETTING", "kept");
+    let mut agent = Agent::spawn(options);
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    let (_, response) = agent.prompt_answering(&session, "go", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let [env, ssh, tmux_out, host_out, own_out, proc_out]: [String; 6] =
+        results(&mock, &["env", "ssh", "tmux", "host", "own", "proc"]).try_into().unwrap();
+    for secret in [
+        "gw-token-secret-1",
+        "ghp_secret_2",
+        "tg-secret-3",
+        "hunter4",
+        "test-key",
+        "agent.sock",
+        "tmux.sock",
+        "/run/user/0",
+    ] {
+        assert!(!env.contains(secret), "{secret} reached the command:\n{env}");
+    }
+    assert!(env.contains("PLAIN_SETTING=kept"), "{env}");
+    assert!(!ssh.contains("The agent has no identities") && !ssh.contains("SHA256"), "ssh-agent reached: {ssh}");
+    assert!(!leak.exists(), "tmux ran a command outside the sandbox: {tmux_out}");
+    assert!(
+        tmux_out.contains("error connecting") || tmux_out.contains("refused") || tmux_out.contains("no server"),
+        "{tmux_out}"
+    );
+    assert!(!host_out.contains("answered"), "a host socket answered: {host_out}");
+    assert!(own_out.contains("answered"), "the workspace's own socket works: {own_out}");
+    assert!(!proc_out.contains("token-on-a-command-line-x7q"), "other processes' command lines: {proc_out}");
+    assert!(tmux(&["has-session", "-t", "user"]).status.success(), "the user's tmux is untouched");
+}
+
+#[test]
+fn a_command_cannot_start_more_processes_than_its_limit() {
+    let machine = Machine::new();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    // Python, which reports a refused fork at once (a shell retries for seconds).
+    let fork_bomb = "python3 -c 'import os,time\nn=0\nfor i in range(300):\n  try:\n    pid=os.fork()\n  \
+                     except OSError as e:\n    print(\"fork refused:\", e)\n    break\n  if pid==0:\n    \
+                     time.sleep(30)\n    os._exit(0)\n  n+=1\nprint(\"running:\", n)'";
+    mock.push(calls(API, &[("many", "exec", json!({"command": fork_bomb}))]));
+    mock.push(text(API, "done"));
+    let (mut agent, session) = machine.start(&mock, "[sandbox]\nmax_processes = 64\n", ws.path(), "auto");
+    let (_, response) = agent.prompt_answering(&session, "go", no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    let out = results(&mock, &["many"]).remove(0);
+    let running: usize = out
+        .split("running: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(out.contains("fork refused") && running < 64, "300 processes started: {out}");
 }

@@ -584,3 +584,52 @@ fn a_child_cancelled_while_it_waits_for_the_lane_never_starts() {
         .count();
     assert_eq!(started, 0, "the waiting child never reached the model");
 }
+
+#[test]
+fn one_reply_spawning_many_children_that_loop_is_held_to_the_turns_limits() {
+    let mock = MockModel::start();
+    let config = "[subagents]\nmax_children_per_turn = 2\nmax_requests_per_turn = 3\n";
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).config(config));
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({"_meta": {"mode": "auto"}}));
+    let spawns: Vec<(String, String, Value)> = (1..=4)
+        .map(|n| {
+            (format!("s{n}"), "sessions_spawn".to_owned(), json!({"task": format!("LOOP-{n}: list files forever")}))
+        })
+        .collect();
+    let spawns: Vec<(&str, &str, Value)> = spawns.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone())).collect();
+    mock.push(parent(calls("anthropic", &spawns)));
+    mock.push(parent(text("anthropic", "Spawned what I could.")));
+    // Every child reply asks for another tool call: children that never stop on their own.
+    for n in 0..12 {
+        mock.push(child("LOOP-", calls("anthropic", &[(&format!("l{n}"), "ls", json!({}))])));
+    }
+    for _ in 0..4 {
+        mock.push(parent(text("anthropic", "Noted.")).when("Subagent announcement"));
+    }
+    let (_, response) = agent.prompt_answering(&session, "do it all at once", |m| panic!("asked: {m}"));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    for refused in ["s3", "s4"] {
+        let said = told(&mock, refused);
+        assert!(said.contains("the most one turn may"), "{refused}: {said}");
+    }
+    // Both children end (announced) once their shared budget is spent.
+    let announced = |mock: &MockModel| {
+        mock.requests().iter().filter(|r| r.body.to_string().contains("Subagent announcement")).count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while announced(&mock) < 2 {
+        assert!(std::time::Instant::now() < deadline, "the children did not end\n{}", agent.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let by_children = mock
+        .requests()
+        .iter()
+        .filter(|r| {
+            let body = r.body.to_string();
+            body.contains("LOOP-") && !body.contains(PARENT)
+        })
+        .count();
+    assert_eq!(by_children, 3, "the children's requests, together");
+}

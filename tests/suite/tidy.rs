@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("tools", &["config", "settings", "files", "http", "sandbox", "sync"]),
     ("stream", &["tools"]),
     ("providers", &["config", "settings", "http", "tools"]),
-    ("mcp", &["config", "settings", "http", "tools", "providers", "sync"]),
+    ("mcp", &["config", "settings", "http", "sandbox", "tools", "providers", "sync"]),
     ("history", &["providers", "settings", "stream", "tools"]),
     ("store", &["history", "providers", "settings", "stream", "tools", "sync"]),
     (

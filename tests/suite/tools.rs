@@ -4,7 +4,6 @@
 //! workspace escapes, patches that do not apply, broken arguments, cancellation mid-command,
 //! output size on the wire, and the turn limit.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
@@ -297,14 +296,18 @@ fn cancelling_a_command_kills_its_whole_process_group() {
     let ws = workspace("calc");
     let mock = MockModel::start();
     let api = "anthropic";
-    // The pids as this process sees them (the command may run in a PID namespace of its own).
-    let command = "read -r me _ < /proc/self/stat; echo $me > shell.pid; \
-                   sh -c 'read -r me _ < /proc/self/stat; echo $me > child.pid; exec sleep 300' & echo started; wait";
+    // Found by their command lines (the command runs in a PID namespace of its own, with a /proc
+    // of its own, so it cannot say its pids as this side numbers them).
+    let (shell_line, child_line) = (crate::support::unique_sleep(0), crate::support::unique_sleep(1));
+    let command = format!(
+        "sh -c 'echo started > child.pid; exec {child_line}' & while [ ! -s child.pid ]; do sleep 0.01; done; \
+         echo started; exec {shell_line}"
+    );
     mock.push(calls(api, &[("x", "exec", json!({"command": command}))]));
     let (mut agent, session) = agent_in(api, &mock, ws.path(), "auto");
     let id = agent
         .send_request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "run"}]}));
-    // Wait until the command is running and has written its pids.
+    // Wait until the command is running.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ws.path().join("child.pid").exists()
         || std::fs::read_to_string(ws.path().join("child.pid")).unwrap().trim().is_empty()
@@ -312,9 +315,11 @@ fn cancelling_a_command_kills_its_whole_process_group() {
         assert!(Instant::now() < deadline, "the command did not start\n{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(10));
     }
-    let pid = |f: &str| std::fs::read_to_string(ws.path().join(f)).unwrap().trim().to_owned();
-    let (shell, child) = (pid("shell.pid"), pid("child.pid"));
-    assert!(Path::new(&format!("/proc/{child}")).exists());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while crate::support::running(&shell_line).is_none() || crate::support::running(&child_line).is_none() {
+        assert!(Instant::now() < deadline, "the command's processes are not seen running");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     agent.notify("session/cancel", json!({"sessionId": session}));
     let (msgs, response) = agent.until_response(id);
     // The model's reply was whole before the command ran: its tokens are counted.
@@ -336,20 +341,15 @@ fn cancelling_a_command_kills_its_whole_process_group() {
         ]
     );
     let deadline = Instant::now() + Duration::from_secs(5);
-    for p in [&shell, &child] {
-        while is_alive(p) {
-            assert!(Instant::now() < deadline, "process {p} survived the cancel");
+    for line in [&shell_line, &child_line] {
+        while let Some(pid) = crate::support::running(line) {
+            assert!(Instant::now() < deadline, "process {pid} ({line}) survived the cancel");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
 
 /// Alive and not a zombie.
-fn is_alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
-}
-
 fn wire_bytes_of(msgs: &[Value], id: &str) -> usize {
     msgs.iter()
         .filter(|m| m["method"] == "session/update" && m["params"]["update"]["toolCallId"] == id)

@@ -118,3 +118,25 @@ pub fn answer_with<'a>(
         serde_json::json!({"outcome": {"outcome": "selected", "optionId": option["optionId"]}})
     }
 }
+
+/// Whether process `pid` (as this side of any PID namespace numbers it) is alive (not a zombie).
+pub fn is_alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_none_or(|st| st != "Z"))
+}
+
+/// A live process whose command line is `command`, found on this side of any PID namespace (a
+/// sandboxed command sees a `/proc` of its own namespace, so it cannot say its pid here).
+pub fn running(command: &str) -> Option<String> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid = entry.file_name().into_string().ok()?;
+        let line = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        (line.trim() == command && is_alive(&pid)).then_some(pid)
+    })
+}
+
+/// A `sleep` command line no other process here has: `n` tells a test's processes apart.
+pub fn unique_sleep(n: u32) -> String {
+    format!("sleep {}", 100_000 + (std::process::id() % 10_000) * 8 + n)
+}

@@ -22,25 +22,28 @@ use super::{Bridge, CONNECT_WAIT, RunEnd};
 use crate::sync::lock;
 
 /// The part of `now` (a cumulative text) after `sent`, which becomes `now`; `None` when nothing
-/// is new. Text the gateway rewrote (not an extension of what was sent) cannot be taken back: it
-/// is sent from where it first differs only if that is past what was sent.
+/// is new. A text that does not extend what was sent (a gateway that rewrote it, or framed
+/// another reply's text as ours) sends nothing: text already shown cannot be taken back, and a
+/// cut by length would show text that is not the reply's. What extends it later is sent.
 pub(super) fn new_suffix(sent: &mut String, now: &str) -> Option<String> {
     if now.len() <= sent.len() {
         return None;
     }
-    let start = if now.starts_with(sent.as_str()) {
-        sent.len()
-    } else {
-        tracing::debug!("the gateway rewrote a reply's text; sending what follows it");
-        let mut at = sent.len();
-        while !now.is_char_boundary(at) {
-            at += 1;
-        }
-        at
-    };
-    let suffix = now[start..].to_owned();
+    if !now.starts_with(sent.as_str()) {
+        tracing::warn!("the gateway sent a reply's text that does not extend what was shown; not shown");
+        return None;
+    }
+    let suffix = now[sent.len()..].to_owned();
     *sent = now.to_owned();
-    (!suffix.is_empty()).then_some(suffix)
+    Some(suffix)
+}
+
+/// Whether an event of run `run` is framed for the session that run belongs to: its
+/// `sessionKey` is the run's, in either spelling (`x` or `agent:main:x`).
+fn same_session(payload: &Value, key: &str) -> bool {
+    payload["sessionKey"]
+        .as_str()
+        .is_some_and(|k| acp_protocol::gateway::canonical_key(k) == acp_protocol::gateway::canonical_key(key))
 }
 
 /// The text blocks of a chat message, joined (and its thinking blocks, joined).
@@ -91,6 +94,10 @@ impl Bridge {
         let (session, new_thought, new_text) = {
             let mut runs = lock(&self.runs);
             let Some(run) = runs.get_mut(run_id) else { return };
+            if !same_session(payload, &run.key) {
+                tracing::warn!(run = run_id, "a chat event of our run framed for another session; ignored");
+                return;
+            }
             let thought = new_suffix(&mut run.thought, &thinking);
             let text = new_suffix(&mut run.sent, &text);
             (run.session_id.clone(), thought, text)
@@ -118,6 +125,11 @@ impl Bridge {
     /// An `agent` event: tool calls and usage of one of our runs.
     pub(super) fn on_agent(&self, payload: &Value) {
         let Some(run_id) = payload["runId"].as_str() else { return };
+        let framed = lock(&self.runs).get(run_id).map(|run| same_session(payload, &run.key));
+        if framed == Some(false) {
+            tracing::warn!(run = run_id, "an agent event of our run framed for another session; ignored");
+            return;
+        }
         let data = &payload["data"];
         match payload["stream"].as_str() {
             Some("tool") => self.on_tool(run_id, data),
@@ -190,6 +202,7 @@ impl Bridge {
         let ours = {
             let runs = lock(&self.runs);
             runs.get(run)
+                .filter(|r| same_session(request, &r.key))
                 .or_else(|| runs.values().find(|r| r.started && r.key == key))
                 .map(|r| (r.session_id.clone(), r.cwd.clone()))
         };
@@ -341,7 +354,9 @@ mod tests {
         assert_eq!(new_suffix(&mut sent, "Hel"), None, "a shorter (stale) snapshot adds nothing");
         assert_eq!(new_suffix(&mut sent, "Hello, world."), Some(", world.".into()), "the tail the final carries");
         let mut sent = "héllo".to_owned();
-        assert_eq!(new_suffix(&mut sent, "hèllo there"), Some(" there".into()), "a rewrite: what follows it");
+        assert_eq!(new_suffix(&mut sent, "FOREIGN text, longer"), None, "not an extension: nothing shown");
+        assert_eq!(sent, "héllo", "and what was shown stays what is extended");
+        assert_eq!(new_suffix(&mut sent, "héllo there"), Some(" there".into()));
     }
 
     #[test]
