@@ -25,6 +25,8 @@ pub type Socket = WebSocketStream<Metered<TokioIo<hyper::upgrade::Upgraded>>>;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bytes a client may send before it has authenticated (its `connect` is a few hundred).
 pub const PRE_AUTH_BYTES: usize = 64 << 10;
+/// Requests of one connection being answered at once; past it, a request is refused at once.
+pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Who is on the other end of a WebSocket, as its HTTP request told.
 pub struct Peer {
@@ -92,6 +94,22 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Metered<S> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// One request being answered, counted until it is dropped (answered, or its task ended).
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn count(counter: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -217,6 +235,7 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
     conn.event("health", &gw.health(), false, Some(&gw.state_version()));
     gw.joined(&conn, &client, peer);
     let mut too_big_close = false;
+    let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let message = tokio::select! {
             () = conn.dropped_out.cancelled() => break,
@@ -249,8 +268,25 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
             conn.send(&Frame::err(&request.id, ErrorShape::invalid("connect is only valid as the first request")));
             continue;
         }
+        // What one client can make the gateway hold is capped: requests waiting on runs
+        // (`agent`, `agent.wait`) included.
+        if in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
+            let mut error = ErrorShape::new(
+                gateway::code::UNAVAILABLE,
+                format!(
+                    "{MAX_IN_FLIGHT} requests of this connection are being answered already; wait for their answers"
+                ),
+            );
+            error.retryable = Some(true);
+            conn.send(&Frame::err(&request.id, error));
+            continue;
+        }
+        let counted = InFlight::count(&in_flight);
         let (gw, conn, client) = (gw.clone(), conn.clone(), client.clone());
-        tokio::spawn(async move { super::methods::call(&gw, &conn, &client, request).await });
+        tokio::spawn(async move {
+            super::methods::call(&gw, &conn, &client, request).await;
+            drop(counted);
+        });
     }
     ticker.abort();
     gw.hub.remove(conn.id);

@@ -250,3 +250,37 @@ fn idle_sessions_are_closed_and_their_memory_given_back() {
     let history = client.request("chat.history", json!({"sessionKey": "big-0"}));
     assert_eq!(history["payload"]["messages"].as_array().unwrap().len(), 4, "{}", history.to_string().len());
 }
+
+#[test]
+fn a_client_holds_at_most_256_requests_in_flight() {
+    let mock = MockModel::start();
+    mock.push(stalled("Going: "));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut client = gw.client(&["operator.admin"]);
+    assert_eq!(send(&mut client, "long", "go on", "w0")["payload"]["status"], "started");
+    client.until_event(|e| e["event"] == "chat" && e["payload"]["state"] == "delta");
+    // Waits on the run that never ends: each holds a request open.
+    let ids: Vec<String> =
+        (0..300).map(|_| client.send_request("agent.wait", json!({"runId": "w0", "timeoutMs": 600_000}))).collect();
+    let mut refused = 0;
+    while refused < 300 - 256 {
+        let frame = client.recv();
+        if frame["type"] == "res" && ids.iter().any(|id| *id == frame["id"]) {
+            assert_eq!(frame["error"]["code"], "UNAVAILABLE", "{frame}");
+            assert!(frame["error"]["message"].as_str().unwrap().contains("256 requests"), "{frame}");
+            refused += 1;
+        }
+    }
+    // The run ends: the waits are answered, and the connection takes requests again.
+    let mut other = gw.client(&["operator.admin"]);
+    other.request("chat.abort", json!({"sessionKey": "long"}));
+    let mut answered = 0;
+    while answered < 256 {
+        let frame = client.recv();
+        if frame["type"] == "res" {
+            assert_eq!(frame["payload"]["status"], "aborted", "{frame}");
+            answered += 1;
+        }
+    }
+    assert_eq!(client.request("health", json!({}))["ok"], true);
+}
