@@ -84,10 +84,10 @@ pub fn same_origin(origin: &str, host: Option<&str>) -> bool {
 }
 
 /// The token browsers present to a gateway that has no shared token: made once, kept in
-/// `$ACP_HOME/gateway.token` (readable by its owner only), so a restart keeps the web chat logged
+/// `$ACP_HOME/webchat.token` (readable by its owner only), so a restart keeps the web chat logged
 /// in; the URL printed at start carries it.
 pub fn browser_token(home: &Path) -> Result<String, String> {
-    let path = home.join("gateway.token");
+    let path = home.join("webchat.token");
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Some(token) = text.lines().next().map(str::trim).filter(|t| t.len() >= MIN_TOKEN_CHARS)
     {
@@ -130,7 +130,7 @@ pub struct ConnLimits {
 
 impl Default for ConnLimits {
     fn default() -> Self {
-        Self { total: 4096, unauthenticated: 256 }
+        Self { total: 4096, unauthenticated: 1024 }
     }
 }
 
@@ -236,7 +236,7 @@ mod tests {
         let first = browser_token(home.path()).unwrap();
         assert_eq!(browser_token(home.path()).unwrap(), first);
         let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(home.path().join("gateway.token")).unwrap().permissions(),
+            &std::fs::metadata(home.path().join("webchat.token")).unwrap().permissions(),
         );
         assert_eq!(mode & 0o777, 0o600);
     }

@@ -158,7 +158,7 @@ pub async fn connect(
             let hint = if gw.token.is_some() {
                 "use this gateway's token: --token-file, ACP_GATEWAY_TOKEN or [gateway] token"
             } else {
-                "open the web chat with the link acp gateway printed, or see $ACP_HOME/gateway.token"
+                "open the web chat with the link acp gateway printed, or see $ACP_HOME/webchat.token"
             };
             let error = ErrorShape::invalid(format!("unauthorized: gateway token mismatch ({hint})"))
                 .with_details(json!({"code": "AUTH_TOKEN_MISMATCH", "authReason": "token_mismatch",

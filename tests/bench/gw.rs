@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::mock_model::MockModel;
 
-pub const TOKEN: &str = "bench-token";
+pub const TOKEN: &str = "bench-token-0123456789";
 
 pub struct Gw {
     pub child: Child,
@@ -33,9 +33,10 @@ pub fn start_with(mock: &MockModel, config: &str) -> Gw {
     std::fs::write(home.path().join("config.toml"), config).unwrap();
     let t = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_acp"))
-        .args(["gateway", "--listen", "127.0.0.1:0", "--token", TOKEN, "--workspace"])
+        .args(["gateway", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(home.path())
         .env_clear()
+        .env("ACP_GATEWAY_TOKEN", TOKEN)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("ACP_HOME", home.path())
         .env("ANTHROPIC_API_KEY", "bench")

@@ -79,7 +79,7 @@ fn a_page_whose_name_points_at_loopback_is_refused_and_browsers_need_the_token()
     // With the token the printed link carries (also kept, owner-only, in $ACP_HOME).
     let token = gw.web.split("#token=").nth(1).unwrap_or_else(|| panic!("no token in the link: {}", gw.web));
     assert!(token.len() >= 32, "{token}");
-    let kept = std::fs::read_to_string(gw.home.path().join("gateway.token")).unwrap();
+    let kept = std::fs::read_to_string(gw.home.path().join("webchat.token")).unwrap();
     assert_eq!(kept.trim(), token);
     let (mut browser, _) = socket_as(port, &own, Some(&format!("http://{own}"))).unwrap();
     let hello = browser.request("connect", connect_params(Some(token), &["operator.read", "operator.write"]));

@@ -74,3 +74,32 @@ fn the_web_chat_in_chromium() {
     assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "a screenshot at {}", shot.display());
     println!("web chat screenshot: {}", shot.display());
 }
+
+#[test]
+fn the_printed_link_logs_the_web_chat_in_and_a_rebinding_page_gets_nothing() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webchat");
+    assert!(
+        dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is not installed: run tests/run (it installs it and Chromium)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let mock = MockModel::start();
+    let gw = Gateway::start_without_token(&mock.base(), &[]);
+    assert!(gw.web.contains("/#token="), "the link carries the browsers' token: {}", gw.web);
+    let out = Command::new("node")
+        .arg(dir.join("link.mjs"))
+        .arg(&gw.web)
+        .arg(gw.port.to_string())
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("REPORT "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .unwrap_or_else(|| panic!("no report\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["failures"], serde_json::json!([]), "{report:#}\ngateway:\n{}", gw.stderr());
+    assert_eq!(report["steps"].as_array().unwrap().len(), 6, "{report:#}");
+    assert!(gw.stderr().contains("request for another host refused"), "the page's requests reached the gateway");
+}
