@@ -106,7 +106,7 @@ struct ClientArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// The prompt; `-` reads it from stdin.
-    prompt: String,
+    prompt: Option<String>,
     /// Print every session/update and then the result as NDJSON instead of the reply's text.
     #[arg(long)]
     json: bool,
@@ -160,12 +160,18 @@ fn main() -> ExitCode {
     // tree (the largest start-up work of the binary's own) is not built.
     if first.as_ref().is_some_and(|a| a == "run") {
         let cli = RunCli::parse_from(std::iter::once("acp run".into()).chain(args));
-        init_tracing(cli.verbose);
+        init_tracing(cli.verbose, Quiet::Yes);
         return run(cli.args, cli.verbose);
     }
     let plain_serve = first.as_ref().is_none_or(|a| a == "serve") && args.next().is_none();
     let cli = if plain_serve { Cli::default() } else { Cli::parse() };
-    init_tracing(cli.verbose);
+    // Servers log warnings (an editor's log, a service's journal); commands a person types say
+    // what went wrong in their own words, and log only errors unless asked (`--verbose`).
+    let quiet = match &cli.command {
+        None | Some(Command::Serve(_) | Command::Gateway(_)) => Quiet::No,
+        Some(_) => Quiet::Yes,
+    };
+    init_tracing(cli.verbose, quiet);
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
@@ -230,14 +236,22 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
         let _ = writeln!(std::io::stderr(), "acp run: {message}");
         ExitCode::from(exit::USAGE)
     };
-    let prompt = if args.prompt == "-" {
+    let Some(prompt) = args.prompt else {
+        let hint = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            "give it as an argument (`acp run \"…\"`), or `-` to read it from stdin"
+        } else {
+            "give it as an argument, or `-` to read it from stdin (`… | acp run -`)"
+        };
+        return usage(format!("no prompt: {hint}"));
+    };
+    let prompt = if prompt == "-" {
         let mut text = String::new();
         if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
             return usage(format!("could not read the prompt from stdin: {e}"));
         }
         text
     } else {
-        args.prompt
+        prompt
     };
     if prompt.trim().is_empty() {
         return usage("the prompt is empty".into());
@@ -251,6 +265,9 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
     };
     let allow: Vec<String> =
         args.allow.iter().map(|a| if a.eq_ignore_ascii_case("all") { "*".into() } else { a.clone() }).collect();
+    if let Err(e) = check_allowed(&allow) {
+        return usage(e);
+    }
     let options = RunOptions {
         prompt,
         cwd,
@@ -265,8 +282,39 @@ fn run(args: RunArgs, verbose: bool) -> ExitCode {
     ExitCode::from(acp::cli::run::run(&options, Config::load(), verbose))
 }
 
-fn init_tracing(verbose: bool) {
-    let default = if verbose { "acp=debug,info" } else { "warn" };
+#[derive(Clone, Copy, PartialEq)]
+enum Quiet {
+    Yes,
+    No,
+}
+
+/// Every `--allow` pattern names something that can ask: a tool, a kind, an MCP tool, or a glob.
+fn check_allowed(patterns: &[String]) -> Result<(), String> {
+    use acp::tools::{TOOL_KINDS, TOOL_NAMES};
+    for pattern in patterns.iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let lower = pattern.to_ascii_lowercase();
+        let known = lower.contains('*')
+            || lower.starts_with("mcp__")
+            || TOOL_NAMES.contains(&lower.as_str())
+            || TOOL_KINDS.contains(&lower.as_str());
+        if !known {
+            return Err(format!(
+                "--allow {pattern}: no tool or kind of that name. Tools: {}; kinds: {}; MCP tools: \
+                 mcp__SERVER__TOOL; `*` matches any run of characters; `all` allows everything",
+                TOOL_NAMES.join(", "),
+                TOOL_KINDS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn init_tracing(verbose: bool, quiet: Quiet) {
+    let default = match (verbose, quiet) {
+        (true, _) => "acp=debug,info",
+        (false, Quiet::No) => "warn",
+        (false, Quiet::Yes) => "acp=error",
+    };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)

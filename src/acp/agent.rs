@@ -167,17 +167,20 @@ impl Agent {
             None => config.default_model_ref(),
         };
         let model = model.map_err(|e| {
-            // A broken file is said as such (still -32000: once it is fixed, the `config-file`
-            // method reloads it).
+            // A model named wrongly is said as such; a broken file too (still -32000: once it is
+            // fixed, the `config-file` method reloads it).
+            if !e.setup {
+                return ErrorObject::invalid_params(e.message);
+            }
             let message =
-                if config.load_error.is_some() { e.to_string() } else { format!("authentication required: {e}") };
+                if config.load_error.is_some() { e.message } else { format!("authentication required: {}", e.message) };
             ErrorObject::new(code::AUTH_REQUIRED, message)
                 .with_data(json!({ "configPath": config.config_path(), "authMethods": [AUTH_ANTHROPIC, AUTH_OPENAI, AUTH_CONFIG] }))
         })?;
         let mode = match meta::read_string(meta, meta::MODE) {
             Some(id) => Mode::parse(id)
                 .ok_or_else(|| ErrorObject::invalid_params(format!("`_meta.mode`: unknown mode `{id}`")))?,
-            None => Mode::default(),
+            None => config.default_mode,
         };
         let reasoning = match meta::read_string(meta, meta::THINKING) {
             Some(level) => options::parse_thought_level(level).ok_or_else(|| {
@@ -334,8 +337,11 @@ impl Agent {
         let config = self.runtime.config();
         let op = match req.config_id.0.as_ref() {
             options::MODEL_OPTION => {
-                let (model, _) =
-                    config.resolve_model(value).map_err(|e| ErrorObject::invalid_params(format!("`value`: {e}")))?;
+                let (model, _) = config.resolve_model(value).map_err(|e| match e.setup {
+                    // The provider is there but has no key: setting up is what helps.
+                    true => ErrorObject::new(code::AUTH_REQUIRED, e.message),
+                    false => ErrorObject::invalid_params(format!("`value`: {e}")),
+                })?;
                 Op::SetModel(model)
             }
             options::MODE_OPTION => Op::SetMode(parse_mode(value, "value")?),

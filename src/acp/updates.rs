@@ -253,6 +253,13 @@ impl EventSink for AcpSink {
             EventKind::ThoughtDelta { message_id, text } => {
                 self.update(&session, SessionUpdate::AgentThoughtChunk(chunk(text, &message_id)));
             }
+            // A message of its own, marked: clients that show notices apart (`acp run`, `acp
+            // client`) can; the others show a paragraph of text.
+            EventKind::Notice(text) => {
+                let message_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+                let notice = chunk(format!("{text}\n\n"), &message_id).meta(meta(json!({ "notice": true })));
+                self.update(&session, SessionUpdate::AgentMessageChunk(notice));
+            }
             EventKind::Usage { used, size } => {
                 self.update(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)))
             }

@@ -64,6 +64,7 @@ fn list(config: &Config, json: bool) -> Result<ExitCode, String> {
                 "transport": describe_transport(&s.transport),
                 "startupTimeoutSec": s.startup_timeout.as_secs_f64(),
                 "toolTimeoutSec": s.tool_timeout.as_secs_f64(),
+                "unavailable": s.unavailable,
             });
             write(&mut out, line.to_string())?;
         }
@@ -73,7 +74,11 @@ fn list(config: &Config, json: bool) -> Result<ExitCode, String> {
         let width = servers.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
         write(&mut out, format!("{:width$}  SERVER", "NAME"))?;
         for s in servers {
-            write(&mut out, format!("{:width$}  {}", s.name, describe_transport(&s.transport)))?;
+            let mut line = format!("{:width$}  {}", s.name, describe_transport(&s.transport));
+            if let Some(why) = &s.unavailable {
+                line.push_str(&format!("  (not available: {why})"));
+            }
+            write(&mut out, line)?;
         }
     }
     Ok(ExitCode::SUCCESS)

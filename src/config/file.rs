@@ -9,6 +9,8 @@ use super::*;
 #[serde(deny_unknown_fields)]
 pub(super) struct FileConfig {
     pub(super) model: Option<String>,
+    /// The approval mode new sessions start in: `ask`, `code` or `auto`.
+    pub(super) mode: Option<String>,
     pub(super) reasoning: Option<String>,
     pub(super) tools: Option<ToolsConfig>,
     pub(super) max_turn_requests: Option<u32>,

@@ -20,6 +20,9 @@ pub struct McpServer {
     pub transport: McpTransport,
     pub startup_timeout: Duration,
     pub tool_timeout: Duration,
+    /// Why it cannot be reached although its section is well formed (a variable it needs is not
+    /// set): the server is listed, and its state says this, while the others work.
+    pub unavailable: Option<String>,
 }
 
 /// How to reach it. Two servers with equal transports are one server (one process, shared by the
@@ -41,6 +44,7 @@ impl McpServer {
             transport,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            unavailable: None,
         }
     }
 }
@@ -93,9 +97,12 @@ impl FileMcpServer {
             return Ok(None);
         }
         let mut headers: Vec<(String, String)> = self.headers.into_iter().collect();
+        let mut unavailable = None;
         if let Some(var) = &self.bearer_token_env_var {
-            let token = env(var).ok_or_else(|| format!("`bearer_token_env_var`: {var} is not set"))?;
-            headers.push(("Authorization".into(), format!("Bearer {token}")));
+            match env(var) {
+                Some(token) => headers.push(("Authorization".into(), format!("Bearer {token}"))),
+                None => unavailable = Some(format!("{var} is not set (its `bearer_token_env_var`)")),
+            }
         }
         let transport = match (self.command, self.url) {
             (Some(_), Some(_)) => return Err("give either `command` or `url`, not both".into()),
@@ -123,6 +130,7 @@ impl FileMcpServer {
         let mut server = McpServer::new(name, transport);
         server.startup_timeout = startup.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
         server.tool_timeout = tool.unwrap_or(DEFAULT_TOOL_TIMEOUT);
+        server.unavailable = unavailable;
         Ok(Some(server))
     }
 }

@@ -299,6 +299,10 @@ pub struct Config {
     pub home: PathBuf,
     /// `ACP_MODEL`, else `model` from the file.
     pub default_model: Option<String>,
+    /// Whether `default_model` came from `ACP_MODEL`.
+    pub default_model_from_env: bool,
+    /// The approval mode new sessions start in (`mode` in the file; `code` by default).
+    pub default_mode: crate::settings::Mode,
     /// How much new sessions ask the model to reason (`None`: the provider's default, which for
     /// Anthropic means no extended thinking).
     pub reasoning: Option<ReasoningEffort>,
@@ -373,11 +377,26 @@ pub fn expand_home(raw: &std::path::Path) -> Option<PathBuf> {
 
 /// Why no model can be used; the message says how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoModel(pub String);
+pub struct NoModel {
+    pub message: String,
+    /// Credentials or a provider are missing, or the file is broken (setting up is what helps);
+    /// otherwise the model reference itself is wrong.
+    pub setup: bool,
+}
+
+impl NoModel {
+    fn setup(message: String) -> Self {
+        Self { message, setup: true }
+    }
+
+    fn wrong(message: String) -> Self {
+        Self { message, setup: false }
+    }
+}
 
 impl std::fmt::Display for NoModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -486,6 +505,16 @@ impl Config {
             ));
             compaction = cd;
         }
+        let default_mode = match file.mode.as_deref() {
+            None => crate::settings::Mode::default(),
+            Some(id) => crate::settings::Mode::parse(id).unwrap_or_else(|| {
+                load_error.get_or_insert(format!(
+                    "{}: `mode` must be \"ask\", \"code\" or \"auto\", not \"{id}\"",
+                    home.join("config.toml").display()
+                ));
+                crate::settings::Mode::Ask
+            }),
+        };
         let reasoning = match file.reasoning.as_deref() {
             None | Some("default") => None,
             Some(level) => {
@@ -501,7 +530,9 @@ impl Config {
         };
         Self {
             home,
+            default_model_from_env: env("ACP_MODEL").is_some(),
             default_model: env("ACP_MODEL").or(file.model),
+            default_mode,
             reasoning,
             providers,
             timeouts,
@@ -550,7 +581,7 @@ impl Config {
                 match found {
                     Some(p) => ModelRef { provider: p.id.clone(), model: name.to_owned() },
                     None => {
-                        return Err(NoModel(format!(
+                        return Err(NoModel::wrong(format!(
                             "`{name}` is not a model reference: write it as provider/model, e.g. anthropic/claude-sonnet-4-5"
                         )));
                     }
@@ -559,14 +590,14 @@ impl Config {
         };
         let Some(provider) = self.provider(&parsed.provider) else {
             let known: Vec<&str> = self.providers.iter().map(|p| p.id.as_str()).collect();
-            return Err(NoModel(format!(
+            return Err(NoModel::wrong(format!(
                 "unknown provider `{}` in `{parsed}`; known providers: {}",
                 parsed.provider,
                 known.join(", ")
             )));
         };
         if let Some(reason) = provider.unusable_reason() {
-            return Err(NoModel(reason));
+            return Err(NoModel::setup(reason));
         }
         Ok((parsed, provider))
     }
@@ -574,16 +605,28 @@ impl Config {
     /// The model new sessions start with.
     pub fn default_model_ref(&self) -> Result<ModelRef, NoModel> {
         if let Some(err) = &self.load_error {
-            return Err(NoModel(format!("the configuration file is broken: {err}")));
+            return Err(NoModel::setup(format!("the configuration file is broken: {err}")));
         }
         if let Some(reference) = &self.default_model {
-            return self.resolve_model(reference).map(|(r, _)| r);
+            return self.resolve_model(reference).map(|(r, _)| r).map_err(|e| match e.setup {
+                true => e,
+                false => NoModel::wrong(format!("{}: {}", self.default_model_origin(), e.message)),
+            });
         }
         self.providers
             .iter()
             .find(|p| p.is_usable())
             .and_then(|p| p.models.first().map(|m| ModelRef { provider: p.id.clone(), model: m.id.clone() }))
-            .ok_or_else(|| NoModel(self.setup_help()))
+            .ok_or_else(|| NoModel::setup(self.setup_help()))
+    }
+
+    /// Where the default model was named: `ACP_MODEL=…` or the file's `model = …`.
+    fn default_model_origin(&self) -> String {
+        let model = self.default_model.as_deref().unwrap_or_default();
+        match self.default_model_from_env {
+            true => format!("ACP_MODEL={model}"),
+            false => format!("{}: model = \"{model}\"", self.config_path().display()),
+        }
     }
 
     /// Every model of every usable provider, as (reference, display name).
@@ -604,8 +647,8 @@ impl Config {
     /// What to do when no provider is usable.
     pub fn setup_help(&self) -> String {
         format!(
-            "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment \
-             the editor starts acp with, or add a provider to {} — for example\n\n\
+            "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in acp's environment \
+             (your shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n\
              [providers.ollama]\napi = \"openai-chat\"\nbase_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\n\
              then choose it with ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
             self.config_path().display()

@@ -239,7 +239,6 @@ fn broken_mcp_sections_say_what_is_wrong() {
         ("[mcp_servers.a]\ncommand = \"x\"\nurl = \"http://h\"", "give either `command` or `url`, not both"),
         ("[mcp_servers.a]\nurl = \"ftp://h\"", "`url` must be http:// or https://"),
         ("[mcp_servers.a]\nurl = \"http://h\"\ntransport = \"ws\"", "`transport` must be \"http\" or \"sse\""),
-        ("[mcp_servers.a]\nurl = \"http://h\"\nbearer_token_env_var = \"NOPE\"", "NOPE is not set"),
         ("[mcp_servers.\"a b\"]\ncommand = \"x\"", "may hold only letters, digits"),
         ("[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_sec = -1", "startup_timeout_sec = -1"),
         ("[mcp_servers.a]\ncommand = \"x\"\nport = 3", "unknown field `port`"),
@@ -248,6 +247,27 @@ fn broken_mcp_sections_say_what_is_wrong() {
         let err = c.load_error.unwrap_or_default();
         assert!(err.contains(want), "{section}: {err}");
     }
+}
+
+#[test]
+fn a_server_whose_token_variable_is_unset_is_unavailable_and_the_file_is_not_broken() {
+    let c = load(
+        Some(
+            "[mcp_servers.docs]\nurl = \"http://h/mcp\"\nbearer_token_env_var = \"NOPE\"\n[mcp_servers.files]\ncommand = \"x\"",
+        ),
+        &[],
+    );
+    assert_eq!(c.load_error, None);
+    let docs = c.mcp_servers.iter().find(|s| s.name == "docs").unwrap();
+    assert_eq!(docs.unavailable.as_deref(), Some("NOPE is not set (its `bearer_token_env_var`)"));
+    let files = c.mcp_servers.iter().find(|s| s.name == "files").unwrap();
+    assert_eq!(files.unavailable, None);
+    let c = load(Some("[mcp_servers.docs]\nurl = \"http://h/mcp\"\nbearer_token_env_var = \"YES\""), &[("YES", "t")]);
+    let docs = &c.mcp_servers[0];
+    assert_eq!(docs.unavailable, None);
+    assert!(
+        matches!(&docs.transport, mcp::McpTransport::Http { headers, .. } if headers == &[("Authorization".to_owned(), "Bearer t".to_owned())])
+    );
 }
 
 #[test]

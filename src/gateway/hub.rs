@@ -480,6 +480,8 @@ impl EventSink for HubSink {
         match &event.kind {
             EventKind::TextDelta { message_id, text } => hub.text(turn, message_id, text, false),
             EventKind::ThoughtDelta { message_id, text } => hub.text(turn, message_id, text, true),
+            // Not the model's words: a stream of its own, which clients that know it show apart.
+            EventKind::Notice(text) => hub.agent(turn, "notice", json!({"text": text}), false),
             EventKind::Usage { used, size } => {
                 hub.agent(turn, "usage", json!({"contextTokens": used, "contextWindow": size}), true);
             }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::hub::now_ms;
 use super::{Gateway, canonical_key, limits};
-use crate::runtime::{CreateError, Mode, Op, SessionHandle, SessionSettings};
+use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
 use crate::sync::lock;
 
 impl Gateway {
@@ -105,7 +105,7 @@ impl Gateway {
             cwd: self.workspace.clone(),
             additional_dirs: Vec::new(),
             model,
-            mode: Mode::default(),
+            mode: config.default_mode,
             reasoning: config.reasoning,
             mcp_servers: Vec::new(),
         };

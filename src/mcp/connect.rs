@@ -158,25 +158,53 @@ pub(crate) async fn connect(
                 .custom_headers(header_map(headers)?)
                 .max_json_response_size(MAX_MESSAGE_BYTES);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            let service = rmcp::serve_client(handler, transport).await.map_err(|e| match e.auth_challenge() {
-                Some(challenge) => format!(
+            let served = rmcp::serve_client(handler, transport).await;
+            let error = match served {
+                Ok(service) => return Ok(Connection { service, process: None }),
+                Err(e) => e,
+            };
+            if let Some(challenge) = error.auth_challenge() {
+                return Err(format!(
                     "the server refused the credentials (HTTP 401 or 403; it asks for `{}`): check the \
                      server's headers or its bearer token",
                     crate::tools::truncate::line(challenge, 200)
-                ),
-                None => format!("initialize failed: {}", describe(&e)),
-            })?;
-            Ok(Connection { service, process: None })
+                ));
+            }
+            // rmcp words a connection that never happened as a failed send, the cause in a debug
+            // dump: whether the server could be reached at all is found out and said instead.
+            if let Some(unreachable) = unreachable(url).await {
+                return Err(unreachable);
+            }
+            Err(format!("initialize failed: {}", describe(&error)))
         }
         McpTransport::Sse { url, headers } => {
             let client = http.await?;
             let headers: reqwest::header::HeaderMap = header_map(headers)?.into_iter().collect();
-            let transport = super::sse::SseTransport::connect(client, url, headers).await?;
+            let transport = match super::sse::SseTransport::connect(client, url, headers).await {
+                Ok(transport) => transport,
+                Err(e) => return Err(unreachable(url).await.unwrap_or(e)),
+            };
             let service = rmcp::serve_client(handler, transport)
                 .await
                 .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
             Ok(Connection { service, process: None })
         }
+    }
+}
+
+/// Why nothing answers at `url`'s host and port (refused, no such host, …), if that is so.
+async fn unreachable(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = parsed.port_or_known_default()?;
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Some(format!("could not connect to {host}:{port}: connection refused (is the server running?)"))
+        }
+        Ok(Err(e)) => Some(format!("could not connect to {host}:{port}: {e}")),
+        Err(_) => Some(format!("could not connect to {host}:{port}: no answer within 5 s")),
     }
 }
 

@@ -170,7 +170,8 @@ impl Server {
         let weak = Arc::downgrade(self);
         let stop = self.stop.clone();
         let started = Instant::now();
-        let (name, transport, cwd, hooks, http, timeout) = (
+        let (unavailable, name, transport, cwd, hooks, http, timeout) = (
+            self.config.unavailable.clone(),
             self.config.name.clone(),
             self.config.transport.clone(),
             self.cwd.clone(),
@@ -181,6 +182,9 @@ impl Server {
         tokio::spawn(async move {
             let handler = Handler { name: name.clone(), hooks };
             let connecting = async {
+                if let Some(why) = unavailable {
+                    return Err(why);
+                }
                 let connection = connect::connect(&name, &transport, &cwd, handler, http()).await?;
                 let lists = list(&connection.service.peer().clone(), &connection).await?;
                 Ok::<_, String>((connection, lists))

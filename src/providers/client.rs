@@ -317,7 +317,13 @@ fn timeout_error(what: &str, after: Duration) -> ProviderError {
 
 fn transport_error(e: &reqwest::Error) -> ProviderError {
     let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Connect };
-    ProviderError::new(kind, error_chain(e))
+    let mut error = ProviderError::new(kind, error_chain(e));
+    // Nothing listens on this machine's port: no server is coming up within the retries' few
+    // seconds, so the user hears it at once.
+    if crate::http::refused(e) && e.url().is_some_and(crate::http::is_loopback) {
+        error.should_retry = Some(false);
+    }
+    error
 }
 
 /// The first 300 characters of a body, on one line.

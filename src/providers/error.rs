@@ -163,7 +163,7 @@ impl ProviderError {
         let advice = match self.kind {
             ErrorKind::Auth => match &self.key_env {
                 Some(var) => format!(
-                    "Check the API key in {var} (it must be set in the environment the editor starts acp with), then try again."
+                    "Check the API key in {var} (it must be set in acp's environment: your shell's, or the one your editor starts acp with), then try again."
                 ),
                 None => "Check the provider's API key in ~/.acp/config.toml, then try again.".to_owned(),
             },

@@ -28,6 +28,9 @@ pub struct Event {
 pub enum EventKind {
     /// Reply text; chunks of one message share `message_id`.
     TextDelta { message_id: Arc<str>, text: String },
+    /// acp's own words to the user about the turn, not the model's (an MCP server is not
+    /// available): shown apart from the reply, never saved, never sent to the model.
+    Notice(String),
     /// Reasoning text.
     ThoughtDelta { message_id: Arc<str>, text: String },
     /// A tool call is announced (status pending, with its preview).

@@ -9,7 +9,6 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::event::{Emitter, EventKind};
-use super::turn::new_message_id;
 use super::{SessionSettings, Shared};
 use crate::mcp::prompt;
 use crate::mcp::tool::{McpTool, names};
@@ -163,10 +162,10 @@ impl McpSet {
             return;
         }
         let text = format!(
-            "MCP server `{}` is not available: {error}. Its tools are left out; `/mcp` shows its state.\n\n",
+            "MCP server `{}` is not available: {error}. Its tools are left out; `/mcp` shows its state.",
             server.name()
         );
-        events.emit(EventKind::TextDelta { message_id: new_message_id(), text });
+        events.emit(EventKind::Notice(text));
     }
 
     /// What `/mcp` shows: each server, its state, tools, prompts and resources.

@@ -152,7 +152,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
                 let reason = if cancel.is_cancelled() {
                     StopReason::Cancelled
                 } else {
-                    events.emit(EventKind::TextDelta { message_id: new_message_id(), text: why });
+                    events.emit(EventKind::Notice(why));
                     StopReason::EndTurn
                 };
                 let outcome = TurnOutcome::Stopped { reason, usage: Usage::default() };

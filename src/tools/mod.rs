@@ -326,6 +326,30 @@ pub fn prewarm() {
 }
 
 /// The built-in tools, their schemas generated once per process.
+/// Every tool name acp may offer the model besides MCP servers' (`mcp__<server>__<tool>`), for
+/// checking what a user allows or denies by name.
+pub const TOOL_NAMES: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "apply_patch",
+    "exec",
+    "grep",
+    "glob",
+    "ls",
+    "web_fetch",
+    "update_plan",
+    "message",
+    "sessions_list",
+    "sessions_history",
+    "sessions_spawn",
+    "sessions_send",
+];
+
+/// The kinds ACP gives tool calls; permissions may name them too.
+pub const TOOL_KINDS: &[&str] =
+    &["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"];
+
 fn builtin() -> &'static [Entry] {
     static TOOLS: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
     TOOLS.get_or_init(|| {

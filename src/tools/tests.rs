@@ -194,3 +194,11 @@ fn tools_defined_at_run_time_join_the_registry_by_their_schema() {
     let prepared = futures_util::FutureExt::now_or_never(tool.prepare(&args, &ctx)).expect("ready at once");
     assert_eq!(prepared.err(), Some("mcp__files__stat was given {\"path\":\"a\"}".to_owned()));
 }
+
+#[test]
+fn every_tool_offered_is_a_known_name() {
+    let registry = Registry::new(&policy::ToolPolicy::default()).with_messaging(&policy::ToolPolicy::default());
+    for spec in registry.specs() {
+        assert!(super::TOOL_NAMES.contains(&spec.name.as_str()), "{} is missing from TOOL_NAMES", spec.name);
+    }
+}

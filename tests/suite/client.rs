@@ -411,3 +411,66 @@ fn an_answered_question_leaves_one_line_and_the_diff_once() {
     pty.send("/quit\r");
     assert_eq!(pty.wait_exit(), 0);
 }
+
+/// Some terminals (serial consoles, some CI runners) report 0×0: text is laid out for 80 columns,
+/// not squeezed into the narrowest width.
+#[test]
+fn a_terminal_that_reports_no_size_gets_80_columns() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let line = "one two three four five six seven eight nine ten eleven twelve";
+    mock.push(text("anthropic", line));
+    let env = [
+        ("ACP_HOME", home.path().display().to_string()),
+        ("HOME", home.path().display().to_string()),
+        ("ANTHROPIC_API_KEY", "test-key".to_owned()),
+        ("ANTHROPIC_BASE_URL", mock.base()),
+    ];
+    let mut pty = Pty::spawn_reporting(Path::new(env!("CARGO_BIN_EXE_acp")), &["client"], &env, ws.path(), (0, 0));
+    pty.wait_for_prompt();
+    pty.send("count\r");
+    let screen = pty.wait_for("twelve");
+    assert!(screen.lines().any(|l| l.trim_end() == line), "one line of {} columns: {screen}", line.len());
+    pty.send("/quit\r");
+    assert_eq!(pty.wait_exit(), 0);
+}
+
+/// The client's exit codes are `acp run`'s, and its errors are in the user's words.
+#[test]
+fn the_clients_errors_are_the_users_words_with_the_exit_codes_of_acp_run() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let client = |args: &[&str], key: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_acp"));
+        cmd.arg("client")
+            .args(args)
+            .current_dir(ws.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ACP_HOME", home.path())
+            .env("ANTHROPIC_BASE_URL", mock.base())
+            .stdin(std::process::Stdio::null());
+        if key {
+            cmd.env("ANTHROPIC_API_KEY", "test-key");
+        }
+        let out = cmd.output().unwrap();
+        // The client shows its errors where it shows everything: on its output.
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), said)
+    };
+    let (code, stderr) = client(&["--model", "foo/bar"], true);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--model foo/bar: unknown provider `foo`"), "{stderr}");
+    assert!(!stderr.contains("invalid params") && !stderr.contains("`value`"), "{stderr}");
+    let (code, stderr) = client(&["--model", "openai/gpt-4.1"], true);
+    assert_eq!(code, Some(4), "a provider without its key: {stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+    let (code, stderr) = client(&[], false);
+    assert_eq!(code, Some(4), "no provider: {stderr}");
+    let (code, stderr) = client(&["--mode", "yolo"], true);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!stderr.contains("invalid params"), "{stderr}");
+    assert!(mock.requests().is_empty());
+}

@@ -36,11 +36,21 @@ fn everything_stdio(name: &str) -> Value {
     json!({"name": name, "command": "node", "args": [everything(), "stdio"], "env": []})
 }
 
+/// The agent's message text, without its notices.
 fn said(updates: &[Value]) -> String {
     updates
         .iter()
-        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk" && u["_meta"]["notice"] != true)
         .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The agent's own notices (marked `_meta.notice`), one per chunk, trimmed.
+fn noticed(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk" && u["_meta"]["notice"] == true)
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default().trim_end().to_owned())
         .collect()
 }
 
@@ -172,18 +182,21 @@ fn a_server_that_is_not_there_is_said_once_and_the_turn_goes_on_without_it() {
     let session = agent.new_session();
     let (updates, response) = agent.prompt(&session, "hi");
     assert_eq!(response["result"]["stopReason"], "end_turn");
-    let text = said(&updates);
-    assert!(text.ends_with("Hello."), "{text}");
+    // The model's words are only the model's; the notices are marked as the agent's own.
+    assert_eq!(said(&updates), "Hello.");
+    let notices = noticed(&updates);
     for line in [
         "MCP server `missing` is not available: `acp-test-no-such-server` was not found.",
         "MCP server `crashing` is not available: initialize failed: it exited before answering (exit status: 3); its last output: stub: cannot open the database /nonexistent/db.",
         "MCP server `hanging` is not available: it did not finish starting within 0.5 s.",
     ] {
-        assert!(text.contains(line), "{line:?} not in {text:?}");
+        assert!(notices.iter().any(|n| n.starts_with(line)), "{line:?} not in {notices:#?}");
     }
+    assert_eq!(notices.len(), 3, "{notices:#?}");
     // Said once per start, not on every prompt.
     let (updates, _) = agent.prompt(&session, "again");
     assert_eq!(said(&updates), "Again.");
+    assert!(noticed(&updates).is_empty());
     let (updates, _) = agent.prompt(&session, "/mcp");
     let report = said(&updates);
     let stub = stub();
@@ -585,6 +598,95 @@ fn acp_mcp_lists_the_configured_servers_and_tests_one() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no MCP server `nope` in "));
 }
 
+/// The README's remote server with its token variable unset, and a server that is not installed:
+/// only they are unavailable — `acp run` answers (its notices on stderr, never in the reply or the
+/// transcript), `acp mcp` lists and tests the others.
+#[test]
+fn a_broken_server_is_unavailable_alone_and_its_notice_is_never_the_models_words() {
+    let api = "anthropic";
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[mcp_servers.down]\nurl = \"http://127.0.0.1:{closed}/mcp\"\n\n\
+         [mcp_servers.docs]\nurl = \"https://mcp.example.com/mcp\"\nbearer_token_env_var = \"DOCS_TOKEN\"\n\n\
+         [mcp_servers.gone]\ncommand = \"acp-test-no-such-server\"\n\n\
+         [mcp_servers.everything]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n",
+        toml_path(&everything())
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let acp = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ACP_HOME", home.path())
+            .env("HOME", home.path())
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", mock.base())
+            .current_dir(home.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    mock.push(text(api, "Hello."));
+    let out = acp(&["run", "--session", "s1", "hi"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout, "Hello.\n", "the reply and nothing else on stdout");
+    assert!(!stderr.contains("broken"), "{stderr}");
+    for line in [
+        "acp run: MCP server `docs` is not available: DOCS_TOKEN is not set (its `bearer_token_env_var`). Its \
+         tools are left out; `/mcp` shows its state.\n",
+        "acp run: MCP server `gone` is not available: `acp-test-no-such-server` was not found.",
+    ] {
+        assert!(stderr.contains(line), "{line:?} not in {stderr}");
+    }
+    let tools = offered_tools(api, &mock.requests()[0].body);
+    assert!(tools.contains(&"mcp__everything__get-sum".to_owned()), "the working server's tools: {tools:?}");
+    // In --json the notice is marked as the agent's own.
+    mock.push(text(api, "Again."));
+    let out = acp(&["run", "--json", "--session", "s2", "hi"]);
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let chunks: Vec<&Value> =
+        lines.iter().filter(|l| l["update"]["sessionUpdate"] == "agent_message_chunk").map(|l| &l["update"]).collect();
+    let notices: Vec<&&Value> = chunks.iter().filter(|c| c["_meta"]["notice"] == true).collect();
+    assert_eq!(notices.len(), 3, "{chunks:#?}");
+    assert!(chunks.iter().filter(|c| c["_meta"]["notice"] != true).all(|c| c["content"]["text"] == "Again."));
+    // Never saved as the model's words.
+    let out = acp(&["sessions", "export", "s1", "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exported = String::from_utf8_lossy(&out.stdout);
+    assert!(exported.contains("Hello.") && !exported.contains("is not available"), "{exported}");
+    // `acp mcp` works for every server but says why one cannot.
+    let out = acp(&["mcp", "list"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("docs        http: https://mcp.example.com/mcp  (not available: DOCS_TOKEN is not set (its `bearer_token_env_var`))\n"),
+        "{listed}"
+    );
+    let out = acp(&["mcp", "test", "everything"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = acp(&["mcp", "test", "docs"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "acp: `docs` (http: https://mcp.example.com/mcp): DOCS_TOKEN is not set (its `bearer_token_env_var`)\n"
+    );
+    // A refused connection is said as such, on one line.
+    let out = acp(&["mcp", "test", "down"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "acp: `down` (http: http://127.0.0.1:{closed}/mcp): could not connect to 127.0.0.1:{closed}: connection \
+             refused (is the server running?)\n"
+        )
+    );
+}
+
 #[test]
 fn a_servers_prompts_are_slash_commands() {
     let api = "anthropic";
@@ -623,7 +725,7 @@ fn a_servers_prompts_are_slash_commands() {
     ] {
         let (updates, response) = agent.prompt(&session, line);
         assert_eq!(response["result"]["stopReason"], "end_turn");
-        assert_eq!(said(&updates), answer);
+        assert_eq!(noticed(&updates), [answer]);
     }
     assert_eq!(mock.requests().len(), 1, "failed prompts never reach the model");
     // The next turn's context holds the expanded prompt, not the failed commands.
@@ -689,7 +791,7 @@ fn remote_servers_get_their_headers_and_a_refusal_is_said_plainly() {
     let (updates, _) = agent.prompt(&session, "hi");
     let _ = server.kill();
     let _ = server.wait();
-    let text = said(&updates);
+    let text = noticed(&updates).join("\n");
     assert!(
         text.contains(
             "MCP server `remote` is not available: the server refused the credentials (HTTP 401 or 403; it asks \

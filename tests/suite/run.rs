@@ -180,6 +180,21 @@ fn permissions_are_refused_unless_allowed() {
     let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(ws.path().join("NOTES.md").exists());
+
+    // `mode = "ask"` in config.toml: every new session asks first, without --mode.
+    std::fs::remove_file(ws.path().join("NOTES.md")).unwrap();
+    std::fs::write(home.path().join("config.toml"), "mode = \"ask\"\n").unwrap();
+    mock.push(write());
+    mock.push(text("anthropic", "I could not write it."));
+    let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("not allowed: Create NOTES.md"), "{}", r.stderr);
+    assert!(!ws.path().join("NOTES.md").exists());
+    // A mode that does not exist is a mistake in the file, said with where.
+    std::fs::write(home.path().join("config.toml"), "mode = \"yolo\"\n").unwrap();
+    let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    assert!(r.stderr.contains("config.toml: `mode` must be \"ask\", \"code\" or \"auto\", not \"yolo\""), "{}", r.stderr);
 }
 
 #[test]
@@ -370,4 +385,66 @@ fn failed_runs_leave_nothing_in_the_session_list() {
     assert_eq!(listed(), 1);
     let history = mock.requests().last().unwrap().body["messages"].clone();
     assert_eq!(history[0]["content"][0]["text"], "again", "the failed prompt left the context: {history}");
+}
+
+/// Mistakes said in the user's words, each with the exit code its kind has whichever way it was
+/// made: a malformed ACP_MODEL is bad usage as --model is; a provider without its key is setup.
+#[test]
+fn mistakes_are_said_plainly_with_one_exit_code_per_kind() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace("calc");
+    let mock = MockModel::start();
+    let cwd = ws.path();
+    let with = |vars: &[(&str, &str)], args: &[&str], stdin: Option<&str>| {
+        let mut cmd = command(home.path(), Some(&mock), cwd, args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.spawn().unwrap();
+        if let Some(text) = stdin {
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        finish(child.wait_with_output().unwrap())
+    };
+    let r = with(&[("ACP_MODEL", "sonnet-please")], &["hi"], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("ACP_MODEL=sonnet-please: `sonnet-please` is not a model reference"), "{}", r.stderr);
+    assert!(!r.stderr.contains("authentication"), "{}", r.stderr);
+    let r = with(&[("ACP_MODEL", "nope/x")], &["hi"], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("ACP_MODEL=nope/x: unknown provider `nope`"), "{}", r.stderr);
+    // A provider without its key: setup, both ways.
+    let r = with(&[("ACP_MODEL", "openai/gpt-4.1")], &["hi"], None);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("set OPENAI_API_KEY"), "{}", r.stderr);
+    let r = with(&[], &["--model", "openai/gpt-4.1", "hi"], None);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--model openai/gpt-4.1: provider `openai` needs an API key: set OPENAI_API_KEY"),
+        "{}",
+        r.stderr
+    );
+    // No prompt, with input on a pipe: the hint to read it with `-`.
+    let r = with(&[], &[], Some("what is this?"));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("`… | acp run -`"), "{}", r.stderr);
+    // An --allow naming nothing that exists is a mistake, not a silent no-op.
+    let r = with(&[], &["--allow", "edit,bogus", "hi"], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--allow bogus: no tool or kind of that name. Tools: read, write, edit"), "{}", r.stderr);
+    for fine in ["exec", "EXECUTE", "mcp__files__read_file", "web_*", "all"] {
+        mock.push(text("anthropic", "ok"));
+        let r = with(&[], &["--allow", fine, "hi"], None);
+        assert_eq!(r.code, 0, "--allow {fine}: {}", r.stderr);
+    }
+    assert_eq!(mock.requests().len(), 5, "no mistake reached the model");
+    // A provider on this machine that is not running: said once, at once, without log lines.
+    let r = with(&[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")], &["hi"], None);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "one line: {}", r.stderr);
+    assert!(r.stderr.starts_with("acp run: ") && r.stderr.contains("Could not reach the provider"), "{}", r.stderr);
+    assert!(!r.stderr.contains("WARN") && !r.stderr.contains("retry"), "{}", r.stderr);
 }

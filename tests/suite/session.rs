@@ -36,8 +36,8 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
     let cwd = agent.home.path().display().to_string();
     let config = agent.home.path().join("config.toml");
     let how = format!(
-        "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment the editor \
-         starts acp with, or add a provider to {} — for example\n\n[providers.ollama]\napi = \"openai-chat\"\n\
+        "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in acp's environment (your \
+         shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n[providers.ollama]\napi = \"openai-chat\"\n\
          base_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\nthen choose it with \
          ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
         config.display()
@@ -118,6 +118,22 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     assert_eq!(agent.recv(), update(&session, json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000})));
     std::thread::sleep(Duration::from_millis(200));
     assert!(mock.requests().is_empty(), "session/new must not call the model");
+}
+
+/// `mode` in config.toml is the mode new sessions start in, as the editor is told.
+#[test]
+fn the_configured_mode_is_where_new_sessions_start() {
+    let mock = MockModel::start();
+    let mut agent = Agent::spawn(options_for("anthropic", &mock).config("mode = \"ask\"\n"));
+    agent.initialize();
+    let cwd = agent.home.path().display().to_string();
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    assert_eq!(r["result"]["modes"]["currentModeId"], "ask", "{r}");
+    let mode = r["result"]["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "mode").unwrap().clone();
+    assert_eq!(mode["currentValue"], "ask", "{mode}");
+    // `_meta.mode` still wins.
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"mode": "auto"}}));
+    assert_eq!(r["result"]["modes"]["currentModeId"], "auto", "{r}");
 }
 
 #[test]

@@ -21,8 +21,20 @@ pub struct Pty {
 
 impl Pty {
     pub fn spawn(program: &Path, args: &[&str], env: &[(&str, String)], cwd: &Path) -> Self {
+        Self::spawn_reporting(program, args, env, cwd, (ROWS, COLS))
+    }
+
+    /// As [`Pty::spawn`], with the terminal reporting `size` (rows, columns) to the program — 0×0
+    /// as some terminals do — while the screen kept here stays ROWS×COLS.
+    pub fn spawn_reporting(
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+        cwd: &Path,
+        size: (u16, u16),
+    ) -> Self {
         let pair = native_pty_system()
-            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
+            .openpty(PtySize { rows: size.0, cols: size.1, pixel_width: 0, pixel_height: 0 })
             .expect("open a pty");
         let mut cmd = CommandBuilder::new(program);
         cmd.args(args);

@@ -28,6 +28,7 @@ use crate::conn::{self, Incoming, Receiver, Sender};
 use crate::host::{self, Terminals};
 use crate::render::{Renderer, Thoughts};
 use crate::requests::{self, Client};
+use crate::run::user_words;
 
 /// How `acp client` was started.
 #[derive(Debug, Clone)]
@@ -52,13 +53,35 @@ pub struct ClientOptions {
     pub agent_log: Option<PathBuf>,
 }
 
-/// Exit codes of `acp client`.
+/// Exit codes of `acp client`: those of `acp run` (see [`crate::run::exit`]) that can happen here.
 pub mod exit {
-    pub const OK: u8 = 0;
+    /// Left with /quit, /exit or Ctrl-D.
+    pub const OK: u8 = crate::run::exit::OK;
     /// The agent could not be started, failed to initialise, or exited.
-    pub const AGENT: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const INTERRUPTED: u8 = 130;
+    pub const AGENT: u8 = crate::run::exit::FAILED;
+    /// Bad usage: arguments, an unknown model or mode, a session that cannot be loaded.
+    pub const USAGE: u8 = crate::run::exit::USAGE;
+    /// Authentication: no usable provider, or the chosen model's provider has no key.
+    pub const SETUP: u8 = crate::run::exit::SETUP;
+    /// Left with Ctrl-C twice.
+    pub const INTERRUPTED: u8 = crate::run::exit::CANCELLED;
+}
+
+/// The terminal's width; 80 when it reports none (0 columns, or no terminal).
+fn terminal_width() -> usize {
+    match crossterm::terminal::size() {
+        Ok((w, _)) if w > 0 => w as usize,
+        _ => 80,
+    }
+}
+
+/// What an agent's error means for the exit code.
+fn code_of(e: &ErrorObject) -> u8 {
+    match e.code {
+        code::AUTH_REQUIRED => exit::SETUP,
+        code::INVALID_PARAMS => exit::USAGE,
+        _ => exit::AGENT,
+    }
 }
 
 /// The slash commands the agent advertised, for completion.
@@ -211,7 +234,7 @@ pub fn run(opts: &ClientOptions) -> u8 {
     let interrupter = rx.interrupter();
 
     let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let width = crossterm::terminal::size().map_or(100, |(w, _)| w as usize);
+    let width = terminal_width();
     let terminals = Terminals::default();
     let mut renderer = Renderer::new(io::stdout(), color, width, opts.thoughts);
     renderer.terminals = Some(terminals.clone());
@@ -300,28 +323,29 @@ impl Session<'_> {
                     return Err(self.fail(&format!("{agent} cannot load sessions"), exit::USAGE));
                 }
                 self.id.clone_from(&id);
-                let loaded = self
-                    .call(&requests::load_session(&id, &cwd))?
-                    .map_err(|e| self.fail(&format!("could not load session {id}: {}", e.message), exit::USAGE))?;
+                let loaded = self.call(&requests::load_session(&id, &cwd))?.map_err(|e| {
+                    self.fail(&format!("could not load session {id}: {}", user_words(&e.message)), exit::USAGE)
+                })?;
                 self.note_settings(&loaded);
                 self.renderer.turn_end(None, None);
             }
             None => {
                 let answer = self.call(&requests::new_session(&cwd, None))?;
-                let session = answer.map_err(|e| self.fail(&e.message, exit::AGENT))?;
+                let session = answer.map_err(|e| self.fail(user_words(&e.message), code_of(&e)))?;
                 self.id = session["sessionId"].as_str().unwrap_or_default().to_owned();
                 self.note_settings(&session);
             }
         }
         if let Some(model) = self.opts.model.clone() {
-            let set = self
-                .call(&requests::set_model(&self.id, &model))?
-                .map_err(|e| self.fail(&format!("--model {model}: {}", e.message), exit::USAGE))?;
+            let set = self.call(&requests::set_model(&self.id, &model))?.map_err(|e| {
+                let code = if e.code == code::AUTH_REQUIRED { exit::SETUP } else { exit::USAGE };
+                self.fail(&format!("--model {model}: {}", user_words(&e.message)), code)
+            })?;
             self.note_settings(&set);
         }
         if let Some(mode) = self.opts.mode.clone() {
             self.call(&requests::set_mode(&self.id, &mode))?
-                .map_err(|e| self.fail(&format!("--mode {mode}: {}", e.message), exit::USAGE))?;
+                .map_err(|e| self.fail(&format!("--mode {mode}: {}", user_words(&e.message)), exit::USAGE))?;
             self.mode = Some(mode);
         }
         let mut header = vec![agent];

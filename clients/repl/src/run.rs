@@ -104,7 +104,7 @@ pub fn run(tx: &Sender, rx: &Receiver, opts: &RunOptions, output: &mut Output<'_
 
 /// An agent's error message without what only means something on the wire: the JSON-RPC error
 /// class (`invalid params: `) and the parameter it names (`` `value`: ``).
-fn user_words(message: &str) -> &str {
+pub fn user_words(message: &str) -> &str {
     let mut rest = message;
     for class in ["invalid params: ", "internal error: "] {
         rest = rest.strip_prefix(class).unwrap_or(rest);
@@ -179,8 +179,11 @@ impl State<'_> {
             && let Some(model) = &self.opts.model
         {
             let id = tx.request(&requests::set_model(&session, model))?;
-            self.wait(tx, rx, &id, output)?
-                .map_err(|e| Stop::Code(exit::USAGE, format!("--model {model}: {}", user_words(&e.message))))?;
+            self.wait(tx, rx, &id, output)?.map_err(|e| {
+                // A provider without its key is a setup problem, as without --model.
+                let code = if e.code == code::AUTH_REQUIRED { exit::SETUP } else { exit::USAGE };
+                Stop::Code(code, format!("--model {model}: {}", user_words(&e.message)))
+            })?;
         }
         if prompted.is_none()
             && let Some(mode) = &self.opts.mode
@@ -281,6 +284,12 @@ impl State<'_> {
         match update["sessionUpdate"].as_str() {
             // The agent's note of a failed turn: the error goes to stderr, not into the reply.
             Some("agent_message_chunk") if update["_meta"]["error"] == true => {}
+            // The agent's own notices (an MCP server is not available) are not the reply.
+            Some("agent_message_chunk") if update["_meta"]["notice"] == true => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    self.progress(output, &format!("acp run: {}", text.trim_end()));
+                }
+            }
             Some("agent_message_chunk") => {
                 if let Some(text) = update["content"]["text"].as_str() {
                     let _ = output.out.write_all(text.as_bytes());

@@ -120,6 +120,12 @@ impl<W: Write> Renderer<W> {
     /// One `session/update` (the `update` object).
     pub fn update(&mut self, update: &Value) {
         match update["sessionUpdate"].as_str().unwrap_or_default() {
+            // The agent's own words (not the model's): a notice line.
+            "agent_message_chunk" if update["_meta"]["notice"] == true => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    self.notice(text.trim_end());
+                }
+            }
             "agent_message_chunk" => {
                 if let Some(text) = update["content"]["text"].as_str() {
                     self.text(text);
