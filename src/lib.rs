@@ -1,7 +1,10 @@
 //! acp — an Agent Client Protocol agent server. The code map:
 //!
 //! - `main.rs` — the command line (clap): arguments, tracing to stderr; [`cli`] does each
-//!   subcommand (`acp serve`, the default, `acp run`, `acp sessions`) and owns the signal thread.
+//!   subcommand and owns the signal thread: `acp serve` (the default; `--gateway URL` bridges to a
+//!   gateway), `acp run` (one prompt in process), `acp client` (the terminal client, in the
+//!   `acp-repl` crate), `acp sessions` (list, show, export, delete), `acp gateway`, `acp mcp` (list,
+//!   test), `acp pairing` and `acp channels` (ask the running gateway).
 //! - [`settings`], [`files`], [`http`] — the bottom layer: the settings vocabulary (modes, rules,
 //!   reasoning effort), reading untrusted files, the shared HTTP client.
 //! - [`config`] — `$ACP_HOME/config.toml` + environment → [`config::Config`]; `provider/model` refs.

@@ -52,26 +52,38 @@ pub fn config_options(
         }
     }
     choices.splice(0..0, missing.into_iter().map(|v| SessionConfigSelectOption::new(v.clone(), v)));
+    options_of(choices, current, Some(mode), reasoning)
+}
+
+/// The options from the model choices (`provider/model` and a name); `mode` is left out when the
+/// agent behind has no modes (a gateway other than acp's).
+pub fn options_of(
+    choices: Vec<SessionConfigSelectOption>,
+    current: String,
+    mode: Option<Mode>,
+    reasoning: Option<ReasoningEffort>,
+) -> Vec<SessionConfigOption> {
     let modes: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
         .map(|m| SessionConfigSelectOption::new(m.id(), m.name()).description(m.description()))
         .collect();
-    vec![
-        SessionConfigOption::select(MODEL_OPTION, "Model", current, choices)
-            .description("The model that answers, as provider/model")
-            .category(SessionConfigOptionCategory::Model),
+    let model = SessionConfigOption::select(MODEL_OPTION, "Model", current, choices)
+        .description("The model that answers, as provider/model")
+        .category(SessionConfigOptionCategory::Model);
+    let mode = mode.map(|mode| {
         SessionConfigOption::select(MODE_OPTION, "Mode", mode.id(), modes)
             .description("How much the agent may do without asking")
-            .category(SessionConfigOptionCategory::Mode),
-        SessionConfigOption::select(
-            THOUGHT_OPTION,
-            "Thinking",
-            reasoning.map_or(DEFAULT_THOUGHT, ReasoningEffort::as_str),
-            thought_levels(),
-        )
-        .description("How much the model reasons before it answers (extended thinking, reasoning effort)")
-        .category(SessionConfigOptionCategory::ThoughtLevel),
-    ]
+            .category(SessionConfigOptionCategory::Mode)
+    });
+    let thought = SessionConfigOption::select(
+        THOUGHT_OPTION,
+        "Thinking",
+        reasoning.map_or(DEFAULT_THOUGHT, ReasoningEffort::as_str),
+        thought_levels(),
+    )
+    .description("How much the model reasons before it answers (extended thinking, reasoning effort)")
+    .category(SessionConfigOptionCategory::ThoughtLevel);
+    std::iter::once(model).chain(mode).chain(std::iter::once(thought)).collect()
 }
 
 fn thought_levels() -> Vec<SessionConfigSelectOption> {

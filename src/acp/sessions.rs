@@ -234,7 +234,7 @@ fn announcement(
 }
 
 /// The built-in commands, then the session's own (its MCP servers' prompts).
-fn available_commands(extra: &[SessionCommand]) -> Vec<AvailableCommand> {
+pub(super) fn available_commands(extra: &[SessionCommand]) -> Vec<AvailableCommand> {
     let builtin = COMMANDS.iter().map(|c| (c.name, c.description, c.hint));
     let own = extra.iter().map(|c| (c.name.as_str(), c.description.as_str(), c.hint.as_deref()));
     builtin

@@ -329,7 +329,7 @@ pub(super) fn replay_updates(shown: Vec<Shown>, compaction_gated: bool) -> impl 
 
 fn shown_updates(item: Shown, compaction_gated: bool) -> Vec<SessionUpdate> {
     match item {
-        Shown::User { id, blocks } => blocks
+        Shown::User { id, blocks, .. } => blocks
             .iter()
             .map(|block| {
                 SessionUpdate::UserMessageChunk(

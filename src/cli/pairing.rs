@@ -1,8 +1,9 @@
 //! `acp pairing list|approve|reject` and `acp channels status`: they ask the running gateway
 //! (`pairing.*`, `channels.status`) over its protocol, with this installation's device identity —
-//! at `--gateway` (default: `[gateway] listen`, else ws://127.0.0.1:18789) with `--token`
-//! (default: `$ACP_GATEWAY_TOKEN`, else `[gateway] token`). Output on stdout; problems on stderr,
-//! exit code 1.
+//! at `--gateway` (default: the gateway running for this `$ACP_HOME`, which leaves its address in
+//! `gateway.json`, else `[gateway] listen`, else ws://127.0.0.1:18789) with `--token-file` or
+//! `--token` (default: that gateway's owner token, else `$ACP_GATEWAY_TOKEN`, else `[gateway]
+//! token`). Output on stdout; problems on stderr, exit code 1.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -14,13 +15,33 @@ use crate::config::Config;
 
 #[derive(clap::Args, Debug)]
 pub struct GatewayTarget {
-    /// The gateway (default: `[gateway] listen` in config.toml, else ws://127.0.0.1:18789).
+    /// The gateway (default: the one running for this $ACP_HOME, else `[gateway] listen` in
+    /// config.toml, else ws://127.0.0.1:18789).
     #[arg(long, value_name = "URL", global = true)]
     pub gateway: Option<String>,
-    /// Its token (default: $ACP_GATEWAY_TOKEN, else `[gateway] token`). Prefer those: a command
-    /// line is visible to every local user in the process list.
-    #[arg(long, value_name = "TOKEN", global = true)]
+    /// Its token (default: the running gateway's owner token from $ACP_HOME/gateway.json, else
+    /// $ACP_GATEWAY_TOKEN, else `[gateway] token`). Prefer --token-file: a command line is visible
+    /// to every local user in the process list.
+    #[arg(long, value_name = "TOKEN", global = true, conflicts_with = "token_file")]
     pub token: Option<String>,
+    /// Read the token from this file (its first line).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+/// The first line of a token file, or why it cannot be used.
+pub fn read_token_file(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_owned();
+    if token.is_empty() {
+        return Err(format!("--token-file {}: the file is empty", file.display()));
+    }
+    Ok(token)
+}
+
+/// Whether two gateway URLs name the same place (a trailing `/` aside).
+pub fn same_gateway(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -39,17 +60,24 @@ pub enum ChannelsCommand {
     Status,
 }
 
-fn target(config: &Config, t: &GatewayTarget) -> crate::remote::Options {
-    let url = t.gateway.clone().unwrap_or_else(|| {
+fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, String> {
+    let running = crate::gateway::discovery::find(&config.home);
+    let url = t.gateway.clone().or_else(|| running.as_ref().map(|r| r.url.clone())).unwrap_or_else(|| {
         format!("ws://{}", config.gateway.listen.clone().unwrap_or_else(|| super::gateway::DEFAULT_LISTEN.to_owned()))
     });
-    let token = t
-        .token
-        .clone()
+    let given = match (&t.token, &t.token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(file)) => Some(read_token_file(file)?),
+        (None, None) => None,
+    };
+    // The gateway running here takes its owner token, whatever its shared token is.
+    let owner = running.filter(|r| same_gateway(&r.url, &url)).map(|r| r.token);
+    let token = given
+        .or(owner)
         .or_else(|| std::env::var("ACP_GATEWAY_TOKEN").ok())
         .or_else(|| config.gateway.token.clone())
         .filter(|t| !t.is_empty());
-    crate::remote::Options {
+    Ok(crate::remote::Options {
         url,
         token,
         password: None,
@@ -58,7 +86,7 @@ fn target(config: &Config, t: &GatewayTarget) -> crate::remote::Options {
         client: json!({"id": "cli", "displayName": "acp", "version": env!("CARGO_PKG_VERSION"),
             "platform": std::env::consts::OS, "mode": "cli"}),
         caps: Vec::new(),
-    }
+    })
 }
 
 /// Asks the running gateway `method`; its answer, or why not.
@@ -90,7 +118,10 @@ fn finish(result: Result<String, String>) -> ExitCode {
 /// `acp pairing …`.
 pub fn pairing(command: PairingCommand, t: &GatewayTarget) -> ExitCode {
     let config = Config::load();
-    let options = target(&config, t);
+    let options = match target(&config, t) {
+        Ok(options) => options,
+        Err(e) => return finish(Err(e)),
+    };
     finish(match command {
         PairingCommand::List => ask(options, "pairing.list", json!({})).map(|r| {
             let pending = r["pending"].as_array().cloned().unwrap_or_default();
@@ -137,7 +168,11 @@ pub fn pairing(command: PairingCommand, t: &GatewayTarget) -> ExitCode {
 pub fn channels(command: ChannelsCommand, t: &GatewayTarget) -> ExitCode {
     let config = Config::load();
     let ChannelsCommand::Status = command;
-    finish(ask(target(&config, t), "channels.status", json!({})).map(|r| {
+    let options = match target(&config, t) {
+        Ok(options) => options,
+        Err(e) => return finish(Err(e)),
+    };
+    finish(ask(options, "channels.status", json!({})).map(|r| {
         let channels = r["channels"].as_array().cloned().unwrap_or_default();
         if channels.is_empty() {
             return "No channels are configured on the gateway ([channels.telegram] in its config.toml).".to_owned();

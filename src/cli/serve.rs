@@ -14,8 +14,9 @@ pub struct BridgeArgs {
     /// Bridge to the gateway at this URL (ws:// or wss://) instead of running the agent here.
     #[arg(long, value_name = "URL")]
     pub gateway: Option<String>,
-    /// The gateway's shared token (else $ACP_GATEWAY_TOKEN). Prefer --token-file or the
-    /// variable: a command line is visible to every local user in the process list.
+    /// The gateway's shared token (else the owner token of the `acp gateway` running for this
+    /// $ACP_HOME at that URL, else $ACP_GATEWAY_TOKEN). Prefer --token-file or the variable: a
+    /// command line is visible to every local user in the process list.
     #[arg(long, value_name = "TOKEN", requires = "gateway", conflicts_with = "token_file")]
     pub token: Option<String>,
     /// Read the gateway token from this file (its first line).
@@ -51,16 +52,12 @@ impl BridgeArgs {
         }
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.clone()),
-            (None, Some(file)) => {
-                let text =
-                    std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-                let token = text.lines().next().unwrap_or_default().trim().to_owned();
-                if token.is_empty() {
-                    return Err(format!("--token-file {}: the file is empty", file.display()));
-                }
-                Some(token)
-            }
-            (None, None) => std::env::var("ACP_GATEWAY_TOKEN").ok(),
+            (None, Some(file)) => Some(super::pairing::read_token_file(file)?),
+            // `acp gateway` running for this $ACP_HOME at that URL takes its owner token.
+            (None, None) => crate::gateway::discovery::find(&Config::home_dir())
+                .filter(|r| super::pairing::same_gateway(&r.url, &url))
+                .map(|r| r.token)
+                .or_else(|| std::env::var("ACP_GATEWAY_TOKEN").ok()),
         }
         .filter(|t| !t.is_empty());
         let password =

@@ -93,12 +93,22 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
                 writeln!(out, "No sessions{}.", cwd.map(|c| format!(" in {}", c.display())).unwrap_or_default())?;
             } else {
                 let width = rows.iter().map(|r| r.id.len()).max().unwrap_or(2).max(2);
-                writeln!(out, "{:width$}  {:16}  {:>15}  TITLE (CWD)", "ID", "UPDATED", "TOKENS IN/OUT")?;
+                writeln!(
+                    out,
+                    "{:width$}  {:16}  {:7}  {:>15}  TITLE (CWD)",
+                    "ID", "UPDATED", "ORIGIN", "TOKENS IN/OUT"
+                )?;
                 for r in &rows {
                     let tokens = format!("{}/{}", r.input_tokens, r.output_tokens);
                     let title = r.title.as_deref().unwrap_or("(untitled)");
                     let when = export::local_time(r.updated_at);
-                    writeln!(out, "{:width$}  {when:16}  {tokens:>15}  {title} ({})", r.id, r.cwd.display())?;
+                    let origin = &r.origin;
+                    writeln!(
+                        out,
+                        "{:width$}  {when:16}  {origin:7}  {tokens:>15}  {title} ({})",
+                        r.id,
+                        r.cwd.display()
+                    )?;
                 }
             }
         }

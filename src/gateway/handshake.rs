@@ -121,7 +121,9 @@ pub async fn connect(
     let mut scopes = scopes;
     let mut issued = None;
     if let Some(expected) = expected {
-        let shared = token.is_some_and(|given| same(expected, given));
+        let shared = token.is_some_and(|given| {
+            same(expected, given) || gw.owner_token.as_deref().is_some_and(|owner| same(owner, given))
+        });
         // A device token stands in for the shared token, for the signed device it was issued to,
         // and for no more than the scopes it was issued for.
         let paired = match (&device_id, device_token, &gw.token) {

@@ -85,6 +85,7 @@ fn schema(method: &str) -> Schema {
             ("idempotencyKey", key(), true),
             ("thinking", Schema::String, false),
             ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
+            ("attachments", Schema::Any, false),
         ]),
         "chat.abort" => Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)]),
         "chat.inject" => {
@@ -109,6 +110,7 @@ fn schema(method: &str) -> Schema {
             ("agentId", Schema::String, false),
             ("thinking", Schema::String, false),
             ("timeout", Schema::Integer { min: Some(0), max: None }, false),
+            ("attachments", Schema::Any, false),
         ]),
         "send" => Schema::open_object(&[
             ("to", key(), true),
@@ -237,6 +239,7 @@ async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Val
     let run = Start {
         key: &key,
         message: &text("message"),
+        images: attachments("chat.send", params).map_err(ErrorShape::invalid)?,
         run_id: &run_id,
         timeout,
         ops: run_ops("chat.send", params).map_err(ErrorShape::invalid)?,
@@ -259,6 +262,7 @@ async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>)
     let run = Start {
         key: &key,
         message: &text("message"),
+        images: attachments("agent", params).map_err(ErrorShape::invalid)?,
         run_id: &run_id,
         timeout,
         ops: run_ops("agent", params).map_err(ErrorShape::invalid)?,
@@ -286,6 +290,8 @@ async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>)
 struct Start<'a> {
     key: &'a str,
     message: &'a str,
+    /// Images sent with it (`attachments`).
+    images: Vec<UserBlock>,
     run_id: &'a str,
     timeout: Option<Duration>,
     /// Settings the run asks for (`thinking`), applied to the session first.
@@ -301,16 +307,21 @@ async fn start_run(
     run: Start<'_>,
     first: impl FnOnce(&str) -> Value,
 ) -> Result<Option<&'static str>, ErrorShape> {
-    let Start { key, message, run_id, timeout, ops } = run;
+    let Start { key, message, images, run_id, timeout, ops } = run;
     if let Some(status) = gw.runs_seen(run_id) {
         return Ok(Some(status));
     }
-    if message.trim().is_empty() {
+    if message.trim().is_empty() && images.is_empty() {
         gw.run_done(run_id);
         return Err(ErrorShape::invalid("`message` is empty"));
     }
+    let mut blocks = Vec::with_capacity(1 + images.len());
+    if !message.trim().is_empty() {
+        blocks.push(UserBlock::Text { text: message.to_owned() });
+    }
+    blocks.extend(images);
     // What waits on the session (and on all of them) is capped.
-    let ticket = match gw.admit(key, message.len()) {
+    let ticket = match gw.admit(key, blocks.iter().map(UserBlock::size).sum()) {
         Ok(t) => t,
         Err(e) => {
             gw.run_done(run_id);
@@ -347,7 +358,7 @@ async fn start_run(
         &json!({"sessionKey": key, "runId": run_id,
             "message": {"role": "user", "content": message, "timestamp": now_ms()}}),
     );
-    let outcome = handle.prompt_with(turn, vec![UserBlock::Text { text: message.to_owned() }], gw.run_options());
+    let outcome = handle.prompt_with(turn, blocks, gw.run_options());
     let done = gw.runs_handle();
     let run = run_id.to_owned();
     let mut ended = ended;
@@ -448,6 +459,48 @@ async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<V
         None => json!({"runId": id, "status": "timeout"}),
     })
 }
+
+/// Images a run's message brings (`attachments`: `{type: "image", mimeType, content: base64}`,
+/// as the reference takes them), each at most [`MAX_IMAGE_BYTES`] decoded, at most
+/// [`MAX_IMAGES`].
+fn attachments(method: &str, params: &Map<String, Value>) -> Result<Vec<UserBlock>, String> {
+    use base64::Engine as _;
+    let Some(list) = params.get("attachments").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let Some(list) = list.as_array() else { return Err(format!("invalid {method} params: at /attachments: an array")) };
+    if list.len() > MAX_IMAGES {
+        return Err(format!("invalid {method} params: at /attachments: at most {MAX_IMAGES} images"));
+    }
+    let mut images = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let at = format!("invalid {method} params: at /attachments/{i}");
+        let field = |k: &str| a.get(k).and_then(Value::as_str);
+        if field("type").is_some_and(|t| t != "image") {
+            return Err(format!("{at}: only images can be attached"));
+        }
+        let mime = field("mimeType").ok_or_else(|| format!("{at}: `mimeType` is missing"))?;
+        if !matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
+            return Err(format!("{at}: `{mime}` is not an image type models read (png, jpeg, gif, webp)"));
+        }
+        let content = field("content").ok_or_else(|| format!("{at}: `content` (base64) is missing"))?;
+        let content = content.split_once(";base64,").map_or(content, |(_, data)| data);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(content.trim())
+            .map_err(|_| format!("{at}: `content` is not base64"))?;
+        if bytes.is_empty() {
+            return Err(format!("{at}: the image is empty"));
+        }
+        if bytes.len() > MAX_IMAGE_BYTES {
+            return Err(format!("{at}: the image is over {} MB", MAX_IMAGE_BYTES / 1_000_000));
+        }
+        images.push(UserBlock::Image { mime_type: mime.to_owned(), data: content.trim().to_owned(), uri: None });
+    }
+    Ok(images)
+}
+
+/// The largest image a run's message may bring, decoded (as the reference).
+const MAX_IMAGE_BYTES: usize = 5_000_000;
+/// Images per message.
+const MAX_IMAGES: usize = 8;
 
 /// The settings a run asks for (`thinking`), as ops applied to its session first.
 fn run_ops(method: &str, params: &Map<String, Value>) -> Result<Vec<Op>, String> {
@@ -567,9 +620,13 @@ impl History {
 
     fn add(&mut self, item: Shown) {
         match item {
-            Shown::User { blocks, .. } => {
+            Shown::User { blocks, at, .. } => {
                 self.close();
-                self.messages.push(json!({"role": "user", "content": crate::runtime::plain_text(&blocks)}));
+                let mut message = json!({"role": "user", "content": crate::runtime::plain_text(&blocks)});
+                if at > 0 {
+                    message["timestamp"] = json!(at);
+                }
+                self.messages.push(message);
             }
             Shown::Text { id, text } | Shown::Thought { id, text } if self.last_id.as_deref() == Some(id.as_str()) => {
                 if let Some(Value::Object(block)) = self.blocks.last_mut() {

@@ -8,6 +8,7 @@
 mod approvals;
 pub mod channels;
 mod conn;
+pub mod discovery;
 pub mod guard;
 pub mod handshake;
 pub mod hub;
@@ -117,6 +118,8 @@ pub struct Gateway {
     token: Option<String>,
     /// What browsers present when there is no shared token (see `guard::browser_token`).
     browser_token: Option<String>,
+    /// This run's owner token, for local clients (see `discovery`): as good as the shared token.
+    owner_token: Option<String>,
     /// The `Host` names requests may carry.
     pub hosts: guard::Hosts,
     /// Connection slots.
@@ -147,6 +150,7 @@ impl Gateway {
         config: Config,
         options: &Options,
         browser_token: Option<String>,
+        owner_token: Option<String>,
         pairings: Arc<channels::access::Pairings>,
         prefs: Arc<channels::policy::SessionPrefs>,
     ) -> Arc<Self> {
@@ -168,6 +172,7 @@ impl Gateway {
             webhooks: Mutex::default(),
             token: options.token.clone(),
             browser_token,
+            owner_token,
             hosts: guard::Hosts {
                 any: options.token.is_some(),
                 extra: options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
@@ -310,9 +315,16 @@ impl Gateway {
         let models: Vec<Value> = config
             .model_choices()
             .into_iter()
-            .map(|(m, name)| json!({"id": m.to_string(), "name": name, "provider": m.provider, "model": m.model}))
+            .map(|(m, name)| {
+                let window = config.provider(&m.provider).map(|p| p.model(&m.model).context_window);
+                json!({"id": m.to_string(), "name": name, "provider": m.provider, "model": m.model,
+                    "contextWindow": window})
+            })
             .collect();
-        json!({"models": models})
+        // What a new session starts with (the reference's clients ignore it).
+        let defaults = json!({"model": config.default_model_ref().map(|m| m.to_string()).ok(),
+            "mode": config.default_mode.id(), "thinkingLevel": config.reasoning.map_or("off", |r| r.as_str())});
+        json!({"models": models, "defaults": defaults})
     }
 
     /// The configuration, with every secret replaced.
@@ -666,7 +678,25 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     let pairings = Arc::new(channels::access::Pairings::load(&config.home)?);
     let prefs = Arc::new(channels::policy::SessionPrefs::load(&config.home)?);
     let channel_config = config.clone();
-    let gateway = Gateway::new(config, &options, browser_token.clone(), pairings.clone(), prefs.clone());
+    // Local clients find it, and authenticate as its owner, through a file only its user reads.
+    let owner_token = guard::random_token();
+    let home = config.home.clone();
+    let gateway = Gateway::new(
+        config,
+        &options,
+        browser_token.clone(),
+        Some(owner_token.clone()),
+        pairings.clone(),
+        prefs.clone(),
+    );
+    let found = discovery::Found { url: discovery::local_url(local), pid: std::process::id(), token: owner_token };
+    let _beacon = match discovery::Beacon::write(&home, &found) {
+        Ok(beacon) => Some(beacon),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not leave the gateway's address for local clients");
+            None
+        }
+    };
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;

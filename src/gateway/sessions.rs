@@ -146,7 +146,8 @@ impl Gateway {
             .map(|s| {
                 json!({"key": s.id, "sessionId": s.id, "label": s.title, "displayName": s.title,
                     "derivedTitle": s.title, "updatedAt": s.updated_at, "createdAt": s.created_at,
-                    "model": s.model, "origin": s.origin, "cwd": s.cwd, "inputTokens": s.input_tokens,
+                    "model": s.model, "mode": s.mode, "thinkingLevel": s.reasoning.as_deref().unwrap_or("off"),
+                    "origin": s.origin, "cwd": s.cwd, "inputTokens": s.input_tokens,
                     "outputTokens": s.output_tokens, "contextTokens": s.context_tokens,
                     "open": self.open_handle(&s.id).is_some()})
             })

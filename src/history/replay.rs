@@ -27,6 +27,8 @@ pub enum Shown {
     User {
         id: String,
         blocks: Vec<UserBlock>,
+        /// When it was sent (Unix milliseconds; 0 in transcripts from before it was kept).
+        at: i64,
     },
     Text {
         id: String,
@@ -162,11 +164,11 @@ impl Builder {
             Record::Settings { model, mode, reasoning } => {
                 self.out.settings = Some(StoredSettings { model, mode, reasoning });
             }
-            Record::User { turn, id, blocks, .. } => {
+            Record::User { turn, id, blocks, at } => {
                 self.open = Some(Open { turn, ..Open::default() });
                 self.out.turns += 1;
                 self.out.last_turn = turn;
-                self.out.shown.push(Shown::User { id, blocks });
+                self.out.shown.push(Shown::User { id, blocks, at });
             }
             Record::Text { id, text } => {
                 if let Some(open) = &mut self.open {

@@ -391,6 +391,8 @@ pub struct SessionSummary {
     pub updated_at: i64,
     pub model: String,
     pub mode: String,
+    /// Its reasoning effort, when it asks for one.
+    pub reasoning: Option<String>,
     /// Which surface created it (`acp`, `run`, …).
     pub origin: String,
     pub input_tokens: u64,
@@ -411,6 +413,7 @@ impl From<SessionRow> for SessionSummary {
             updated_at: row.updated_at,
             model: row.model,
             mode: row.mode,
+            reasoning: row.reasoning,
             origin: row.origin,
             input_tokens: row.input_tokens,
             output_tokens: row.output_tokens,

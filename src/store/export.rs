@@ -55,7 +55,7 @@ pub fn to_json(row: &SessionRow, replay: &Replay) -> Value {
 
 fn item_json(item: &Shown) -> Value {
     match item {
-        Shown::User { id, blocks } => json!({"type": "user", "id": id, "content": blocks}),
+        Shown::User { id, blocks, .. } => json!({"type": "user", "id": id, "content": blocks}),
         Shown::Text { id, text } => json!({"type": "assistant", "id": id, "text": text}),
         Shown::Thought { id, text } => json!({"type": "thought", "id": id, "text": text}),
         Shown::Tool(state) => json!({"type": "tool_call", "call": state}),
@@ -214,7 +214,7 @@ mod tests {
         };
         Replay {
             shown: vec![
-                Shown::User { id: "u".into(), blocks: vec![UserBlock::text("Fix it")] },
+                Shown::User { id: "u".into(), blocks: vec![UserBlock::text("Fix it")], at: 0 },
                 Shown::Thought { id: "t".into(), text: "Look at a.rs".into() },
                 Shown::Text { id: "m".into(), text: "Fixing.".into() },
                 Shown::Tool(Box::new(tool)),

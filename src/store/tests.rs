@@ -471,7 +471,7 @@ fn events_are_recorded_merged_and_replayed_in_order() {
     assert_eq!(
         r.shown,
         vec![
-            Shown::User { id: "u1".into(), blocks: vec![UserBlock::text("hi")] },
+            Shown::User { id: "u1".into(), blocks: vec![UserBlock::text("hi")], at: 1 },
             Shown::Thought { id: "th".into(), text: "hmm".into() },
             Shown::Text { id: "m1".into(), text: "Hello!".into() },
             Shown::Tool(Box::new(tool("c1", ToolStatus::Completed, vec![diff]))),

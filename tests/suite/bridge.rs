@@ -60,11 +60,11 @@ fn a_prompt_streams_through_and_the_session_id_is_the_same_everywhere() {
     // Another editor process loads it by that id: the history, without the working-directory line.
     let mut other = bridge(&gw);
     let r = other.request("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
-    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "anthropic/claude-sonnet-4-5", "{r}");
     let replayed: Vec<(String, String)> = other
         .seen
         .iter()
-        .filter(|m| m["params"]["sessionId"] == id.as_str())
+        .filter(|m| m["params"]["sessionId"] == id.as_str() && m["params"]["update"]["content"]["text"].is_string())
         .map(|m| {
             let u = &m["params"]["update"];
             (u["sessionUpdate"].as_str().unwrap().to_owned(), u["content"]["text"].as_str().unwrap().to_owned())
@@ -173,6 +173,8 @@ fn bad_input_gets_the_same_answers_as_acp_serve_and_a_prompt_before_eof_is_answe
     editor.send_raw(b"{not json\n");
     assert_eq!(editor.recv()["error"]["code"], -32700);
     let r = editor.request("session/set_mode", json!({"sessionId": "x", "modeId": "ask"}));
+    assert_eq!(r["error"]["code"], -32002, "no such session");
+    let r = editor.request("session/fork", json!({"sessionId": "x"}));
     assert_eq!(r["error"]["code"], -32601);
     let r = editor.request("session/prompt", json!({"sessionId": "nope", "prompt": []}));
     assert_eq!(r["error"]["code"], -32002);
@@ -181,9 +183,19 @@ fn bad_input_gets_the_same_answers_as_acp_serve_and_a_prompt_before_eof_is_answe
     let id = new_session(&mut editor, gw.workspace.path(), json!({}));
     let r = editor.request(
         "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "audio", "data": "", "mimeType": "audio/wav"}]}),
+    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("only text, images"), "{r}");
+    let r = editor.request(
+        "session/prompt",
         json!({"sessionId": id, "prompt": [{"type": "image", "data": "", "mimeType": "image/png"}]}),
     );
-    assert!(r["error"]["message"].as_str().unwrap().contains("only text"), "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("the image is empty"), "{r}");
+    let r = editor.request(
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "image", "data": "%%%", "mimeType": "image/png"}]}),
+    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("not base64"), "{r}");
     // A prompt, then the end of input: answered, then the bridge exits.
     let prompt =
         editor.send_request("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}));
@@ -409,7 +421,8 @@ fn thoughts_tools_and_the_thinking_level_go_through() {
     // Loaded elsewhere, the turn replays in order: the prompt, the thought, the call, the text.
     let mut other = bridge(&gw);
     let r = other.request("session/load", json!({"sessionId": id, "cwd": gw.workspace.path(), "mcpServers": []}));
-    assert_eq!(r["result"], json!({}), "{r}");
+    let thought = r["result"]["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "thought_level").cloned();
+    assert_eq!(thought.unwrap()["currentValue"], "high", "the level the run asked for: {r}");
     let replayed: Vec<String> = other
         .seen
         .iter()
@@ -565,7 +578,7 @@ fn a_session_answers_to_its_key_in_either_spelling_and_slash_commands_reach_the_
     // Loaded by its short key, prompted by its full one: the same session.
     let mut other = bridge(&gw);
     let r = other.request("session/load", json!({"sessionId": "spelled", "cwd": cwd, "mcpServers": []}));
-    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(r["result"]["configOptions"].is_array(), "{r}");
     let (updates, response) = other.prompt("agent:main:spelled", "second");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(updates.is_empty(), "updates carry the spelling the editor loaded it by");
@@ -666,4 +679,67 @@ fn events_framed_for_another_session_or_text_that_does_not_extend_the_reply_neve
     assert_eq!(text_of(&updates, "agent_message_chunk"), "Hello world.", "{updates:#?}");
     let shown = serde_json::to_string(&updates).unwrap();
     assert!(!shown.contains("FOREIGN") && !shown.contains("t-foreign"), "{shown}");
+}
+
+/// An editor on `acp gateway` has what it has on `acp serve`: the slash commands, the model, mode
+/// and thinking options (changed on the gateway), and images in prompts.
+#[test]
+fn an_editor_on_the_gateway_gets_commands_options_and_images() {
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "A red square."));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut editor = bridge(&gw);
+    let cwd = gw.workspace.path();
+    let r = editor.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let id = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let options = r["result"]["configOptions"].as_array().unwrap().clone();
+    let ids: Vec<&str> = options.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["model", "mode", "thought_level"], "{r}");
+    assert_eq!(options[0]["currentValue"], "anthropic/claude-sonnet-4-5");
+    assert_eq!((&options[1]["currentValue"], &options[2]["currentValue"]), (&json!("code"), &json!("default")));
+    assert_eq!(r["result"]["modes"]["currentModeId"], "code");
+    // The slash commands follow the answer.
+    let commands = loop {
+        let m = editor.recv();
+        if m["params"]["update"]["sessionUpdate"] == "available_commands_update" {
+            break m["params"]["update"]["availableCommands"].as_array().unwrap().clone();
+        }
+    };
+    let names: Vec<&str> = commands.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for name in ["help", "status", "model", "think", "compact", "new"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    // Options are changed on the gateway: its own clients see them.
+    let r = editor.request(
+        "session/set_config_option",
+        json!({"sessionId": id, "configId": "model", "value": "anthropic/claude-opus-4-6"}),
+    );
+    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "anthropic/claude-opus-4-6", "{r}");
+    let r = editor
+        .request("session/set_config_option", json!({"sessionId": id, "configId": "thought_level", "value": "low"}));
+    assert_eq!(r["result"]["configOptions"][2]["currentValue"], "low", "{r}");
+    let r = editor.request("session/set_mode", json!({"sessionId": id, "modeId": "ask"}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r =
+        editor.request("session/set_config_option", json!({"sessionId": id, "configId": "model", "value": "nope/x"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("unknown provider `nope`"), "{r}");
+    // An image goes as an attachment and reaches the model as an image, with the new settings.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": "What is this?"},
+        {"type": "image", "mimeType": "image/png", "data": png}]});
+    let r = editor.request("session/prompt", prompt);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}\n{}", editor.stderr());
+    let body = &mock.requests()[0].body;
+    assert_eq!(body["model"], "claude-opus-4-6", "{body}");
+    assert_eq!(body["thinking"]["budget_tokens"], 2048, "low: {body}");
+    let content = body["messages"][0]["content"].as_array().unwrap();
+    let image = content.iter().find(|b| b["type"] == "image").unwrap_or_else(|| panic!("{body}"));
+    assert_eq!((&image["source"]["media_type"], &image["source"]["data"]), (&json!("image/png"), &json!(png)));
+    // A gateway session opened later starts with what was chosen.
+    let mut other = bridge(&gw);
+    let r = other.request("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []}));
+    let current: Vec<&Value> =
+        r["result"]["configOptions"].as_array().unwrap().iter().map(|o| &o["currentValue"]).collect();
+    assert_eq!(current, [&json!("anthropic/claude-opus-4-6"), &json!("ask"), &json!("low")], "{r}");
 }

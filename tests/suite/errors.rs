@@ -66,8 +66,8 @@ fn unauthorized_is_not_retried_and_asks_for_a_key() {
             ),
         };
         let message = format!(
-            " (HTTP 401): {said}. Check the API key in {var} (it must be set in the environment the editor starts \
-             acp with), then try again."
+            " (HTTP 401): {said}. Check the API key in {var} (it must be set in acp's environment: your shell's, \
+             or the one your editor starts acp with), then try again."
         );
         let data = json!({"kind": "auth", "status": 401, "retryable": false, "requestId": request});
         assert_eq!(error, provider_error(api, -32000, &message, data), "{api}");
@@ -322,7 +322,8 @@ fn unreachable_servers_say_so() {
         ),
         "{message}"
     );
+    // Nothing listens on this machine's port: said at once, not after retries.
     let data =
-        json!({"kind": "connect", "provider": "anthropic", "status": null, "retryable": true, "requestId": null});
+        json!({"kind": "connect", "provider": "anthropic", "status": null, "retryable": false, "requestId": null});
     assert_eq!(blank(&error, &["message"]), json!({"code": -32603, "message": BLANK, "data": data}));
 }

@@ -265,3 +265,62 @@ fn frames_over_the_limit_close_with_1009() {
     let mut other = gw.client(&["operator.read"]);
     assert_eq!(other.request("health", json!({}))["ok"], true);
 }
+
+/// A gateway started with `--listen` and `--token-file` on the command line is found by `acp
+/// pairing` and `acp channels` of the same `$ACP_HOME` with no arguments: it leaves its address
+/// and an owner token of this run (never the shared token) in a file only its user reads, gone
+/// when it stops. Anyone else needs the token, from a file.
+#[test]
+fn local_clients_find_the_running_gateway_and_authenticate_as_its_owner() {
+    let mock = MockModel::start();
+    let mut gw = Gateway::start(&mock.base(), &[]);
+    let file = gw.home.path().join("gateway.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let found: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(found["url"], format!("ws://127.0.0.1:{}/", gw.port));
+    assert!(!text.contains(TOKEN), "the shared token is not written: {text}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let acp = |home: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ACP_HOME", home)
+            .env("HOME", home)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), said)
+    };
+    let (code, said) = acp(gw.home.path(), &["pairing", "list"]);
+    assert_eq!((code, said.as_str()), (Some(0), "No pairing codes are waiting.\n"));
+    let (code, said) = acp(gw.home.path(), &["channels", "status"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.starts_with("No channels are configured"), "{said}");
+    // Another home: the token is needed, and a file is how to give it.
+    let other = tempfile::tempdir().unwrap();
+    let url = format!("ws://127.0.0.1:{}", gw.port);
+    let (code, said) = acp(other.path(), &["pairing", "list", "--gateway", &url]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("token mismatch") && !said.contains("--token "), "{said}");
+    let token_file = other.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let (code, said) =
+        acp(other.path(), &["pairing", "list", "--gateway", &url, "--token-file", token_file.to_str().unwrap()]);
+    assert_eq!((code, said.as_str()), (Some(0), "No pairing codes are waiting.\n"));
+    // The owner token is this run's: a stale copy is worth nothing once the gateway is gone.
+    gw.signal("TERM");
+    assert!(gw.wait_exit().success(), "{}", gw.stderr());
+    assert!(!file.exists(), "removed as it stopped");
+    let home = std::mem::replace(&mut gw.home, tempfile::tempdir().unwrap());
+    drop(gw);
+    let mut restarted = Gateway::start_in(home, &mock.base(), &[]);
+    let stale = found["token"].as_str().unwrap();
+    assert!(!std::fs::read_to_string(&file).unwrap().contains(stale), "a new owner token per run");
+    let (mut client, _) = restarted.socket();
+    let refused = client.request("connect", connect_params(Some(stale), &["operator.admin"]));
+    assert_eq!(refused["ok"], false, "{refused}");
+    restarted.signal("TERM");
+    let _ = restarted.wait_exit();
+}

@@ -20,6 +20,7 @@ mod golden;
 mod hostile;
 mod lifecycle;
 mod mcp;
+mod mcp_cli;
 mod persistence;
 mod protocol;
 mod run;

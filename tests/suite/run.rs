@@ -194,7 +194,11 @@ fn permissions_are_refused_unless_allowed() {
     std::fs::write(home.path().join("config.toml"), "mode = \"yolo\"\n").unwrap();
     let r = run(home.path(), Some(&mock), ws.path(), &["Write NOTES.md"]);
     assert_eq!(r.code, 7, "{}", r.stderr);
-    assert!(r.stderr.contains("config.toml: `mode` must be \"ask\", \"code\" or \"auto\", not \"yolo\""), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("config.toml: `mode` must be \"ask\", \"code\" or \"auto\", not \"yolo\""),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

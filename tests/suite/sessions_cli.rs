@@ -68,7 +68,8 @@ fn the_sessions_command_lists_shows_exports_and_deletes() {
     let (ok, table, _) = cli(home.path(), &["list"]);
     assert!(ok);
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("ID "), "{table}");
+    assert!(lines[0].starts_with("ID ") && lines[0].contains("  ORIGIN  "), "{table}");
+    assert!(lines[1].contains("  acp  "), "where it was made: {table}");
     assert!(lines[1].starts_with(&session) && lines[1].contains("Fix the add bug"), "{table}");
     assert!(lines[1].contains(&ws.path().display().to_string()), "{table}");
 

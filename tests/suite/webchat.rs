@@ -1,7 +1,9 @@
 //! The gateway's web chat in real headless Chromium (Debian's `chromium`, driven by
 //! `playwright-core`; tests/webchat/webchat.mjs): log in with the token, a streamed reply rendered
-//! as Markdown, a reply made of HTML and script shown as text, an approval question answered, a
-//! run stopped, a screenshot, and the page reconnecting by itself after the gateway restarts.
+//! as Markdown with the session's model, token usage, context fill and the messages' times, a
+//! reply made of HTML and script shown as text, an approval question showing the edit's diff and
+//! answered, dark mode, a phone's width, a run stopped, screenshots, and the page reconnecting by
+//! itself after the gateway restarts.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -28,8 +30,9 @@ fn the_web_chat_in_chromium() {
         "anthropic",
         "Look: <img src=x onerror=\"window.__pwned = true\"> and <script>window.__pwned = true</script>",
     ));
-    let write = serde_json::json!({"path": "notes.txt", "content": "from the web chat\n"});
-    mock.push(calls("anthropic", &[("w1", "write", write)]));
+    // An edit of a file that is there, so the question's diff has a line removed and one added.
+    let edit = serde_json::json!({"path": "notes.txt", "old_string": "old line", "new_string": "from the web chat"});
+    mock.push(calls("anthropic", &[("e1", "edit", edit)]));
     mock.push(text("anthropic", "Written."));
     mock.push(endless_text("Counting: "));
     let mut gw = Some(Gateway::start(&mock.base(), &[]));
@@ -41,13 +44,21 @@ fn the_web_chat_in_chromium() {
         .client(&["operator.admin"])
         .request("sessions.patch", serde_json::json!({"key": "main", "mode": "ask"}));
     assert_eq!(patched["ok"], true, "{patched}");
+    let model =
+        gw.as_ref().unwrap().client(&["operator.read"]).request("status", serde_json::json!({}))["payload"]["sessions"]
+            ["defaults"]["model"]
+            .as_str()
+            .expect("the default model")
+            .to_owned();
     let notes = gw.as_ref().unwrap().workspace.path().join("notes.txt");
+    std::fs::write(&notes, "first line\nold line\nlast line\n").unwrap();
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webchat.png");
     let mut node = Command::new("node")
         .arg(dir.join("webchat.mjs"))
         .arg(format!("http://127.0.0.1:{port}/"))
         .arg(TOKEN)
         .arg(&shot)
+        .arg(&model)
         .env("CHROMIUM", &chromium)
         .stdout(Stdio::piped())
         .spawn()
@@ -69,10 +80,18 @@ fn the_web_chat_in_chromium() {
     let gw = gw.unwrap();
     let report = report.unwrap_or_else(|| panic!("no report from the page\n{}", gw.stderr()));
     assert!(status.success(), "failures: {:#}\ngateway:\n{}", report["failures"], gw.stderr());
-    assert_eq!(report["steps"].as_array().unwrap().len(), 8, "{report:#}");
-    assert_eq!(written.as_deref(), Some("from the web chat\n"), "approved in the page, then written");
-    assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "a screenshot at {}", shot.display());
-    println!("web chat screenshot: {}", shot.display());
+    assert_eq!(report["steps"].as_array().unwrap().len(), 17, "{report:#}");
+    assert_eq!(
+        written.as_deref(),
+        Some("first line\nfrom the web chat\nlast line\n"),
+        "approved in the page, then written"
+    );
+    let shots: Vec<&str> = report["screenshots"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(shots.len(), 8, "{report:#}");
+    for shot in &shots {
+        assert!(std::fs::metadata(shot).is_ok_and(|m| m.len() > 1000), "a screenshot at {shot}");
+    }
+    println!("web chat screenshots (light, dark, approval question, phone): {}", shots.join(" "));
 }
 
 #[test]

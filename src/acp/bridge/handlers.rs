@@ -1,7 +1,9 @@
 //! The bridge's dispatch table: `initialize` (answered at once, without waiting for the gateway),
 //! sessions by gateway key (`new`, `load` replaying `chat.history`, `resume`, `list` from
-//! `sessions.list`, `close`), `prompt` (one `chat.send` per prompt, one at a time per session)
-//! and `cancel` (`chat.abort` of its own run only).
+//! `sessions.list`, `close`) with the gateway's models, modes and thinking levels as config options
+//! (`set_config_option` and `set_mode` are `sessions.patch`) and its slash commands, `prompt` (one
+//! `chat.send` per prompt, images as attachments, one at a time per session) and `cancel`
+//! (`chat.abort` of its own run only).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,22 +15,29 @@ use acp_protocol::acp::schema::{
     CloseSessionResponse, ContentBlock, EmbeddedResourceResource, Implementation, InitializeRequest,
     InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, StopReason,
+    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
+    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
+use acp_protocol::acp::schema::{AvailableCommandsUpdate, ConfigOptionUpdate, CurrentModeUpdate};
 use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::super::dispatch::{self, Answer, Handled, Method as _, Reply, Requests, Work};
-use super::super::{agent, meta, updates};
+use super::super::{agent, meta, options, updates};
 use super::{Bridge, CONNECT_WAIT, Run, RunEnd, Session, canonical};
 use crate::rpc::Incoming;
+use crate::runtime::Mode;
+use crate::settings::ReasoningEffort;
 use crate::sync::lock;
 
 /// Sessions per `session/list` page.
 const LIST_PAGE: u64 = 50;
+/// How long opening a session waits for the gateway's models and the session's settings.
+const SETTINGS_WAIT: Duration = Duration::from_secs(3);
 /// How long a cancelled run may take to confirm it stopped before the prompt answers anyway.
 const ABORT_WAIT: Duration = Duration::from_secs(10);
 
@@ -41,6 +50,8 @@ pub(super) fn dispatch(bridge: &Arc<Bridge>, incoming: Incoming) -> Work {
             .on::<dispatch::LoadSession>(load_session)
             .on::<dispatch::ResumeSession>(resume_session)
             .on::<dispatch::ListSessions>(list_sessions)
+            .on::<dispatch::SetSessionConfigOption>(set_config_option)
+            .on::<dispatch::SetSessionMode>(set_mode)
             .on_cancellable::<dispatch::Prompt>(prompt)
             .on::<dispatch::CloseSession>(close_session)
             .on::<dispatch::Cancel>(|this, params| {
@@ -67,7 +78,7 @@ fn initialize(_: &Arc<Bridge>, req: InitializeRequest) -> Reply<Handled<Initiali
     let capabilities = AgentCapabilities::new()
         .load_session(true)
         .mcp_capabilities(McpCapabilities::new())
-        .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+        .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
         .session_capabilities(
             SessionCapabilities::new()
                 .list(SessionListCapabilities::new())
@@ -126,9 +137,73 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
     Ok(canonical(&key))
 }
 
+/// A session's settings on the gateway, and the models it offers.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Settings {
+    /// `provider/model` and a name to show.
+    models: Vec<(String, String)>,
+    model: Option<String>,
+    /// `None` on a gateway without modes (OpenClaw's).
+    mode: Option<Mode>,
+    thinking: Option<ReasoningEffort>,
+}
+
+impl Settings {
+    /// Asks the gateway: its models and defaults (`models.list`), and the session's row.
+    async fn of(bridge: &Bridge, key: &str) -> Self {
+        // Both at once, and not for long: a gateway that does not answer them leaves the
+        // session without options, not the editor waiting.
+        let ask = |method: &'static str, params: Value| async move {
+            let asked = bridge.gateway.request(method, params, SETTINGS_WAIT);
+            tokio::time::timeout(SETTINGS_WAIT, asked).await.ok().and_then(Result::ok).unwrap_or_default()
+        };
+        let (listed, rows) =
+            tokio::join!(ask("models.list", json!({})), ask("sessions.list", json!({"search": key, "limit": 50})));
+        let models: Vec<(String, String)> = listed["models"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| {
+                let id = m["id"].as_str()?;
+                Some((id.to_owned(), m["name"].as_str().unwrap_or(id).to_owned()))
+            })
+            .collect();
+        let row = rows["sessions"].as_array().and_then(|r| r.iter().find(|r| r["key"] == key)).cloned();
+        let defaults = &listed["defaults"];
+        let field = |k: &str| row.as_ref().and_then(|r| r[k].as_str()).or(defaults[k].as_str()).map(str::to_owned);
+        let model = field("model").or_else(|| models.first().map(|(id, _)| id.clone()));
+        let mode = field("mode").and_then(|m| Mode::parse(&m));
+        let thinking = field("thinkingLevel").and_then(|t| ReasoningEffort::parse(&t));
+        Self { models, model, mode, thinking }
+    }
+
+    fn options(&self) -> Vec<SessionConfigOption> {
+        let mut choices: Vec<SessionConfigSelectOption> =
+            self.models.iter().map(|(id, name)| SessionConfigSelectOption::new(id.clone(), name.clone())).collect();
+        let current = self.model.clone().unwrap_or_default();
+        if !current.is_empty() && !self.models.iter().any(|(id, _)| *id == current) {
+            choices.insert(0, SessionConfigSelectOption::new(current.clone(), current.clone()));
+        }
+        options::options_of(choices, current, self.mode, self.thinking)
+    }
+}
+
+/// What an editor learns once a session is open (after the answer): the slash commands.
+fn announcement(id: &str) -> Vec<acp_protocol::acp::schema::SessionNotification> {
+    let commands = super::super::sessions::available_commands(&[]);
+    vec![updates::notification(id, SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)))]
+}
+
+/// An answer to opening session `id`, the announcement after it.
+fn opened<T>(id: &str, reply: Reply<T>) -> Answer<T> {
+    let then = if reply.is_ok() { announcement(id) } else { Vec::new() };
+    Answer { reply, then }
+}
+
 /// Registers ACP session `id` (a gateway key, as the editor spells it), resetting it first if
-/// asked.
-async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>) -> Reply<()> {
+/// asked; its settings on the gateway.
+async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>) -> Reply<Settings> {
     let key = canonical(id);
     if meta::read_bool(meta, meta::RESET).unwrap_or(bridge.options.reset_session) {
         bridge
@@ -138,6 +213,7 @@ async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>
             .map_err(|e| gateway_error(&format!("could not reset `{key}`"), &e))?;
     }
     let prefix_cwd = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(bridge.options.prefix_cwd);
+    let settings = Settings::of(bridge, &key).await;
     let session = Session {
         key: key.clone(),
         acp_id: id.to_owned(),
@@ -145,9 +221,10 @@ async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>
         prefix_cwd,
         turns: Arc::default(),
         cancel: CancellationToken::new(),
+        settings: settings.clone(),
     };
     lock(&bridge.sessions).insert(key, session);
-    Ok(())
+    Ok(settings)
 }
 
 fn new_session(bridge: &Arc<Bridge>, req: NewSessionRequest) -> Reply<Handled<NewSessionResponse>> {
@@ -164,10 +241,16 @@ fn new_session(bridge: &Arc<Bridge>, req: NewSessionRequest) -> Reply<Handled<Ne
             if lock(&this.sessions).contains_key(&id) {
                 return Err(ErrorObject::invalid_params(format!("session `{id}` is already open on this connection")));
             }
-            open(&this, &id, req.cwd, meta).await?;
-            Ok(NewSessionResponse::new(id))
+            let settings = open(&this, &id, req.cwd, meta).await?;
+            let response = NewSessionResponse::new(id).config_options(settings.options());
+            Ok(match settings.mode {
+                Some(mode) => response.modes(options::modes(mode)),
+                None => response,
+            })
         };
-        Answer::from(opened.await)
+        let reply = opened.await;
+        let id = reply.as_ref().map(|r| r.session_id.0.to_string()).unwrap_or_default();
+        self::opened(&id, reply)
     })))
 }
 
@@ -188,16 +271,20 @@ fn load_session(bridge: &Arc<Bridge>, req: LoadSessionRequest) -> Reply<Handled<
                         gateway_error("could not read the session's history", &e)
                     }
                 })?;
-            open(&this, &req.session_id.0, req.cwd.clone(), req.meta.as_ref()).await?;
+            let settings = open(&this, &req.session_id.0, req.cwd.clone(), req.meta.as_ref()).await?;
             let messages = history["messages"].as_array().cloned().unwrap_or_default();
             for (n, message) in messages.iter().enumerate() {
                 for update in super::events::replay(message, &format!("{id}#{n}"), &req.cwd) {
                     this.send(&req.session_id.0, update);
                 }
             }
-            Ok(LoadSessionResponse::new())
+            let response = LoadSessionResponse::new().config_options(settings.options());
+            Ok(match settings.mode {
+                Some(mode) => response.modes(options::modes(mode)),
+                None => response,
+            })
         };
-        Answer::from(loaded.await)
+        opened(&req.session_id.0, loaded.await)
     })))
 }
 
@@ -211,10 +298,14 @@ fn resume_session(bridge: &Arc<Bridge>, req: ResumeSessionRequest) -> Reply<Hand
                 .request("sessions.resolve", json!({"key": key}), CONNECT_WAIT)
                 .await
                 .map_err(|e| gateway_error(&format!("the gateway session `{key}` does not exist"), &e))?;
-            open(&this, &req.session_id.0, req.cwd, req.meta.as_ref()).await?;
-            Ok(ResumeSessionResponse::new())
+            let settings = open(&this, &req.session_id.0, req.cwd, req.meta.as_ref()).await?;
+            let response = ResumeSessionResponse::new().config_options(settings.options());
+            Ok(match settings.mode {
+                Some(mode) => response.modes(options::modes(mode)),
+                None => response,
+            })
         };
-        Answer::from(resumed.await)
+        opened(&req.session_id.0, resumed.await)
     })))
 }
 
@@ -266,6 +357,91 @@ fn session_info(row: &Value, filter: Option<&std::path::Path>, here: &std::path:
     Some(info.meta(updates::meta(json!({"sessionKey": key, "origin": row["origin"], "kind": row["kind"]}))))
 }
 
+/// `session/set_config_option`: the model, mode or thinking level, as `sessions.patch` on the
+/// gateway; the answer carries every option as it now is.
+fn set_config_option(
+    bridge: &Arc<Bridge>,
+    req: SetSessionConfigOptionRequest,
+) -> Reply<Handled<SetSessionConfigOptionResponse>> {
+    let SessionConfigOptionValue::ValueId { value } = &req.value else {
+        return Err(ErrorObject::invalid_params("`value`: expected a value id (string)"));
+    };
+    let value = value.0.to_string();
+    let (field, patched) = match req.config_id.0.as_ref() {
+        options::MODEL_OPTION => ("model", json!(value)),
+        options::MODE_OPTION => {
+            Mode::parse(&value)
+                .ok_or_else(|| ErrorObject::invalid_params(format!("`value`: unknown mode `{value}`")))?;
+            ("mode", json!(value))
+        }
+        options::THOUGHT_OPTION => {
+            let level = options::parse_thought_level(&value)
+                .ok_or_else(|| ErrorObject::invalid_params(format!("`value`: unknown thought level `{value}`")))?;
+            ("thinking", json!(level.map_or("off", ReasoningEffort::as_str)))
+        }
+        other => {
+            return Err(ErrorObject::invalid_params(format!(
+                "`configId`: unknown config option `{other}` (known: model, mode, thought_level)"
+            )));
+        }
+    };
+    let id = req.session_id.0.to_string();
+    let this = bridge.clone();
+    Ok(Handled::InOrder(Box::pin(async move {
+        let patched = patch(&this, &id, field, patched).await;
+        Answer::from(patched.map(|s| SetSessionConfigOptionResponse::new(s.options())))
+    })))
+}
+
+/// `session/set_mode`, as `sessions.patch` on the gateway.
+fn set_mode(bridge: &Arc<Bridge>, req: SetSessionModeRequest) -> Reply<Handled<SetSessionModeResponse>> {
+    let mode = req.mode_id.0.to_string();
+    Mode::parse(&mode).ok_or_else(|| ErrorObject::invalid_params(format!("`modeId`: unknown mode `{mode}`")))?;
+    let id = req.session_id.0.to_string();
+    let this = bridge.clone();
+    Ok(Handled::InOrder(Box::pin(async move {
+        match patch(&this, &id, "mode", json!(mode)).await {
+            Ok(settings) => {
+                let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(settings.options()));
+                let current = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode));
+                Answer {
+                    reply: Ok(SetSessionModeResponse::new()),
+                    then: vec![updates::notification(&id, current), updates::notification(&id, update)],
+                }
+            }
+            Err(e) => Answer::from(Err(e)),
+        }
+    })))
+}
+
+/// Changes one setting of session `id` on the gateway; its settings after.
+async fn patch(bridge: &Bridge, id: &str, field: &str, value: Value) -> Reply<Settings> {
+    let key = canonical(id);
+    let mut settings =
+        lock(&bridge.sessions).get(&key).map(|s| s.settings.clone()).ok_or_else(|| agent::session_not_found(id))?;
+    if field == "mode" && settings.mode.is_none() {
+        return Err(ErrorObject::invalid_params("this gateway has no modes"));
+    }
+    bridge.gateway.request("sessions.patch", json!({"key": key, field: value}), CONNECT_WAIT).await.map_err(|e| {
+        let message = e.to_string();
+        if message.contains("invalid") {
+            ErrorObject::invalid_params(message)
+        } else {
+            gateway_error(&format!("could not change the session's {field}"), &e)
+        }
+    })?;
+    let text = value.as_str().unwrap_or_default();
+    match field {
+        "model" => settings.model = Some(text.to_owned()),
+        "mode" => settings.mode = Mode::parse(text),
+        _ => settings.thinking = ReasoningEffort::parse(text),
+    }
+    if let Some(session) = lock(&bridge.sessions).get_mut(&key) {
+        session.settings = settings.clone();
+    }
+    Ok(settings)
+}
+
 fn close_session(bridge: &Arc<Bridge>, req: CloseSessionRequest) -> Reply<Handled<CloseSessionResponse>> {
     let id = req.session_id.0.to_string();
     if !lock(&bridge.sessions).contains_key(&canonical(&id)) {
@@ -280,13 +456,17 @@ fn cancel(bridge: &Arc<Bridge>, req: CancelNotification) {
     bridge.cancel_session(&req.session_id.0);
 }
 
-/// The prompt as one message: its text, embedded resources as fenced context; images and audio
-/// cannot go through a gateway.
-fn message_of(blocks: &[ContentBlock]) -> Reply<String> {
+/// The prompt as one message — its text, embedded resources as fenced context — and its images
+/// as `chat.send` attachments; audio cannot go through a gateway.
+fn message_of(blocks: &[ContentBlock]) -> Reply<(String, Vec<Value>)> {
     let mut parts = Vec::new();
+    let mut images = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         match block {
             ContentBlock::Text(t) => parts.push(t.text.clone()),
+            ContentBlock::Image(image) => {
+                images.push(json!({"type": "image", "mimeType": image.mime_type, "content": image.data}));
+            }
             ContentBlock::ResourceLink(link) => parts.push(format!("[{}]({})", link.name, link.uri)),
             ContentBlock::Resource(r) => match &r.resource {
                 EmbeddedResourceResource::TextResourceContents(t) => {
@@ -300,16 +480,16 @@ fn message_of(blocks: &[ContentBlock]) -> Reply<String> {
             },
             _ => {
                 return Err(ErrorObject::invalid_params(format!(
-                    "`prompt[{i}]`: only text and text resources can be sent through the gateway"
+                    "`prompt[{i}]`: only text, images and text resources can be sent through the gateway"
                 )));
             }
         }
     }
     let message = parts.join("\n\n");
-    if message.trim().is_empty() {
+    if message.trim().is_empty() && images.is_empty() {
         return Err(ErrorObject::invalid_params("`prompt`: the prompt is empty"));
     }
-    Ok(message)
+    Ok((message, images))
 }
 
 /// `~/x` for a directory under the home directory.
@@ -330,12 +510,15 @@ fn prompt(bridge: &Arc<Bridge>, req: PromptRequest, cancel: CancellationToken) -
         .get(&canonical(&asked))
         .map(|s| (s.acp_id.clone(), s.key.clone(), s.cwd.clone(), s.prefix_cwd, s.turns.clone(), s.cancel.clone()))
         .ok_or_else(|| agent::session_not_found(&asked))?;
-    let text = message_of(&req.prompt)?;
+    let (text, images) = message_of(&req.prompt)?;
     let meta = req.meta.as_ref();
     // A slash command goes as typed, so the gateway reads it as one.
     let prefix = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(prefix) && !text.starts_with('/');
     let message = if prefix { format!("[Working directory: {}]\n\n{text}", shown_dir(&cwd)) } else { text };
     let mut params = json!({"sessionKey": key, "message": message});
+    if !images.is_empty() {
+        params["attachments"] = json!(images);
+    }
     if let Some(thinking) = meta::read_string(meta, meta::THINKING) {
         params["thinking"] = json!(thinking);
     }

@@ -57,6 +57,8 @@ struct Session {
     turns: Arc<tokio::sync::Mutex<()>>,
     /// Fires on `session/cancel` (running and waiting prompts end `cancelled`); replaced after.
     cancel: CancellationToken,
+    /// Its model, mode and thinking on the gateway, and the models it offers.
+    settings: handlers::Settings,
 }
 
 /// How a run ended, as the prompt answers it.
