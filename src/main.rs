@@ -208,6 +208,13 @@ fn client(args: ClientArgs, verbose: bool) -> ExitCode {
         Ok(dir) => return fail(format!("--cwd {}: not a directory", dir.display())),
         Err(e) => return fail(format!("--cwd: {e}")),
     };
+    // This acp as the agent: a broken file is said as such, with `acp run`'s code for it.
+    if args.agent.is_none()
+        && let Some(err) = Config::load().load_error
+    {
+        let _ = writeln!(std::io::stderr(), "acp client: the configuration file is broken: {err}");
+        return ExitCode::from(acp_repl::run::exit::CONFIG);
+    }
     let home = Config::home_dir();
     let options = ClientOptions {
         agent,

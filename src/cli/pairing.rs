@@ -49,9 +49,19 @@ pub enum PairingCommand {
     /// The pairing codes waiting for approval.
     List,
     /// Lets the sender of this code talk to the agent on this channel.
-    Approve { channel: String, code: String },
+    Approve {
+        /// The channel the code came from (`telegram`).
+        channel: String,
+        /// The code the sender was given (as `acp pairing list` shows it).
+        code: String,
+    },
     /// Drops this code.
-    Reject { channel: String, code: String },
+    Reject {
+        /// The channel the code came from (`telegram`).
+        channel: String,
+        /// The code the sender was given.
+        code: String,
+    },
 }
 
 #[derive(clap::Subcommand, Debug)]

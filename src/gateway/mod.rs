@@ -690,12 +690,20 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         prefs.clone(),
     );
     let found = discovery::Found { url: discovery::local_url(local), pid: std::process::id(), token: owner_token };
-    let _beacon = match discovery::Beacon::write(&home, &found) {
-        Ok(beacon) => Some(beacon),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not leave the gateway's address for local clients");
+    // Another gateway already serves this $ACP_HOME: local clients keep finding that one.
+    let _beacon = match discovery::find(&home) {
+        Some(other) if other.pid != found.pid => {
+            tracing::warn!(pid = other.pid, url = %other.url,
+                "another acp gateway serves this $ACP_HOME; local clients find that one (give them --gateway for this one)");
             None
         }
+        _ => match discovery::Beacon::write(&home, &found) {
+            Ok(beacon) => Some(beacon),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not leave the gateway's address for local clients");
+                None
+            }
+        },
     };
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {

@@ -162,7 +162,8 @@ impl McpSet {
             return;
         }
         let text = format!(
-            "MCP server `{}` is not available: {error}. Its tools are left out; `/mcp` shows its state.",
+            "MCP server `{}` is not available: {error}. Its tools are left out; `/mcp` (in a session) or `acp mcp test {}` shows why.",
+            server.name(),
             server.name()
         );
         events.emit(EventKind::Notice(text));

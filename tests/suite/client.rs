@@ -469,6 +469,11 @@ fn the_clients_errors_are_the_users_words_with_the_exit_codes_of_acp_run() {
     assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
     let (code, stderr) = client(&[], false);
     assert_eq!(code, Some(4), "no provider: {stderr}");
+    std::fs::write(home.path().join("config.toml"), "mode = \"yolo\"\n").unwrap();
+    let (code, stderr) = client(&[], true);
+    assert_eq!(code, Some(7), "a broken file, as acp run says it: {stderr}");
+    assert!(stderr.contains("the configuration file is broken"), "{stderr}");
+    std::fs::remove_file(home.path().join("config.toml")).unwrap();
     let (code, stderr) = client(&["--mode", "yolo"], true);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(!stderr.contains("invalid params"), "{stderr}");

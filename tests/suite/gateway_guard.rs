@@ -298,6 +298,29 @@ fn local_clients_find_the_running_gateway_and_authenticate_as_its_owner() {
     let (code, said) = acp(gw.home.path(), &["channels", "status"]);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.starts_with("No channels are configured"), "{said}");
+    // A second gateway on the same home leaves the first one found (and says so).
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["gateway", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(gw.home.path().join("test-gateway.token"))
+        .arg("--workspace")
+        .arg(gw.workspace.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", gw.home.path())
+        .env("HOME", gw.home.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(second.stderr.take().unwrap()));
+    // Up to its start line (the warning comes before it).
+    let before: Vec<String> =
+        lines.by_ref().map_while(Result::ok).take_while(|l| !l.contains("acp gateway listening on")).collect();
+    let warned = before.iter().find(|l| l.contains("another acp gateway serves this"));
+    assert!(warned.is_some_and(|l| l.contains(&format!("pid={}", gw.child.id()))), "the second says so: {before:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "the first gateway's file is kept");
+    let _ = second.kill();
+    let _ = second.wait();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "and not removed by the second");
     // Another home: the token is needed, and a file is how to give it.
     let other = tempfile::tempdir().unwrap();
     let url = format!("ws://127.0.0.1:{}", gw.port);

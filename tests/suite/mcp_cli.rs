@@ -133,7 +133,7 @@ fn a_broken_server_is_unavailable_alone_and_its_notice_is_never_the_models_words
     assert!(!stderr.contains("broken"), "{stderr}");
     for line in [
         "acp run: MCP server `docs` is not available: DOCS_TOKEN is not set (its `bearer_token_env_var`). Its \
-         tools are left out; `/mcp` shows its state.\n",
+         tools are left out; `/mcp` (in a session) or `acp mcp test docs` shows why.\n",
         "acp run: MCP server `gone` is not available: `acp-test-no-such-server` was not found.",
     ] {
         assert!(stderr.contains(line), "{line:?} not in {stderr}");
