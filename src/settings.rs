@@ -67,17 +67,25 @@ pub struct Rule {
     pub allow: bool,
 }
 
-/// How much the model should reason, where the model supports it.
+/// How much the model should reason, where the model supports it: `minimal` and `xhigh` go as
+/// they are to OpenAI (whose newer models take them) and become `low`/`high` on other
+/// Chat Completions servers; on Anthropic each level is a thinking budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningEffort {
+    Minimal,
     Low,
     Medium,
     High,
+    #[serde(rename = "xhigh")]
+    XHigh,
 }
 
 impl ReasoningEffort {
-    pub const ALL: [ReasoningEffort; 3] = [ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High];
+    pub const ALL: [ReasoningEffort; 5] = [Self::Minimal, Self::Low, Self::Medium, Self::High, Self::XHigh];
+
+    /// The levels as an error message lists them.
+    pub const CHOICES: &str = "minimal, low, medium, high or xhigh";
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.as_str() == s)
@@ -85,18 +93,31 @@ impl ReasoningEffort {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Minimal => "minimal",
             Self::Low => "low",
             Self::Medium => "medium",
             Self::High => "high",
+            Self::XHigh => "xhigh",
         }
     }
 
-    /// Anthropic thinking budget for this effort.
+    /// As servers that know only `low`, `medium` and `high` take it.
+    pub fn common(self) -> Self {
+        match self {
+            Self::Minimal => Self::Low,
+            Self::XHigh => Self::High,
+            other => other,
+        }
+    }
+
+    /// Anthropic thinking budget for this effort (1,024 is the least Anthropic takes).
     pub fn budget_tokens(self) -> u32 {
         match self {
+            Self::Minimal => 1_024,
             Self::Low => 2_048,
             Self::Medium => 8_192,
             Self::High => 24_576,
+            Self::XHigh => 32_768,
         }
     }
 }

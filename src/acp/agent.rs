@@ -29,6 +29,7 @@ use super::{meta, options, prompt, updates};
 use crate::config::{Config, ConfigCell};
 use crate::rpc::{Connection, Incoming};
 use crate::runtime::{ListError, Mode, Op, Runtime, SessionHandle, SessionSettings};
+use crate::settings::ReasoningEffort;
 use crate::sync::lock;
 
 /// How long `session/close` waits for the session to stop (its turn is cancelled first, which
@@ -185,7 +186,8 @@ impl Agent {
         let reasoning = match meta::read_string(meta, meta::THINKING) {
             Some(level) => options::parse_thought_level(level).ok_or_else(|| {
                 ErrorObject::invalid_params(format!(
-                    "`_meta.thinking`: unknown level `{level}` (known: default, low, medium, high)"
+                    "`_meta.thinking`: unknown level `{level}` (known: default, {})",
+                    ReasoningEffort::CHOICES
                 ))
             })?,
             None => config.reasoning,
@@ -347,7 +349,8 @@ impl Agent {
             options::MODE_OPTION => Op::SetMode(parse_mode(value, "value")?),
             options::THOUGHT_OPTION => Op::SetReasoning(options::parse_thought_level(value).ok_or_else(|| {
                 ErrorObject::invalid_params(format!(
-                    "`value`: unknown thought level `{value}` (known: default, low, medium, high)"
+                    "`value`: unknown thought level `{value}` (known: default, {})",
+                    ReasoningEffort::CHOICES
                 ))
             })?),
             other => {

@@ -11,7 +11,7 @@ pub const SESSION_KEY: &[&str] = &["sessionKey", "session", "key"];
 pub const MODEL: &[&str] = &["model", "modelId"];
 /// `session/new`: the mode to start with.
 pub const MODE: &[&str] = &["mode", "modeId"];
-/// `session/new`: the thought level to start with (`default`, `low`, `medium`, `high`).
+/// `session/new`: the thought level to start with (`default` or a [`crate::settings::ReasoningEffort`]).
 pub const THINKING: &[&str] = &["thinking", "thinkingLevel", "thoughtLevel"];
 
 /// The gateway bridge, `session/new` / `session/load`: a session label (resolved by the gateway).

@@ -92,12 +92,14 @@ fn thought_levels() -> Vec<SessionConfigSelectOption> {
             .description("The provider's default (no extended thinking on Anthropic)"),
     ];
     levels.extend(ReasoningEffort::ALL.iter().map(|e| {
-        let name = match e {
-            ReasoningEffort::Low => "Low",
-            ReasoningEffort::Medium => "Medium",
-            ReasoningEffort::High => "High",
-        };
-        SessionConfigSelectOption::new(e.as_str(), name)
+        let option = |name| SessionConfigSelectOption::new(e.as_str(), name);
+        match e {
+            ReasoningEffort::Minimal => option("Minimal").description("OpenAI's least; elsewhere as low"),
+            ReasoningEffort::Low => option("Low"),
+            ReasoningEffort::Medium => option("Medium"),
+            ReasoningEffort::High => option("High"),
+            ReasoningEffort::XHigh => option("Extra high").description("OpenAI's most; elsewhere as high"),
+        }
     }));
     levels
 }

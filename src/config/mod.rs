@@ -521,8 +521,9 @@ impl Config {
                 let parsed = ReasoningEffort::parse(level);
                 if parsed.is_none() {
                     load_error.get_or_insert(format!(
-                        "{}: `reasoning` must be \"default\", \"low\", \"medium\" or \"high\", not \"{level}\"",
-                        home.join("config.toml").display()
+                        "{}: `reasoning` must be \"default\" or one of {}, not \"{level}\"",
+                        home.join("config.toml").display(),
+                        ReasoningEffort::CHOICES
                     ));
                 }
                 parsed

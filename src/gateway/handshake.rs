@@ -162,8 +162,14 @@ pub async fn connect(
             } else {
                 "open the web chat with the link acp gateway printed, or see $ACP_HOME/webchat.token"
             };
-            let error = ErrorShape::invalid(format!("unauthorized: gateway token mismatch ({hint})"))
-                .with_details(json!({"code": "AUTH_TOKEN_MISMATCH", "authReason": "token_mismatch",
+            // No token at all (a device alone, unknown here) is told apart from a wrong one.
+            let sent_any = token.is_some() || device_token.is_some() || auth_text("password").is_some();
+            let (what, code, reason) = match sent_any {
+                false => ("missing", "AUTH_TOKEN_MISSING", "token_missing"),
+                true => ("mismatch", "AUTH_TOKEN_MISMATCH", "token_mismatch"),
+            };
+            let error = ErrorShape::invalid(format!("unauthorized: gateway token {what} ({hint})"))
+                .with_details(json!({"code": code, "authReason": reason,
                 "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}));
             return Err(Refusal::answered(id, error, policy));
         }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use acp_protocol::gateway::Frame;
 
@@ -151,10 +152,24 @@ struct Run {
     thinking: String,
     started_at: i64,
     ended: watch::Sender<Option<RunEnd>>,
-    /// Where the reply's text goes as it streams (a channel delivering it), if anywhere.
-    listener: Option<mpsc::UnboundedSender<String>>,
+    /// Where the run's text, reasoning and tool calls go as they stream (a channel delivering
+    /// them), if anywhere.
+    listener: Option<mpsc::UnboundedSender<Heard>>,
     /// The message the listener last had text of: the next one starts a new paragraph.
     heard: String,
+}
+
+/// What a run's listener hears.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Heard {
+    /// Reply text (`\n\n` between the model's messages).
+    Text(String),
+    /// Reasoning, as it streams.
+    Thinking(String),
+    /// A tool call began.
+    ToolStarted { title: String },
+    /// A tool call ended: its text output.
+    ToolEnded { title: String, failed: bool, output: String },
 }
 
 /// How a run ended.
@@ -259,13 +274,13 @@ impl Hub {
         self.start_run_to(turn, run_id, session_key, None)
     }
 
-    /// [`Self::start_run`], the reply's text also sent to `listener` as it streams.
+    /// [`Self::start_run`], what the run shows also sent to `listener` as it streams.
     pub fn start_run_to(
         &self,
         turn: TurnId,
         run_id: &str,
         session_key: &str,
-        listener: Option<mpsc::UnboundedSender<String>>,
+        listener: Option<mpsc::UnboundedSender<Heard>>,
     ) -> watch::Receiver<Option<RunEnd>> {
         let (ended, rx) = watch::channel(None);
         let started_at = now_ms();
@@ -326,15 +341,19 @@ impl Hub {
         let payloads = self.stamp(turn, |run, seq| {
             let stream = if thought { "thinking" } else { "assistant" };
             if thought { run.thinking.push_str(delta) } else { run.text.push_str(delta) }
-            if let Some(listener) = run.listener.as_ref().filter(|_| !thought) {
-                // The text of the model's next message (after a tool call) is a paragraph of its own.
-                if run.heard != message_id {
-                    if !run.heard.is_empty() {
-                        let _ = listener.send("\n\n".to_owned());
+            if let Some(listener) = run.listener.as_ref() {
+                if thought {
+                    let _ = listener.send(Heard::Thinking(delta.to_owned()));
+                } else {
+                    // The text of the model's next message (after a tool call) is a paragraph of its own.
+                    if run.heard != message_id {
+                        if !run.heard.is_empty() {
+                            let _ = listener.send(Heard::Text("\n\n".to_owned()));
+                        }
+                        run.heard = message_id.to_owned();
                     }
-                    run.heard = message_id.to_owned();
+                    let _ = listener.send(Heard::Text(delta.to_owned()));
                 }
-                let _ = listener.send(delta.to_owned());
             }
             let cumulative = if thought { &run.thinking } else { &run.text };
             let now = now_ms();
@@ -372,9 +391,19 @@ impl Hub {
         if !diffs.is_empty() {
             data["diffs"] = json!(diffs);
         }
+        let failed = state.status == ToolStatus::Failed;
         if phase == "result" {
             data["result"] = json!(result_text(&state.content));
-            data["isError"] = json!(state.status == ToolStatus::Failed);
+            data["isError"] = json!(failed);
+        }
+        if phase != "update"
+            && let Some(listener) = lock(&self.runs).get(&turn).and_then(|r| r.listener.clone())
+        {
+            let title = state.title.clone();
+            let _ = listener.send(match phase {
+                "start" => Heard::ToolStarted { title },
+                _ => Heard::ToolEnded { title, failed, output: shown_output(&state.content) },
+            });
         }
         self.agent(turn, "tool", data, false);
     }
@@ -441,6 +470,28 @@ pub fn result_text(content: &[crate::runtime::ToolContent]) -> String {
         })
         .collect();
     parts.join("\n")
+}
+
+/// A finished call's output as a chat shows it: its text, else the unified diff of what it changed.
+fn shown_output(content: &[crate::runtime::ToolContent]) -> String {
+    let text = result_text(content);
+    if !text.trim().is_empty() {
+        return text;
+    }
+    let diffs: Vec<String> = content
+        .iter()
+        .filter_map(|c| match c {
+            crate::runtime::ToolContent::Diff { path, old_text, new_text } => {
+                let name = path.display().to_string();
+                let diff = similar::TextDiffConfig::default()
+                    .timeout(Duration::from_secs(1))
+                    .diff_lines(old_text.as_deref().unwrap_or(""), new_text.as_str());
+                Some(diff.unified_diff().context_radius(2).header(&name, &name).to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    diffs.join("\n")
 }
 
 /// The stop reason as the reference's clients know them.

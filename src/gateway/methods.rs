@@ -8,6 +8,7 @@ use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, check_params, co
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
+use super::channels::policy::{ShowReasoning, Verbose};
 use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
 use super::hub::{Conn, RunEnd, now_ms};
 use crate::runtime::{Op, Shown, UserBlock};
@@ -98,6 +99,8 @@ fn schema(method: &str) -> Schema {
             ("thinking", Schema::String, false),
             ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
             ("sendPolicy", Schema::Any, false),
+            ("verboseLevel", Schema::Any, false),
+            ("reasoningLevel", Schema::Any, false),
         ]),
         "chat.history" => Schema::object(&[
             ("sessionKey", key(), true),
@@ -512,10 +515,9 @@ fn run_ops(method: &str, params: &Map<String, Value>) -> Result<Vec<Op>, String>
 fn reasoning(method: &str, level: &str) -> Result<Op, String> {
     let effort = match level {
         "off" | "default" => None,
-        other => Some(
-            crate::runtime::ReasoningEffort::parse(other)
-                .ok_or_else(|| format!("invalid {method} params: at /thinking: use off, low, medium or high"))?,
-        ),
+        other => Some(crate::runtime::ReasoningEffort::parse(other).ok_or_else(|| {
+            format!("invalid {method} params: at /thinking: use off, {}", crate::runtime::ReasoningEffort::CHOICES)
+        })?),
     };
     Ok(Op::SetReasoning(effort))
 }
@@ -557,9 +559,30 @@ async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Val
             ));
         }
     };
+    // What a chat is shown of the session's runs: a level, or null for the default (off).
+    let level = |field: &str, parse: &dyn Fn(&str) -> bool, choices: &str| match params.get(field) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(None)),
+        Some(Value::String(s)) if parse(s) => Ok(Some(Some(s.to_lowercase()))),
+        Some(_) => Err(format!("invalid sessions.patch params: at /{field}: {choices} or null")),
+    };
+    let verbose = level("verboseLevel", &|s| Verbose::parse(s).is_some(), "\"on\", \"full\", \"off\"")
+        .map_err(ErrorShape::invalid)?;
+    let shown = level("reasoningLevel", &|s| ShowReasoning::parse(s).is_some(), "\"on\", \"stream\", \"off\"")
+        .map_err(ErrorShape::invalid)?;
     let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-    if let Some(send) = send {
-        gw.prefs.change(&key, |p| p.send = send);
+    if send.is_some() || verbose.is_some() || shown.is_some() {
+        gw.prefs.change(&key, |p| {
+            if let Some(send) = send {
+                p.send = send;
+            }
+            if let Some(v) = verbose {
+                p.verbose = v.as_deref().and_then(Verbose::parse);
+            }
+            if let Some(r) = shown {
+                p.reasoning = r.as_deref().and_then(ShowReasoning::parse);
+            }
+        });
     }
     for op in ops {
         handle.send(op);

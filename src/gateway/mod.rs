@@ -214,7 +214,8 @@ impl Gateway {
             &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
         );
         let prompt = vec![crate::runtime::UserBlock::Text { text: text.to_owned() }];
-        let outcome = handle.prompt_with(turn, prompt, self.run_options());
+        let options = crate::runtime::TurnOptions { from_agent: true, ..self.run_options() };
+        let outcome = handle.prompt_with(turn, prompt, options);
         tokio::spawn(async move {
             outcome.await;
             drop(ticket);
@@ -424,7 +425,8 @@ impl Gateway {
         key: &str,
         prompt: Vec<crate::runtime::UserBlock>,
         mode_cap: Option<Mode>,
-    ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<String>, EndWatch), String> {
+        from_agent: bool,
+    ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<hub::Heard>, EndWatch), String> {
         let text = crate::runtime::plain_text(&prompt);
         let bytes = prompt.iter().map(crate::runtime::UserBlock::size).sum();
         let ticket = self.admit(key, bytes).map_err(|e| e.message.clone())?;
@@ -437,7 +439,7 @@ impl Gateway {
             "session.message",
             &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
         );
-        let options = crate::runtime::TurnOptions { mode_cap, ..self.run_options() };
+        let options = crate::runtime::TurnOptions { mode_cap, from_agent, ..self.run_options() };
         let outcome = handle.prompt_with(turn, prompt, options);
         tokio::spawn(async move {
             outcome.await;

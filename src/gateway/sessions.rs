@@ -7,6 +7,7 @@ use std::time::Instant;
 use acp_protocol::gateway::{ErrorShape, code};
 use serde_json::{Map, Value, json};
 
+use super::channels::policy::Show;
 use super::hub::now_ms;
 use super::{Gateway, canonical_key, limits};
 use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
@@ -144,11 +145,13 @@ impl Gateway {
                     || s.title.as_deref().is_some_and(|t| t.to_lowercase().contains(&search))
             })
             .map(|s| {
+                let show = Show::of(&self.prefs.get(&s.id));
                 json!({"key": s.id, "sessionId": s.id, "label": s.title, "displayName": s.title,
                     "derivedTitle": s.title, "updatedAt": s.updated_at, "createdAt": s.created_at,
                     "model": s.model, "mode": s.mode, "thinkingLevel": s.reasoning.as_deref().unwrap_or("off"),
                     "origin": s.origin, "cwd": s.cwd, "inputTokens": s.input_tokens,
                     "outputTokens": s.output_tokens, "contextTokens": s.context_tokens,
+                    "verboseLevel": show.verbose.as_str(), "reasoningLevel": show.reasoning.as_str(),
                     "open": self.open_handle(&s.id).is_some()})
             })
             .collect();

@@ -18,7 +18,8 @@ pub fn url(base_url: &str) -> String {
 }
 
 /// The request body, serialized straight from the borrowed conversation. `official` selects
-/// `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the compatible servers know).
+/// `max_completion_tokens` (OpenAI itself) over `max_tokens` (what the compatible servers know),
+/// and sends the reasoning levels only OpenAI has (`minimal`, `xhigh`) as they are.
 pub fn body(req: &ModelRequest<'_>, official: bool, cache_key: bool) -> serde_json::Result<Vec<u8>> {
     // Chat Completions takes back text and tool calls: reasoning is never replayed.
     let turns = super::turns(
@@ -54,7 +55,7 @@ pub fn body(req: &ModelRequest<'_>, official: bool, cache_key: bool) -> serde_js
                 function: Function { name: &t.name, description: &t.description, parameters: &t.parameters },
             })
             .collect(),
-        reasoning_effort: req.reasoning.map(|e| e.as_str()),
+        reasoning_effort: req.reasoning.map(|e| if official { e } else { e.common() }.as_str()),
         prompt_cache_key: if cache_key { req.cache_key } else { None },
     };
     serde_json::to_vec(&body)

@@ -19,6 +19,7 @@ use super::SessionSettings;
 use super::Shared;
 use super::compaction::{self, Accounting, CompactEnv};
 use super::context;
+use super::directives;
 use super::event::{Emitter, EventKind, SettingsChange, StopReason, TurnError, TurnOutcome};
 use super::op::TurnId;
 use super::session::Session;
@@ -44,6 +45,11 @@ pub enum Command {
     Model(Option<String>),
     /// `None` inside: off (the provider's default).
     Think(Option<ReasoningEffort>),
+    /// Several directives alone in a message (`/think high /model a/b`): all are set.
+    Directives {
+        reasoning: Option<Option<ReasoningEffort>>,
+        model: Option<String>,
+    },
     /// Clear the context; `/new` may name the model to continue with.
     New {
         model: Option<String>,
@@ -114,8 +120,8 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo {
         name: "think",
         description: "How much the model reasons before answering",
-        hint: Some("off | low | medium | high"),
-        usage: "/think off|low|medium|high",
+        hint: Some("off | minimal | low | medium | high | xhigh"),
+        usage: "/think off|minimal|low|medium|high|xhigh",
     },
     CommandInfo {
         name: "new",
@@ -172,11 +178,36 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
         Some(i) => (&rest[..i], rest[i..].trim()),
         None => (rest, ""),
     };
+    let name = if name == "thinking" { "think" } else { name };
+    if matches!(name, "verbose" | "reasoning") {
+        return Parsed::BadArgs(format!(
+            "`/{name}` chooses what a chat channel (Telegram) shows of a run; send it in that chat. \
+             Here tool calls and the model's reasoning are always shown."
+        ));
+    }
     let Some(info) = COMMANDS.iter().find(|c| c.name == name) else { return Parsed::NotACommand };
     let bad = |why: &str| Parsed::BadArgs(format!("{why}\n\nUsage: `{}` — {}.", info.usage, info.description));
     let no_args = |command: Command| {
         if args.is_empty() { Parsed::Command(command) } else { bad("This command takes no arguments.") }
     };
+    if matches!(name, "think" | "model") && !args.is_empty() {
+        // Directives: alone they set the session; with other words, that message (see `inline`).
+        let found =
+            directives::scan(text, directives::SESSION, |name, arg| name == "model" || think_level(arg).is_some());
+        if !found.directives.is_empty() && !found.rest.is_empty() {
+            return Parsed::NotACommand;
+        }
+        if found.directives.len() > 1 {
+            let (mut reasoning, mut model) = (None, None);
+            for d in found.directives {
+                match d.name {
+                    "think" => reasoning = think_level(&d.arg),
+                    _ => model = Some(d.arg),
+                }
+            }
+            return Parsed::Command(Command::Directives { reasoning, model });
+        }
+    }
     match name {
         "help" => no_args(Command::Help),
         "status" => no_args(Command::Status),
@@ -211,16 +242,70 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
             ["restart", name] => Parsed::Command(Command::Mcp { restart: Some((*name).to_owned()) }),
             _ => bad("Use `/mcp` or `/mcp restart NAME`."),
         },
-        "think" => match args {
-            "off" | "default" | "none" => Parsed::Command(Command::Think(None)),
-            "" => bad("Say how much: `off`, `low`, `medium` or `high`."),
-            level => match ReasoningEffort::parse(level) {
-                Some(effort) => Parsed::Command(Command::Think(Some(effort))),
-                None => bad(&format!("Unknown level `{level}`: use `off`, `low`, `medium` or `high`.")),
-            },
+        "think" => match think_level(args) {
+            Some(level) => Parsed::Command(Command::Think(level)),
+            None if args.is_empty() => bad(&format!("Say how much: off, {}.", ReasoningEffort::CHOICES)),
+            None => bad(&format!("Unknown level `{args}`: use off, {}.", ReasoningEffort::CHOICES)),
         },
         _ => Parsed::NotACommand,
     }
+}
+
+/// A `/think` level: `Some(None)` is off (the provider's default).
+pub fn think_level(arg: &str) -> Option<Option<ReasoningEffort>> {
+    match arg.to_lowercase().as_str() {
+        "off" | "default" | "none" => Some(None),
+        level => ReasoningEffort::parse(level).map(Some),
+    }
+}
+
+/// A message's inline directives (`/think`, `/model` among other words): the input without them
+/// and the settings its turn runs with, the session's own unchanged. Err: the answer when the
+/// message starts with a directive whose argument does not work.
+pub(super) fn inline(
+    input: Vec<UserBlock>,
+    config: &crate::config::Config,
+    settings: &SessionSettings,
+) -> Result<(Vec<UserBlock>, SessionSettings), String> {
+    let mut settings = settings.clone();
+    let mut out = Vec::with_capacity(input.len());
+    let mut first = true;
+    for block in input {
+        let UserBlock::Text { text } = block else {
+            out.push(block);
+            continue;
+        };
+        let found = directives::scan(&text, directives::SESSION, |name, arg| match name {
+            "think" => think_level(arg).is_some(),
+            _ => config.resolve_model(arg).is_ok(),
+        });
+        if let Some(refused) = found.refused_first.filter(|_| std::mem::take(&mut first)) {
+            return Err(match refused.name {
+                "think" => format!("Unknown level `{}`: use off, {}.", refused.arg, ReasoningEffort::CHOICES),
+                _ => match config.resolve_model(&refused.arg) {
+                    Err(e) => format!("{e}\n\nNothing was sent."),
+                    Ok(_) => String::new(),
+                },
+            });
+        }
+        first = false;
+        for d in &found.directives {
+            match d.name {
+                "think" => settings.reasoning = think_level(&d.arg).unwrap_or(settings.reasoning),
+                _ => {
+                    if let Ok((model, _)) = config.resolve_model(&d.arg) {
+                        settings.model = model;
+                    }
+                }
+            }
+        }
+        if found.directives.is_empty() {
+            out.push(UserBlock::Text { text });
+        } else if !found.rest.is_empty() {
+            out.push(UserBlock::Text { text: found.rest });
+        }
+    }
+    Ok((out, settings))
 }
 
 pub fn help_text() -> String {
@@ -297,6 +382,25 @@ pub(super) fn run(
             session.settings.reasoning = level;
             settings_changed(session, turn);
             say(format!("Thinking: {}.", level.map_or("off (the provider's default)", |l| l.as_str())));
+        }
+        Command::Directives { reasoning, model } => {
+            let model = model.map(|m| session.shared.config().resolve_model(&m).map(|(r, _)| r)).transpose();
+            match model {
+                Err(e) => say(format!("{e}\n\nNothing was changed.")),
+                Ok(model) => {
+                    let mut said = Vec::new();
+                    if let Some(level) = reasoning {
+                        session.settings.reasoning = level;
+                        said.push(format!("Thinking: {}.", level.map_or("off", |l| l.as_str())));
+                    }
+                    if let Some(model) = model {
+                        said.push(format!("Model: `{model}`, from the next prompt on."));
+                        session.settings.model = model;
+                    }
+                    settings_changed(session, turn);
+                    say(said.join(" "));
+                }
+            }
         }
         Command::New { model } => {
             let switched = match model.map(|m| session.shared.config().resolve_model(&m).map(|(r, _)| r)) {
@@ -609,17 +713,28 @@ mod tests {
         assert_eq!(p("/model openai/gpt-5"), Parsed::Command(Command::Model(Some("openai/gpt-5".into()))));
         assert_eq!(p("/think high"), Parsed::Command(Command::Think(Some(ReasoningEffort::High))));
         assert_eq!(p("/think off"), Parsed::Command(Command::Think(None)));
+        assert_eq!(p("/thinking XHIGH"), Parsed::Command(Command::Think(Some(ReasoningEffort::XHigh))));
+        assert_eq!(
+            p("/think minimal /model a/b"),
+            Parsed::Command(Command::Directives {
+                reasoning: Some(Some(ReasoningEffort::Minimal)),
+                model: Some("a/b".into())
+            })
+        );
+        // With other words they are the message's own (taken out later, in `inline`).
+        assert_eq!(p("/think high why?"), Parsed::NotACommand);
+        assert_eq!(p("/model a/b explain this"), Parsed::NotACommand);
+        assert!(matches!(p("/verbose on"), Parsed::BadArgs(t) if t.contains("chat channel")));
         assert_eq!(p("/new"), Parsed::Command(Command::New { model: None }));
     }
 
     #[test]
     fn bad_arguments_get_the_usage() {
         for (input, usage) in [
-            ("/think hard", "/think off|low|medium|high"),
-            ("/think", "/think off|low|medium|high"),
+            ("/think hard", "/think off|minimal|low|medium|high|xhigh"),
+            ("/think", "/think off|minimal|low|medium|high|xhigh"),
             ("/context everything", "/context [list|detail]"),
             ("/status now", "/status"),
-            ("/model a b", "/model [provider/model]"),
         ] {
             let Parsed::BadArgs(text) = p(input) else { panic!("{input}") };
             assert!(text.contains(&format!("Usage: `{usage}`")), "{input}: {text}");

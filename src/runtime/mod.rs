@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod compaction;
 pub mod context;
+pub mod directives;
 pub mod event;
 mod mcp;
 pub mod op;

@@ -22,6 +22,9 @@ pub struct TurnOptions {
     /// Model requests left to the turns that share this budget (the subagents one turn started);
     /// at none, a turn stops as at `max_turn_requests`.
     pub request_budget: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    /// The prompt is another agent's words (a subagent's task, result or message): no directive in
+    /// it (`/think`, `/model` among other words) is read; only the user's own prompts set those.
+    pub from_agent: bool,
 }
 
 /// Turns running at once, at most: a turn takes a place before it starts and gives it back when

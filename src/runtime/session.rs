@@ -530,6 +530,19 @@ impl Actor {
                 Ran::Job { seq, cancel, task } => Some(Running { turn, seq, cancel, task, model: false }),
             };
         }
+        // Directives among the words hold for this turn only, and the model never reads them.
+        let read = if options.from_agent {
+            Ok((input, self.session.settings.clone()))
+        } else {
+            commands::inline(input, &self.session.shared.config(), &self.session.settings)
+        };
+        let (input, settings) = match read {
+            Ok(taken) => taken,
+            Err(answer) => {
+                self.answer(turn, answer);
+                return None;
+            }
+        };
         let session = &mut self.session;
         let seq = session.begin_turn(&input);
         if session.title.is_none()
@@ -541,9 +554,9 @@ impl Actor {
         let cancel = CancellationToken::new();
         let ctx = TurnContext {
             shared: session.shared.clone(),
-            system: session.system_ahead.take().and_then(|ahead| ahead.take_for(&session.settings)),
+            system: session.system_ahead.take().and_then(|ahead| ahead.take_for(&settings)),
             events: session.emitter(turn, true),
-            settings: session.settings.clone(),
+            settings,
             live: session.live.clone(),
             conversation: session.conversation.clone(),
             accounting: session.accounting,

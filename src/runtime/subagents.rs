@@ -26,6 +26,7 @@ use super::session::{Outlet, SessionHandle};
 use super::{LiveState, Runtime, SessionSettings, Shared};
 use crate::history::input::UserBlock;
 use crate::history::replay::Shown;
+use crate::settings::ReasoningEffort;
 use crate::sync::lock;
 
 mod host;
@@ -174,7 +175,7 @@ pub struct SpawnArgs {
     label: Option<String>,
     /// A model for it, as provider/model; default: this session's
     model: Option<String>,
-    /// How much it reasons: off, low, medium or high
+    /// How much it reasons: off, minimal, low, medium, high or xhigh
     thinking: Option<String>,
     /// Seconds before it is stopped
     #[schemars(range(min = 1))]
@@ -213,8 +214,8 @@ impl Tool for Spawn {
             None => None,
             Some("off" | "default" | "none") => Some(None),
             Some(level) => Some(Some(
-                crate::settings::ReasoningEffort::parse(level)
-                    .ok_or_else(|| format!("`thinking` `{level}`: use off, low, medium or high"))?,
+                ReasoningEffort::parse(level)
+                    .ok_or_else(|| format!("`thinking` `{level}`: use off, {}", ReasoningEffort::CHOICES))?,
             )),
         };
         let label = args.label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).unwrap_or_else(|| {
@@ -288,6 +289,7 @@ impl Action for SpawnAction {
                 lane: None,
                 mode_cap: me.mode_cap,
                 request_budget: Some(me.requests.clone()),
+                from_agent: true,
             },
             call: Mutex::new(ToolCallState {
                 id: format!("subagent-{id}"),
@@ -591,7 +593,8 @@ async fn run_child(
     if !parent.steer(text.clone()).await && !link.sink.wake(&link.parent, &text) {
         let turn = shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // As restricted as the turn that started the child.
-        let options = super::op::TurnOptions { mode_cap: link.options.mode_cap, ..Default::default() };
+        let options =
+            super::op::TurnOptions { mode_cap: link.options.mode_cap, from_agent: true, ..Default::default() };
         tokio::spawn(parent.prompt_with(turn, vec![UserBlock::text(text)], options));
     }
 }
@@ -681,7 +684,7 @@ impl Action for SendAction {
         let turn = me.shared.next_turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let text = format!("[A message from agent session {sender}; your answer goes back to it.]\n\n{}", self.message);
         // A turn that runs restricted passes its restriction on to the turn it starts.
-        let options = super::op::TurnOptions { mode_cap: me.mode_cap, ..Default::default() };
+        let options = super::op::TurnOptions { mode_cap: me.mode_cap, from_agent: true, ..Default::default() };
         let outcome = target.prompt_with(turn, vec![UserBlock::text(text)], options);
         if !self.wait {
             tokio::spawn(outcome);

@@ -162,6 +162,18 @@ fn main() {
     report("  … with the system prompt as the only breakpoint", format!("{:.1} %", before * 100.0), "—");
     let most = bodies.iter().map(|b| anthropic_blocks(b).1.len()).max().unwrap();
     report("anthropic: breakpoints per request, at most", most.to_string(), "≤ 4");
+    // What every uncached first turn pays: the system prompt and the tool schemas (counted in
+    // tokens by tools/openlang-ratio from the file kept here; tests/bench/run prints it).
+    let first = &bodies[0];
+    let fixed = json!({"system": first["system"], "tools": first["tools"]});
+    let tools = first["tools"].as_array().map_or(0, Vec::len);
+    report(
+        &format!("first request: system prompt + {tools} tool schemas"),
+        format!("{} B", fixed.to_string().len()),
+        "—",
+    );
+    let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-first-request.json");
+    std::fs::write(&kept, fixed.to_string()).unwrap();
     for api in ["openai-chat", "openai-responses"] {
         let bodies = session(api);
         let (read, keys) = openai_share(&bodies);

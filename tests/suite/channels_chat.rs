@@ -572,3 +572,78 @@ fn a_send_policy_rule_on_broadcast_channels_holds_for_chats_known_only_to_telegr
     assert!(fake.sent().iter().all(|m| m["chat_id"] != json!(news.to_string())), "{:?}", fake.sent());
     drop(gw);
 }
+
+#[test]
+fn verbose_and_reasoning_show_tool_calls_and_thinking_and_directives_among_words_hold_for_one_message() {
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = gateway(&mock, &fake, "allow_from = [\"700\"]\ngroup_policy = \"open\"\nblock_streaming = false", "");
+    let (owner, stranger, group) = (700, 701, -100_700);
+    let sent_to = |chat: i64, n: usize| fake.wait_sent(chat, n);
+
+    fake.message(owner, "private", owner, "/verbose");
+    assert_eq!(sent_to(owner, 1)[0], "Verbose: off. Reasoning: off.");
+    fake.message(owner, "private", owner, "/verbose on /reasoning on");
+    assert_eq!(sent_to(owner, 2)[1], "Verbose: on. Reasoning: on.");
+    fake.message(owner, "private", owner, "/verbose loud");
+    let sent = sent_to(owner, 3);
+    assert!(sent[2].starts_with("Unknown setting <code>loud</code>"), "{sent:?}");
+
+    // Reasoning, the text before a tool call, the call and the answer, in the order they came.
+    let write_a = [("w1", "write", json!({"path": "a.txt", "content": "x"}))];
+    mock.push(crate::support::script::anthropic_thinking("I will write the file.", Some("Writing it now."), &write_a));
+    mock.push(text("anthropic", "Done."));
+    fake.message(owner, "private", owner, "write a.txt");
+    let sent = sent_to(owner, 7);
+    assert_eq!(sent[3..], ["Reasoning: I will write the file.", "Writing it now.", "🔧 Create a.txt", "Done."]);
+
+    // Directives among the words: this message only, and the model never reads them.
+    push_calls(&mock, &[write("w2", "b.txt", "y")]);
+    mock.push(text("anthropic", "Done again."));
+    fake.message(owner, "private", owner, "/verbose off please write b.txt /think high");
+    assert_eq!(sent_to(owner, 8)[7], "Done again.");
+    let asked = mock.requests()[2].body.clone();
+    assert!(!asked.to_string().contains("/verbose") && !asked.to_string().contains("/think"), "{asked}");
+    assert!(asked.to_string().contains("please write b.txt"), "{asked}");
+    assert_eq!(asked["thinking"]["budget_tokens"], 24576, "{asked}");
+    fake.message(owner, "private", owner, "/reasoning");
+    assert_eq!(sent_to(owner, 9)[8], "Verbose: on. Reasoning: on.", "the chat's own choice is unchanged");
+
+    // The choice is the session's: listed, patched by an operator, kept on disk.
+    let mut admin = gw.client(&["operator.admin"]);
+    let row = |admin: &mut crate::support::gateway::Client| {
+        let r = admin.request("sessions.list", json!({}));
+        r["payload"]["sessions"].as_array().unwrap().iter().find(|s| s["key"] == "agent:main:main").unwrap().clone()
+    };
+    assert_eq!(
+        (row(&mut admin)["verboseLevel"].clone(), row(&mut admin)["reasoningLevel"].clone()),
+        (json!("on"), json!("on"))
+    );
+    let r = admin
+        .request("sessions.patch", json!({"key": "agent:main:main", "verboseLevel": "full", "reasoningLevel": null}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    let r = admin.request("sessions.patch", json!({"key": "agent:main:main", "verboseLevel": "loud"}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("at /verboseLevel"), "{r}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(gw.home.path().join("channels/sessions.json")).unwrap()).unwrap();
+    assert_eq!(kept["agent:main:main"], json!({"verbose": "full"}));
+
+    // Full: each call with its output.
+    push_calls(&mock, &[write("w3", "c.txt", "z")]);
+    mock.push(text("anthropic", "Third."));
+    fake.message(owner, "private", owner, "write c.txt");
+    let sent = sent_to(owner, 11);
+    let diff = "🔧 Create c.txt\n<pre><code class=\"language-diff\">--- ";
+    assert!(sent[9].starts_with(diff) && sent[9].contains("\n+z\n"), "{sent:?}");
+    assert_eq!(sent[10], "Third.");
+
+    // In a group only an owner changes what the chat is shown, and a guest's directive is ignored.
+    fake.message(group, "group", stranger, &format!("@{BOT} /verbose full"));
+    assert_eq!(sent_to(group, 1)[0], "Only the owner can change what this chat is shown.");
+    push_calls(&mock, &[write("w4", "d.txt", "w")]);
+    mock.push(text("anthropic", "Quiet."));
+    fake.message(group, "group", stranger, &format!("@{BOT} /verbose on write d.txt"));
+    assert_eq!(sent_to(group, 2)[1], "Quiet.", "no tool line for a guest's directive");
+    assert!(!mock.requests().last().unwrap().body.to_string().contains("/verbose"));
+    drop(gw);
+}

@@ -469,6 +469,9 @@ fn the_clients_errors_are_the_users_words_with_the_exit_codes_of_acp_run() {
     assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
     let (code, stderr) = client(&[], false);
     assert_eq!(code, Some(4), "no provider: {stderr}");
+    let (code, stderr) = client(&["--model", "foo/bar"], false);
+    assert_eq!(code, Some(2), "a wrong name is said as such even with no provider: {stderr}");
+    assert!(stderr.contains("--model foo/bar: unknown provider `foo`"), "{stderr}");
     std::fs::write(home.path().join("config.toml"), "mode = \"yolo\"\n").unwrap();
     let (code, stderr) = client(&[], true);
     assert_eq!(code, Some(7), "a broken file, as acp run says it: {stderr}");

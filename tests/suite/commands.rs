@@ -53,7 +53,7 @@ fn every_command_once() {
          - `/context [list|detail]` — What the context holds: instruction files, tool schemas, system prompt, history\n\
          - `/compact [instructions for the summary]` — Summarise the conversation so far to free the context window\n\
          - `/model [provider/model]` — Show or switch the model\n\
-         - `/think off|low|medium|high` — How much the model reasons before answering\n\
+         - `/think off|minimal|low|medium|high|xhigh` — How much the model reasons before answering\n\
          - `/new [provider/model]` — Start over with an empty context (optionally with another model)\n\
          - `/reset` — Clear the conversation's context\n\
          - `/stop` — Stop the running turn and everything queued\n\
@@ -205,17 +205,16 @@ fn bad_arguments_get_the_usage_and_nothing_changes() {
     agent.initialize();
     let session = agent.new_session();
     let no_arguments = "This command takes no arguments.";
-    let think = "`/think off|low|medium|high` — How much the model reasons before answering";
+    let think = "`/think off|minimal|low|medium|high|xhigh` — How much the model reasons before answering";
     for (line, wrong, usage) in [
-        ("/think hard", "Unknown level `hard`: use `off`, `low`, `medium` or `high`.", think),
-        ("/think", "Say how much: `off`, `low`, `medium` or `high`.", think),
+        ("/think hard", "Unknown level `hard`: use off, minimal, low, medium, high or xhigh.", think),
+        ("/think", "Say how much: off, minimal, low, medium, high or xhigh.", think),
         (
             "/context everything",
             "Unknown argument `everything`: use `list` or `detail`.",
             "`/context [list|detail]` — What the context holds: instruction files, tool schemas, system prompt, history",
         ),
         ("/status please", no_arguments, "`/status` — Model, mode, context-window fill, tokens and session id"),
-        ("/model a b", "Give one model, as `provider/model`.", "`/model [provider/model]` — Show or switch the model"),
         (
             "/new a b",
             "Give at most one model, as `provider/model`.",

@@ -326,7 +326,7 @@ fn local_clients_find_the_running_gateway_and_authenticate_as_its_owner() {
     let url = format!("ws://127.0.0.1:{}", gw.port);
     let (code, said) = acp(other.path(), &["pairing", "list", "--gateway", &url]);
     assert_eq!(code, Some(1), "{said}");
-    assert!(said.contains("token mismatch") && !said.contains("--token "), "{said}");
+    assert!(said.contains("gateway token missing") && !said.contains("--token "), "{said}");
     let token_file = other.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let (code, said) =

@@ -432,6 +432,10 @@ fn mistakes_are_said_plainly_with_one_exit_code_per_kind() {
         "{}",
         r.stderr
     );
+    // A wrong name is said as such even when no provider has a key.
+    let r = with(&[("ANTHROPIC_API_KEY", "")], &["--model", "foo/bar", "hi"], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--model foo/bar: unknown provider `foo`"), "{}", r.stderr);
     // No prompt, with input on a pipe: the hint to read it with `-`.
     let r = with(&[], &[], Some("what is this?"));
     assert_eq!(r.code, 2, "{}", r.stderr);

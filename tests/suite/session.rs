@@ -297,6 +297,31 @@ fn thought_level_reaches_every_wire_api() {
                 assert_eq!(thinking["include"], json!(["reasoning.encrypted_content"]));
             }
         }
+        // A directive among the words holds for that message only, and the model never reads it.
+        for (n, level) in [(2, "minimal"), (3, "xhigh")] {
+            mock.push(Reply::fixture(api, "text"));
+            agent.prompt(&session, &format!("why is the sky blue? /think {level}"));
+            let body = &mock.requests()[n].body;
+            let sent = body.to_string();
+            assert!(!sent.contains("/think") && sent.contains("why is the sky blue?"), "{api}: {sent}");
+            // OpenAI itself takes minimal and xhigh; a compatible server gets low and high.
+            match (api, level) {
+                ("anthropic", "minimal") => assert_eq!(body["thinking"]["budget_tokens"], 1024),
+                ("anthropic", _) => assert_eq!(body["thinking"]["budget_tokens"], 32768),
+                ("openai-chat", "minimal") => assert_eq!(body["reasoning_effort"], "low", "{sent}"),
+                ("openai-chat", _) => assert_eq!(body["reasoning_effort"], "high", "{sent}"),
+                (_, level) => assert_eq!(body["reasoning"]["effort"], level, "{sent}"),
+            }
+        }
+        mock.push(Reply::fixture(api, "text"));
+        agent.prompt(&session, "and now?");
+        let body = &mock.requests()[4].body;
+        let effort = match api {
+            "anthropic" => body["thinking"]["budget_tokens"].clone(),
+            "openai-chat" => body["reasoning_effort"].clone(),
+            _ => body["reasoning"]["effort"].clone(),
+        };
+        assert!(effort == json!(24576) || effort == json!("high"), "{api}: back to the session's level: {effort}");
     }
     // The starting level comes from config.toml or `_meta.thinking`.
     let mock = MockModel::start();

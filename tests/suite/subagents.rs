@@ -633,3 +633,38 @@ fn one_reply_spawning_many_children_that_loop_is_held_to_the_turns_limits() {
         .count();
     assert_eq!(by_children, 3, "the children's requests, together");
 }
+
+#[test]
+fn directives_in_another_agents_words_are_never_read() {
+    // A task (and a result announced back) is the model's text: `/think`, `/model` in it change
+    // nothing and reach the model as written; only the user's own prompts set them.
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(options_for("anthropic", &mock));
+    agent.initialize();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = agent.new_session_in(cwd.path(), json!({"_meta": {"mode": "auto"}}));
+    let task = "TASK-Z: answer /think xhigh /model anthropic/claude-opus-4-6 in one word";
+    mock.push(parent(calls("anthropic", &[("s1", "sessions_spawn", json!({"task": task}))])));
+    mock.push(parent(text("anthropic", "Started.")));
+    mock.push(child("TASK-Z", text("anthropic", "Done /think xhigh")));
+    mock.push(text("anthropic", "All done.").when("Subagent announcement"));
+    agent.prompt(&session, "delegate");
+    let announced = loop {
+        let found = mock.requests().into_iter().find(|r| r.body.to_string().contains("Subagent announcement"));
+        if let Some(r) = found {
+            break r.body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let task_request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.body.to_string().contains("TASK-Z") && !r.body.to_string().contains(PARENT))
+        .unwrap()
+        .body;
+    for body in [&task_request, &announced] {
+        assert!(body.get("thinking").is_none(), "{body}");
+        assert_eq!(body["model"], "claude-sonnet-4-5", "{body}");
+        assert!(body.to_string().contains("/think xhigh"), "kept as written: {body}");
+    }
+}

@@ -188,9 +188,11 @@ pub fn config_options(model: &str, models: &[&str], mode: &str, thought: &str) -
             "currentValue": thought,
             "options": [
                 {"value": "default", "name": "Default", "description": "The provider's default (no extended thinking on Anthropic)"},
+                {"value": "minimal", "name": "Minimal", "description": "OpenAI's least; elsewhere as low"},
                 {"value": "low", "name": "Low"},
                 {"value": "medium", "name": "Medium"},
-                {"value": "high", "name": "High"}
+                {"value": "high", "name": "High"},
+                {"value": "xhigh", "name": "Extra high", "description": "OpenAI's most; elsewhere as high"}
             ]
         }
     ])
@@ -210,7 +212,7 @@ pub fn commands_update() -> Value {
         {"name": "context", "description": "What the context holds: instruction files, tool schemas, system prompt, history", "input": {"hint": "list | detail"}},
         {"name": "compact", "description": "Summarise the conversation so far to free the context window", "input": {"hint": "what the summary should keep (optional)"}},
         {"name": "model", "description": "Show or switch the model", "input": {"hint": "provider/model"}},
-        {"name": "think", "description": "How much the model reasons before answering", "input": {"hint": "off | low | medium | high"}},
+        {"name": "think", "description": "How much the model reasons before answering", "input": {"hint": "off | minimal | low | medium | high | xhigh"}},
         {"name": "new", "description": "Start over with an empty context (optionally with another model)", "input": {"hint": "provider/model (optional)"}},
         {"name": "reset", "description": "Clear the conversation's context"},
         {"name": "stop", "description": "Stop the running turn and everything queued"},

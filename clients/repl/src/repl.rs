@@ -317,6 +317,8 @@ impl Session<'_> {
         let agent = caps["agentInfo"]["title"].as_str().or(caps["agentInfo"]["name"].as_str()).unwrap_or("agent");
         let agent = agent.to_owned();
         let cwd = self.opts.cwd.clone();
+        // A new session starts with --model; a loaded one is switched to it.
+        let mut model_given = false;
         match self.opts.session.clone() {
             Some(id) => {
                 if caps["agentCapabilities"]["loadSession"] != true {
@@ -330,13 +332,24 @@ impl Session<'_> {
                 self.renderer.turn_end(None, None);
             }
             None => {
-                let answer = self.call(&requests::new_session(&cwd, None))?;
-                let session = answer.map_err(|e| self.fail(user_words(&e.message), code_of(&e)))?;
+                let model = self.opts.model.clone();
+                model_given = true;
+                let answer = self.call(&requests::new_session(&cwd, None, model.as_deref()))?;
+                let session = answer.map_err(|e| match &model {
+                    Some(model) if e.code == code::INVALID_PARAMS => {
+                        self.fail(&format!("--model {model}: {}", user_words(&e.message)), exit::USAGE)
+                    }
+                    Some(model) if e.code == code::AUTH_REQUIRED => {
+                        let why = e.message.trim_start_matches("authentication required: ");
+                        self.fail(&format!("--model {model}: {why}"), exit::SETUP)
+                    }
+                    _ => self.fail(user_words(&e.message), code_of(&e)),
+                })?;
                 self.id = session["sessionId"].as_str().unwrap_or_default().to_owned();
                 self.note_settings(&session);
             }
         }
-        if let Some(model) = self.opts.model.clone() {
+        if let Some(model) = self.opts.model.clone().filter(|_| !model_given) {
             let set = self.call(&requests::set_model(&self.id, &model))?.map_err(|e| {
                 let code = if e.code == code::AUTH_REQUIRED { exit::SETUP } else { exit::USAGE };
                 self.fail(&format!("--model {model}: {}", user_words(&e.message)), code)

@@ -31,10 +31,19 @@ pub fn initialize(client: Client) -> ClientRequest {
 }
 
 /// `session/new`, with `_meta.sessionKey` (acp's named sessions) when a key is given.
-pub fn new_session(cwd: &Path, key: Option<&str>) -> ClientRequest {
-    let mut request = NewSessionRequest::new(cwd);
+/// A new session (`key`: the one to continue or create under that key; `model`: the model it
+/// starts with, checked before anything else, so a wrong name is said as such).
+pub fn new_session(cwd: &Path, key: Option<&str>, model: Option<&str>) -> ClientRequest {
+    let mut meta = Meta::new();
     if let Some(key) = key {
-        request = request.meta(Meta::from_iter([("sessionKey".to_owned(), Value::from(key))]));
+        meta.insert("sessionKey".to_owned(), Value::from(key));
+    }
+    if let Some(model) = model {
+        meta.insert("model".to_owned(), Value::from(model));
+    }
+    let mut request = NewSessionRequest::new(cwd);
+    if !meta.is_empty() {
+        request = request.meta(meta);
     }
     ClientRequest::NewSessionRequest(request)
 }
@@ -91,11 +100,11 @@ mod tests {
         check(&initialize(Client { name: "acp-run", title: "acp run", host: false }), "initialize", init);
 
         let cwd = Path::new("/w");
-        check(&new_session(cwd, None), "session/new", json!({"cwd": "/w", "mcpServers": []}));
+        check(&new_session(cwd, None, None), "session/new", json!({"cwd": "/w", "mcpServers": []}));
         check(
-            &new_session(cwd, Some("k")),
+            &new_session(cwd, Some("k"), Some("a/b")),
             "session/new",
-            json!({"cwd": "/w", "mcpServers": [], "_meta": {"sessionKey": "k"}}),
+            json!({"cwd": "/w", "mcpServers": [], "_meta": {"sessionKey": "k", "model": "a/b"}}),
         );
         check(&load_session("s", cwd), "session/load", json!({"sessionId": "s", "cwd": "/w", "mcpServers": []}));
         check(

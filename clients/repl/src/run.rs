@@ -150,7 +150,9 @@ impl State<'_> {
         // with no session to run in).
         let init = tx.request(&requests::initialize(Client { name: "acp-run", title: "acp run", host: false }))?;
         let key = self.opts.session.as_deref().or(self.opts.new_session_id.as_deref());
-        let id = tx.request(&requests::new_session(&self.opts.cwd, key))?;
+        // A fresh session starts with --model, so a wrong name is said before a missing key.
+        let first_model = self.opts.model.as_deref().filter(|_| self.opts.session.is_none());
+        let id = tx.request(&requests::new_session(&self.opts.cwd, key, first_model))?;
         let prompted = match key {
             Some(key) if self.opts.model.is_none() && self.opts.mode.is_none() => {
                 // From now on an interrupt cancels it.
@@ -161,11 +163,21 @@ impl State<'_> {
         };
         self.wait(tx, rx, &init, output)?.map_err(|e| Stop::Code(exit::FAILED, format!("initialize failed: {e}")))?;
         let opened = self.wait(tx, rx, &id, output)?.map_err(|e| match e.code {
-            code::AUTH_REQUIRED => Stop::Code(exit::SETUP, e.message),
+            // A provider without its key; with --model, that model's.
+            code::AUTH_REQUIRED => match first_model {
+                Some(model) => Stop::Code(
+                    exit::SETUP,
+                    format!("--model {model}: {}", e.message.trim_start_matches("authentication required: ")),
+                ),
+                None => Stop::Code(exit::SETUP, e.message),
+            },
             code::INVALID_PARAMS if self.opts.session.is_some() => {
                 Stop::Code(exit::USAGE, format!("--session: {}", user_words(&e.message)))
             }
-            code::INVALID_PARAMS => Stop::Code(exit::USAGE, user_words(&e.message).to_owned()),
+            code::INVALID_PARAMS => match first_model {
+                Some(model) => Stop::Code(exit::USAGE, format!("--model {model}: {}", user_words(&e.message))),
+                None => Stop::Code(exit::USAGE, user_words(&e.message).to_owned()),
+            },
             _ => Stop::Code(exit::FAILED, format!("could not open a session: {}", user_words(&e.message))),
         })?;
         let session = opened["sessionId"]
@@ -176,6 +188,7 @@ impl State<'_> {
         self.session = Some(session.clone());
 
         if prompted.is_none()
+            && first_model.is_none()
             && let Some(model) = &self.opts.model
         {
             let id = tx.request(&requests::set_model(&session, model))?;

@@ -45,6 +45,15 @@ impl Chunker {
         self.drain(false)
     }
 
+    /// Adds text to send when the reply ends (nothing is cut now).
+    pub fn push_held(&mut self, text: &str) {
+        self.buf.push_str(text);
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// The reply paused (the model is running a tool, say): what has gathered goes out now,
     /// unless it ends inside an open code fence (then it waits for the fence to close) or stops
     /// mid-line.

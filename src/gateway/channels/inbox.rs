@@ -6,7 +6,7 @@
 //! has gathered — unless the send policy says not to deliver there. A run's permission questions
 //! are asked in the chat (numbered options, answered by the person whose message started the run
 //! or an owner), and the chat has its own commands: `/queue`, `/send`, `/pair`, `/approve`,
-//! `/deny`, `/stop`, besides the runtime's (`/status`, `/new`, `/model`, …).
+//! `/deny`, `/stop`, `/verbose`, `/reasoning`, besides the runtime's (`/status`, `/new`, `/model`, …).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,18 +17,20 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::access::{Admission, Dedupe, DmPolicy, Pairings};
-use super::chunker::{Chunker, Limits};
-use super::policy::{SendPolicy, SessionPrefs};
+use super::chunker::Limits;
+use super::policy::{SendPolicy, SessionPrefs, Show};
 use super::queue::{self, Mode, Waiting};
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::gateway::Gateway;
 use crate::gateway::approvals::ChatAsker;
-use crate::gateway::hub::{RunEnd, now_ms};
+use crate::gateway::hub::now_ms;
 use crate::runtime::commands::{Command, Parsed};
+use crate::runtime::directives;
 use crate::runtime::host::PermissionOption;
 use crate::sync::lock;
 
 mod chat;
+mod reply;
 
 /// A messaging service the gateway talks through.
 pub trait Channel: Send + Sync + 'static {
@@ -278,7 +280,12 @@ impl<C: Channel> Inbox<C> {
             if let Some(reply) = self.chat_command(&key, &env.sender, &text, &route) {
                 return self.say(&route, &reply).await;
             }
-            return self.dispatch(key, route, env.sender, text.into(), true);
+            // A command runs on its own; directives among other words make it a message.
+            let chat = directives::scan(&text, directives::CHAT, |name, arg| Show::default().take(name, arg));
+            let parsed = crate::runtime::commands::parse(&[crate::runtime::UserBlock::text(text.clone())]);
+            if chat.directives.is_empty() && !matches!(parsed, Parsed::NotACommand) {
+                return self.dispatch(key, route, env.sender, text.into(), true);
+            }
         }
         let prompt = self.prompt(text, &env.attachments).await;
         let wait = self.inbound_debounce();
@@ -290,7 +297,7 @@ impl<C: Channel> Inbox<C> {
                 prompt
             } else {
                 let text = held.into_iter().chain((!prompt.text.is_empty()).then_some(prompt.text)).collect::<Vec<_>>();
-                queue::Prompt { text: text.join("\n"), attached: prompt.attached, from: None, guest: false }
+                queue::Prompt { text: text.join("\n"), attached: prompt.attached, ..queue::Prompt::default() }
             };
             return self.dispatch(key, route, env.sender, prompt, false);
         }
@@ -323,7 +330,7 @@ impl<C: Channel> Inbox<C> {
     async fn prompt(&self, text: String, attachments: &[Attachment]) -> queue::Prompt {
         const IMAGE_MAX: u64 = 5 << 20;
         const TEXT_MAX: u64 = 256 << 10;
-        let mut prompt = queue::Prompt { text, attached: Vec::new(), from: None, guest: false };
+        let mut prompt = queue::Prompt::from(text);
         let mut notes = Vec::new();
         for a in attachments {
             let mime =
@@ -546,14 +553,29 @@ impl<C: Channel> Inbox<C> {
 
     /// One run of `text` on session `key`, its reply delivered to `route`; restricted to
     /// `guest_mode` if a guest's words are in it.
-    async fn run_once(&self, key: &str, route: &Route, prompt: queue::Prompt) {
+    async fn run_once(&self, key: &str, route: &Route, mut prompt: queue::Prompt) {
+        // `/verbose` and `/reasoning` among the words: this run's, from an owner or in a direct chat.
+        let mut show = Show::of(&self.prefs.get(key));
+        let found = directives::scan(&prompt.text, directives::CHAT, |name, arg| Show::default().take(name, arg));
+        if !found.directives.is_empty() && !prompt.agent {
+            if !prompt.guest || route.kind == PeerKind::Direct {
+                for d in &found.directives {
+                    show.take(d.name, &d.arg);
+                }
+            }
+            prompt.text = found.rest;
+            if prompt.text.is_empty() && prompt.attached.is_empty() {
+                return;
+            }
+        }
         let allowed = self.delivers(key, route);
         if allowed {
             self.channel.typing(&route.peer, route.thread.as_deref()).await;
         }
         let cap = prompt.guest.then_some(self.settings.guest_mode);
-        match self.gw.channel_run(key, prompt.blocks(), cap).await {
-            Ok((deltas, ended)) => self.reply(route, allowed, deltas, ended).await,
+        let from_agent = prompt.agent;
+        match self.gw.channel_run(key, prompt.blocks(), cap, from_agent).await {
+            Ok((heard, ended)) => self.reply(route, allowed, show, heard, ended).await,
             Err(e) if allowed => self.say(route, &format!("Sorry, I could not run that: {e}")).await,
             Err(e) => tracing::warn!(session = key, error = %e, "a channel run could not start"),
         }
@@ -562,70 +584,6 @@ impl<C: Channel> Inbox<C> {
     /// Whether replies to session `key` may be delivered (`[session.send_policy]`, `/send`).
     fn delivers(&self, key: &str, route: &Route) -> bool {
         self.settings.send_policy.allows(self.channel.id(), route.kind, key, self.prefs.get(key).send)
-    }
-
-    /// Streams a run's reply into the chat, in messages the chunker cuts; a pause in the reply
-    /// sends what has gathered. Undelivered (but run) when the send policy says so.
-    async fn reply(
-        &self,
-        route: &Route,
-        allowed: bool,
-        mut deltas: tokio::sync::mpsc::UnboundedReceiver<String>,
-        mut ended: tokio::sync::watch::Receiver<Option<RunEnd>>,
-    ) {
-        let (peer, thread) = (route.peer.as_str(), route.thread.as_deref());
-        let mut chunker = Chunker::new(self.settings.limits);
-        let mut whole = String::new();
-        let mut sent_any = false;
-        let mut typing = tokio::time::interval(Duration::from_secs(4));
-        let streaming = allowed && self.settings.block_streaming;
-        let pause = tokio::time::sleep(Duration::MAX / 4);
-        tokio::pin!(pause);
-        loop {
-            tokio::select! {
-                delta = deltas.recv() => match delta {
-                    Some(delta) => {
-                        whole.push_str(&delta);
-                        if streaming {
-                            for message in chunker.push(&delta) {
-                                sent_any = true;
-                                self.deliver(peer, thread, &message).await;
-                            }
-                            pause.as_mut().reset(tokio::time::Instant::now() + self.settings.idle);
-                        }
-                    }
-                    None => break,
-                },
-                () = &mut pause, if streaming => {
-                    // Sent only once the reply could not be `NO_REPLY`.
-                    if whole.trim() != "NO_REPLY" && !"NO_REPLY".starts_with(whole.trim()) {
-                        for message in chunker.idle() {
-                            sent_any = true;
-                            self.deliver(peer, thread, &message).await;
-                        }
-                    }
-                    pause.as_mut().reset(tokio::time::Instant::now() + Duration::MAX / 4);
-                }
-                _ = typing.tick(), if allowed => self.channel.typing(peer, thread).await,
-            }
-        }
-        let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
-        if !allowed {
-            return;
-        }
-        // A stopped run (`interrupt`, `/stop`) delivers what it had sent, not its unsent rest.
-        if (!sent_any && whole.trim() == "NO_REPLY") || matches!(end, Some(RunEnd::Aborted { .. })) {
-            return;
-        }
-        if !streaming {
-            chunker.push(&whole);
-        }
-        for message in chunker.finish() {
-            self.deliver(peer, thread, &message).await;
-        }
-        if let Some(RunEnd::Error { message }) = end {
-            self.deliver(peer, thread, &format!("(The run failed: {message})")).await;
-        }
     }
 
     async fn deliver(&self, peer: &str, thread: Option<&str>, text: &str) {
@@ -713,8 +671,13 @@ impl<C: Channel> super::Outbound for Inbox<C> {
         let Some(lane) = lanes.get_mut(key) else { return false };
         let from = lane.run_route.origin(&lane.starter);
         // As restricted as the run that started what is announced.
-        let prompt =
-            queue::Prompt { text: text.to_owned(), attached: Vec::new(), from: Some(from), guest: lane.guest_run };
+        let prompt = queue::Prompt {
+            text: text.to_owned(),
+            attached: Vec::new(),
+            from: Some(from),
+            guest: lane.guest_run,
+            agent: true,
+        };
         if lane.running {
             let full = lane.waiting.len() >= settings.cap;
             return !full && lane.waiting.push(prompt, &settings);

@@ -1,6 +1,6 @@
 //! Where replies may be delivered (`[session.send_policy]`: rules on channel, chat type and key
 //! prefix, the first match deciding, plus a per-session `/send on|off|inherit`), and the
-//! per-session choices made from a chat (`/queue`, `/send`), kept in
+//! per-session choices made from a chat (`/queue`, `/send`, `/verbose`, `/reasoning`), kept in
 //! `$ACP_HOME/channels/sessions.json` so a restart keeps them.
 
 use std::collections::BTreeMap;
@@ -78,6 +78,96 @@ pub struct Prefs {
     /// `/send on|off`; none inherits the policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<Verbose>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ShowReasoning>,
+}
+
+/// What a chat is shown of a run's tool calls (`/verbose`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verbose {
+    /// The reply only.
+    #[default]
+    Off,
+    /// A line for each tool call as it starts.
+    On,
+    /// Each tool call as it ends, with its output.
+    Full,
+}
+
+/// What a chat is shown of the model's reasoning (`/reasoning`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShowReasoning {
+    #[default]
+    Off,
+    /// A message of its own when it ends, before what follows it.
+    On,
+    /// Sent as it comes, in pieces.
+    Stream,
+}
+
+impl Verbose {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_lowercase().as_str() {
+            "off" => Some(Self::Off),
+            "on" => Some(Self::On),
+            "full" => Some(Self::Full),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl ShowReasoning {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_lowercase().as_str() {
+            "off" => Some(Self::Off),
+            "on" => Some(Self::On),
+            "stream" => Some(Self::Stream),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::Stream => "stream",
+        }
+    }
+}
+
+/// What a chat is shown of a run besides its reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Show {
+    pub verbose: Verbose,
+    pub reasoning: ShowReasoning,
+}
+
+impl Show {
+    /// The chat's own choices.
+    pub fn of(prefs: &Prefs) -> Self {
+        Self { verbose: prefs.verbose.unwrap_or_default(), reasoning: prefs.reasoning.unwrap_or_default() }
+    }
+
+    /// Takes a `/verbose` or `/reasoning` directive's argument; false if it is not one.
+    pub fn take(&mut self, name: &str, arg: &str) -> bool {
+        match name {
+            "verbose" => Verbose::parse(arg).map(|v| self.verbose = v).is_some(),
+            "reasoning" => ShowReasoning::parse(arg).map(|r| self.reasoning = r).is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// Every session's [`Prefs`], on disk.
@@ -183,7 +273,12 @@ mod tests {
         let queue = queue::Settings { mode: queue::Mode::Followup, ..queue::Settings::default() };
         prefs.change("k", |p| p.queue = Some(queue));
         let again = SessionPrefs::load(home.path()).expect("kept");
-        assert_eq!(again.get("k"), Prefs { queue: Some(queue), send: Some(false) });
+        again.change("k", |p| p.verbose = Some(Verbose::Full));
+        let again = SessionPrefs::load(home.path()).expect("kept");
+        assert_eq!(
+            again.get("k"),
+            Prefs { queue: Some(queue), send: Some(false), verbose: Some(Verbose::Full), reasoning: None }
+        );
         again.change("k", |p| *p = Prefs::default());
         assert_eq!(SessionPrefs::load(home.path()).expect("kept").get("k"), Prefs::default());
         std::fs::write(home.path().join("channels/sessions.json"), "{oops").expect("write");

@@ -22,6 +22,8 @@ pub struct Prompt {
     pub from: Option<Origin>,
     /// Some of it came from a guest (someone who is not an owner): its run is restricted.
     pub guest: bool,
+    /// Some of it is another agent's words (a subagent's announcement): no directive in it is read.
+    pub agent: bool,
 }
 
 /// Where a queued message came from.
@@ -49,7 +51,7 @@ impl Prompt {
         let mut texts = Vec::new();
         let mut attached = Vec::new();
         let mut from = None;
-        let mut guest = false;
+        let (mut guest, mut agent) = (false, false);
         for p in all {
             if !p.text.is_empty() {
                 texts.push(p.text);
@@ -57,14 +59,15 @@ impl Prompt {
             attached.extend(p.attached);
             from = p.from.or(from);
             guest |= p.guest;
+            agent |= p.agent;
         }
-        Prompt { text: texts.join("\n\n"), attached, from, guest }
+        Prompt { text: texts.join("\n\n"), attached, from, guest, agent }
     }
 }
 
 impl From<String> for Prompt {
     fn from(text: String) -> Self {
-        Self { text, attached: Vec::new(), from: None, guest: false }
+        Self { text, attached: Vec::new(), from: None, guest: false, agent: false }
     }
 }
 
@@ -368,15 +371,16 @@ impl Waiting {
         for line in dropped {
             text.push_str(&format!("- {line}\n"));
         }
-        let (mut attached, mut from) = (Vec::new(), None);
+        let (mut attached, mut from, mut agent) = (Vec::new(), None, false);
         if let Some(body) = body {
             text.push('\n');
             text.push_str(&body.text);
             attached = body.attached;
             from = body.from;
             guest |= body.guest;
+            agent = body.agent;
         }
-        Some(Prompt { text, attached, from, guest })
+        Some(Prompt { text, attached, from, guest, agent })
     }
 }
 
@@ -455,7 +459,10 @@ mod tests {
         w.clear();
         let image = UserBlock::Image { mime_type: "image/png".into(), data: "AA==".into(), uri: None };
         let s2 = settings(Mode::Collect, 20, Drop::Old);
-        w.push(Prompt { text: "look".into(), attached: vec![image.clone()], from: None, guest: false }, &s2);
+        w.push(
+            Prompt { text: "look".into(), attached: vec![image.clone()], from: None, guest: false, agent: false },
+            &s2,
+        );
         w.push("and this", &s2);
         let both = w.next(Mode::Collect).unwrap_or_default();
         assert_eq!(both.clone().blocks(), vec![UserBlock::text("look\n\nand this"), image], "{both:?}");

@@ -121,7 +121,37 @@ fn summary(out: &mut String, label: &str, rows: &[(&Exchange, usize, usize)]) {
     out.push_str(&format!("    highest {}\n", list(&mut ratios.iter().rev().take(n))));
 }
 
+/// `--request FILE`: the tokens of a request's fixed part (`system` and `tools`, as sent).
+fn request_tokens(path: &str) -> ExitCode {
+    let body: Value = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let system: String = match &body["system"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    };
+    let tools = body["tools"].to_string();
+    let Ok(bpe) = tiktoken_rs::o200k_base() else {
+        eprintln!("the o200k_base tokenizer did not load");
+        return ExitCode::FAILURE;
+    };
+    let (s, t) = (bpe.encode_ordinary(&system).len(), bpe.encode_ordinary(&tools).len());
+    println!("first request (o200k_base): system prompt {s} + tool schemas {t} = {} tokens   (target ≤ 3,500)", s + t);
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("--request") {
+        return request_tokens(&std::env::args().nth(2).unwrap_or_default());
+    }
     let Some(path) = std::env::args().nth(1) else {
         eprintln!("usage: openlang-ratio CORPUS.jsonl");
         return ExitCode::from(2);

@@ -1,11 +1,13 @@
-//! The chat side of a channel's inbox: its own commands (`/queue`, `/send`, `/pair`), and
-//! permission questions asked in the chat and answered there.
+//! The chat side of a channel's inbox: its own commands (`/queue`, `/send`, `/pair`, `/verbose`,
+//! `/reasoning`), and permission questions asked in the chat and answered there.
 
 use super::{Channel, Inbox, Question, Route};
 use crate::gateway::approvals::{ChatAsker, ChatQuestion};
+use crate::gateway::channels::policy::{Prefs, Show, ShowReasoning, Verbose};
 use crate::gateway::channels::queue;
 use crate::gateway::channels::routing::PeerKind;
 use crate::gateway::hub::now_ms;
+use crate::runtime::directives;
 use crate::runtime::host::{OptionKind, PermissionOption};
 use crate::sync::lock;
 
@@ -19,17 +21,61 @@ impl<C: Channel> Inbox<C> {
             "/queue" => Some(self.queue_command(key, args)),
             "/send" => Some(self.send_command(key, sender, args, route)),
             "/pair" => Some(self.pair_command(sender, args)),
+            "/verbose" | "/reasoning" | "/reason" => self.show_command(key, sender, text, route),
             "/approve" | "/deny" | "/reject" => Some("No question is waiting.".into()),
             "/help" if args.is_empty() => Some(format!(
                 "{}\n**In this chat**\n\n\
                  - `/queue [mode] [debounce:2s cap:20 drop:old|new|summarize]` — what happens to messages sent during a run\n\
                  - `/send on|off|inherit` — whether replies are delivered here\n\
+                 - `/verbose on|full|off` — a line for each tool call, or each with its output\n\
+                 - `/reasoning on|off|stream` — the model's reasoning, when it ends or as it comes\n\
+                 (`/think`, `/model`, `/verbose` and `/reasoning` among other words hold for that message only)\n\
                  - `/approve N`, `/deny` — answer a permission question (or just the number)\n\
                  - `/pair`, `/pair approve CODE`, `/pair reject CODE` — pairing requests (owners)\n",
                 crate::runtime::commands::help_text()
             )),
             _ => None,
         }
+    }
+
+    /// `/verbose` and `/reasoning` alone (owners, and the person of a direct chat): what this
+    /// chat is shown of its runs. `None` when they come with other words: then they are that
+    /// message's (see `run_once`).
+    fn show_command(&self, key: &str, sender: &str, text: &str, route: &Route) -> Option<String> {
+        let found = directives::scan(text, directives::CHAT, |name, arg| Show::default().take(name, arg));
+        if !found.directives.is_empty() && !found.rest.is_empty() {
+            return None;
+        }
+        let prefs = self.prefs.get(key);
+        let show = |prefs: &Prefs| {
+            let s = Show::of(prefs);
+            format!("Verbose: {}. Reasoning: {}.", s.verbose.as_str(), s.reasoning.as_str())
+        };
+        if found.directives.is_empty() {
+            let args = text.split_once(char::is_whitespace).map_or("", |(_, a)| a.trim());
+            return Some(if args.is_empty() {
+                show(&prefs)
+            } else {
+                format!("Unknown setting `{args}`: use /verbose on|full|off or /reasoning on|off|stream.")
+            });
+        }
+        if !self.may_change(sender, route) {
+            return Some("Only the owner can change what this chat is shown.".into());
+        }
+        self.prefs.change(key, |p| {
+            for d in &found.directives {
+                match d.name {
+                    "verbose" => p.verbose = Verbose::parse(&d.arg),
+                    _ => p.reasoning = ShowReasoning::parse(&d.arg),
+                }
+            }
+        });
+        Some(show(&self.prefs.get(key)))
+    }
+
+    /// Whether `sender` may change this chat's settings: an owner, or the person of a direct chat.
+    pub(super) fn may_change(&self, sender: &str, route: &Route) -> bool {
+        self.is_owner(sender) || (route.kind == PeerKind::Direct && route.peer == sender)
     }
 
     fn queue_command(&self, key: &str, args: &str) -> String {
@@ -54,7 +100,7 @@ impl<C: Channel> Inbox<C> {
     /// `/send on|off|inherit`: whether this session's replies are delivered (owners, and the
     /// person of a direct chat).
     fn send_command(&self, key: &str, sender: &str, args: &str, route: &Route) -> String {
-        let may = self.is_owner(sender) || (route.kind == PeerKind::Direct && route.peer == sender);
+        let may = self.may_change(sender, route);
         let current = self.prefs.get(key).send;
         let show = |own: Option<bool>| {
             let on = self.settings.send_policy.allows(self.channel.id(), route.kind, key, own);
