@@ -5,8 +5,12 @@
 //!   gateway), `acp run` (one prompt in process), `acp client` (the terminal client, in the
 //!   `acp-repl` crate), `acp sessions` (list, show, export, delete), `acp gateway`, `acp mcp` (list,
 //!   test), `acp pairing` and `acp channels` (ask the running gateway).
-//! - [`settings`], [`files`], [`http`] — the bottom layer: the settings vocabulary (modes, rules,
-//!   reasoning effort), reading untrusted files, the shared HTTP client.
+//! - [`sync`], [`clock`], [`settings`], [`files`], [`http`] — the bottom layer: locks that outlive
+//!   a panic, wall-clock milliseconds, the settings vocabulary (modes, rules, reasoning effort),
+//!   reading untrusted files, the shared HTTP client.
+//! - [`sandbox`] — the exec sandbox `exec` runs commands in (Landlock, namespaces, limits).
+//! - [`skills`] — skills found on disk and offered to the model; [`openlang`] — the compact
+//!   language agents may use between themselves.
 //! - [`config`] — `$ACP_HOME/config.toml` + environment → [`config::Config`]; `provider/model` refs.
 //! - [`rpc`] — JSON-RPC over NDJSON: reader thread → dispatcher channel → the writer (a lock around
 //!   stdout, the only code that writes it); our own requests to the client with a pending map and
@@ -34,7 +38,8 @@
 //!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.
 //!
 //! Wire types (JSON-RPC envelope, NDJSON codec, ACP schema) live in the `acp-protocol` crate.
-//! Each module imports only those below it (docs/architecture.md, checked by `tests/suite/tidy.rs`).
+//! Each module imports only those above it in the layer table of docs/architecture.md (the table's
+//! one copy, read and checked by `tests/suite/tidy.rs`).
 //! Invariants: only `acp` knows ACP; only `rpc` and `acp-protocol` know JSON-RPC; stdout carries
 //! protocol frames only; every request gets exactly one response; every prompt ends with exactly one
 //! stop reason (or error).
@@ -43,6 +48,7 @@
 
 pub mod acp;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod files;
 pub mod gateway;

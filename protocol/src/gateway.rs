@@ -37,11 +37,94 @@ pub mod close {
     pub const TRY_AGAIN: u16 = 1013;
 }
 
+/// How a run stopped, as `chat` `final` and the `agent` lifecycle's `stopReason` say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// `stop`: the model ended its turn.
+    Stop,
+    /// `length`: the model's output limit.
+    Length,
+    /// `max_turn_requests`: the run's request limit.
+    MaxTurnRequests,
+    /// `refusal`.
+    Refusal,
+    /// `rpc`: stopped by a client (`chat.abort`).
+    Aborted,
+    /// `error`.
+    Error,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::MaxTurnRequests => "max_turn_requests",
+            Self::Refusal => "refusal",
+            Self::Aborted => "rpc",
+            Self::Error => "error",
+        }
+    }
+
+    /// A stop reason as a gateway (ours or the reference) sends it; anything unknown is `stop`.
+    pub fn parse(wire: &str) -> Self {
+        match wire {
+            "length" | "max_tokens" => Self::Length,
+            "max_turn_requests" => Self::MaxTurnRequests,
+            "refusal" => Self::Refusal,
+            "rpc" | "aborted" => Self::Aborted,
+            "error" => Self::Error,
+            _ => Self::Stop,
+        }
+    }
+}
+
+/// What a device signs to prove itself in `connect`:
+/// `v3|device|client|mode|role|scopes|signedAt|token|nonce|platform|family`, lower-cased platform
+/// and family (`v2`, for older servers, stops after the nonce).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceProof<'a> {
+    pub version: &'a str,
+    pub device_id: &'a str,
+    pub client_id: &'a str,
+    pub client_mode: &'a str,
+    pub role: &'a str,
+    pub scopes: &'a [String],
+    pub signed_at: i64,
+    pub token: Option<&'a str>,
+    pub nonce: &'a str,
+    pub platform: &'a str,
+    pub family: &'a str,
+}
+
+impl DeviceProof<'_> {
+    pub fn payload(&self) -> String {
+        let mut text = format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            self.version,
+            self.device_id,
+            self.client_id,
+            self.client_mode,
+            self.role,
+            self.scopes.join(","),
+            self.signed_at,
+            self.token.unwrap_or(""),
+            self.nonce
+        );
+        if self.version == "v3" {
+            text.push_str(&format!("|{}|{}", self.platform.to_lowercase(), self.family.to_lowercase()));
+        }
+        text
+    }
+}
+
 /// `{code, message, details?, retryable?, retryAfterMs?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorShape {
+    #[serde(default)]
     pub code: String,
+    #[serde(default)]
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
@@ -110,6 +193,16 @@ impl Frame {
 
     pub fn to_text(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A request (what a client sends).
+    pub fn request(id: &str, method: &str, params: Value) -> Self {
+        Self::Req { id: id.into(), method: method.into(), params: Some(params) }
+    }
+
+    /// A frame as text arrives, `None` if it is none of the three shapes.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
     }
 }
 

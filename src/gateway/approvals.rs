@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::hub::{Hub, now_ms};
+use super::hub::Hub;
+use crate::clock::now_ms;
 use crate::runtime::ToolContent;
 use crate::runtime::host::{OptionKind, PermissionAnswer, PermissionOption, PermissionRequest};
 use crate::sync::lock;

@@ -17,7 +17,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 
 use super::Gateway;
 use super::handshake::{self, Challenge};
-use super::hub::{Conn, Out, now_ms};
+use super::hub::{Conn, Out};
+use crate::clock::now_ms;
 
 pub type Socket = WebSocketStream<Metered<TokioIo<hyper::upgrade::Upgraded>>>;
 

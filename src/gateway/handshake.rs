@@ -3,12 +3,12 @@
 //! device identity proof when one is sent (ed25519 over the v3 or v2 payload, the device id the
 //! SHA-256 of its key, the challenge's nonce, 120 s of skew) — then `hello-ok`.
 
-use acp_protocol::gateway::{self, ErrorShape, Frame, PROTOCOL_VERSION, code};
+use acp_protocol::gateway::{self, DeviceProof, ErrorShape, Frame, PROTOCOL_VERSION, code};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
-use super::hub::now_ms;
+use crate::clock::now_ms;
 
 /// The scopes a connection may hold; each includes those after it.
 pub const ADMIN: &str = "operator.admin";
@@ -228,32 +228,6 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The signed payload of a device proof, `v3` (with platform and family) or `v2`.
-#[allow(clippy::too_many_arguments)]
-pub fn proof_payload(
-    version: &str,
-    device_id: &str,
-    client_id: &str,
-    mode: &str,
-    role: &str,
-    scopes: &[String],
-    signed_at: i64,
-    token: Option<&str>,
-    nonce: &str,
-    platform: &str,
-    family: &str,
-) -> String {
-    let mut text = format!(
-        "{version}|{device_id}|{client_id}|{mode}|{role}|{}|{signed_at}|{}|{nonce}",
-        scopes.join(","),
-        token.unwrap_or("")
-    );
-    if version == "v3" {
-        text.push_str(&format!("|{}|{}", platform.to_lowercase(), family.to_lowercase()));
-    }
-    text
-}
-
 /// How far a proof's time may be from ours.
 const SKEW_MS: i64 = 120_000;
 
@@ -293,19 +267,20 @@ fn verify_device(
     let family = client.get("deviceFamily").and_then(Value::as_str).unwrap_or_default();
     let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key);
     for version in ["v3", "v2"] {
-        let payload = proof_payload(
+        let payload = DeviceProof {
             version,
-            &id,
+            device_id: &id,
             client_id,
-            mode,
+            client_mode: mode,
             role,
             scopes,
             signed_at,
             token,
-            &challenge.nonce,
+            nonce: &challenge.nonce,
             platform,
             family,
-        );
+        }
+        .payload();
         if verifier.verify(payload.as_bytes(), &signature).is_ok() {
             return Ok(id);
         }
@@ -320,14 +295,24 @@ mod tests {
     #[test]
     fn proof_payloads_as_captured() {
         let scopes = vec!["operator.admin".to_owned()];
+        let proof = |version, token, platform, family| DeviceProof {
+            version,
+            device_id: "abc",
+            client_id: "cli",
+            client_mode: "cli",
+            role: "operator",
+            scopes: &scopes,
+            signed_at: 17,
+            token,
+            nonce: "n1",
+            platform,
+            family,
+        };
         assert_eq!(
-            proof_payload("v3", "abc", "cli", "cli", "operator", &scopes, 17, Some("T"), "n1", "Linux", "Linux"),
+            proof("v3", Some("T"), "Linux", "Linux").payload(),
             "v3|abc|cli|cli|operator|operator.admin|17|T|n1|linux|linux"
         );
-        assert_eq!(
-            proof_payload("v2", "abc", "cli", "cli", "operator", &scopes, 17, None, "n1", "linux", ""),
-            "v2|abc|cli|cli|operator|operator.admin|17||n1"
-        );
+        assert_eq!(proof("v2", None, "linux", "").payload(), "v2|abc|cli|cli|operator|operator.admin|17||n1");
         assert!(same("token", "token") && !same("token", "tokex") && !same("t", "to"));
     }
 
@@ -363,19 +348,20 @@ mod tests {
         let scopes = vec!["operator.admin".to_owned()];
         let client = json!({"id": "cli", "mode": "cli", "platform": "linux", "deviceFamily": "Linux"});
         let sign = |version: &str, nonce: &str| {
-            let payload = proof_payload(
+            let payload = DeviceProof {
                 version,
-                &id,
-                "cli",
-                "cli",
-                "operator",
-                &scopes,
-                challenge.ts,
-                Some("T"),
+                device_id: &id,
+                client_id: "cli",
+                client_mode: "cli",
+                role: "operator",
+                scopes: &scopes,
+                signed_at: challenge.ts,
+                token: Some("T"),
                 nonce,
-                "linux",
-                "Linux",
-            );
+                platform: "linux",
+                family: "Linux",
+            }
+            .payload();
             b64.encode(pair.sign(payload.as_bytes()).as_ref())
         };
         let device = |signature: String, nonce: &str| {

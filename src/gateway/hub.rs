@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acp_protocol::gateway::Frame;
+use acp_protocol::gateway::{Frame, StopReason as WireStop};
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use crate::clock::now_ms;
 use crate::runtime::{Event, EventKind, EventSink, StopReason, ToolCallState, ToolStatus, TurnId, TurnOutcome};
 use crate::sync::lock;
 
@@ -195,12 +196,6 @@ pub struct Hub {
 }
 
 /// Unix milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Hub {
     pub fn next_conn_id(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
@@ -417,9 +412,8 @@ impl Hub {
         self.agent(turn, "usage", json!({"outputTokens": usage.output, "inputTokens": usage.input}), false);
         let aborted = end == "aborted";
         let stop = match outcome {
-            TurnOutcome::Stopped { reason: StopReason::Cancelled, .. } => "rpc".to_owned(),
-            TurnOutcome::Stopped { reason, .. } => wire_stop(*reason).to_owned(),
-            TurnOutcome::Failed { .. } => "error".to_owned(),
+            TurnOutcome::Stopped { reason, .. } => wire_stop(*reason).as_str().to_owned(),
+            TurnOutcome::Failed { .. } => WireStop::Error.as_str().to_owned(),
         };
         let started_at = lock(&self.runs).get(&turn).map(|r| r.started_at).unwrap_or_default();
         let mut end_data = json!({"phase": "end", "stopReason": stop, "aborted": aborted, "endedAt": now_ms(),
@@ -495,13 +489,13 @@ fn shown_output(content: &[crate::runtime::ToolContent]) -> String {
 }
 
 /// The stop reason as the reference's clients know them.
-fn wire_stop(reason: StopReason) -> &'static str {
+fn wire_stop(reason: StopReason) -> WireStop {
     match reason {
-        StopReason::EndTurn => "stop",
-        StopReason::MaxTokens => "length",
-        StopReason::MaxTurnRequests => "max_turn_requests",
-        StopReason::Refusal => "refusal",
-        StopReason::Cancelled => "rpc",
+        StopReason::EndTurn => WireStop::Stop,
+        StopReason::MaxTokens => WireStop::Length,
+        StopReason::MaxTurnRequests => WireStop::MaxTurnRequests,
+        StopReason::Refusal => WireStop::Refusal,
+        StopReason::Cancelled => WireStop::Aborted,
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, check_params, code};
+use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, StopReason as WireStop, check_params, code};
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use super::channels::policy::{ShowReasoning, Verbose};
 use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
-use super::hub::{Conn, RunEnd, now_ms};
+use super::hub::{Conn, RunEnd};
+use crate::clock::now_ms;
 use crate::runtime::{Op, Shown, UserBlock};
 
 /// Every method: its name and the scope it needs.
@@ -408,7 +409,9 @@ fn recorded(end: &RunEnd) -> Value {
     };
     match end {
         RunEnd::Final { text, stop_reason } => json!({"status": "ok", "stopReason": stop_reason, "text": cut(text)}),
-        RunEnd::Aborted { text } => json!({"status": "aborted", "stopReason": "rpc", "text": cut(text)}),
+        RunEnd::Aborted { text } => {
+            json!({"status": "aborted", "stopReason": WireStop::Aborted.as_str(), "text": cut(text)})
+        }
         RunEnd::Error { message } => json!({"status": "error", "error": message}),
     }
 }
@@ -455,7 +458,7 @@ async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<V
         Some((RunEnd::Final { text, stop_reason }, at)) => json!({"runId": id, "status": "ok", "endedAt": at,
             "stopReason": stop_reason, "terminalReply": {"disposition": "visible", "text": text}}),
         Some((RunEnd::Aborted { text }, at)) => json!({"runId": id, "status": "aborted", "endedAt": at,
-            "stopReason": "rpc", "terminalReply": {"disposition": "visible", "text": text}}),
+            "stopReason": WireStop::Aborted.as_str(), "terminalReply": {"disposition": "visible", "text": text}}),
         Some((RunEnd::Error { message }, at)) => {
             json!({"runId": id, "status": "error", "endedAt": at, "error": message})
         }

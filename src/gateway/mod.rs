@@ -28,11 +28,12 @@ use acp_protocol::gateway::{ErrorShape, PROTOCOL_VERSION, code};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::now_ms;
 use crate::config::{Config, ConfigCell};
 use crate::runtime::{Mode, Op, Runtime, SessionHandle};
 use crate::sync::lock;
 use handshake::Client;
-use hub::{Hub, HubSink, now_ms};
+use hub::{Hub, HubSink};
 
 /// The largest frame accepted (`policy.maxPayload`).
 pub const MAX_PAYLOAD: usize = 25 << 20;

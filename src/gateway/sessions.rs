@@ -8,8 +8,8 @@ use acp_protocol::gateway::{ErrorShape, code};
 use serde_json::{Map, Value, json};
 
 use super::channels::policy::Show;
-use super::hub::now_ms;
 use super::{Gateway, canonical_key, limits};
+use crate::clock::now_ms;
 use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
 use crate::sync::lock;
 

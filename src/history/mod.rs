@@ -23,8 +23,3 @@ pub enum StopReason {
 pub trait Journal: Send + Sync + std::fmt::Debug {
     fn record(&self, record: &record::Record);
 }
-
-/// Now, in Unix milliseconds (as records hold time).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}

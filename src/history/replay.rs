@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use super::now_ms;
 use super::record::{Record, ReplyPart};
+use crate::clock::now_ms;
 use crate::history::conversation::Conversation;
 use crate::history::input::UserBlock;
 use crate::providers::{AssistantPart, Message, ToolResult, Usage, UserPart};

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use acp_protocol::gateway::DeviceProof;
 use base64::Engine as _;
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde::{Deserialize, Serialize};
@@ -91,18 +92,21 @@ impl Identity {
         token: Option<&str>,
         nonce: &str,
     ) -> Value {
-        let text = |k: &str| client.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        let mut payload = format!(
-            "{version}|{}|{}|{}|{role}|{}|{signed_at}|{}|{nonce}",
-            self.device_id,
-            text("id"),
-            text("mode"),
-            scopes.join(","),
-            token.unwrap_or_default()
-        );
-        if version == "v3" {
-            payload.push_str(&format!("|{}|{}", text("platform").to_lowercase(), text("deviceFamily").to_lowercase()));
+        let text = |k: &str| client.get(k).and_then(Value::as_str).unwrap_or_default();
+        let payload = DeviceProof {
+            version,
+            device_id: &self.device_id,
+            client_id: text("id"),
+            client_mode: text("mode"),
+            role,
+            scopes,
+            signed_at,
+            token,
+            nonce,
+            platform: text("platform"),
+            family: text("deviceFamily"),
         }
+        .payload();
         json!({"id": self.device_id, "publicKey": B64.encode(self.pair.public_key().as_ref()),
             "signature": B64.encode(self.pair.sign(payload.as_bytes()).as_ref()), "signedAt": signed_at, "nonce": nonce})
     }

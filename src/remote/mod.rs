@@ -19,11 +19,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::now_ms;
 use crate::sync::lock;
+use acp_protocol::gateway::{ErrorShape, Frame, PROTOCOL_VERSION};
 use identity::{DeviceToken, Identity};
 
-/// The protocol spoken.
-pub const PROTOCOL: u64 = 4;
 /// How long connecting (TCP, TLS, WebSocket) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server has to answer `connect`.
@@ -164,7 +164,7 @@ impl Gateway {
         let id = format!("acp-{}", self.inner.next.fetch_add(1, Ordering::Relaxed));
         let (answer, answered) = oneshot::channel();
         lock(&self.inner.pending).insert(id.clone(), answer);
-        let frame = json!({"type": "req", "id": id, "method": method, "params": params}).to_string();
+        let frame = Frame::request(&id, method, params).to_text();
         let sent = lock(&self.inner.out).as_ref().is_some_and(|out| out.send(frame).is_ok());
         if !sent {
             lock(&self.inner.pending).remove(&id);
@@ -298,12 +298,6 @@ async fn next_text(ws: &mut Socket) -> Result<String, String> {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// One connection: handshake, then frames both ways until it ends.
 async fn connection(
     inner: &Inner,
@@ -330,10 +324,12 @@ async fn connection(
     };
     // The challenge comes first; a server without one gets a connect without a nonce.
     let nonce = match tokio::time::timeout(Duration::from_millis(2000), next_text(&mut ws)).await {
-        Ok(Ok(text)) => serde_json::from_str::<Value>(&text)
-            .ok()
-            .filter(|f| f["event"] == "connect.challenge")
-            .and_then(|f| f["payload"]["nonce"].as_str().map(str::to_owned)),
+        Ok(Ok(text)) => match Frame::parse(&text) {
+            Some(Frame::Event { event, payload: Some(payload), .. }) if event == "connect.challenge" => {
+                payload["nonce"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        },
         Ok(Err(e)) => return closed(e),
         Err(_) => None,
     };
@@ -353,7 +349,7 @@ async fn connection(
         auth.insert("deviceToken".into(), json!(t.token));
     }
     let signed = shared.or(device_token.map(|t| t.token.as_str()));
-    let mut params = json!({"minProtocol": PROTOCOL, "maxProtocol": PROTOCOL, "client": options.client,
+    let mut params = json!({"minProtocol": PROTOCOL_VERSION, "maxProtocol": PROTOCOL_VERSION, "client": options.client,
         "caps": options.caps, "role": role, "scopes": scopes});
     if !auth.is_empty() {
         params["auth"] = Value::Object(auth);
@@ -361,8 +357,8 @@ async fn connection(
     if let Some(nonce) = &nonce {
         params["device"] = identity.proof(proof, &options.client, role, &scopes, now_ms(), signed, nonce);
     }
-    let connect = json!({"type": "req", "id": "connect", "method": "connect", "params": params});
-    if let Err(e) = ws.send(Message::Text(connect.to_string().into())).await {
+    let connect = Frame::request("connect", "connect", params);
+    if let Err(e) = ws.send(Message::Text(connect.to_text().into())).await {
         return closed(e.to_string());
     }
     let hello = loop {
@@ -371,16 +367,17 @@ async fn connection(
             Ok(Err(e)) => return closed(format!("the gateway closed the handshake: {e}")),
             Err(_) => return closed("the gateway did not answer connect".into()),
         };
-        let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
-        if frame["type"] != "res" || frame["id"] != "connect" {
+        let Some(Frame::Res { id, ok, payload, error }) = Frame::parse(&text) else { continue };
+        if id != "connect" {
             continue;
         }
-        if frame["ok"] == true {
-            break frame["payload"].clone();
+        if ok {
+            break payload.unwrap_or_default();
         }
-        let error = &frame["error"];
-        let message = error["message"].as_str().unwrap_or("connect refused").to_owned();
-        let detail = error["details"]["code"].as_str().unwrap_or_default();
+        let error = error.unwrap_or_else(|| ErrorShape::new("", ""));
+        let message = Some(error.message).filter(|m| !m.is_empty()).unwrap_or_else(|| "connect refused".into());
+        let details = error.details.unwrap_or_default();
+        let detail = details["code"].as_str().unwrap_or_default();
         if detail == "DEVICE_AUTH_INVALID" && proof == "v3" {
             return Ended::TryV2;
         }
@@ -428,7 +425,7 @@ async fn connection(
                     Err(e) => return Ended::Closed(e, true),
                 };
                 last_heard = tokio::time::Instant::now();
-                let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
+                let Some(frame) = Frame::parse(&text) else { continue };
                 handle(inner, frame, notices);
             }
         }
@@ -436,34 +433,31 @@ async fn connection(
 }
 
 /// A frame from the gateway: an answer to its request, or an event for the owner.
-fn handle(inner: &Inner, frame: Value, notices: &mpsc::UnboundedSender<Notice>) {
-    match frame["type"].as_str() {
-        Some("res") => {
-            let Some(id) = frame["id"].as_str() else { return };
+fn handle(inner: &Inner, frame: Frame, notices: &mpsc::UnboundedSender<Notice>) {
+    match frame {
+        Frame::Res { id, ok, payload, error } => {
             // `accepted` first answers of two-answer methods are not the result.
-            if frame["ok"] == true && frame["payload"]["status"] == "accepted" {
+            if ok && payload.as_ref().is_some_and(|p| p["status"] == "accepted") {
                 return;
             }
-            let Some(answer) = lock(&inner.pending).remove(id) else { return };
-            let result = if frame["ok"] == true {
-                Ok(frame["payload"].clone())
-            } else {
-                let error = &frame["error"];
-                Err(RemoteError {
-                    message: error["message"].as_str().unwrap_or("the gateway refused the request").to_owned(),
-                    code: error["code"].as_str().map(str::to_owned),
-                })
+            let Some(answer) = lock(&inner.pending).remove(&id) else { return };
+            let result = match (ok, error) {
+                (true, _) => Ok(payload.unwrap_or_default()),
+                (false, error) => {
+                    let error = error.unwrap_or_else(|| ErrorShape::new("", ""));
+                    Err(RemoteError {
+                        message: Some(error.message)
+                            .filter(|m| !m.is_empty())
+                            .unwrap_or_else(|| "the gateway refused the request".into()),
+                        code: Some(error.code).filter(|c| !c.is_empty()),
+                    })
+                }
             };
             let _ = answer.send(result);
         }
-        Some("event") => {
-            let Some(event) = frame["event"].as_str() else { return };
-            if event == "tick" {
-                return;
-            }
-            let payload = frame.get("payload").cloned().unwrap_or(Value::Null);
-            let _ = notices.send(Notice::Event { event: event.to_owned(), payload });
+        Frame::Event { event, payload, .. } if event != "tick" => {
+            let _ = notices.send(Notice::Event { event, payload: payload.unwrap_or_default() });
         }
-        _ => {}
+        Frame::Event { .. } | Frame::Req { .. } => {}
     }
 }

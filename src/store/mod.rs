@@ -201,7 +201,7 @@ fn sql_count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub use crate::history::now_ms;
+pub use crate::clock::now_ms;
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     let dirs: String = r.get("additional_dirs")?;

@@ -181,6 +181,12 @@ fn cancel_while_waiting_to_retry() {
     agent.notify("session/cancel", json!({"sessionId": session}));
     let (_, r) = agent.until_response(id);
     assert_eq!(r, result(id, json!({"stopReason": "cancelled"})));
-    std::thread::sleep(Duration::from_millis(1200));
-    assert_eq!(mock.requests().len(), 2, "no retry after the cancel");
+    // A prompt whose answer takes longer than the retry would have waited: by its end the retry's
+    // moment has passed, and the model saw only this prompt's request after the two.
+    mock.push(Reply::fixture("anthropic", "text").delay(Duration::from_millis(1200)));
+    let (_, r) = agent.prompt(&session, "three");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "no retry after the cancel");
+    assert!(requests[2].body.to_string().contains("three"), "{}", requests[2].body);
 }

@@ -109,8 +109,11 @@ fn slash_commands_complete_with_tab() {
     let mut pty = client(home.path(), &mock, ws.path(), &[]);
     pty.wait_for("/help for commands");
     pty.wait_for_prompt();
-    // The agent advertises its commands just after the session opens; a person types slower.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The agent advertises its commands just after the session opens, before it answers anything
+    // else: once `/help` is answered, they are known.
+    pty.send("/help\r");
+    pty.wait_for("List the slash commands");
+    pty.wait_for_prompt();
     pty.send("/sta\t");
     pty.wait_for("› /status");
     pty.send("\r");

@@ -116,8 +116,12 @@ fn session_new_touches_no_network_and_sends_setup_after_the_response() {
     assert_eq!(response, result(id, new_session(&session, "anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS, "code")));
     assert_eq!(agent.recv(), update(&session, commands_update()));
     assert_eq!(agent.recv(), update(&session, json!({"sessionUpdate": "usage_update", "used": 0, "size": 200000})));
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(mock.requests().is_empty(), "session/new must not call the model");
+    // The first request the model sees is the first prompt's.
+    mock.push(Reply::fixture("anthropic", "text"));
+    agent.prompt(&session, "the first prompt");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "session/new must not call the model");
+    assert!(requests[0].body.to_string().contains("the first prompt"), "{}", requests[0].body);
 }
 
 /// `mode` in config.toml is the mode new sessions start in, as the editor is told.

@@ -14,6 +14,7 @@ use acp_protocol::acp::schema::{
     RequestPermissionResponse, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
+use acp_protocol::gateway::StopReason as WireStop;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -66,11 +67,11 @@ fn message_text(message: &Value) -> (String, String) {
 }
 
 fn stop_reason(wire: &str) -> StopReason {
-    match wire {
-        "length" | "max_tokens" => StopReason::MaxTokens,
-        "max_turn_requests" => StopReason::MaxTurnRequests,
-        "refusal" => StopReason::Refusal,
-        _ => StopReason::EndTurn,
+    match WireStop::parse(wire) {
+        WireStop::Length => StopReason::MaxTokens,
+        WireStop::MaxTurnRequests => StopReason::MaxTurnRequests,
+        WireStop::Refusal => StopReason::Refusal,
+        WireStop::Stop | WireStop::Aborted | WireStop::Error => StopReason::EndTurn,
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_ms;
 use crate::sync::lock;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -86,10 +87,6 @@ pub struct Pairings {
     state: Mutex<Stored>,
     /// When each channel last turned a stranger away for giving out too many codes.
     turned_away: Mutex<HashMap<String, i64>>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Pairings {

@@ -18,9 +18,9 @@ use super::policy::{SendPolicy, SessionPrefs};
 use super::queue;
 use super::routing::{Attachment, DmScope, Envelope, PeerKind, Routing};
 use super::telegram::{Api, TEXT_LIMIT};
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::gateway::Gateway;
-use crate::gateway::hub::now_ms;
 
 const POLL: Duration = Duration::from_secs(25);
 /// The gateway path Telegram calls in webhook mode, unless configured.

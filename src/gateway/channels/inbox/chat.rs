@@ -2,11 +2,11 @@
 //! `/reasoning`), and permission questions asked in the chat and answered there.
 
 use super::{Channel, Inbox, Question, Route};
+use crate::clock::now_ms;
 use crate::gateway::approvals::{ChatAsker, ChatQuestion};
 use crate::gateway::channels::policy::{Prefs, Show, ShowReasoning, Verbose};
 use crate::gateway::channels::queue;
 use crate::gateway::channels::routing::PeerKind;
-use crate::gateway::hub::now_ms;
 use crate::runtime::directives;
 use crate::runtime::host::{OptionKind, PermissionOption};
 use crate::sync::lock;
