@@ -1,47 +1,67 @@
-//! The methods this gateway implements, each with the scope it needs and its params' schema
-//! (`features.methods` in `hello-ok` lists exactly these). Requests run concurrently; each gets
-//! one response (`agent` gets two).
+//! The methods this gateway implements: one table (name, scope, params' schema, handler) that
+//! `features.methods` in `hello-ok`, the scope check, the params check and dispatch all read.
+//! Requests run concurrently; each gets one response (`agent` gets two). The handlers are short;
+//! the longer ones live with their subject (`chat.rs`, `sessions.rs`).
 
-use std::time::Duration;
-
-use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, StopReason as WireStop, check_params, code};
+use acp_protocol::gateway::{ErrorShape, Frame, Request, Schema, check_params, code};
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
-use super::channels::policy::{ShowReasoning, Verbose};
 use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
-use super::hub::{Conn, RunEnd};
+use super::hub::Conn;
 use crate::clock::now_ms;
-use crate::runtime::{Op, Shown, UserBlock};
 
-/// Every method: its name and the scope it needs.
-pub const METHODS: &[(&str, &str)] = &[
-    ("health", READ),
-    ("status", READ),
-    ("models.list", READ),
-    ("system-presence", READ),
-    ("config.get", READ),
-    ("sessions.list", READ),
-    ("sessions.resolve", READ),
-    ("sessions.subscribe", READ),
-    ("sessions.unsubscribe", READ),
-    ("sessions.reset", WRITE),
-    ("sessions.patch", WRITE),
-    ("sessions.delete", ADMIN),
-    ("chat.send", WRITE),
-    ("chat.abort", WRITE),
-    ("chat.history", READ),
-    ("chat.inject", ADMIN),
-    ("agent", WRITE),
-    ("agent.wait", READ),
-    ("send", WRITE),
-    ("channels.status", READ),
-    ("pairing.list", ADMIN),
-    ("pairing.approve", ADMIN),
-    ("pairing.reject", ADMIN),
-    ("exec.approval.get", APPROVALS),
-    ("exec.approval.resolve", APPROVALS),
-];
+/// One line per method: its name, the scope it needs, its params' schema and its handler. This
+/// table is the one place a method is defined (`features.methods` in `hello-ok` lists it);
+/// adding one is a line here and its handler (docs/gateway.md says how).
+macro_rules! methods {
+    ($($name:literal => $scope:ident, $params:ident, $handler:ident;)*) => {
+        /// Every method and the scope it needs.
+        pub const METHODS: &[(&str, &str)] = &[$(($name, $scope)),*];
+
+        fn schema(method: &str) -> Schema {
+            match method {
+                $($name => $params(),)*
+                _ => any(),
+            }
+        }
+
+        async fn run(call: &Call<'_>) -> Answer {
+            match call.method {
+                $($name => $handler(call).await,)*
+                other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+            }
+        }
+    };
+}
+
+methods! {
+    "health" => READ, any, health;
+    "status" => READ, any, status;
+    "models.list" => READ, any, models_list;
+    "system-presence" => READ, any, presence;
+    "config.get" => READ, any, config_get;
+    "sessions.list" => READ, sessions_list_params, sessions_list;
+    "sessions.resolve" => READ, sessions_resolve_params, sessions_resolve;
+    "sessions.subscribe" => READ, any, subscribe;
+    "sessions.unsubscribe" => READ, any, unsubscribe;
+    "sessions.reset" => WRITE, session_key_params, sessions_reset;
+    "sessions.patch" => WRITE, sessions_patch_params, sessions_patch;
+    "sessions.delete" => ADMIN, session_key_params, sessions_delete;
+    "chat.send" => WRITE, chat_send_params, chat_send;
+    "chat.abort" => WRITE, chat_abort_params, chat_abort;
+    "chat.history" => READ, chat_history_params, chat_history;
+    "chat.inject" => ADMIN, chat_inject_params, chat_inject;
+    "agent" => WRITE, agent_params, agent;
+    "agent.wait" => READ, agent_wait_params, agent_wait;
+    "send" => WRITE, send_params, send;
+    "channels.status" => READ, none, channels_status;
+    "pairing.list" => ADMIN, none, pairing_list;
+    "pairing.approve" => ADMIN, pairing_params, pairing_approve;
+    "pairing.reject" => ADMIN, pairing_params, pairing_reject;
+    "exec.approval.get" => APPROVALS, approval_get_params, approval_get;
+    "exec.approval.resolve" => APPROVALS, approval_resolve_params, approval_resolve;
+}
 
 /// The events this gateway sends.
 pub const EVENTS: &[&str] = &[
@@ -58,88 +78,153 @@ pub const EVENTS: &[&str] = &[
     "shutdown",
 ];
 
-fn schema(method: &str) -> Schema {
-    let key = || Schema::NonEmptyString;
-    match method {
-        "sessions.list" => Schema::object(&[
-            ("limit", Schema::Integer { min: Some(1), max: None }, false),
-            ("offset", Schema::Integer { min: Some(0), max: None }, false),
-            ("search", Schema::String, false),
-            ("includeDerivedTitles", Schema::Bool, false),
-            ("includeGlobal", Schema::Bool, false),
-            ("includeUnknown", Schema::Bool, false),
-            ("agentId", Schema::String, false),
-        ]),
-        "sessions.resolve" => Schema::object(&[
-            ("key", Schema::String, false),
-            ("sessionKey", Schema::String, false),
-            ("label", Schema::String, false),
-            ("agentId", Schema::String, false),
-        ]),
-        "sessions.reset" | "sessions.delete" => {
-            Schema::object(&[("key", key(), false), ("sessionKey", key(), false), ("reason", Schema::String, false)])
-        }
-        // The reference takes some 25 optional fields; those it does not need here are accepted
-        // and left alone, so its clients work unchanged.
-        "chat.send" => Schema::open_object(&[
-            ("sessionKey", key(), true),
-            ("message", Schema::String, true),
-            ("idempotencyKey", key(), true),
-            ("thinking", Schema::String, false),
-            ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
-            ("attachments", Schema::Any, false),
-        ]),
-        "chat.abort" => Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)]),
-        "chat.inject" => {
-            Schema::object(&[("sessionKey", key(), true), ("message", key(), true), ("label", Schema::String, false)])
-        }
-        "sessions.patch" => Schema::object(&[
-            ("key", key(), true),
-            ("label", Schema::String, false),
-            ("model", Schema::String, false),
-            ("thinking", Schema::String, false),
-            ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
-            ("sendPolicy", Schema::Any, false),
-            ("verboseLevel", Schema::Any, false),
-            ("reasoningLevel", Schema::Any, false),
-        ]),
-        "chat.history" => Schema::object(&[
-            ("sessionKey", key(), true),
-            ("limit", Schema::Integer { min: Some(1), max: None }, false),
-        ]),
-        "agent" => Schema::open_object(&[
-            ("message", Schema::String, true),
-            ("idempotencyKey", key(), true),
-            ("sessionKey", Schema::String, false),
-            ("agentId", Schema::String, false),
-            ("thinking", Schema::String, false),
-            ("timeout", Schema::Integer { min: Some(0), max: None }, false),
-            ("attachments", Schema::Any, false),
-        ]),
-        "send" => Schema::open_object(&[
-            ("to", key(), true),
-            ("message", key(), true),
-            ("idempotencyKey", key(), true),
-            ("channel", Schema::String, false),
-            ("accountId", Schema::String, false),
-            ("sessionKey", Schema::String, false),
-            ("threadId", Schema::String, false),
-        ]),
-        "exec.approval.get" => Schema::object(&[("id", key(), true)]),
-        "pairing.list" | "channels.status" => Schema::object(&[]),
-        "pairing.approve" | "pairing.reject" => Schema::object(&[("channel", key(), true), ("code", key(), true)]),
-        "exec.approval.resolve" => Schema::object(&[
-            ("id", key(), true),
-            ("decision", key(), true),
-            ("reviewer", Schema::Any, false),
-            ("grantExpiresInDays", Schema::Integer { min: Some(1), max: Some(3650) }, false),
-        ]),
-        "agent.wait" => {
-            Schema::object(&[("runId", key(), true), ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false)])
-        }
-        _ => Schema::open_object(&[]),
+// ---- params: each method's schema, checked before its handler runs ----
+
+fn key() -> Schema {
+    Schema::NonEmptyString
+}
+
+/// Anything (methods whose params are not read).
+fn any() -> Schema {
+    Schema::open_object(&[])
+}
+
+/// No params at all.
+fn none() -> Schema {
+    Schema::object(&[])
+}
+
+fn sessions_list_params() -> Schema {
+    Schema::object(&[
+        ("limit", Schema::Integer { min: Some(1), max: None }, false),
+        ("offset", Schema::Integer { min: Some(0), max: None }, false),
+        ("search", Schema::String, false),
+        ("includeDerivedTitles", Schema::Bool, false),
+        ("includeGlobal", Schema::Bool, false),
+        ("includeUnknown", Schema::Bool, false),
+        ("agentId", Schema::String, false),
+    ])
+}
+
+fn sessions_resolve_params() -> Schema {
+    Schema::object(&[
+        ("key", Schema::String, false),
+        ("sessionKey", Schema::String, false),
+        ("label", Schema::String, false),
+        ("agentId", Schema::String, false),
+    ])
+}
+
+fn session_key_params() -> Schema {
+    Schema::object(&[("key", key(), false), ("sessionKey", key(), false), ("reason", Schema::String, false)])
+}
+
+// The reference takes some 25 optional fields for chat.send and agent; those not needed here are
+// accepted and left alone, so its clients work unchanged.
+fn chat_send_params() -> Schema {
+    Schema::open_object(&[
+        ("sessionKey", key(), true),
+        ("message", Schema::String, true),
+        ("idempotencyKey", key(), true),
+        ("thinking", Schema::String, false),
+        ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false),
+        ("attachments", Schema::Any, false),
+    ])
+}
+
+fn chat_abort_params() -> Schema {
+    Schema::object(&[("sessionKey", key(), true), ("runId", Schema::String, false)])
+}
+
+fn chat_inject_params() -> Schema {
+    Schema::object(&[("sessionKey", key(), true), ("message", key(), true), ("label", Schema::String, false)])
+}
+
+fn sessions_patch_params() -> Schema {
+    Schema::object(&[
+        ("key", key(), true),
+        ("label", Schema::String, false),
+        ("model", Schema::String, false),
+        ("thinking", Schema::String, false),
+        ("mode", Schema::Enum(&["ask", "code", "auto"]), false),
+        ("sendPolicy", Schema::Any, false),
+        ("verboseLevel", Schema::Any, false),
+        ("reasoningLevel", Schema::Any, false),
+    ])
+}
+
+fn chat_history_params() -> Schema {
+    Schema::object(&[("sessionKey", key(), true), ("limit", Schema::Integer { min: Some(1), max: None }, false)])
+}
+
+fn agent_params() -> Schema {
+    Schema::open_object(&[
+        ("message", Schema::String, true),
+        ("idempotencyKey", key(), true),
+        ("sessionKey", Schema::String, false),
+        ("agentId", Schema::String, false),
+        ("thinking", Schema::String, false),
+        ("timeout", Schema::Integer { min: Some(0), max: None }, false),
+        ("attachments", Schema::Any, false),
+    ])
+}
+
+fn send_params() -> Schema {
+    Schema::open_object(&[
+        ("to", key(), true),
+        ("message", key(), true),
+        ("idempotencyKey", key(), true),
+        ("channel", Schema::String, false),
+        ("accountId", Schema::String, false),
+        ("sessionKey", Schema::String, false),
+        ("threadId", Schema::String, false),
+    ])
+}
+
+fn pairing_params() -> Schema {
+    Schema::object(&[("channel", key(), true), ("code", key(), true)])
+}
+
+fn approval_get_params() -> Schema {
+    Schema::object(&[("id", key(), true)])
+}
+
+fn approval_resolve_params() -> Schema {
+    Schema::object(&[
+        ("id", key(), true),
+        ("decision", key(), true),
+        ("reviewer", Schema::Any, false),
+        ("grantExpiresInDays", Schema::Integer { min: Some(1), max: Some(3650) }, false),
+    ])
+}
+
+fn agent_wait_params() -> Schema {
+    Schema::object(&[("runId", key(), true), ("timeoutMs", Schema::Integer { min: Some(0), max: None }, false)])
+}
+/// A request being answered: who asks, on which connection, and its checked params.
+struct Call<'a> {
+    gw: &'a Gateway,
+    client: &'a Client,
+    conn: &'a Conn,
+    id: &'a str,
+    method: &'a str,
+    params: Map<String, Value>,
+}
+
+impl Call<'_> {
+    /// A string param, empty when absent.
+    fn text(&self, key: &str) -> String {
+        self.params.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+    }
+
+    /// `key`, else `sessionKey` (the reference takes either).
+    fn key(&self) -> String {
+        if self.params.contains_key("key") { self.text("key") } else { self.text("sessionKey") }
     }
 }
+
+/// The payload, or `None` when the method answered itself (before its events).
+type Answer = Result<Option<Value>, ErrorShape>;
 
 pub async fn call(gw: &Gateway, conn: &Conn, client: &Client, request: Request) {
     match dispatch(gw, client, conn, &request).await {
@@ -149,8 +234,7 @@ pub async fn call(gw: &Gateway, conn: &Conn, client: &Client, request: Request) 
     }
 }
 
-/// The answer, or `None` when the method answered itself (before its events).
-async fn dispatch(gw: &Gateway, client: &Client, conn: &Conn, request: &Request) -> Result<Option<Value>, ErrorShape> {
+async fn dispatch(gw: &Gateway, client: &Client, conn: &Conn, request: &Request) -> Answer {
     let method = request.method.as_str();
     let Some((_, scope)) = METHODS.iter().find(|(m, _)| *m == method) else {
         return Err(ErrorShape::invalid(format!("unknown method: {method}")));
@@ -160,596 +244,136 @@ async fn dispatch(gw: &Gateway, client: &Client, conn: &Conn, request: &Request)
             .with_details(json!({"code": "MISSING_SCOPE", "missingScope": scope, "requiredScopes": [scope]})));
     }
     let params = check_params(method, &schema(method), &request.params).map_err(ErrorShape::invalid)?;
-    if method == "chat.send" {
-        return chat_send(gw, conn, &request.id, &params).await.map(|()| None);
-    }
-    if method == "agent" {
-        return agent(gw, conn, &request.id, &params).await.map(|()| None);
-    }
-    answer(gw, client, conn, method, &params).await.map(Some)
+    run(&Call { gw, client, conn, id: &request.id, method, params }).await
 }
 
-async fn answer(
-    gw: &Gateway,
-    client: &Client,
-    conn: &Conn,
-    method: &str,
-    params: &Map<String, Value>,
-) -> Result<Value, ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    match method {
-        "exec.approval.get" => gw.approvals.get(&text("id")).map_err(|e| *e),
-        "pairing.list" => Ok(json!({"pending": gw.pairings.pending()})),
-        "channels.status" => {
-            let channels: Vec<Value> = crate::sync::lock(&gw.channel_status).values().cloned().collect();
-            Ok(json!({"ts": now_ms(), "channels": channels}))
-        }
-        "pairing.approve" | "pairing.reject" => {
-            let (channel, code) = (text("channel"), text("code"));
-            let done = if method == "pairing.approve" {
-                gw.pairings.approve(&channel, &code)
-            } else {
-                gw.pairings.reject(&channel, &code)
-            };
-            done.map(|pair| json!({"ok": true, "channel": pair.channel, "peer": pair.peer, "name": pair.name}))
-                .map_err(|e| ErrorShape::new(code::NOT_FOUND, e))
-        }
-        "exec.approval.resolve" => {
-            let by = client.info.get("displayName").and_then(Value::as_str).unwrap_or(&client.client_id);
-            gw.approvals.resolve(&gw.hub, &text("id"), &text("decision"), by).map_err(|e| *e)
-        }
-        "send" => gw.send(params).await,
-        "health" => Ok(gw.health()),
-        "status" => Ok(gw.status()),
-        "models.list" => Ok(gw.models()),
-        "system-presence" => Ok(json!(gw.presence())),
-        "config.get" => Ok(gw.config_view()),
-        "sessions.list" => gw.sessions_list(params).await,
-        "sessions.resolve" => {
-            let key = if params.contains_key("key") { text("key") } else { text("sessionKey") };
-            match (key.is_empty(), text("label")) {
-                (false, _) => gw.resolve(&key).await,
-                (true, label) if !label.trim().is_empty() => gw.resolve_label(label.trim()).await,
-                _ => Err(ErrorShape::invalid("invalid sessions.resolve params: give `key` or `label`")),
-            }
-        }
-        "sessions.subscribe" | "sessions.unsubscribe" => {
-            let on = method == "sessions.subscribe";
-            conn.subscribed.store(on, std::sync::atomic::Ordering::Relaxed);
-            Ok(json!({"ok": true, "subscribed": on}))
-        }
-        "sessions.reset" | "sessions.delete" => {
-            let key = if params.contains_key("key") { text("key") } else { text("sessionKey") };
-            if key.is_empty() {
-                return Err(ErrorShape::invalid(format!("invalid {method} params: give `key`")));
-            }
-            if method == "sessions.reset" { gw.reset(&key).await } else { gw.delete(&key).await }
-        }
-        "chat.abort" => chat_abort(gw, &text("sessionKey"), params.get("runId").and_then(Value::as_str)).await,
-        "chat.inject" => chat_inject(gw, &text("sessionKey"), &text("message"), &text("label")).await,
-        "chat.history" => chat_history(gw, &text("sessionKey"), params.get("limit").and_then(Value::as_u64)).await,
-        "sessions.patch" => sessions_patch(gw, params).await,
-        "agent.wait" => agent_wait(gw, &text("runId"), params.get("timeoutMs").and_then(Value::as_u64)).await,
-        _ => Err(ErrorShape::invalid(format!("unknown method: {method}"))),
+// ---- handlers: what each method does (the longer ones in chat.rs and sessions.rs) ----
+
+async fn health(c: &Call<'_>) -> Answer {
+    Ok(Some(c.gw.health()))
+}
+
+async fn status(c: &Call<'_>) -> Answer {
+    Ok(Some(c.gw.status()))
+}
+
+async fn models_list(c: &Call<'_>) -> Answer {
+    Ok(Some(c.gw.models()))
+}
+
+async fn presence(c: &Call<'_>) -> Answer {
+    Ok(Some(json!(c.gw.presence())))
+}
+
+async fn config_get(c: &Call<'_>) -> Answer {
+    Ok(Some(c.gw.config_view()))
+}
+
+async fn sessions_list(c: &Call<'_>) -> Answer {
+    c.gw.sessions_list(&c.params).await.map(Some)
+}
+
+async fn sessions_resolve(c: &Call<'_>) -> Answer {
+    let (key, label) = (c.key(), c.text("label"));
+    match (key.is_empty(), label.trim()) {
+        (false, _) => c.gw.resolve(&key).await.map(Some),
+        (true, label) if !label.is_empty() => c.gw.resolve_label(label).await.map(Some),
+        _ => Err(ErrorShape::invalid("invalid sessions.resolve params: give `key` or `label`")),
     }
 }
 
-/// Answers `started` (or the run's state, for a key seen before), then starts the run: the
-/// answer precedes the run's events.
-async fn chat_send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let (key, run_id) = (super::canonical_key(&text("sessionKey")), text("idempotencyKey"));
-    let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
-    let run = Start {
-        key: &key,
-        message: &text("message"),
-        images: attachments("chat.send", params).map_err(ErrorShape::invalid)?,
-        run_id: &run_id,
-        timeout,
-        ops: run_ops("chat.send", params).map_err(ErrorShape::invalid)?,
-    };
-    let started = |_: &str| json!({"runId": run_id, "status": "started"});
-    if let Some(seen) = start_run(gw, conn, id, run, started).await? {
-        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": seen})));
-    }
-    Ok(())
+async fn subscribe(c: &Call<'_>) -> Answer {
+    c.conn.subscribed.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(Some(json!({"ok": true, "subscribed": true})))
 }
 
-/// The `agent` method: answered twice on one id — `accepted`, then the result when the run ends.
-async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let key =
-        super::canonical_key(&Some(text("sessionKey")).filter(|k| !k.is_empty()).unwrap_or_else(|| "main".into()));
-    let run_id = text("idempotencyKey");
-    let timeout = params.get("timeout").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_secs);
-    let accepted = |key: &str| json!({"runId": run_id, "sessionKey": key, "agentId": "main", "status": "accepted", "acceptedAt": now_ms()});
-    let run = Start {
-        key: &key,
-        message: &text("message"),
-        images: attachments("agent", params).map_err(ErrorShape::invalid)?,
-        run_id: &run_id,
-        timeout,
-        ops: run_ops("agent", params).map_err(ErrorShape::invalid)?,
-    };
-    let seen = start_run(gw, conn, id, run, accepted).await?;
-    if seen.is_some() {
-        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "accepted", "sessionKey": key, "agentId": "main"})));
-    }
-    let result = match wait_for(gw, &run_id, None).await {
-        Some((RunEnd::Final { text, .. }, _)) => json!({"runId": run_id, "status": "ok", "summary": "completed",
-            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
-        Some((RunEnd::Aborted { text }, _)) => json!({"runId": run_id, "status": "aborted", "summary": "aborted",
-            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
-        Some((RunEnd::Error { message }, _)) => {
-            conn.send(&Frame::err(id, ErrorShape::new(code::UNAVAILABLE, message)));
-            return Ok(());
-        }
-        None => json!({"runId": run_id, "status": "ok", "summary": "completed"}),
-    };
-    conn.send(&Frame::ok(id, result));
-    Ok(())
+async fn unsubscribe(c: &Call<'_>) -> Answer {
+    c.conn.subscribed.store(false, std::sync::atomic::Ordering::Relaxed);
+    Ok(Some(json!({"ok": true, "subscribed": false})))
 }
 
-/// A run to start.
-struct Start<'a> {
-    key: &'a str,
-    message: &'a str,
-    /// Images sent with it (`attachments`).
-    images: Vec<UserBlock>,
-    run_id: &'a str,
-    timeout: Option<Duration>,
-    /// Settings the run asks for (`thinking`), applied to the session first.
-    ops: Vec<Op>,
+/// `sessions.reset` or `sessions.delete`, which need a key.
+async fn reset_or_delete(c: &Call<'_>, reset: bool) -> Answer {
+    let key = c.key();
+    if key.is_empty() {
+        return Err(ErrorShape::invalid(format!("invalid {} params: give `key`", c.method)));
+    }
+    if reset { c.gw.reset(&key).await } else { c.gw.delete(&key).await }.map(Some)
 }
 
-/// Starts the run, after answering `first` on `id`; `Some` (`in_flight` or `ok`) when its run id
-/// was seen already and nothing started.
-async fn start_run(
-    gw: &Gateway,
-    conn: &Conn,
-    id: &str,
-    run: Start<'_>,
-    first: impl FnOnce(&str) -> Value,
-) -> Result<Option<&'static str>, ErrorShape> {
-    let Start { key, message, images, run_id, timeout, ops } = run;
-    if let Some(status) = gw.runs_seen(run_id) {
-        return Ok(Some(status));
-    }
-    if message.trim().is_empty() && images.is_empty() {
-        gw.run_done(run_id);
-        return Err(ErrorShape::invalid("`message` is empty"));
-    }
-    let mut blocks = Vec::with_capacity(1 + images.len());
-    if !message.trim().is_empty() {
-        blocks.push(UserBlock::Text { text: message.to_owned() });
-    }
-    blocks.extend(images);
-    // What waits on the session (and on all of them) is capped.
-    let ticket = match gw.admit(key, blocks.iter().map(UserBlock::size).sum()) {
-        Ok(t) => t,
-        Err(e) => {
-            gw.run_done(run_id);
-            return Err(*e);
-        }
-    };
-    let handle = match gw.open(key).await {
-        Ok(h) => h,
-        Err(e) => {
-            gw.run_done(run_id);
-            return Err(ErrorShape::new(code::UNAVAILABLE, e));
-        }
-    };
-    // Kept in the store too: a retry after a restart finds the run and starts none.
-    match gw.runtime.claim_key(&run_key(run_id), key).await {
-        Ok(None) => {}
-        Ok(Some(_)) => {
-            gw.runs_handle().finish(run_id);
-            return Ok(Some("ok"));
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would run again")
-        }
-    }
-    conn.send(&Frame::ok(id, first(key)));
-    for op in ops {
-        handle.send(op);
-    }
-    let turn = gw.runtime.next_turn_id();
-    let ended = gw.hub.start_run(turn, run_id, key);
-    gw.runs_handle().attach(run_id, ended.clone());
-    gw.hub.to_subscribers(
-        "session.message",
-        &json!({"sessionKey": key, "runId": run_id,
-            "message": {"role": "user", "content": message, "timestamp": now_ms()}}),
-    );
-    let outcome = handle.prompt_with(turn, blocks, gw.run_options());
-    let done = gw.runs_handle();
-    let run = run_id.to_owned();
-    let mut ended = ended;
-    let runtime = gw.runtime.clone();
-    tokio::spawn(async move {
-        match timeout {
-            Some(limit) => {
-                tokio::pin!(outcome);
-                if tokio::time::timeout(limit, &mut outcome).await.is_err() {
-                    handle.send(Op::CancelTurn(turn));
-                    outcome.await;
-                }
-            }
-            None => {
-                outcome.await;
-            }
-        }
-        drop(ticket);
-        // Every event of the turn is out once its outcome is in.
-        let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
-        done.finish(&run);
-        if let Some(end) = end
-            && let Err(e) = runtime.end_key(&run_key(&run), &recorded(&end)).await
-        {
-            tracing::warn!(error = %e, "could not record how a run ended");
-        }
-    });
-    Ok(None)
+async fn sessions_reset(c: &Call<'_>) -> Answer {
+    reset_or_delete(c, true).await
 }
 
-/// The store's key for run `id`.
-fn run_key(id: &str) -> String {
-    format!("run:{id}")
+async fn sessions_delete(c: &Call<'_>) -> Answer {
+    reset_or_delete(c, false).await
 }
 
-/// How a run ended, as the store keeps it (its text cut to 16 KiB).
-fn recorded(end: &RunEnd) -> Value {
-    let cut = |text: &str| {
-        let mut at = text.len().min(16 << 10);
-        while !text.is_char_boundary(at) {
-            at -= 1;
-        }
-        text[..at].to_owned()
-    };
-    match end {
-        RunEnd::Final { text, stop_reason } => json!({"status": "ok", "stopReason": stop_reason, "text": cut(text)}),
-        RunEnd::Aborted { text } => {
-            json!({"status": "aborted", "stopReason": WireStop::Aborted.as_str(), "text": cut(text)})
-        }
-        RunEnd::Error { message } => json!({"status": "error", "error": message}),
-    }
+async fn sessions_patch(c: &Call<'_>) -> Answer {
+    super::sessions::patch(c.gw, &c.params).await.map(Some)
 }
 
-/// Waits (up to `limit`) for run `id` to end: how, and when (Unix ms).
-async fn wait_for(gw: &Gateway, id: &str, limit: Option<Duration>) -> Option<(RunEnd, i64)> {
-    let (end, finished) = gw.runs_handle().watch(id)?;
-    let mut end = end?;
-    let waited = async { end.wait_for(Option::is_some).await.ok()?.clone() };
-    let ended = match limit {
-        Some(limit) => tokio::time::timeout(limit, waited).await.ok().flatten(),
-        None => waited.await,
-    }?;
-    Some((ended, finished.unwrap_or_else(now_ms)))
+async fn chat_send(c: &Call<'_>) -> Answer {
+    super::chat::send(c.gw, c.conn, c.id, &c.params).await.map(|()| None)
 }
 
-async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<Value, ErrorShape> {
-    let watched = gw.runs_handle().watch(id);
-    // Not run here (or already finished when it was seen again): as the store recorded it. A
-    // run just starting (neither watched nor finished yet) is waited for as any other.
-    if watched.as_ref().is_none_or(|(end, finished)| end.is_none() && finished.is_some()) {
-        // A run of an earlier process (or one forgotten here): as the store recorded it.
-        return match gw.runtime.key(&run_key(id)).await {
-            Ok(Some(record)) => {
-                let ended: Value = record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or_else(
-                    || json!({"status": "error", "error": "the gateway stopped during the run (it was interrupted)"}),
-                );
-                let mut answer = json!({"runId": id, "status": ended["status"], "endedAt": record.ended_at});
-                if let Some(stop) = ended.get("stopReason") {
-                    answer["stopReason"] = stop.clone();
-                    answer["terminalReply"] = json!({"disposition": "visible", "text": ended["text"]});
-                }
-                if let Some(error) = ended.get("error") {
-                    answer["error"] = error.clone();
-                }
-                Ok(answer)
-            }
-            _ if watched.is_some() => Ok(json!({"runId": id, "status": "ok"})),
-            _ => Err(ErrorShape::new(code::NOT_FOUND, format!("unknown run: {id}"))),
-        };
-    }
-    let limit = Duration::from_millis(timeout_ms.unwrap_or(30_000));
-    Ok(match wait_for(gw, id, Some(limit)).await {
-        Some((RunEnd::Final { text, stop_reason }, at)) => json!({"runId": id, "status": "ok", "endedAt": at,
-            "stopReason": stop_reason, "terminalReply": {"disposition": "visible", "text": text}}),
-        Some((RunEnd::Aborted { text }, at)) => json!({"runId": id, "status": "aborted", "endedAt": at,
-            "stopReason": WireStop::Aborted.as_str(), "terminalReply": {"disposition": "visible", "text": text}}),
-        Some((RunEnd::Error { message }, at)) => {
-            json!({"runId": id, "status": "error", "endedAt": at, "error": message})
-        }
-        None => json!({"runId": id, "status": "timeout"}),
-    })
+async fn chat_abort(c: &Call<'_>) -> Answer {
+    let run_id = c.params.get("runId").and_then(Value::as_str);
+    super::chat::abort(c.gw, &c.text("sessionKey"), run_id).await.map(Some)
 }
 
-/// Images a run's message brings (`attachments`: `{type: "image", mimeType, content: base64}`,
-/// as the reference takes them), each at most [`MAX_IMAGE_BYTES`] decoded, at most
-/// [`MAX_IMAGES`].
-fn attachments(method: &str, params: &Map<String, Value>) -> Result<Vec<UserBlock>, String> {
-    use base64::Engine as _;
-    let Some(list) = params.get("attachments").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
-    let Some(list) = list.as_array() else { return Err(format!("invalid {method} params: at /attachments: an array")) };
-    if list.len() > MAX_IMAGES {
-        return Err(format!("invalid {method} params: at /attachments: at most {MAX_IMAGES} images"));
-    }
-    let mut images = Vec::with_capacity(list.len());
-    for (i, a) in list.iter().enumerate() {
-        let at = format!("invalid {method} params: at /attachments/{i}");
-        let field = |k: &str| a.get(k).and_then(Value::as_str);
-        if field("type").is_some_and(|t| t != "image") {
-            return Err(format!("{at}: only images can be attached"));
-        }
-        let mime = field("mimeType").ok_or_else(|| format!("{at}: `mimeType` is missing"))?;
-        if !matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
-            return Err(format!("{at}: `{mime}` is not an image type models read (png, jpeg, gif, webp)"));
-        }
-        let content = field("content").ok_or_else(|| format!("{at}: `content` (base64) is missing"))?;
-        let content = content.split_once(";base64,").map_or(content, |(_, data)| data);
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(content.trim())
-            .map_err(|_| format!("{at}: `content` is not base64"))?;
-        if bytes.is_empty() {
-            return Err(format!("{at}: the image is empty"));
-        }
-        if bytes.len() > MAX_IMAGE_BYTES {
-            return Err(format!("{at}: the image is over {} MB", MAX_IMAGE_BYTES / 1_000_000));
-        }
-        images.push(UserBlock::Image { mime_type: mime.to_owned(), data: content.trim().to_owned(), uri: None });
-    }
-    Ok(images)
+async fn chat_history(c: &Call<'_>) -> Answer {
+    let limit = c.params.get("limit").and_then(Value::as_u64);
+    super::chat::history(c.gw, &c.text("sessionKey"), limit).await.map(Some)
 }
 
-/// The largest image a run's message may bring, decoded (as the reference).
-const MAX_IMAGE_BYTES: usize = 5_000_000;
-/// Images per message.
-const MAX_IMAGES: usize = 8;
-
-/// The settings a run asks for (`thinking`), as ops applied to its session first.
-fn run_ops(method: &str, params: &Map<String, Value>) -> Result<Vec<Op>, String> {
-    let thinking = params.get("thinking").and_then(Value::as_str);
-    Ok(thinking.map(|l| reasoning(method, l)).transpose()?.into_iter().collect())
+async fn chat_inject(c: &Call<'_>) -> Answer {
+    super::chat::inject(c.gw, &c.text("sessionKey"), &c.text("message"), &c.text("label")).await.map(Some)
 }
 
-/// `thinking` as the session's reasoning effort.
-fn reasoning(method: &str, level: &str) -> Result<Op, String> {
-    let effort = match level {
-        "off" | "default" => None,
-        other => Some(crate::runtime::ReasoningEffort::parse(other).ok_or_else(|| {
-            format!("invalid {method} params: at /thinking: use off, {}", crate::runtime::ReasoningEffort::CHOICES)
-        })?),
-    };
-    Ok(Op::SetReasoning(effort))
+async fn agent(c: &Call<'_>) -> Answer {
+    super::chat::agent(c.gw, c.conn, c.id, &c.params).await.map(|()| None)
 }
 
-/// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
-async fn sessions_patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
-    let key = super::canonical_key(&text("key").unwrap_or_default());
-    let config = gw.runtime.config();
-    let mut ops = Vec::new();
-    if let Some(model) = text("model") {
-        let (model, _) = config
-            .resolve_model(&model)
-            .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: at /model: {e}")))?;
-        ops.push(Op::SetModel(model));
-    }
-    if let Some(level) = text("thinking") {
-        ops.push(reasoning("sessions.patch", &level).map_err(ErrorShape::invalid)?);
-    }
-    if let Some(mode) = text("mode").and_then(|m| crate::runtime::Mode::parse(&m)) {
-        ops.push(Op::SetMode(mode));
-    }
-    if let Some(label) = text("label") {
-        let label = label.trim().to_owned();
-        if label.is_empty() || label.chars().count() > 100 {
-            return Err(ErrorShape::invalid("invalid sessions.patch params: at /label: 1 to 100 characters"));
-        }
-        ops.push(Op::SetTitle(label));
-    }
-    // `sendPolicy`: "allow" | "deny" | null (inherit the configured policy).
-    let send = match params.get("sendPolicy") {
-        None => None,
-        Some(Value::Null) => Some(None),
-        Some(Value::String(s)) if s == "allow" => Some(Some(true)),
-        Some(Value::String(s)) if s == "deny" => Some(Some(false)),
-        Some(_) => {
-            return Err(ErrorShape::invalid(
-                "invalid sessions.patch params: at /sendPolicy: \"allow\", \"deny\" or null",
-            ));
-        }
-    };
-    // What a chat is shown of the session's runs: a level, or null for the default (off).
-    let level = |field: &str, parse: &dyn Fn(&str) -> bool, choices: &str| match params.get(field) {
-        None => Ok(None),
-        Some(Value::Null) => Ok(Some(None)),
-        Some(Value::String(s)) if parse(s) => Ok(Some(Some(s.to_lowercase()))),
-        Some(_) => Err(format!("invalid sessions.patch params: at /{field}: {choices} or null")),
-    };
-    let verbose = level("verboseLevel", &|s| Verbose::parse(s).is_some(), "\"on\", \"full\", \"off\"")
-        .map_err(ErrorShape::invalid)?;
-    let shown = level("reasoningLevel", &|s| ShowReasoning::parse(s).is_some(), "\"on\", \"stream\", \"off\"")
-        .map_err(ErrorShape::invalid)?;
-    let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-    if send.is_some() || verbose.is_some() || shown.is_some() {
-        gw.prefs.change(&key, |p| {
-            if let Some(send) = send {
-                p.send = send;
-            }
-            if let Some(v) = verbose {
-                p.verbose = v.as_deref().and_then(Verbose::parse);
-            }
-            if let Some(r) = shown {
-                p.reasoning = r.as_deref().and_then(ShowReasoning::parse);
-            }
-        });
-    }
-    for op in ops {
-        handle.send(op);
-    }
-    handle.settled().await;
-    gw.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "patch"}));
-    Ok(json!({"ok": true, "key": key}))
+async fn agent_wait(c: &Call<'_>) -> Answer {
+    let timeout = c.params.get("timeoutMs").and_then(Value::as_u64);
+    super::chat::agent_wait(c.gw, &c.text("runId"), timeout).await.map(Some)
 }
 
-/// A session's messages as the reference's `chat.history` gives them: the user's text, and the
-/// assistant's as content blocks in order — `thinking`, `toolCall` (with its title, status and
-/// result) and `text`.
-async fn chat_history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Value, ErrorShape> {
-    let key = super::canonical_key(key);
-    let shown = gw
-        .runtime
-        .history(&key)
-        .await
-        .map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?
-        .ok_or_else(|| ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`")))?;
-    let mut history = History::default();
-    for item in shown {
-        history.add(item);
-    }
-    history.close();
-    let messages = history.messages;
-    let total = messages.len();
-    let limit = limit.map_or(total, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let messages: Vec<Value> = messages.into_iter().skip(total.saturating_sub(limit)).collect();
-    Ok(json!({"sessionKey": key, "sessionId": key, "messages": messages, "hasMore": messages.len() < total,
-        "totalMessages": total}))
+async fn send(c: &Call<'_>) -> Answer {
+    c.gw.send(&c.params).await.map(Some)
 }
 
-/// Builds `chat.history` messages from what a session shows.
-#[derive(Default)]
-struct History {
-    messages: Vec<Value>,
-    /// The blocks of the assistant message being built.
-    blocks: Vec<Value>,
-    /// The message id of the last text or thinking block, which the next piece with that id
-    /// extends.
-    last_id: Option<String>,
+async fn channels_status(c: &Call<'_>) -> Answer {
+    let channels: Vec<Value> = crate::sync::lock(&c.gw.channel_status).values().cloned().collect();
+    Ok(Some(json!({"ts": now_ms(), "channels": channels})))
 }
 
-impl History {
-    /// The assistant message being built is done.
-    fn close(&mut self) {
-        if !self.blocks.is_empty() {
-            let content = std::mem::take(&mut self.blocks);
-            self.messages.push(json!({"role": "assistant", "content": content}));
-        }
-        self.last_id = None;
-    }
-
-    fn has_text(&self) -> bool {
-        self.blocks.iter().any(|b| b["type"] == "text")
-    }
-
-    fn add(&mut self, item: Shown) {
-        match item {
-            Shown::User { blocks, at, .. } => {
-                self.close();
-                let mut message = json!({"role": "user", "content": crate::runtime::plain_text(&blocks)});
-                if at > 0 {
-                    message["timestamp"] = json!(at);
-                }
-                self.messages.push(message);
-            }
-            Shown::Text { id, text } | Shown::Thought { id, text } if self.last_id.as_deref() == Some(id.as_str()) => {
-                if let Some(Value::Object(block)) = self.blocks.last_mut() {
-                    let field = if block.get("type").is_some_and(|t| t == "text") { "text" } else { "thinking" };
-                    if let Some(Value::String(s)) = block.get_mut(field) {
-                        s.push_str(&text);
-                    }
-                }
-            }
-            Shown::Text { id, text } => {
-                // A reply that already has text, and a new message id: a new message.
-                if self.has_text() {
-                    self.close();
-                }
-                self.blocks.push(json!({"type": "text", "text": text}));
-                self.last_id = Some(id);
-            }
-            Shown::Thought { id, text } => {
-                if self.has_text() {
-                    self.close();
-                }
-                self.blocks.push(json!({"type": "thinking", "thinking": text}));
-                self.last_id = Some(id);
-            }
-            Shown::Tool(state) => {
-                self.blocks.push(json!({"type": "toolCall", "id": state.id, "name": state.name,
-                    "arguments": state.raw_input, "title": state.title, "kind": state.kind, "status": state.status,
-                    "result": super::hub::result_text(&state.content)}));
-                self.last_id = None;
-            }
-            _ => self.close(),
-        }
-    }
+async fn pairing_list(c: &Call<'_>) -> Answer {
+    Ok(Some(json!({"pending": c.gw.pairings.pending()})))
 }
 
-/// Posts a message into a session as the assistant's, without a run (`[label]` first when given):
-/// saved, shown to every client as a `chat` final of run `inject-<id>`, and in the model's context
-/// from the next run on (as a note of what was shown).
-async fn chat_inject(gw: &Gateway, key: &str, message: &str, label: &str) -> Result<Value, ErrorShape> {
-    let key = super::canonical_key(key);
-    if label.chars().count() > 100 {
-        return Err(ErrorShape::invalid(
-            "invalid chat.inject params: at /label: must NOT have more than 100 characters",
-        ));
-    }
-    if gw.open_handle(&key).is_none() {
-        gw.resolve(&key).await?;
-    }
-    let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-    let text = if label.is_empty() { message.to_owned() } else { format!("[{label}]\n\n{message}") };
-    let id = handle
-        .inject(text.clone())
-        .await
-        .ok_or_else(|| ErrorShape::new(code::UNAVAILABLE, format!("session `{key}` closed")))?;
-    let mut shown = super::hub::assistant(&text, now_ms());
-    shown["stopReason"] = json!("injected");
-    let run_id = format!("inject-{id}");
-    gw.hub.to_subscribers("session.message", &json!({"sessionKey": key, "runId": run_id, "message": shown}));
-    gw.hub.broadcast(
-        "chat",
-        &json!({"runId": run_id, "sessionKey": key, "agentId": "main", "seq": 0, "state": "final",
-            "stopReason": "injected", "message": shown}),
-        false,
-    );
-    Ok(json!({"ok": true, "messageId": id, "runId": run_id}))
+/// `pairing.approve` or `pairing.reject`.
+async fn pair(c: &Call<'_>, approve: bool) -> Answer {
+    let (channel, code) = (c.text("channel"), c.text("code"));
+    let done = if approve { c.gw.pairings.approve(&channel, &code) } else { c.gw.pairings.reject(&channel, &code) };
+    done.map(|pair| Some(json!({"ok": true, "channel": pair.channel, "peer": pair.peer, "name": pair.name})))
+        .map_err(|e| ErrorShape::new(code::NOT_FOUND, e))
 }
 
-async fn chat_abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Value, ErrorShape> {
-    let key = super::canonical_key(key);
-    let turns = gw.hub.turn_of(&key, run_id);
-    let Some(handle) = gw.open_handle(&key) else {
-        return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
-    };
-    let mut ids = Vec::new();
-    let mut waits = Vec::new();
-    for turn in &turns {
-        if let Some(id) = gw.hub.run_id(*turn) {
-            ids.push(id);
-        }
-        if let Some(rx) = gw.hub.end_of(*turn) {
-            waits.push(rx);
-        }
-    }
-    // One cancellation: the run asked for, or everything the session runs and has queued.
-    match (run_id, turns.as_slice()) {
-        (_, []) => {}
-        (Some(_), [turn]) => {
-            handle.send(Op::CancelTurn(*turn));
-        }
-        _ => {
-            handle.send(Op::Cancel);
-        }
-    }
-    // The `aborted` event goes out before this answer.
-    for mut rx in waits {
-        let _ = tokio::time::timeout(Duration::from_secs(10), rx.wait_for(Option::is_some)).await;
-    }
-    let aborted = !ids.is_empty();
-    Ok(json!({"ok": true, "aborted": aborted, "runIds": ids}))
+async fn pairing_approve(c: &Call<'_>) -> Answer {
+    pair(c, true).await
+}
+
+async fn pairing_reject(c: &Call<'_>) -> Answer {
+    pair(c, false).await
+}
+
+async fn approval_get(c: &Call<'_>) -> Answer {
+    c.gw.approvals.get(&c.text("id")).map(Some).map_err(|e| *e)
+}
+
+async fn approval_resolve(c: &Call<'_>) -> Answer {
+    let by = c.client.info.get("displayName").and_then(Value::as_str).unwrap_or(&c.client.client_id);
+    c.gw.approvals.resolve(&c.gw.hub, &c.text("id"), &c.text("decision"), by).map(Some).map_err(|e| *e)
 }

@@ -7,6 +7,7 @@
 
 mod approvals;
 pub mod channels;
+mod chat;
 mod conn;
 pub mod discovery;
 pub mod guard;
@@ -199,6 +200,33 @@ impl Gateway {
         gateway
     }
 
+    /// A run begins on open session `key`: the hub numbers its events (and sends its text,
+    /// reasoning and tool calls to `listener`), subscribers see the user's message, the prompt
+    /// goes in. Every run starts here (`chat.send`, `agent`, channels, announcements); returns its
+    /// turn, how it ends, and the prompt's outcome.
+    fn begin_run(
+        &self,
+        handle: &SessionHandle,
+        key: &str,
+        run_id: &str,
+        blocks: Vec<crate::runtime::UserBlock>,
+        options: crate::runtime::TurnOptions,
+        listener: Option<tokio::sync::mpsc::UnboundedSender<hub::Heard>>,
+    ) -> (
+        crate::runtime::TurnId,
+        EndWatch,
+        impl std::future::Future<Output = Option<crate::runtime::TurnOutcome>> + Send + 'static,
+    ) {
+        let turn = self.runtime.next_turn_id();
+        let ended = self.hub.start_run_to(turn, run_id, key, listener);
+        let text = crate::runtime::plain_text(&blocks);
+        self.hub.to_subscribers(
+            "session.message",
+            &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
+        );
+        (turn, ended, handle.prompt_with(turn, blocks, options))
+    }
+
     /// Runs `text` on idle session `key` though no client asked (a subagent's announcement): in
     /// the chat the session talks in, if a channel's; else as a run every client sees.
     fn wake(&self, key: &str, text: &str) -> bool {
@@ -208,15 +236,9 @@ impl Gateway {
         let Some(handle) = self.open_handle(key) else { return false };
         let Ok(ticket) = self.admit(key, text.len()) else { return false };
         let run_id = uuid::Uuid::new_v4().to_string();
-        let turn = self.runtime.next_turn_id();
-        let _ended = self.hub.start_run(turn, &run_id, key);
-        self.hub.to_subscribers(
-            "session.message",
-            &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
-        );
         let prompt = vec![crate::runtime::UserBlock::Text { text: text.to_owned() }];
         let options = crate::runtime::TurnOptions { from_agent: true, ..self.run_options() };
-        let outcome = handle.prompt_with(turn, prompt, options);
+        let (_, _, outcome) = self.begin_run(&handle, key, &run_id, prompt, options, None);
         tokio::spawn(async move {
             outcome.await;
             drop(ticket);
@@ -428,20 +450,13 @@ impl Gateway {
         mode_cap: Option<Mode>,
         from_agent: bool,
     ) -> Result<(tokio::sync::mpsc::UnboundedReceiver<hub::Heard>, EndWatch), String> {
-        let text = crate::runtime::plain_text(&prompt);
         let bytes = prompt.iter().map(crate::runtime::UserBlock::size).sum();
         let ticket = self.admit(key, bytes).map_err(|e| e.message.clone())?;
         let handle = self.open(key).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let turn = self.runtime.next_turn_id();
-        let ended = self.hub.start_run_to(turn, &run_id, key, Some(tx));
-        self.hub.to_subscribers(
-            "session.message",
-            &json!({"sessionKey": key, "runId": run_id, "message": {"role": "user", "content": text, "timestamp": now_ms()}}),
-        );
         let options = crate::runtime::TurnOptions { mode_cap, from_agent, ..self.run_options() };
-        let outcome = handle.prompt_with(turn, prompt, options);
+        let (_, ended, outcome) = self.begin_run(&handle, key, &run_id, prompt, options, Some(tx));
         tokio::spawn(async move {
             outcome.await;
             drop(ticket);

@@ -7,7 +7,7 @@ use std::time::Instant;
 use acp_protocol::gateway::{ErrorShape, code};
 use serde_json::{Map, Value, json};
 
-use super::channels::policy::Show;
+use super::channels::policy::{Show, ShowReasoning, Verbose};
 use super::{Gateway, canonical_key, limits};
 use crate::clock::now_ms;
 use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
@@ -213,4 +213,74 @@ impl Gateway {
         self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "deleted"}));
         Ok(json!({"ok": true, "key": key, "deleted": true}))
     }
+}
+
+/// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
+pub(super) async fn patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
+    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
+    let key = super::canonical_key(&text("key").unwrap_or_default());
+    let config = gw.runtime.config();
+    let mut ops = Vec::new();
+    if let Some(model) = text("model") {
+        let (model, _) = config
+            .resolve_model(&model)
+            .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: at /model: {e}")))?;
+        ops.push(Op::SetModel(model));
+    }
+    if let Some(level) = text("thinking") {
+        ops.push(super::chat::reasoning("sessions.patch", &level).map_err(ErrorShape::invalid)?);
+    }
+    if let Some(mode) = text("mode").and_then(|m| crate::runtime::Mode::parse(&m)) {
+        ops.push(Op::SetMode(mode));
+    }
+    if let Some(label) = text("label") {
+        let label = label.trim().to_owned();
+        if label.is_empty() || label.chars().count() > 100 {
+            return Err(ErrorShape::invalid("invalid sessions.patch params: at /label: 1 to 100 characters"));
+        }
+        ops.push(Op::SetTitle(label));
+    }
+    // `sendPolicy`: "allow" | "deny" | null (inherit the configured policy).
+    let send = match params.get("sendPolicy") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(s)) if s == "allow" => Some(Some(true)),
+        Some(Value::String(s)) if s == "deny" => Some(Some(false)),
+        Some(_) => {
+            return Err(ErrorShape::invalid(
+                "invalid sessions.patch params: at /sendPolicy: \"allow\", \"deny\" or null",
+            ));
+        }
+    };
+    // What a chat is shown of the session's runs: a level, or null for the default (off).
+    let level = |field: &str, parse: &dyn Fn(&str) -> bool, choices: &str| match params.get(field) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(None)),
+        Some(Value::String(s)) if parse(s) => Ok(Some(Some(s.to_lowercase()))),
+        Some(_) => Err(format!("invalid sessions.patch params: at /{field}: {choices} or null")),
+    };
+    let verbose = level("verboseLevel", &|s| Verbose::parse(s).is_some(), "\"on\", \"full\", \"off\"")
+        .map_err(ErrorShape::invalid)?;
+    let shown = level("reasoningLevel", &|s| ShowReasoning::parse(s).is_some(), "\"on\", \"stream\", \"off\"")
+        .map_err(ErrorShape::invalid)?;
+    let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+    if send.is_some() || verbose.is_some() || shown.is_some() {
+        gw.prefs.change(&key, |p| {
+            if let Some(send) = send {
+                p.send = send;
+            }
+            if let Some(v) = verbose {
+                p.verbose = v.as_deref().and_then(Verbose::parse);
+            }
+            if let Some(r) = shown {
+                p.reasoning = r.as_deref().and_then(ShowReasoning::parse);
+            }
+        });
+    }
+    for op in ops {
+        handle.send(op);
+    }
+    handle.settled().await;
+    gw.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "patch"}));
+    Ok(json!({"ok": true, "key": key}))
 }

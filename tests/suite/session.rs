@@ -1,7 +1,6 @@
 //! Session setup and settings: initialize, auth required without a provider, session/new (no
 //! network, setup updates after the response), modes, config options, close, `_meta` readers.
 
-
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
