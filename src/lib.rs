@@ -17,7 +17,7 @@
 //!   `$/cancel_request`.
 //! - [`acp`] — the only module that knows ACP: the typed dispatch table (`acp/agent.rs`,
 //!   `acp/dispatch.rs`), runtime events → `session/update` (`acp/updates.rs`), calls to the editor
-//!   (`acp/client_bridge.rs`), modes/config options, prompt content, `_meta` readers.
+//!   (`acp/editor_host.rs`), modes/config options, prompt content, `_meta` readers.
 //! - [`runtime`] — the in-process agent: one actor per session (`runtime/session.rs`), `Op` in,
 //!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
 //! - [`tools`] — one tool per file behind `Tool`; approval, policy, kinds, paths, diffs; the

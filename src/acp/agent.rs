@@ -22,8 +22,8 @@ use acp_protocol::jsonrpc::{ErrorObject, code};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::client_bridge::ClientCaps;
 use super::dispatch::{self, Answer, Handled, Method, Reply, Requests, Work};
+use super::editor_host::ClientCaps;
 use super::sessions::{AcpSession, Reopen};
 use super::{meta, options, prompt, updates};
 use crate::config::{Config, ConfigCell};

@@ -4,8 +4,8 @@
 
 pub mod agent;
 pub mod bridge;
-pub mod client_bridge;
 mod dispatch;
+pub mod editor_host;
 mod mcp;
 pub mod meta;
 pub mod options;
@@ -89,7 +89,7 @@ async fn serve_with(
     let config = ConfigCell::new(config);
     let state = Arc::new(agent::State::new(conn, config.clone()));
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
-    let host = Arc::new(client_bridge::AcpHost::new(state.clone()));
+    let host = Arc::new(editor_host::AcpHost::new(state.clone()));
     let mut runtime = Runtime::new(config, sink, host).with_origin(origin);
     if let Some(begun) = begun {
         runtime = match begun {

@@ -105,7 +105,7 @@ fn ask(options: crate::remote::Options, method: &str, params: Value) -> Result<V
     runtime.block_on(async move {
         let identity = crate::remote::identity::Identity::load_or_create(&options.home)?;
         let (tx, _notices) = tokio::sync::mpsc::unbounded_channel();
-        let gateway = crate::remote::Gateway::start(options, identity, tx);
+        let gateway = crate::remote::GatewayClient::start(options, identity, tx);
         let answer = gateway.request(method, params, Duration::from_secs(10)).await.map_err(|e| e.to_string());
         gateway.stop();
         answer

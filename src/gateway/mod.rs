@@ -726,7 +726,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     gateway.runtime.prewarm();
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
-        if let Some(telegram) = channels::serve::telegram(&channel_config, gateway.clone(), pairings, prefs, http)? {
+        if let Some(telegram) = channels::telegram::start(&channel_config, gateway.clone(), pairings, prefs, http)? {
             let updates = telegram.webhook().map(|(path, secret)| gateway.add_webhook(&path, &secret));
             gateway.outbox.add("telegram", telegram.inbox.clone());
             tokio::spawn(telegram.run(stop.clone(), updates));

@@ -7,9 +7,9 @@
 
 mod client;
 mod connect;
+mod pool;
 pub mod prompt;
-mod server;
 mod sse;
 pub mod tool;
 
-pub use server::{Asker, HttpSource, Lists, Pool, Server, State, describe_transport};
+pub use pool::{Asker, HttpSource, Lists, Pool, Server, State, describe_transport};

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 use serde_json::Value;
 
-use super::server::{Asker, Server};
+use super::pool::{Asker, Server};
 use crate::tools::host::{AnyHost, ElicitAnswer, ElicitRequest};
 use crate::tools::{
     Access, Action, AnyTool, McpAccess, Prepared, Progress, ToolContent, ToolContext, ToolKind, ToolOutput, ToolSpec,

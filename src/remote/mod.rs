@@ -105,11 +105,11 @@ struct Inner {
 
 /// A connection to a gateway, made and kept in the background; cheap to clone.
 #[derive(Clone)]
-pub struct Gateway {
+pub struct GatewayClient {
     inner: Arc<Inner>,
 }
 
-impl Gateway {
+impl GatewayClient {
     /// Starts connecting; notices go to `notices`.
     pub fn start(options: Options, identity: Identity, notices: mpsc::UnboundedSender<Notice>) -> Self {
         let inner = Arc::new(Inner {

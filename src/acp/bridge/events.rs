@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::super::updates;
-use super::{Bridge, CONNECT_WAIT, RunEnd};
+use super::{Bridge, CONNECT_WAIT, PromptEnd};
 use crate::sync::lock;
 
 /// The part of `now` (a cumulative text) after `sent`, which becomes `now`; `None` when nothing
@@ -112,12 +112,12 @@ impl Bridge {
         match payload["state"].as_str() {
             Some("final") => {
                 let stop = stop_reason(payload["stopReason"].as_str().unwrap_or_default());
-                self.end_run(run_id, RunEnd::Stopped(stop));
+                self.end_run(run_id, PromptEnd::Stopped(stop));
             }
-            Some("aborted") => self.end_run(run_id, RunEnd::Stopped(StopReason::Cancelled)),
+            Some("aborted") => self.end_run(run_id, PromptEnd::Stopped(StopReason::Cancelled)),
             Some("error") => {
                 let message = payload["errorMessage"].as_str().unwrap_or("the run failed on the gateway");
-                self.end_run(run_id, RunEnd::Failed(message.to_owned()));
+                self.end_run(run_id, PromptEnd::Failed(message.to_owned()));
             }
             _ => {}
         }

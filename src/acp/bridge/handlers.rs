@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::dispatch::{self, Answer, Handled, Method as _, Reply, Requests, Work};
 use super::super::{agent, meta, options, updates};
-use super::{Bridge, CONNECT_WAIT, Run, RunEnd, Session, canonical};
+use super::{Bridge, CONNECT_WAIT, PromptEnd, Run, Session, canonical};
 use crate::rpc::Incoming;
 use crate::runtime::Mode;
 use crate::settings::ReasoningEffort;
@@ -587,13 +587,13 @@ async fn run(
             }
             // Its `aborted` event ends it; the prompt answers `cancelled` in any case.
             let _ = tokio::time::timeout(ABORT_WAIT, &mut ended).await;
-            Ok(RunEnd::Stopped(StopReason::Cancelled))
+            Ok(PromptEnd::Stopped(StopReason::Cancelled))
         }
     };
     drop(forget);
     match end {
-        Ok(RunEnd::Stopped(reason)) => Ok(PromptResponse::new(reason)),
-        Ok(RunEnd::Failed(message)) => Err(ErrorObject::new(code::INTERNAL_ERROR, message)),
+        Ok(PromptEnd::Stopped(reason)) => Ok(PromptResponse::new(reason)),
+        Ok(PromptEnd::Failed(message)) => Err(ErrorObject::new(code::INTERNAL_ERROR, message)),
         Err(_) => Err(ErrorObject::internal("the run ended without an answer")),
     }
 }

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Ended, Surface, dispatch::Work};
 use crate::remote::identity::Identity;
-use crate::remote::{Gateway, Notice};
+use crate::remote::{GatewayClient, Notice};
 use crate::rpc::{Connection, Incoming, Rpc};
 use crate::sync::lock;
 
@@ -61,9 +61,9 @@ struct Session {
     settings: handlers::Settings,
 }
 
-/// How a run ended, as the prompt answers it.
+/// How a prompt's run on the gateway ended, as the prompt answers it.
 #[derive(Debug)]
-enum RunEnd {
+enum PromptEnd {
     Stopped(StopReason),
     Failed(String),
 }
@@ -79,12 +79,12 @@ struct Run {
     tools: HashSet<String>,
     /// Whether the gateway took it (`chat.send` answered).
     started: bool,
-    end: Option<oneshot::Sender<RunEnd>>,
+    end: Option<oneshot::Sender<PromptEnd>>,
 }
 
 pub(crate) struct Bridge {
     conn: Connection,
-    gateway: Gateway,
+    gateway: GatewayClient,
     options: BridgeOptions,
     sessions: Mutex<HashMap<String, Session>>,
     runs: Mutex<HashMap<String, Run>>,
@@ -113,7 +113,7 @@ pub async fn serve(
         client,
         caps: vec!["tool-events".into(), "exec-approvals".into()],
     };
-    let gateway = Gateway::start(remote, identity, notices_tx);
+    let gateway = GatewayClient::start(remote, identity, notices_tx);
     let Rpc { conn, incoming } = rpc;
     let bridge = Arc::new(Bridge {
         conn,
@@ -158,7 +158,7 @@ impl Bridge {
     }
 
     /// Ends run `run_id` (if it is still waiting).
-    fn end_run(&self, run_id: &str, end: RunEnd) {
+    fn end_run(&self, run_id: &str, end: PromptEnd) {
         if let Some(sender) = lock(&self.runs).get_mut(run_id).and_then(|r| r.end.take()) {
             let _ = sender.send(end);
         }
@@ -208,7 +208,7 @@ impl Bridge {
     fn fail_started_runs(&self, why: &str) {
         let ids: Vec<String> = lock(&self.runs).iter().filter(|(_, r)| r.started).map(|(id, _)| id.clone()).collect();
         for id in ids {
-            self.end_run(&id, RunEnd::Failed(why.to_owned()));
+            self.end_run(&id, PromptEnd::Failed(why.to_owned()));
         }
     }
 
@@ -226,19 +226,19 @@ impl Bridge {
                         Some("ok") => {
                             let text = wait["terminalReply"]["text"].as_str().unwrap_or_default();
                             this.flush_text(&id, text);
-                            this.end_run(&id, RunEnd::Stopped(StopReason::EndTurn));
+                            this.end_run(&id, PromptEnd::Stopped(StopReason::EndTurn));
                         }
-                        Some("aborted") => this.end_run(&id, RunEnd::Stopped(StopReason::Cancelled)),
+                        Some("aborted") => this.end_run(&id, PromptEnd::Stopped(StopReason::Cancelled)),
                         Some("error") => {
                             let error = wait["error"].as_str().unwrap_or("the run failed on the gateway");
-                            this.end_run(&id, RunEnd::Failed(error.to_owned()));
+                            this.end_run(&id, PromptEnd::Failed(error.to_owned()));
                         }
                         // Still running: its events carry on.
                         _ => {}
                     },
                     Err(e) => this.end_run(
                         &id,
-                        RunEnd::Failed(format!(
+                        PromptEnd::Failed(format!(
                             "the gateway no longer knows this prompt's run (it restarted?); its reply is lost ({e})"
                         )),
                     ),

@@ -3,7 +3,7 @@
 //! (`access.rs`), what every channel does with a message — queueing, replies, questions, chat
 //! commands (`inbox.rs`, with the [`inbox::Channel`] trait a channel implements; `queue.rs`,
 //! `policy.rs`) — how a reply is cut into messages (`chunker.rs`), and Telegram: its Bot API
-//! client (`telegram.rs`) and the channel on it (`serve.rs`).
+//! channel (`telegram/mod.rs`) on its Bot API client (`telegram/bot_api.rs`).
 
 pub mod access;
 pub mod chunker;
@@ -11,7 +11,6 @@ pub mod inbox;
 pub mod policy;
 pub mod queue;
 pub mod routing;
-pub mod serve;
 pub mod telegram;
 
 use std::collections::BTreeMap;

@@ -4,6 +4,8 @@
 //! call carries the configured secret); each message becomes an [`Envelope`] for the channel's
 //! [`Inbox`], and the inbox's replies go out through the Bot API.
 
+pub mod bot_api;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -17,10 +19,10 @@ use super::inbox::{self, Channel, Inbox};
 use super::policy::{SendPolicy, SessionPrefs};
 use super::queue;
 use super::routing::{Attachment, DmScope, Envelope, PeerKind, Routing};
-use super::telegram::{Api, TEXT_LIMIT};
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::gateway::Gateway;
+use bot_api::{Api, TEXT_LIMIT};
 
 const POLL: Duration = Duration::from_secs(25);
 /// The gateway path Telegram calls in webhook mode, unless configured.
@@ -114,7 +116,7 @@ pub struct Telegram {
 
 /// The channel from `[channels.telegram]`, if configured; an error for a setting that cannot be
 /// used (the gateway then refuses to start, saying which).
-pub fn telegram(
+pub fn start(
     config: &Config,
     gw: Arc<Gateway>,
     pairings: Arc<Pairings>,
@@ -273,7 +275,7 @@ impl Telegram {
                 if let Some(w) = &self.webhook {
                     self.bot.api.set_webhook(&w.url, &w.secret).await?;
                 }
-                Ok::<_, super::telegram::ApiError>(name)
+                Ok::<_, bot_api::ApiError>(name)
             };
             match connected.await {
                 Ok(name) => {
