@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use acp_protocol::gateway::{Frame, StopReason as WireStop};
 
@@ -169,8 +168,8 @@ pub enum Heard {
     Thinking(String),
     /// A tool call began.
     ToolStarted { title: String },
-    /// A tool call ended: its text output.
-    ToolEnded { title: String, failed: bool, output: String },
+    /// A tool call ended: what it showed (rendered only by a chat that shows it).
+    ToolEnded { title: String, failed: bool, content: Vec<crate::runtime::ToolContent> },
 }
 
 /// How a run ended.
@@ -397,7 +396,7 @@ impl Hub {
             let title = state.title.clone();
             let _ = listener.send(match phase {
                 "start" => Heard::ToolStarted { title },
-                _ => Heard::ToolEnded { title, failed, output: shown_output(&state.content) },
+                _ => Heard::ToolEnded { title, failed, content: state.content.clone() },
             });
         }
         self.agent(turn, "tool", data, false);
@@ -464,28 +463,6 @@ pub fn result_text(content: &[crate::runtime::ToolContent]) -> String {
         })
         .collect();
     parts.join("\n")
-}
-
-/// A finished call's output as a chat shows it: its text, else the unified diff of what it changed.
-fn shown_output(content: &[crate::runtime::ToolContent]) -> String {
-    let text = result_text(content);
-    if !text.trim().is_empty() {
-        return text;
-    }
-    let diffs: Vec<String> = content
-        .iter()
-        .filter_map(|c| match c {
-            crate::runtime::ToolContent::Diff { path, old_text, new_text } => {
-                let name = path.display().to_string();
-                let diff = similar::TextDiffConfig::default()
-                    .timeout(Duration::from_secs(1))
-                    .diff_lines(old_text.as_deref().unwrap_or(""), new_text.as_str());
-                Some(diff.unified_diff().context_radius(2).header(&name, &name).to_string())
-            }
-            _ => None,
-        })
-        .collect();
-    diffs.join("\n")
 }
 
 /// The stop reason as the reference's clients know them.

@@ -85,11 +85,11 @@ impl Replier {
                     out.push(format!("🔧 {title}"));
                 }
             }
-            Heard::ToolEnded { title, failed, output } => {
+            Heard::ToolEnded { title, failed, content } => {
                 out.extend(self.end_reasoning());
                 if self.show.verbose == Verbose::Full {
                     out.extend(self.flush_text());
-                    out.push(tool_message(&title, failed, &output));
+                    out.push(tool_message(&title, failed, &shown_output(&content)));
                 }
             }
         }
@@ -149,6 +149,28 @@ impl Replier {
 fn could_be_silent(whole: &str) -> bool {
     let t = whole.trim();
     !t.is_empty() && "NO_REPLY".starts_with(t)
+}
+
+/// A finished call's output as a chat shows it: its text, else the unified diff of what it changed.
+fn shown_output(content: &[crate::runtime::ToolContent]) -> String {
+    let text = crate::gateway::hub::result_text(content);
+    if !text.trim().is_empty() {
+        return text;
+    }
+    let diffs: Vec<String> = content
+        .iter()
+        .filter_map(|c| match c {
+            crate::runtime::ToolContent::Diff { path, old_text, new_text } => {
+                let name = path.display().to_string();
+                let diff = similar::TextDiffConfig::default()
+                    .timeout(Duration::from_secs(1))
+                    .diff_lines(old_text.as_deref().unwrap_or(""), new_text.as_str());
+                Some(diff.unified_diff().context_radius(2).header(&name, &name).to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    diffs.join("\n")
 }
 
 /// A finished tool call as `/verbose full` shows it.
@@ -244,7 +266,11 @@ mod tests {
             Heard::Thinking("the files.".into()),
             Heard::Text("Let me look.".into()),
             Heard::ToolStarted { title: "Run `ls`".into() },
-            Heard::ToolEnded { title: "Run `ls`".into(), failed: false, output: "a.txt\nb.txt".into() },
+            Heard::ToolEnded {
+                title: "Run `ls`".into(),
+                failed: false,
+                content: vec![crate::runtime::ToolContent::Text("a.txt\nb.txt".into())],
+            },
             Heard::Text("\n\n".into()),
             Heard::Text("There are two files.".into()),
         ]
