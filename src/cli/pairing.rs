@@ -93,8 +93,14 @@ fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, 
         password: None,
         home: config.home.clone(),
         scopes: vec!["operator.admin".into()],
-        client: json!({"id": "cli", "displayName": "acp", "version": env!("CARGO_PKG_VERSION"),
-            "platform": std::env::consts::OS, "mode": "cli"}),
+        client: acp_protocol::gateway::methods::ClientInfo {
+            id: "cli".into(),
+            display_name: Some("acp".into()),
+            version: env!("CARGO_PKG_VERSION").into(),
+            platform: std::env::consts::OS.into(),
+            mode: "cli".into(),
+            ..Default::default()
+        },
         caps: Vec::new(),
     })
 }

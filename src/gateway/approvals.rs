@@ -8,8 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use acp_protocol::gateway::events::{
+    ApprovalOption, ApprovalRequest, ApprovalRequested, ApprovalResolved, ShownContent, name,
+};
+use acp_protocol::gateway::methods::ApprovalDone;
 use acp_protocol::gateway::{ErrorShape, code};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -52,7 +56,7 @@ struct Pending {
     /// The session asking.
     key: String,
     /// The `exec.approval.requested` payload (sent again to approvers who connect later).
-    event: Value,
+    event: ApprovalRequested,
     options: Vec<PermissionOption>,
     answer: oneshot::Sender<String>,
 }
@@ -94,22 +98,40 @@ impl Approvals {
         let run_id = hub.turn_of(key, None).first().and_then(|t| hub.run_id(*t));
         let created = now_ms();
         let timeout_ms = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
-        let options: Vec<Value> =
-            request.options.iter().map(|o| json!({"id": o.id, "label": o.label, "kind": kind_name(o.kind)})).collect();
-        let mut asked = json!({"command": command, "title": call.title, "kind": call.kind, "toolName": call.name,
-            "rawInput": call.raw_input, "content": shown(&call.content), "host": "gateway", "agentId": "main", "sessionKey": key,
-            "runId": run_id, "toolCallId": call.id, "options": options});
-        if !request.options.iter().any(|o| o.kind == OptionKind::AllowAlways) {
-            asked["unavailableDecisions"] = json!(["allow-always"]);
-        }
-        let event = json!({"approvalKind": "exec", "id": id, "request": asked, "createdAtMs": created,
-            "expiresAtMs": created.saturating_add(timeout_ms)});
+        let options = request
+            .options
+            .iter()
+            .map(|o| ApprovalOption { id: o.id.clone(), label: o.label.clone(), kind: kind_name(o.kind).into() })
+            .collect();
+        let always = request.options.iter().any(|o| o.kind == OptionKind::AllowAlways);
+        let asked = ApprovalRequest {
+            command: command.to_owned(),
+            title: call.title.clone(),
+            kind: super::hub::wire_name(&call.kind),
+            tool_name: call.name.clone(),
+            raw_input: call.raw_input.clone(),
+            content: shown(&call.content),
+            host: "gateway".into(),
+            agent_id: "main".into(),
+            session_key: key.to_owned(),
+            run_id,
+            tool_call_id: call.id.clone(),
+            options,
+            unavailable_decisions: if always { Vec::new() } else { vec!["allow-always".into()] },
+        };
+        let event = ApprovalRequested {
+            approval_kind: "exec".into(),
+            id: id.clone(),
+            request: asked,
+            created_at_ms: created,
+            expires_at_ms: created.saturating_add(timeout_ms),
+        };
         let (answer, answered) = oneshot::channel();
         lock(&self.pending).insert(
             id.clone(),
             Pending { key: key.to_owned(), event: event.clone(), options: request.options.clone(), answer },
         );
-        hub.to_approvers("exec.approval.requested", &event);
+        hub.to_approvers(name::APPROVAL_REQUESTED, &event);
         if let Some(asker) = chat.clone() {
             let files = call
                 .content
@@ -152,11 +174,14 @@ impl Approvals {
         if let Err(reason) = outcome {
             // Withdrawn: nobody can answer it any more.
             if lock(&self.pending).remove(&id).is_some() {
-                hub.to_approvers(
-                    "exec.approval.resolved",
-                    &json!({"id": id, "decision": "deny", "reason": reason,
-                    "ts": now_ms()}),
-                );
+                let withdrawn = ApprovalResolved {
+                    id: id.clone(),
+                    decision: "deny".into(),
+                    reason: Some(reason.into()),
+                    ts: now_ms(),
+                    ..ApprovalResolved::default()
+                };
+                hub.to_approvers(name::APPROVAL_RESOLVED, &withdrawn);
                 if let Some(chat) = &chat {
                     let how = if reason == "expired" {
                         "No answer in time, so it was not run."
@@ -176,7 +201,7 @@ impl Approvals {
 
     /// `exec.approval.resolve {id, decision}`: `allow-once`, `allow-always`, `deny`, or one of the
     /// question's own option ids.
-    pub fn resolve(&self, hub: &Hub, id: &str, decision: &str, by: &str) -> Result<Value, Box<ErrorShape>> {
+    pub fn resolve(&self, hub: &Hub, id: &str, decision: &str, by: &str) -> Result<ApprovalDone, Box<ErrorShape>> {
         let mut pending = lock(&self.pending);
         let Some(question) = pending.get(id) else {
             return Err(Box::new(ErrorShape::invalid("unknown or expired approval id")));
@@ -203,13 +228,19 @@ impl Approvals {
         };
         drop(pending);
         let _ = question.answer.send(option.id.clone());
-        let resolved = json!({"id": id, "decision": decision_name(option.kind), "option": option.id,
-            "resolvedBy": by, "ts": now_ms()});
-        hub.to_approvers("exec.approval.resolved", &resolved);
+        let resolved = ApprovalResolved {
+            id: id.to_owned(),
+            decision: decision_name(option.kind).into(),
+            option: Some(option.id.clone()),
+            resolved_by: Some(by.to_owned()),
+            reason: None,
+            ts: now_ms(),
+        };
+        hub.to_approvers(name::APPROVAL_RESOLVED, &resolved);
         if let Some(chat) = self.chat(&question.key) {
             chat.closed(&question.key, id, &format!("Answered by {by}: {}.", option.label));
         }
-        Ok(json!({"ok": true, "id": id, "decision": decision_name(option.kind)}))
+        Ok(ApprovalDone { ok: true, id: id.to_owned(), decision: decision_name(option.kind).into() })
     }
 
     /// The label of option `option` of question `id`.
@@ -218,7 +249,7 @@ impl Approvals {
     }
 
     /// `exec.approval.get {id}`: the question as it was sent.
-    pub fn get(&self, id: &str) -> Result<Value, Box<ErrorShape>> {
+    pub fn get(&self, id: &str) -> Result<ApprovalRequested, Box<ErrorShape>> {
         lock(&self.pending)
             .get(id)
             .map(|p| p.event.clone())
@@ -226,20 +257,22 @@ impl Approvals {
     }
 
     /// The questions waiting, for an approver who just connected.
-    pub fn waiting(&self) -> Vec<Value> {
+    pub fn waiting(&self) -> Vec<ApprovalRequested> {
         lock(&self.pending).values().map(|p| p.event.clone()).collect()
     }
 }
 
 /// What the call shows (the diff it would make, text), as the question carries it.
-fn shown(content: &[ToolContent]) -> Vec<Value> {
+fn shown(content: &[ToolContent]) -> Vec<ShownContent> {
     content
         .iter()
         .filter_map(|c| match c {
-            ToolContent::Text(text) => Some(json!({"type": "text", "text": text})),
-            ToolContent::Diff { path, old_text, new_text } => {
-                Some(json!({"type": "diff", "path": path, "oldText": old_text, "newText": new_text}))
-            }
+            ToolContent::Text(text) => Some(ShownContent::Text { text: text.clone() }),
+            ToolContent::Diff { path, old_text, new_text } => Some(ShownContent::Diff {
+                path: path.display().to_string(),
+                old_text: old_text.clone(),
+                new_text: new_text.clone(),
+            }),
             ToolContent::Terminal(_) | ToolContent::Image { .. } => None,
         })
         .collect()

@@ -5,65 +5,89 @@
 
 use std::time::Duration;
 
-use acp_protocol::gateway::{ErrorShape, Frame, StopReason as WireStop, code};
-use serde_json::{Map, Value, json};
+use acp_protocol::gateway::events::{Block, ChatEvent, ChatMessage, ChatState, SessionMessage, name};
+use acp_protocol::gateway::methods::{
+    Aborted, AgentDone, AgentOutput, AgentParams, AgentPayload, ChatSendParams, History, Injected, RunAck, RunResult,
+    TerminalReply,
+};
+use acp_protocol::gateway::{ErrorShape, Frame, StopReason as WireStop, code, ok_text};
+use serde_json::Value;
 
 use super::Gateway;
-use super::hub::{Conn, RunEnd};
+use super::hub::Conn;
+use super::hub::{RunEnd, wire_name};
 use crate::clock::now_ms;
 use crate::runtime::{Op, Shown, UserBlock};
 
-pub(super) async fn send(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let (key, run_id) = (super::canonical_key(&text("sessionKey")), text("idempotencyKey"));
-    let timeout = params.get("timeoutMs").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_millis);
+/// A request being answered: its gateway, connection and id.
+pub(super) struct Asked<'a> {
+    pub gw: &'a Gateway,
+    pub conn: &'a Conn,
+    pub id: &'a str,
+}
+
+pub(super) async fn send(c: &Asked<'_>, p: ChatSendParams) -> Result<(), ErrorShape> {
+    let key = super::canonical_key(&p.session_key);
+    let run_id = p.idempotency_key;
+    let timeout = p.timeout_ms.filter(|t| *t > 0).map(Duration::from_millis);
     let run = Start {
         key: &key,
-        message: &text("message"),
-        images: attachments("chat.send", params).map_err(ErrorShape::invalid)?,
+        message: &p.message,
+        images: attachments("chat.send", p.attachments.as_ref()).map_err(ErrorShape::invalid)?,
         run_id: &run_id,
         timeout,
-        ops: run_ops("chat.send", params).map_err(ErrorShape::invalid)?,
+        ops: run_ops("chat.send", p.thinking.as_deref()).map_err(ErrorShape::invalid)?,
     };
-    let started = |_: &str| json!({"runId": run_id, "status": "started"});
-    if let Some(seen) = start_run(gw, conn, id, run, started).await? {
-        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": seen})));
+    let ack = |status: &str| RunAck { run_id: run_id.clone(), status: status.into(), ..RunAck::default() };
+    if let Some(seen) = start_run(c, run, |_| ack("started")).await? {
+        c.conn.send_text(ok_text(c.id, &ack(seen)));
     }
     Ok(())
 }
 
 /// The `agent` method: answered twice on one id — `accepted`, then the result when the run ends.
-pub(super) async fn agent(gw: &Gateway, conn: &Conn, id: &str, params: &Map<String, Value>) -> Result<(), ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let key =
-        super::canonical_key(&Some(text("sessionKey")).filter(|k| !k.is_empty()).unwrap_or_else(|| "main".into()));
-    let run_id = text("idempotencyKey");
-    let timeout = params.get("timeout").and_then(Value::as_u64).filter(|t| *t > 0).map(Duration::from_secs);
-    let accepted = |key: &str| json!({"runId": run_id, "sessionKey": key, "agentId": "main", "status": "accepted", "acceptedAt": now_ms()});
+pub(super) async fn agent(c: &Asked<'_>, p: AgentParams) -> Result<(), ErrorShape> {
+    let key = super::canonical_key(p.session_key.as_deref().filter(|k| !k.is_empty()).unwrap_or("main"));
+    let run_id = p.idempotency_key;
+    let timeout = p.timeout.filter(|t| *t > 0).map(Duration::from_secs);
+    let accepted = |key: &str, at: Option<i64>| RunAck {
+        run_id: run_id.clone(),
+        status: "accepted".into(),
+        session_key: Some(key.to_owned()),
+        agent_id: Some("main".into()),
+        accepted_at: at,
+    };
     let run = Start {
         key: &key,
-        message: &text("message"),
-        images: attachments("agent", params).map_err(ErrorShape::invalid)?,
+        message: &p.message,
+        images: attachments("agent", p.attachments.as_ref()).map_err(ErrorShape::invalid)?,
         run_id: &run_id,
         timeout,
-        ops: run_ops("agent", params).map_err(ErrorShape::invalid)?,
+        ops: run_ops("agent", p.thinking.as_deref()).map_err(ErrorShape::invalid)?,
     };
-    let seen = start_run(gw, conn, id, run, accepted).await?;
+    let seen = start_run(c, run, |key| accepted(key, Some(now_ms()))).await?;
     if seen.is_some() {
-        conn.send(&Frame::ok(id, json!({"runId": run_id, "status": "accepted", "sessionKey": key, "agentId": "main"})));
+        c.conn.send_text(ok_text(c.id, &accepted(&key, None)));
     }
-    let result = match wait_for(gw, &run_id, None).await {
-        Some((RunEnd::Final { text, .. }, _)) => json!({"runId": run_id, "status": "ok", "summary": "completed",
-            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
-        Some((RunEnd::Aborted { text }, _)) => json!({"runId": run_id, "status": "aborted", "summary": "aborted",
-            "result": {"payloads": [{"text": text, "mediaUrl": null}], "meta": {}}}),
+    let done = |status: &str, summary: &str, text: Option<String>| AgentDone {
+        run_id: run_id.clone(),
+        status: status.into(),
+        summary: summary.into(),
+        result: text.map(|text| AgentOutput {
+            payloads: vec![AgentPayload { text, media_url: None }],
+            meta: Default::default(),
+        }),
+    };
+    let result = match wait_for(c.gw, &run_id, None).await {
+        Some((RunEnd::Final { text, .. }, _)) => done("ok", "completed", Some(text)),
+        Some((RunEnd::Aborted { text }, _)) => done("aborted", "aborted", Some(text)),
         Some((RunEnd::Error { message }, _)) => {
-            conn.send(&Frame::err(id, ErrorShape::new(code::UNAVAILABLE, message)));
+            c.conn.send(&Frame::err(c.id, ErrorShape::new(code::UNAVAILABLE, message)));
             return Ok(());
         }
-        None => json!({"runId": run_id, "status": "ok", "summary": "completed"}),
+        None => done("ok", "completed", None),
     };
-    conn.send(&Frame::ok(id, result));
+    c.conn.send_text(ok_text(c.id, &result));
     Ok(())
 }
 
@@ -79,21 +103,20 @@ struct Start<'a> {
     ops: Vec<Op>,
 }
 
-/// Starts the run, after answering `first` on `id`; `Some` (`in_flight` or `ok`) when its run id
-/// was seen already and nothing started.
+/// Starts the run, after answering `first` on the call; `Some` (`in_flight` or `ok`) when its run
+/// id was seen already and nothing started.
 async fn start_run(
-    gw: &Gateway,
-    conn: &Conn,
-    id: &str,
+    c: &Asked<'_>,
     run: Start<'_>,
-    first: impl FnOnce(&str) -> Value,
+    first: impl FnOnce(&str) -> RunAck,
 ) -> Result<Option<&'static str>, ErrorShape> {
+    let gw = c.gw;
     let Start { key, message, images, run_id, timeout, ops } = run;
-    if let Some(status) = gw.runs_seen(run_id) {
+    if let Some(status) = gw.runs.seen(run_id) {
         return Ok(Some(status));
     }
     if message.trim().is_empty() && images.is_empty() {
-        gw.run_done(run_id);
+        gw.runs.forget(run_id);
         return Err(ErrorShape::invalid("`message` is empty"));
     }
     let mut blocks = Vec::with_capacity(1 + images.len());
@@ -102,17 +125,17 @@ async fn start_run(
     }
     blocks.extend(images);
     // What waits on the session (and on all of them) is capped.
-    let ticket = match gw.admit(key, blocks.iter().map(UserBlock::size).sum()) {
+    let ticket = match gw.open.admit(key, blocks.iter().map(UserBlock::size).sum()) {
         Ok(t) => t,
         Err(e) => {
-            gw.run_done(run_id);
+            gw.runs.forget(run_id);
             return Err(*e);
         }
     };
     let handle = match gw.open(key).await {
         Ok(h) => h,
         Err(e) => {
-            gw.run_done(run_id);
+            gw.runs.forget(run_id);
             return Err(ErrorShape::new(code::UNAVAILABLE, e));
         }
     };
@@ -120,20 +143,20 @@ async fn start_run(
     match gw.runtime.claim_key(&run_key(run_id), key).await {
         Ok(None) => {}
         Ok(Some(_)) => {
-            gw.runs_handle().finish(run_id);
+            gw.runs.finish(run_id);
             return Ok(Some("ok"));
         }
         Err(e) => {
             tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would run again")
         }
     }
-    conn.send(&Frame::ok(id, first(key)));
+    c.conn.send_text(ok_text(c.id, &first(key)));
     for op in ops {
         handle.send(op);
     }
-    let (turn, ended, outcome) = gw.begin_run(&handle, key, run_id, blocks, gw.run_options(), None);
-    gw.runs_handle().attach(run_id, ended.clone());
-    let done = gw.runs_handle();
+    let (turn, ended, outcome) = gw.runs.begin(&handle, key, run_id, blocks, gw.open.run_options(), None);
+    gw.runs.attach(run_id, ended.clone());
+    let runs = gw.runs.clone();
     let run = run_id.to_owned();
     let mut ended = ended;
     let runtime = gw.runtime.clone();
@@ -153,9 +176,9 @@ async fn start_run(
         drop(ticket);
         // Every event of the turn is out once its outcome is in.
         let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
-        done.finish(&run);
+        runs.finish(&run);
         if let Some(end) = end
-            && let Err(e) = runtime.end_key(&run_key(&run), &recorded(&end)).await
+            && let Err(e) = runtime.end_key(&run_key(&run), &recorded(&run, &end, None)).await
         {
             tracing::warn!(error = %e, "could not record how a run ended");
         }
@@ -168,27 +191,37 @@ fn run_key(id: &str) -> String {
     format!("run:{id}")
 }
 
-/// How a run ended, as the store keeps it (its text cut to 16 KiB).
-fn recorded(end: &RunEnd) -> Value {
+/// How run `id` ended, as `agent.wait` says it, and the store keeps it (the text cut to 16 KiB).
+fn recorded(id: &str, end: &RunEnd, at: Option<i64>) -> RunResult {
     let cut = |text: &str| {
-        let mut at = text.len().min(16 << 10);
-        while !text.is_char_boundary(at) {
-            at -= 1;
+        let mut end = text.len().min(16 << 10);
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
-        text[..at].to_owned()
+        text[..end].to_owned()
     };
+    let reply = |text: &str| Some(TerminalReply { disposition: "visible".into(), text: cut(text) });
+    let result = RunResult { run_id: id.to_owned(), ended_at: at, ..RunResult::default() };
     match end {
-        RunEnd::Final { text, stop_reason } => json!({"status": "ok", "stopReason": stop_reason, "text": cut(text)}),
-        RunEnd::Aborted { text } => {
-            json!({"status": "aborted", "stopReason": WireStop::Aborted.as_str(), "text": cut(text)})
-        }
-        RunEnd::Error { message } => json!({"status": "error", "error": message}),
+        RunEnd::Final { text, stop_reason } => RunResult {
+            status: "ok".into(),
+            stop_reason: Some(stop_reason.clone()),
+            terminal_reply: reply(text),
+            ..result
+        },
+        RunEnd::Aborted { text } => RunResult {
+            status: "aborted".into(),
+            stop_reason: Some(WireStop::Aborted.as_str().into()),
+            terminal_reply: reply(text),
+            ..result
+        },
+        RunEnd::Error { message } => RunResult { status: "error".into(), error: Some(message.clone()), ..result },
     }
 }
 
 /// Waits (up to `limit`) for run `id` to end: how, and when (Unix ms).
 async fn wait_for(gw: &Gateway, id: &str, limit: Option<Duration>) -> Option<(RunEnd, i64)> {
-    let (end, finished) = gw.runs_handle().watch(id)?;
+    let (end, finished) = gw.runs.watch(id)?;
     let mut end = end?;
     let waited = async { end.wait_for(Option::is_some).await.ok()?.clone() };
     let ended = match limit {
@@ -198,50 +231,39 @@ async fn wait_for(gw: &Gateway, id: &str, limit: Option<Duration>) -> Option<(Ru
     Some((ended, finished.unwrap_or_else(now_ms)))
 }
 
-pub(super) async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<Value, ErrorShape> {
-    let watched = gw.runs_handle().watch(id);
+pub(super) async fn agent_wait(gw: &Gateway, id: &str, timeout_ms: Option<u64>) -> Result<RunResult, ErrorShape> {
+    let watched = gw.runs.watch(id);
+    let answer = |status: &str| RunResult { run_id: id.to_owned(), status: status.into(), ..RunResult::default() };
     // Not run here (or already finished when it was seen again): as the store recorded it. A
     // run just starting (neither watched nor finished yet) is waited for as any other.
     if watched.as_ref().is_none_or(|(end, finished)| end.is_none() && finished.is_some()) {
         // A run of an earlier process (or one forgotten here): as the store recorded it.
         return match gw.runtime.key(&run_key(id)).await {
             Ok(Some(record)) => {
-                let ended: Value = record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or_else(
-                    || json!({"status": "error", "error": "the gateway stopped during the run (it was interrupted)"}),
-                );
-                let mut answer = json!({"runId": id, "status": ended["status"], "endedAt": record.ended_at});
-                if let Some(stop) = ended.get("stopReason") {
-                    answer["stopReason"] = stop.clone();
-                    answer["terminalReply"] = json!({"disposition": "visible", "text": ended["text"]});
-                }
-                if let Some(error) = ended.get("error") {
-                    answer["error"] = error.clone();
-                }
-                Ok(answer)
+                let ended: RunResult =
+                    record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or_else(|| RunResult {
+                        error: Some("the gateway stopped during the run (it was interrupted)".into()),
+                        ..answer("error")
+                    });
+                Ok(RunResult { run_id: id.to_owned(), ended_at: record.ended_at, ..ended })
             }
-            _ if watched.is_some() => Ok(json!({"runId": id, "status": "ok"})),
+            _ if watched.is_some() => Ok(answer("ok")),
             _ => Err(ErrorShape::new(code::NOT_FOUND, format!("unknown run: {id}"))),
         };
     }
     let limit = Duration::from_millis(timeout_ms.unwrap_or(30_000));
     Ok(match wait_for(gw, id, Some(limit)).await {
-        Some((RunEnd::Final { text, stop_reason }, at)) => json!({"runId": id, "status": "ok", "endedAt": at,
-            "stopReason": stop_reason, "terminalReply": {"disposition": "visible", "text": text}}),
-        Some((RunEnd::Aborted { text }, at)) => json!({"runId": id, "status": "aborted", "endedAt": at,
-            "stopReason": WireStop::Aborted.as_str(), "terminalReply": {"disposition": "visible", "text": text}}),
-        Some((RunEnd::Error { message }, at)) => {
-            json!({"runId": id, "status": "error", "endedAt": at, "error": message})
-        }
-        None => json!({"runId": id, "status": "timeout"}),
+        Some((end, at)) => recorded(id, &end, Some(at)),
+        None => answer("timeout"),
     })
 }
 
 /// Images a run's message brings (`attachments`: `{type: "image", mimeType, content: base64}`,
 /// as the reference takes them), each at most [`MAX_IMAGE_BYTES`] decoded, at most
 /// [`MAX_IMAGES`].
-fn attachments(method: &str, params: &Map<String, Value>) -> Result<Vec<UserBlock>, String> {
+fn attachments(method: &str, given: Option<&Value>) -> Result<Vec<UserBlock>, String> {
     use base64::Engine as _;
-    let Some(list) = params.get("attachments").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let Some(list) = given.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
     let Some(list) = list.as_array() else { return Err(format!("invalid {method} params: at /attachments: an array")) };
     if list.len() > MAX_IMAGES {
         return Err(format!("invalid {method} params: at /attachments: at most {MAX_IMAGES} images"));
@@ -279,8 +301,7 @@ const MAX_IMAGE_BYTES: usize = 5_000_000;
 const MAX_IMAGES: usize = 8;
 
 /// The settings a run asks for (`thinking`), as ops applied to its session first.
-fn run_ops(method: &str, params: &Map<String, Value>) -> Result<Vec<Op>, String> {
-    let thinking = params.get("thinking").and_then(Value::as_str);
+fn run_ops(method: &str, thinking: Option<&str>) -> Result<Vec<Op>, String> {
     Ok(thinking.map(|l| reasoning(method, l)).transpose()?.into_iter().collect())
 }
 
@@ -298,7 +319,7 @@ pub(super) fn reasoning(method: &str, level: &str) -> Result<Op, String> {
 /// A session's messages as the reference's `chat.history` gives them: the user's text, and the
 /// assistant's as content blocks in order — `thinking`, `toolCall` (with its title, status and
 /// result) and `text`.
-pub(super) async fn history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<Value, ErrorShape> {
+pub(super) async fn history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<History, ErrorShape> {
     let key = super::canonical_key(key);
     let shown = gw
         .runtime
@@ -306,7 +327,7 @@ pub(super) async fn history(gw: &Gateway, key: &str, limit: Option<u64>) -> Resu
         .await
         .map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?
         .ok_or_else(|| ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`")))?;
-    let mut history = History::default();
+    let mut history = Messages::default();
     for item in shown {
         history.add(item);
     }
@@ -314,52 +335,56 @@ pub(super) async fn history(gw: &Gateway, key: &str, limit: Option<u64>) -> Resu
     let messages = history.messages;
     let total = messages.len();
     let limit = limit.map_or(total, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let messages: Vec<Value> = messages.into_iter().skip(total.saturating_sub(limit)).collect();
-    Ok(json!({"sessionKey": key, "sessionId": key, "messages": messages, "hasMore": messages.len() < total,
-        "totalMessages": total}))
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .skip(total.saturating_sub(limit))
+        .map(|m| serde_json::to_value(m).unwrap_or_default())
+        .collect();
+    Ok(History {
+        session_id: key.clone(),
+        session_key: key,
+        has_more: messages.len() < total,
+        messages,
+        total_messages: total as u64,
+    })
 }
 
 /// Builds `chat.history` messages from what a session shows.
 #[derive(Default)]
-struct History {
-    messages: Vec<Value>,
+struct Messages {
+    messages: Vec<ChatMessage>,
     /// The blocks of the assistant message being built.
-    blocks: Vec<Value>,
+    blocks: Vec<Block>,
     /// The message id of the last text or thinking block, which the next piece with that id
     /// extends.
     last_id: Option<String>,
 }
 
-impl History {
+impl Messages {
     /// The assistant message being built is done.
     fn close(&mut self) {
         if !self.blocks.is_empty() {
             let content = std::mem::take(&mut self.blocks);
-            self.messages.push(json!({"role": "assistant", "content": content}));
+            self.messages.push(ChatMessage::assistant(content, None));
         }
         self.last_id = None;
     }
 
     fn has_text(&self) -> bool {
-        self.blocks.iter().any(|b| b["type"] == "text")
+        self.blocks.iter().any(|b| matches!(b, Block::Text { .. }))
     }
 
     fn add(&mut self, item: Shown) {
         match item {
             Shown::User { blocks, at, .. } => {
                 self.close();
-                let mut message = json!({"role": "user", "content": crate::runtime::plain_text(&blocks)});
-                if at > 0 {
-                    message["timestamp"] = json!(at);
-                }
-                self.messages.push(message);
+                let text = crate::runtime::plain_text(&blocks);
+                self.messages.push(ChatMessage::user(text, (at > 0).then_some(at)));
             }
             Shown::Text { id, text } | Shown::Thought { id, text } if self.last_id.as_deref() == Some(id.as_str()) => {
-                if let Some(Value::Object(block)) = self.blocks.last_mut() {
-                    let field = if block.get("type").is_some_and(|t| t == "text") { "text" } else { "thinking" };
-                    if let Some(Value::String(s)) = block.get_mut(field) {
-                        s.push_str(&text);
-                    }
+                if let Some(Block::Text { text: shown } | Block::Thinking { thinking: shown }) = self.blocks.last_mut()
+                {
+                    shown.push_str(&text);
                 }
             }
             Shown::Text { id, text } => {
@@ -367,20 +392,26 @@ impl History {
                 if self.has_text() {
                     self.close();
                 }
-                self.blocks.push(json!({"type": "text", "text": text}));
+                self.blocks.push(Block::Text { text });
                 self.last_id = Some(id);
             }
             Shown::Thought { id, text } => {
                 if self.has_text() {
                     self.close();
                 }
-                self.blocks.push(json!({"type": "thinking", "thinking": text}));
+                self.blocks.push(Block::Thinking { thinking: text });
                 self.last_id = Some(id);
             }
             Shown::Tool(state) => {
-                self.blocks.push(json!({"type": "toolCall", "id": state.id, "name": state.name,
-                    "arguments": state.raw_input, "title": state.title, "kind": state.kind, "status": state.status,
-                    "result": super::hub::result_text(&state.content)}));
+                self.blocks.push(Block::ToolCall {
+                    result: super::hub::result_text(&state.content).into(),
+                    kind: wire_name(&state.kind),
+                    status: wire_name(&state.status),
+                    id: state.id,
+                    name: state.name,
+                    arguments: state.raw_input,
+                    title: state.title,
+                });
                 self.last_id = None;
             }
             _ => self.close(),
@@ -391,14 +422,14 @@ impl History {
 /// Posts a message into a session as the assistant's, without a run (`[label]` first when given):
 /// saved, shown to every client as a `chat` final of run `inject-<id>`, and in the model's context
 /// from the next run on (as a note of what was shown).
-pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) -> Result<Value, ErrorShape> {
+pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) -> Result<Injected, ErrorShape> {
     let key = super::canonical_key(key);
     if label.chars().count() > 100 {
         return Err(ErrorShape::invalid(
             "invalid chat.inject params: at /label: must NOT have more than 100 characters",
         ));
     }
-    if gw.open_handle(&key).is_none() {
+    if gw.open.handle(&key).is_none() {
         gw.resolve(&key).await?;
     }
     let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
@@ -407,24 +438,30 @@ pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) 
         .inject(text.clone())
         .await
         .ok_or_else(|| ErrorShape::new(code::UNAVAILABLE, format!("session `{key}` closed")))?;
-    let mut shown = super::hub::assistant(&text, now_ms());
-    shown["stopReason"] = json!("injected");
+    let stop = "injected";
+    let shown = ChatMessage { stop_reason: Some(stop.into()), ..super::hub::assistant(&text, now_ms()) };
     let run_id = format!("inject-{id}");
-    gw.hub.to_subscribers("session.message", &json!({"sessionKey": key, "runId": run_id, "message": shown}));
-    gw.hub.broadcast(
-        "chat",
-        &json!({"runId": run_id, "sessionKey": key, "agentId": "main", "seq": 0, "state": "final",
-            "stopReason": "injected", "message": shown}),
-        false,
-    );
-    Ok(json!({"ok": true, "messageId": id, "runId": run_id}))
+    let said = SessionMessage { session_key: key.clone(), run_id: Some(run_id.clone()), message: shown.clone() };
+    gw.hub.to_subscribers(name::SESSION_MESSAGE, &said);
+    let event = ChatEvent {
+        run_id: run_id.clone(),
+        session_key: key,
+        agent_id: "main".into(),
+        seq: 0,
+        state: ChatState::Final,
+        stop_reason: Some(stop.into()),
+        message: Some(shown),
+        ..ChatEvent::default()
+    };
+    gw.hub.broadcast(name::CHAT, &event, false);
+    Ok(Injected { ok: true, message_id: id, run_id })
 }
 
-pub(super) async fn abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Value, ErrorShape> {
+pub(super) async fn abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Aborted, ErrorShape> {
     let key = super::canonical_key(key);
     let turns = gw.hub.turn_of(&key, run_id);
-    let Some(handle) = gw.open_handle(&key) else {
-        return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
+    let Some(handle) = gw.open.handle(&key) else {
+        return Ok(Aborted { ok: true, aborted: false, run_ids: Vec::new() });
     };
     let mut ids = Vec::new();
     let mut waits = Vec::new();
@@ -450,6 +487,5 @@ pub(super) async fn abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Resu
     for mut rx in waits {
         let _ = tokio::time::timeout(Duration::from_secs(10), rx.wait_for(Option::is_some)).await;
     }
-    let aborted = !ids.is_empty();
-    Ok(json!({"ok": true, "aborted": aborted, "runIds": ids}))
+    Ok(Aborted { ok: true, aborted: !ids.is_empty(), run_ids: ids })
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use acp_protocol::gateway::{self, ErrorShape, Frame};
+use acp_protocol::gateway::{self, ErrorShape, Frame, events};
 use futures_util::{SinkExt as _, StreamExt as _};
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -194,12 +194,8 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
         let _ = sink.close().await;
     });
     let challenge = Challenge { nonce: uuid::Uuid::new_v4().to_string(), ts: now_ms() };
-    conn.send(&Frame::Event {
-        event: "connect.challenge".into(),
-        payload: Some(json!({"nonce": challenge.nonce, "ts": challenge.ts, "capabilities": []})),
-        seq: None,
-        state_version: None,
-    });
+    let shown = events::Challenge { nonce: challenge.nonce.clone(), ts: challenge.ts, capabilities: Vec::new() };
+    conn.send_text(gateway::event_text(events::name::CHALLENGE, &shown, None, None));
     let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_text(&mut stream)).await {
         Err(_) => {
             conn.close(gateway::close::NORMAL, "");
@@ -233,7 +229,7 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
     let client = Arc::new(client);
     let ticker = tokio::spawn(ticks(gw.clone(), conn.clone()));
     // The first health push, as the reference sends one just after hello.
-    conn.event("health", &gw.health(), false, Some(&gw.state_version()));
+    conn.event(events::name::HEALTH, &gw.health(), false, Some(&gw.presence.state_version()));
     gw.joined(&conn, &client, peer);
     let mut too_big_close = false;
     let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -327,7 +323,7 @@ async fn handshake(
     }
     match handshake::connect(gw, &request.id, &request.params, challenge, browser).await {
         Ok((client, hello)) => {
-            conn.send(&Frame::ok(&request.id, hello));
+            conn.send_text(gateway::ok_text(&request.id, &hello));
             Ok(client)
         }
         Err(refusal) => {
@@ -346,7 +342,7 @@ async fn ticks(gw: Arc<Gateway>, conn: Arc<Conn>) {
         let now = now_ms();
         let next = (now / every + 1) * every;
         tokio::time::sleep(Duration::from_millis(u64::try_from(next - now).unwrap_or(0))).await;
-        conn.event("tick", &json!({"ts": now_ms()}), true, None);
-        conn.event("health", &gw.health(), true, Some(&gw.state_version()));
+        conn.event(events::name::TICK, &events::Tick { ts: now_ms() }, true, None);
+        conn.event(events::name::HEALTH, &gw.health(), true, Some(&gw.presence.state_version()));
     }
 }

@@ -33,6 +33,39 @@ pub fn check_token(token: &str, from: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Who may connect: the tokens a client may present, the `Host` names requests may carry, and
+/// the connection slots.
+pub struct Access {
+    /// The shared token clients must present.
+    pub token: Option<String>,
+    /// What browsers present when there is no shared token (see [`browser_token`]).
+    pub browser_token: Option<String>,
+    /// This run's owner token, for local clients (see `discovery`): as good as the shared token.
+    pub owner_token: Option<String>,
+    pub hosts: Hosts,
+    pub slots: Slots,
+}
+
+impl Access {
+    pub fn new(options: &super::Options, browser_token: Option<String>, owner_token: Option<String>) -> Self {
+        Self {
+            token: options.token.clone(),
+            browser_token,
+            owner_token,
+            hosts: Hosts {
+                any: options.token.is_some(),
+                extra: options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            },
+            slots: Slots::new(options.connections),
+        }
+    }
+
+    /// `token` or `none`, as `hello-ok` and `config.get` say it.
+    pub fn mode(&self) -> &'static str {
+        if self.token.is_some() { "token" } else { "none" }
+    }
+}
+
 /// The names a gateway answers to.
 #[derive(Debug, Clone, Default)]
 pub struct Hosts {

@@ -3,9 +3,10 @@
 //! device identity proof when one is sent (ed25519 over the v3 or v2 payload, the device id the
 //! SHA-256 of its key, the challenge's nonce, 120 s of skew) — then `hello-ok`.
 
-use acp_protocol::gateway::{self, DeviceProof, ErrorShape, Frame, PROTOCOL_VERSION, code};
+use acp_protocol::gateway::methods::{ClientInfo, ConnectParams, DeviceSignature, HelloOk};
+use acp_protocol::gateway::{self, DeviceProof, ErrorShape, Frame, PROTOCOL_VERSION};
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::Gateway;
 use crate::clock::now_ms;
@@ -27,7 +28,7 @@ pub struct Client {
     /// The verified device identity, if it signed the connect.
     pub device_id: Option<String>,
     /// What it told about itself (`client.version`, `platform`, …), for presence.
-    pub info: Value,
+    pub info: ClientInfo,
     /// The scopes a device token given to it covers (none on a gateway without a token).
     pub token_scopes: Option<Vec<String>>,
 }
@@ -70,50 +71,39 @@ pub async fn connect(
     params: &Value,
     challenge: &Challenge,
     browser: bool,
-) -> Result<(Client, Value), Refusal> {
+) -> Result<(Client, HelloOk), Refusal> {
     let policy = gateway::close::POLICY;
     let params = gateway::check_params("connect", &gateway::connect_schema(), params)
         .map_err(|message| Refusal::answered(id, ErrorShape::invalid(message), policy))?;
-    let int = |k: &str| params.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let (min, max) = (int("minProtocol"), int("maxProtocol"));
+    let asked_scopes = params.contains_key("scopes");
+    let params: ConnectParams = serde_json::from_value(Value::Object(params))
+        .map_err(|e| Refusal::answered(id, ErrorShape::invalid(format!("invalid connect params: {e}")), policy))?;
+    let (min, max) = (params.min_protocol, params.max_protocol);
     if !(min..=max).contains(&PROTOCOL_VERSION) {
-        let error = ErrorShape::invalid("protocol mismatch").with_details(json!({
-            "code": "PROTOCOL_MISMATCH", "clientMinProtocol": min, "clientMaxProtocol": max,
-            "expectedProtocol": PROTOCOL_VERSION, "minimumProbeProtocol": gateway::MIN_PROBE_PROTOCOL,
-        }));
-        return Err(Refusal::answered(id, error, gateway::close::PROTOCOL));
+        return Err(Refusal::answered(id, ErrorShape::protocol_mismatch(min, max), gateway::close::PROTOCOL));
     }
-    let role = params.get("role").and_then(Value::as_str).unwrap_or("operator").to_owned();
+    let role = params.role.clone().unwrap_or_else(|| "operator".into());
     if role != "operator" {
         return Err(Refusal::answered(id, ErrorShape::invalid("invalid role"), policy));
     }
-    let client = params.get("client").cloned().unwrap_or_default();
-    let field = |k: &str| client.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let scopes: Vec<String> = match params.get("scopes").and_then(Value::as_array) {
-        Some(list) => list.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
-        None => vec![READ.to_owned(), WRITE.to_owned()],
-    };
-    let auth = params.get("auth").and_then(Value::as_object);
-    let auth_text = |k: &str| auth.and_then(|a| a.get(k)).and_then(Value::as_str).filter(|t| !t.is_empty());
-    let (token, device_token) = (auth_text("token"), auth_text("deviceToken"));
-    let device = params.get("device").and_then(Value::as_object);
+    let client = params.client;
+    let scopes: Vec<String> = params.scopes.unwrap_or_else(|| vec![READ.to_owned(), WRITE.to_owned()]);
+    let auth = params.auth.as_ref();
+    let (token, device_token) = (auth.and_then(|a| a.token()), auth.and_then(|a| a.device_token()));
+    let device = params.device.as_ref();
     // The device proof signs the token the client authenticates with: the shared one, else its
     // device token.
     let device_id = match device {
         None => None,
         Some(device) => {
             let signed = token.or(device_token);
-            match verify_device(device, &field("id"), &field("mode"), &role, &scopes, signed, &client, challenge) {
+            match verify_device(device, &role, &scopes, signed, &client, challenge) {
                 Ok(id) => Some(id),
-                Err(why) => {
-                    let error = ErrorShape::new(code::NOT_PAIRED, format!("device identity rejected: {why}"))
-                        .with_details(json!({"code": "DEVICE_AUTH_INVALID", "reason": why}));
-                    return Err(Refusal::answered(id, error, policy));
-                }
+                Err(why) => return Err(Refusal::answered(id, ErrorShape::device_rejected(&why), policy)),
             }
         }
     };
-    let expected = match (&gw.token, &gw.browser_token) {
+    let expected = match (&gw.access.token, &gw.access.browser_token) {
         (Some(shared), _) => Some(shared),
         (None, Some(for_browsers)) if browser => Some(for_browsers),
         _ => None,
@@ -122,56 +112,43 @@ pub async fn connect(
     let mut issued = None;
     if let Some(expected) = expected {
         let shared = token.is_some_and(|given| {
-            same(expected, given) || gw.owner_token.as_deref().is_some_and(|owner| same(owner, given))
+            same(expected, given) || gw.access.owner_token.as_deref().is_some_and(|owner| same(owner, given))
         });
         // A device token stands in for the shared token, for the signed device it was issued to,
         // and for no more than the scopes it was issued for.
-        let paired = match (&device_id, device_token, &gw.token) {
+        let paired = match (&device_id, device_token, &gw.access.token) {
             (Some(device), Some(given), Some(secret)) if !shared => check_device_token(secret, device, &role, given),
             _ => None,
         };
         // Asking nothing in particular: what the token covers of the default.
-        if params.get("scopes").is_none()
-            && let Some(granted) = &paired
-        {
+        if !asked_scopes && let Some(granted) = &paired {
             scopes.retain(|s| granted.iter().any(|g| covers(g, s)));
         }
         if let Some(granted) = &paired
             && let Some(wider) = scopes.iter().find(|s| !granted.iter().any(|g| covers(g, s)))
         {
-            let error = ErrorShape::invalid(format!(
+            let message = format!(
                 "unauthorized: this device token was issued for {} and does not cover `{wider}`; \
                  connect with the gateway's token to get one that does",
                 granted.join(", ")
-            ))
-            .with_details(json!({"code": "AUTH_SCOPE_MISMATCH", "authReason": "scope_mismatch",
-                "grantedScopes": granted, "requestedScopes": scopes,
-                "recommendedNextStep": "update_auth_credentials"}));
+            );
+            let error = ErrorShape::scope_mismatch(message, granted, &scopes);
             return Err(Refusal::answered(id, error, policy));
         }
         if !shared && paired.is_none() {
             if auth.is_none() && device.is_none() {
-                let error = ErrorShape::new(code::NOT_PAIRED, "device identity required")
-                    .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED"}));
-                return Err(Refusal::answered(id, error, policy));
+                return Err(Refusal::answered(id, ErrorShape::identity_required(), policy));
             }
             // Answered late, as the reference does: guessing tokens is slow.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            let hint = if gw.token.is_some() {
+            let hint = if gw.access.token.is_some() {
                 "use this gateway's token: --token-file, ACP_GATEWAY_TOKEN or [gateway] token"
             } else {
                 "open the web chat with the link acp gateway printed, or see $ACP_HOME/webchat.token"
             };
             // No token at all (a device alone, unknown here) is told apart from a wrong one.
-            let sent_any = token.is_some() || device_token.is_some() || auth_text("password").is_some();
-            let (what, code, reason) = match sent_any {
-                false => ("missing", "AUTH_TOKEN_MISSING", "token_missing"),
-                true => ("mismatch", "AUTH_TOKEN_MISMATCH", "token_mismatch"),
-            };
-            let error = ErrorShape::invalid(format!("unauthorized: gateway token {what} ({hint})"))
-                .with_details(json!({"code": code, "authReason": reason,
-                "canRetryWithDeviceToken": false, "recommendedNextStep": "update_auth_credentials"}));
-            return Err(Refusal::answered(id, error, policy));
+            let sent_any = token.is_some() || device_token.is_some() || auth.and_then(|a| a.password()).is_some();
+            return Err(Refusal::answered(id, ErrorShape::unauthorized(!sent_any, hint), policy));
         }
         // The device token it gets: the one it came with (its scopes, however few it asks for
         // now), else one for what it asked with the shared token.
@@ -180,8 +157,8 @@ pub async fn connect(
     let conn_id = uuid::Uuid::new_v4().to_string();
     let accepted = Client {
         conn_id,
-        client_id: field("id"),
-        mode: field("mode"),
+        client_id: client.id.clone(),
+        mode: client.mode.clone(),
         role,
         scopes,
         device_id,
@@ -231,47 +208,42 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
 /// How far a proof's time may be from ours.
 const SKEW_MS: i64 = 120_000;
 
-#[allow(clippy::too_many_arguments)]
 fn verify_device(
-    device: &Map<String, Value>,
-    client_id: &str,
-    mode: &str,
+    device: &DeviceSignature,
     role: &str,
     scopes: &[String],
     token: Option<&str>,
-    client: &Value,
+    client: &ClientInfo,
     challenge: &Challenge,
 ) -> Result<String, String> {
-    let text = |k: &str| device.get(k).and_then(Value::as_str).unwrap_or_default();
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let key =
-        b64.decode(text("publicKey").trim_end_matches('=')).map_err(|_| "publicKey is not base64url".to_owned())?;
+        b64.decode(device.public_key.trim_end_matches('=')).map_err(|_| "publicKey is not base64url".to_owned())?;
     if key.len() != 32 {
         return Err("publicKey is not a 32-byte ed25519 key".into());
     }
     let digest = ring::digest::digest(&ring::digest::SHA256, &key);
     let id: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    if id != text("id") {
+    if id != device.id {
         return Err("the device id is not the SHA-256 of its key".into());
     }
-    if text("nonce") != challenge.nonce {
+    if device.nonce != challenge.nonce {
         return Err("the nonce is not this connection's challenge".into());
     }
-    let signed_at = device.get("signedAt").and_then(Value::as_i64).unwrap_or_default();
+    let signed_at = device.signed_at;
     if (signed_at - now_ms()).abs() > SKEW_MS {
         return Err("the signature's time is too far from the gateway's".into());
     }
     let signature =
-        b64.decode(text("signature").trim_end_matches('=')).map_err(|_| "signature is not base64url".to_owned())?;
-    let platform = client.get("platform").and_then(Value::as_str).unwrap_or_default();
-    let family = client.get("deviceFamily").and_then(Value::as_str).unwrap_or_default();
+        b64.decode(device.signature.trim_end_matches('=')).map_err(|_| "signature is not base64url".to_owned())?;
+    let (platform, family) = (client.platform.as_str(), client.device_family.as_deref().unwrap_or_default());
     let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key);
     for version in ["v3", "v2"] {
         let payload = DeviceProof {
             version,
             device_id: &id,
-            client_id,
-            client_mode: mode,
+            client_id: &client.id,
+            client_mode: &client.mode,
             role,
             scopes,
             signed_at,
@@ -346,7 +318,13 @@ mod tests {
             ring::digest::digest(&ring::digest::SHA256, &public).as_ref().iter().map(|b| format!("{b:02x}")).collect();
         let challenge = Challenge { nonce: "n1".into(), ts: now_ms() };
         let scopes = vec!["operator.admin".to_owned()];
-        let client = json!({"id": "cli", "mode": "cli", "platform": "linux", "deviceFamily": "Linux"});
+        let client = ClientInfo {
+            id: "cli".into(),
+            mode: "cli".into(),
+            platform: "linux".into(),
+            device_family: Some("Linux".into()),
+            ..ClientInfo::default()
+        };
         let sign = |version: &str, nonce: &str| {
             let payload = DeviceProof {
                 version,
@@ -364,31 +342,21 @@ mod tests {
             .payload();
             b64.encode(pair.sign(payload.as_bytes()).as_ref())
         };
-        let device = |signature: String, nonce: &str| {
-            json!({"id": id, "publicKey": b64.encode(&public), "signature": signature, "signedAt": challenge.ts, "nonce": nonce})
-                .as_object()
-                .cloned()
-                .unwrap()
+        let device = |signature: String, nonce: &str| DeviceSignature {
+            id: id.clone(),
+            public_key: b64.encode(&public),
+            signature,
+            signed_at: challenge.ts,
+            nonce: nonce.into(),
         };
-        let check = |d: &Map<String, Value>| {
-            verify_device(d, "cli", "cli", "operator", &scopes, Some("T"), &client, &challenge)
-        };
+        let check = |d: &DeviceSignature| verify_device(d, "operator", &scopes, Some("T"), &client, &challenge);
         assert_eq!(check(&device(sign("v3", "n1"), "n1")), Ok(id.clone()));
         assert_eq!(check(&device(sign("v2", "n1"), "n1")), Ok(id.clone()), "v2 is still accepted");
         assert_eq!(check(&device(sign("v3", "n2"), "n2")).unwrap_err(), "the nonce is not this connection's challenge");
         let mut other = device(sign("v3", "n1"), "n1");
-        other.insert("id".into(), json!("00"));
+        other.id = "00".into();
         assert_eq!(check(&other).unwrap_err(), "the device id is not the SHA-256 of its key");
-        let wrong = verify_device(
-            &device(sign("v3", "n1"), "n1"),
-            "cli",
-            "cli",
-            "operator",
-            &scopes,
-            Some("X"),
-            &client,
-            &challenge,
-        );
+        let wrong = verify_device(&device(sign("v3", "n1"), "n1"), "operator", &scopes, Some("X"), &client, &challenge);
         assert_eq!(wrong.unwrap_err(), "the signature does not match", "the token is part of what is signed");
     }
 }

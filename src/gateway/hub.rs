@@ -7,13 +7,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use acp_protocol::gateway::{Frame, StopReason as WireStop};
-
-use serde_json::{Value, json};
+use acp_protocol::gateway::events::{
+    AgentData, AgentEvent, Block, ChatEvent, ChatMessage, ChatState, DiffData, Lifecycle, SessionMessage,
+    SessionsChanged, StateVersion, TextData, ToolData, UsageData, name,
+};
+use acp_protocol::gateway::{Frame, StopReason as WireStop, event_text};
+use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::clock::now_ms;
-use crate::runtime::{Event, EventKind, EventSink, StopReason, ToolCallState, ToolStatus, TurnId, TurnOutcome};
+use crate::runtime::{Event, EventKind, StopReason, ToolCallState, ToolStatus, TurnId, TurnOutcome};
 use crate::sync::lock;
 
 /// Bytes a client may have queued before droppable frames are dropped for it.
@@ -84,9 +87,14 @@ impl Conn {
         self.push(frame.to_text());
     }
 
+    /// Sends a frame already serialised.
+    pub fn send_text(&self, text: String) {
+        self.push(text);
+    }
+
     /// Sends an event with this connection's next `seq`; a droppable one is dropped for a client
     /// that is behind.
-    pub fn event(&self, event: &str, payload: &Value, droppable: bool, state_version: Option<&Value>) {
+    pub fn event(&self, event: &str, payload: &impl Serialize, droppable: bool, state_version: Option<&StateVersion>) {
         let shared = Shared::new(event, payload, state_version);
         self.shared_event(&shared, droppable);
     }
@@ -119,14 +127,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(event: &str, payload: &Value, state_version: Option<&Value>) -> Self {
-        let frame = Frame::Event {
-            event: event.into(),
-            payload: Some(payload.clone()),
-            seq: None,
-            state_version: state_version.cloned(),
-        };
-        let mut head = frame.to_text();
+    fn new(event: &str, payload: &impl Serialize, state_version: Option<&StateVersion>) -> Self {
+        let mut head = event_text(event, payload, state_version, None);
         head.pop(); // the closing brace
         Self { head }
     }
@@ -180,8 +182,8 @@ pub enum RunEnd {
     Error { message: String },
 }
 
-/// Starts a run on an idle session (its key, the prompt text); whether it did.
-pub type Waker = Box<dyn Fn(&str, &str) -> bool + Send + Sync>;
+/// How a run ends, as it is watched.
+pub type EndWatch = watch::Receiver<Option<RunEnd>>;
 
 /// Connections and runs.
 #[derive(Default)]
@@ -189,12 +191,8 @@ pub struct Hub {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     runs: Mutex<HashMap<TurnId, Run>>,
     next_conn: AtomicU64,
-    /// Starts a run nobody asked for on an idle session (session key, prompt text): the
-    /// gateway's, set once it exists.
-    pub waker: std::sync::OnceLock<Waker>,
 }
 
-/// Unix milliseconds.
 impl Hub {
     pub fn next_conn_id(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
@@ -217,7 +215,7 @@ impl Hub {
     }
 
     /// An event to every connection (serialised once).
-    pub fn broadcast(&self, event: &str, payload: &Value, droppable: bool) {
+    pub fn broadcast(&self, event: &str, payload: &impl Serialize, droppable: bool) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             conn.shared_event(&shared, droppable);
@@ -225,7 +223,7 @@ impl Hub {
     }
 
     /// An event to the connections that may answer approvals.
-    pub fn to_approvers(&self, event: &str, payload: &Value) {
+    pub fn to_approvers(&self, event: &str, payload: &impl Serialize) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.approver.load(Ordering::Relaxed) {
@@ -240,7 +238,7 @@ impl Hub {
     }
 
     /// An event carrying `stateVersion` to every connection (never dropped).
-    pub fn broadcast_versioned(&self, event: &str, payload: &Value, state_version: &Value) {
+    pub fn broadcast_versioned(&self, event: &str, payload: &impl Serialize, state_version: &StateVersion) {
         let shared = Shared::new(event, payload, Some(state_version));
         for conn in self.all() {
             conn.shared_event(&shared, false);
@@ -248,7 +246,7 @@ impl Hub {
     }
 
     /// An event to the connections that subscribed to session events.
-    pub fn to_subscribers(&self, event: &str, payload: &Value) {
+    pub fn to_subscribers(&self, event: &str, payload: &impl Serialize) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.subscribed.load(Ordering::Relaxed) {
@@ -290,7 +288,8 @@ impl Hub {
             heard: String::new(),
         };
         lock(&self.runs).insert(turn, run);
-        self.agent(turn, "lifecycle", json!({"phase": "start", "startedAt": started_at}), false);
+        let start = Lifecycle { phase: "start".into(), started_at, ..Lifecycle::default() };
+        self.agent(turn, "lifecycle", AgentData::Lifecycle(start), false);
         rx
     }
 
@@ -313,7 +312,7 @@ impl Hub {
     }
 
     /// Numbers an event of run `turn` and builds its payload; `None` if the turn is no run.
-    fn stamp(&self, turn: TurnId, build: impl FnOnce(&mut Run, u64) -> Value) -> Option<Value> {
+    fn stamp<T>(&self, turn: TurnId, build: impl FnOnce(&mut Run, u64) -> T) -> Option<T> {
         let mut runs = lock(&self.runs);
         let run = runs.get_mut(&turn)?;
         run.seq += 1;
@@ -321,20 +320,20 @@ impl Hub {
         Some(build(run, seq))
     }
 
-    fn agent(&self, turn: TurnId, stream: &str, data: Value, droppable: bool) {
-        let payload = self.stamp(turn, |run, seq| {
-            json!({"runId": run.run_id, "stream": stream, "data": data, "sessionKey": run.session_key,
-                "agentId": "main", "seq": seq, "ts": now_ms(), "isHeartbeat": false})
-        });
-        if let Some(payload) = payload {
-            self.broadcast("agent", &payload, droppable);
+    fn agent(&self, turn: TurnId, stream: &str, data: AgentData, droppable: bool) {
+        if let Some(event) = self.stamp(turn, |run, seq| agent_event(run, seq, stream, data, now_ms())) {
+            self.broadcast(name::AGENT, &event, droppable);
         }
     }
 
     fn text(&self, turn: TurnId, message_id: &str, delta: &str, thought: bool) {
-        let payloads = self.stamp(turn, |run, seq| {
+        let events = self.stamp(turn, |run, seq| {
             let stream = if thought { "thinking" } else { "assistant" };
-            if thought { run.thinking.push_str(delta) } else { run.text.push_str(delta) }
+            if thought {
+                run.thinking.push_str(delta)
+            } else {
+                run.text.push_str(delta)
+            }
             if let Some(listener) = run.listener.as_ref() {
                 if thought {
                     let _ = listener.send(Heard::Thinking(delta.to_owned()));
@@ -351,16 +350,17 @@ impl Hub {
             }
             let cumulative = if thought { &run.thinking } else { &run.text };
             let now = now_ms();
-            json!([
-                {"runId": run.run_id, "stream": stream, "data": {"text": cumulative, "delta": delta, "itemId": message_id},
-                    "sessionKey": run.session_key, "agentId": "main", "seq": seq, "ts": now, "isHeartbeat": false},
-                {"runId": run.run_id, "sessionKey": run.session_key, "agentId": "main", "seq": seq, "state": "delta",
-                    "deltaText": if thought { "" } else { delta }, "message": message(run, now)}
-            ])
+            let data = TextData { text: cumulative.clone(), delta: delta.to_owned(), item_id: message_id.to_owned() };
+            let chat = ChatEvent {
+                delta_text: Some(if thought { String::new() } else { delta.to_owned() }),
+                message: Some(message(run, now)),
+                ..chat_event(run, seq, ChatState::Delta)
+            };
+            (agent_event(run, seq, stream, AgentData::Text(data), now), chat)
         });
-        if let Some(Value::Array(p)) = payloads {
-            self.broadcast("agent", &p[0], true);
-            self.broadcast("chat", &p[1], true);
+        if let Some((agent, chat)) = events {
+            self.broadcast(name::AGENT, &agent, true);
+            self.broadcast(name::CHAT, &chat, true);
         }
     }
 
@@ -370,26 +370,32 @@ impl Hub {
             (false, ToolStatus::Completed | ToolStatus::Failed) => "result",
             _ => "update",
         };
-        let diffs: Vec<Value> = state
+        let diffs = state
             .content
             .iter()
             .filter_map(|c| match c {
-                crate::runtime::ToolContent::Diff { path, old_text, new_text } => {
-                    Some(json!({"path": path, "oldText": old_text, "newText": new_text}))
-                }
+                crate::runtime::ToolContent::Diff { path, old_text, new_text } => Some(DiffData {
+                    path: path.display().to_string(),
+                    old_text: old_text.clone(),
+                    new_text: new_text.clone(),
+                }),
                 _ => None,
             })
             .collect();
-        let mut data = json!({"phase": phase, "toolCallId": state.id, "name": state.name, "title": state.title,
-            "kind": state.kind, "status": state.status, "args": state.raw_input});
-        if !diffs.is_empty() {
-            data["diffs"] = json!(diffs);
-        }
         let failed = state.status == ToolStatus::Failed;
-        if phase == "result" {
-            data["result"] = json!(result_text(&state.content));
-            data["isError"] = json!(failed);
-        }
+        let result = phase == "result";
+        let data = ToolData {
+            phase: phase.into(),
+            tool_call_id: state.id.clone(),
+            name: state.name.clone(),
+            title: state.title.clone(),
+            kind: wire_name(&state.kind),
+            status: wire_name(&state.status),
+            args: state.raw_input.clone(),
+            diffs,
+            result: if result { result_text(&state.content).into() } else { serde_json::Value::Null },
+            is_error: result.then_some(failed),
+        };
         if phase != "update"
             && let Some(listener) = lock(&self.runs).get(&turn).and_then(|r| r.listener.clone())
         {
@@ -399,50 +405,56 @@ impl Hub {
                 _ => Heard::ToolEnded { title, failed, content: state.content.clone() },
             });
         }
-        self.agent(turn, "tool", data, false);
+        self.agent(turn, "tool", AgentData::Tool(Box::new(data)), false);
     }
 
     fn ended(&self, turn: TurnId, outcome: &TurnOutcome) {
-        let (usage, end) = match outcome {
-            TurnOutcome::Stopped { reason: StopReason::Cancelled, usage } => (usage, "aborted"),
-            TurnOutcome::Stopped { usage, .. } => (usage, "final"),
-            TurnOutcome::Failed { usage, .. } => (usage, "error"),
+        let (usage, state) = match outcome {
+            TurnOutcome::Stopped { reason: StopReason::Cancelled, usage } => (usage, ChatState::Aborted),
+            TurnOutcome::Stopped { usage, .. } => (usage, ChatState::Final),
+            TurnOutcome::Failed { usage, .. } => (usage, ChatState::Error),
         };
-        self.agent(turn, "usage", json!({"outputTokens": usage.output, "inputTokens": usage.input}), false);
-        let aborted = end == "aborted";
+        let used =
+            UsageData { output_tokens: Some(usage.output), input_tokens: Some(usage.input), ..Default::default() };
+        self.agent(turn, "usage", AgentData::Usage(used), false);
+        let aborted = state == ChatState::Aborted;
         let stop = match outcome {
             TurnOutcome::Stopped { reason, .. } => wire_stop(*reason).as_str().to_owned(),
             TurnOutcome::Failed { .. } => WireStop::Error.as_str().to_owned(),
         };
         let started_at = lock(&self.runs).get(&turn).map(|r| r.started_at).unwrap_or_default();
-        let mut end_data = json!({"phase": "end", "stopReason": stop, "aborted": aborted, "endedAt": now_ms(),
-            "startedAt": started_at});
-        if aborted {
-            end_data["status"] = json!("cancelled");
-        }
-        self.agent(turn, "lifecycle", end_data, false);
-        let payload = self.stamp(turn, |run, seq| {
-            let mut p = json!({"runId": run.run_id, "sessionKey": run.session_key, "agentId": "main", "seq": seq,
-                "state": end});
-            match outcome {
-                TurnOutcome::Failed { error, .. } => p["errorMessage"] = json!(error.message),
-                _ => {
-                    p["stopReason"] = json!(stop);
-                    p["message"] = message(run, now_ms());
-                }
+        let end = Lifecycle {
+            phase: "end".into(),
+            stop_reason: Some(stop.clone()),
+            aborted: Some(aborted),
+            ended_at: Some(now_ms()),
+            started_at,
+            status: aborted.then(|| "cancelled".into()),
+        };
+        self.agent(turn, "lifecycle", AgentData::Lifecycle(end), false);
+        let event = self.stamp(turn, |run, seq| match outcome {
+            TurnOutcome::Failed { error, .. } => {
+                ChatEvent { error_message: Some(error.message.clone()), ..chat_event(run, seq, state) }
             }
-            p
+            _ => ChatEvent {
+                stop_reason: Some(stop.clone()),
+                message: Some(message(run, now_ms())),
+                ..chat_event(run, seq, state)
+            },
         });
-        if let Some(payload) = payload {
-            if payload["state"] == "final" {
-                let message = json!({"sessionKey": payload["sessionKey"], "runId": payload["runId"],
-                    "message": payload["message"]});
-                self.to_subscribers("session.message", &message);
+        if let Some(event) = event {
+            if let (ChatState::Final, Some(message)) = (event.state, &event.message) {
+                let said = SessionMessage {
+                    session_key: event.session_key.clone(),
+                    run_id: Some(event.run_id.clone()),
+                    message: message.clone(),
+                };
+                self.to_subscribers(name::SESSION_MESSAGE, &said);
             }
-            self.broadcast("chat", &payload, false);
+            self.broadcast(name::CHAT, &event, false);
         }
         if let Some(run) = lock(&self.runs).remove(&turn) {
-            self.to_subscribers("sessions.changed", &json!({"sessionKey": run.session_key, "reason": "run"}));
+            self.changed(&run.session_key, "run", None);
             let end = match outcome {
                 TurnOutcome::Failed { error, .. } => RunEnd::Error { message: error.message.clone() },
                 _ if aborted => RunEnd::Aborted { text: run.text },
@@ -450,6 +462,44 @@ impl Hub {
             };
             run.ended.send_replace(Some(end));
         }
+    }
+
+    /// `sessions.changed` to subscribers.
+    pub fn changed(&self, key: &str, reason: &str, title: Option<String>) {
+        let changed = SessionsChanged { session_key: key.to_owned(), reason: reason.to_owned(), title };
+        self.to_subscribers(name::SESSIONS_CHANGED, &changed);
+    }
+}
+
+fn agent_event(run: &Run, seq: u64, stream: &str, data: AgentData, ts: i64) -> AgentEvent<AgentData> {
+    AgentEvent {
+        run_id: run.run_id.clone(),
+        stream: stream.to_owned(),
+        data,
+        session_key: run.session_key.clone(),
+        agent_id: "main".into(),
+        seq,
+        ts,
+        is_heartbeat: false,
+    }
+}
+
+fn chat_event(run: &Run, seq: u64, state: ChatState) -> ChatEvent {
+    ChatEvent {
+        run_id: run.run_id.clone(),
+        session_key: run.session_key.clone(),
+        agent_id: "main".into(),
+        seq,
+        state,
+        ..ChatEvent::default()
+    }
+}
+
+/// A runtime enum (`ToolKind`, `ToolStatus`) by its wire name.
+pub(super) fn wire_name(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::new(),
     }
 }
 
@@ -476,66 +526,59 @@ fn wire_stop(reason: StopReason) -> WireStop {
     }
 }
 
-/// An assistant message with its cumulative text.
-pub fn assistant(text: &str, timestamp: i64) -> Value {
-    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": timestamp})
+/// An assistant message with its text.
+pub fn assistant(text: &str, timestamp: i64) -> ChatMessage {
+    ChatMessage::assistant(vec![Block::Text { text: text.to_owned() }], Some(timestamp))
 }
 
 /// A run's message so far: its reasoning (when there is some) as a `thinking` block, then its text.
-fn message(run: &Run, timestamp: i64) -> Value {
-    let mut message = assistant(&run.text, timestamp);
-    if !run.thinking.is_empty()
-        && let Some(content) = message["content"].as_array_mut()
-    {
-        content.insert(0, json!({"type": "thinking", "thinking": run.thinking}));
+fn message(run: &Run, timestamp: i64) -> ChatMessage {
+    let mut blocks = Vec::with_capacity(2);
+    if !run.thinking.is_empty() {
+        blocks.push(Block::Thinking { thinking: run.thinking.clone() });
     }
-    message
+    blocks.push(Block::Text { text: run.text.clone() });
+    ChatMessage::assistant(blocks, Some(timestamp))
 }
 
-/// The runtime's events, as the gateway's.
-pub struct HubSink(pub Arc<Hub>);
-
-impl EventSink for HubSink {
-    fn emit(&self, event: Event) {
-        let hub = &self.0;
+impl Hub {
+    /// A runtime event, as the gateway's events.
+    pub fn emit(&self, event: &Event) {
         let turn = event.turn;
         match &event.kind {
-            EventKind::TextDelta { message_id, text } => hub.text(turn, message_id, text, false),
-            EventKind::ThoughtDelta { message_id, text } => hub.text(turn, message_id, text, true),
+            EventKind::TextDelta { message_id, text } => self.text(turn, message_id, text, false),
+            EventKind::ThoughtDelta { message_id, text } => self.text(turn, message_id, text, true),
             // Not the model's words: a stream of its own, which clients that know it show apart.
-            EventKind::Notice(text) => hub.agent(turn, "notice", json!({"text": text}), false),
+            EventKind::Notice(text) => self.agent(turn, "notice", AgentData::Notice { text: text.clone() }, false),
             EventKind::Usage { used, size } => {
-                hub.agent(turn, "usage", json!({"contextTokens": used, "contextWindow": size}), true);
+                let usage =
+                    UsageData { context_tokens: Some(*used), context_window: Some(*size), ..Default::default() };
+                self.agent(turn, "usage", AgentData::Usage(usage), true);
             }
-            EventKind::ToolCall(state) => hub.tool(turn, state, true),
-            EventKind::ToolCallUpdate(state) => hub.tool(turn, state, false),
-            EventKind::TurnEnded(outcome) => hub.ended(turn, outcome),
-            EventKind::Title(title) => hub.to_subscribers(
-                "sessions.changed",
-                &json!({"sessionKey": event.session.to_string(), "reason": "title", "title": title}),
-            ),
+            EventKind::ToolCall(state) => self.tool(turn, state, true),
+            EventKind::ToolCallUpdate(state) => self.tool(turn, state, false),
+            EventKind::TurnEnded(outcome) => self.ended(turn, outcome),
+            EventKind::Title(title) => self.changed(&event.session, "title", Some(title.clone())),
             _ => {}
         }
-    }
-
-    fn wake(&self, session: &crate::runtime::SessionId, text: &str) -> bool {
-        self.0.waker.get().is_some_and(|wake| wake(session, text))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     #[test]
     fn a_shared_event_reads_as_one_serialised_whole() {
         let payload = json!({"a": [1, "}"]});
-        let shared = Shared::new("chat", &payload, Some(&json!({"health": 1})));
+        let version = StateVersion { presence: 2, health: 1 };
+        let shared = Shared::new("chat", &payload, Some(&version));
         let frame = Frame::Event {
             event: "chat".into(),
             payload: Some(payload),
             seq: Some(7),
-            state_version: Some(json!({"health": 1})),
+            state_version: Some(json!({"presence": 2, "health": 1})),
         };
         let spliced: Value = serde_json::from_str(&shared.with_seq(7)).unwrap();
         assert_eq!(spliced, serde_json::to_value(&frame).unwrap());

@@ -51,9 +51,9 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: Cancellat
                 }
             },
         };
-        let Some(slot) = gateway.slots.take() else {
+        let Some(slot) = gateway.access.slots.take() else {
             refused.note(|n| {
-                tracing::warn!(%peer, refused = n, limits = ?gateway.slots.limits, "connection refused: the gateway is full")
+                tracing::warn!(%peer, refused = n, limits = ?gateway.access.slots.limits, "connection refused: the gateway is full")
             });
             drop(stream);
             continue;
@@ -109,7 +109,7 @@ async fn route(
     let host = req.headers().get(HOST).map(|h| h.to_str().unwrap_or("\u{fffd}"));
     // A name this gateway does not answer to: a page on another site whose name was pointed at
     // this address (DNS rebinding).
-    if !gateway.hosts.allows(host) {
+    if !gateway.access.hosts.allows(host) {
         tracing::warn!(%peer, host = host.unwrap_or_default(), "request for another host refused");
         return respond(
             StatusCode::MISDIRECTED_REQUEST,
@@ -120,7 +120,7 @@ async fn route(
     if is_upgrade(&req) {
         return upgrade(req, gateway, peer, slot);
     }
-    if req.method() == hyper::Method::POST && gateway.has_webhook(req.uri().path()) {
+    if req.method() == hyper::Method::POST && gateway.channels.has_webhook(req.uri().path()) {
         return webhook(req, &gateway).await;
     }
     match (req.method().as_str(), req.uri().path()) {
@@ -142,7 +142,7 @@ async fn webhook(req: Request<Incoming>, gateway: &Gateway) -> Response<Full<Byt
     const TEXT: &str = "text/plain; charset=utf-8";
     let path = req.uri().path().to_owned();
     let secret = req.headers().get("x-telegram-bot-api-secret-token").and_then(|v| v.to_str().ok());
-    match gateway.webhook_secret_ok(&path, secret) {
+    match gateway.channels.webhook_secret_ok(&path, secret) {
         None => return respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
         Some(false) => {
             tracing::warn!(%path, "webhook call without the right secret refused");
@@ -163,7 +163,7 @@ async fn webhook(req: Request<Incoming>, gateway: &Gateway) -> Response<Full<Byt
     let Ok(update) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return respond(StatusCode::BAD_REQUEST, TEXT, "not JSON\n".into());
     };
-    match gateway.webhook(&path, update) {
+    match gateway.channels.webhook(&path, update) {
         true => respond(StatusCode::OK, "application/json", "{}".into()),
         false => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
     }

@@ -2,10 +2,16 @@
 //! in within their caps and run in the gateway's lane, idle ones closed (their memory given
 //! back), and the session methods (`sessions.list|resolve|reset|delete`).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use acp_protocol::gateway::methods::{
+    Resolved, RunCounts, SessionDone, SessionPage, SessionRow, SessionsListParams, SessionsPatchParams,
+};
 use acp_protocol::gateway::{ErrorShape, code};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::channels::policy::{Show, ShowReasoning, Verbose};
 use super::{Gateway, canonical_key, limits};
@@ -13,9 +19,38 @@ use crate::clock::now_ms;
 use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
 use crate::sync::lock;
 
-impl Gateway {
-    /// The open session `key`, if this gateway has it open (it counts as used now).
-    pub(super) fn open_handle(&self, key: &str) -> Option<SessionHandle> {
+/// The sessions a gateway has open, and what runs on them may hold.
+pub(super) struct Open {
+    /// Open sessions, and when each was last used.
+    sessions: Mutex<HashMap<String, (SessionHandle, Instant)>>,
+    /// Sessions being closed as idle (reopening one waits for it to be closed).
+    closing: Mutex<HashMap<String, SessionHandle>>,
+    /// One session opened at a time.
+    opening: tokio::sync::Mutex<()>,
+    /// Runs not yet ended, per session: capped.
+    admission: Arc<limits::Admission>,
+    /// Runs going at once.
+    lane: Arc<crate::runtime::Lane>,
+    limits: limits::RunLimits,
+    /// The directory sessions work in.
+    workspace: PathBuf,
+}
+
+impl Open {
+    pub(super) fn new(options: &super::Options) -> Self {
+        Self {
+            sessions: Mutex::default(),
+            closing: Mutex::default(),
+            opening: tokio::sync::Mutex::new(()),
+            admission: limits::Admission::new(options.runs),
+            lane: Arc::new(crate::runtime::Lane::new(options.runs.concurrent)),
+            limits: options.runs,
+            workspace: options.workspace.clone(),
+        }
+    }
+
+    /// The open session `key`, if open (it counts as used now).
+    pub(super) fn handle(&self, key: &str) -> Option<SessionHandle> {
         let mut sessions = lock(&self.sessions);
         let (handle, used) = sessions.get_mut(key)?;
         *used = Instant::now();
@@ -37,20 +72,48 @@ impl Gateway {
         crate::runtime::TurnOptions { lane: Some(self.lane.clone()), ..Default::default() }
     }
 
+    pub(super) fn count(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
+    pub(super) fn run_counts(&self) -> RunCounts {
+        RunCounts {
+            running: self.lane.running() as u64,
+            waiting: self.lane.waiting() as u64,
+            max_concurrent: self.limits.concurrent as u64,
+        }
+    }
+
+    /// The most sessions kept open.
+    pub(super) fn most(&self) -> usize {
+        self.limits.open_sessions
+    }
+
+    pub(super) fn workspace(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
+    /// Every open session, no longer open.
+    pub(super) fn take_all(&self) -> Vec<SessionHandle> {
+        lock(&self.sessions).drain().map(|(_, (h, _))| h).collect()
+    }
+}
+
+impl Gateway {
     /// Closes the sessions with nothing to do: those idle past the idle time, and, while more
     /// than `keep` are open, the least recently used idle ones. Their memory goes back to the
     /// system. Returns how many were closed.
     pub(super) async fn close_idle(&self, keep: usize) -> usize {
         let closing: Vec<(String, SessionHandle)> = {
-            let mut sessions = lock(&self.sessions);
+            let mut sessions = lock(&self.open.sessions);
             let mut idle: Vec<(String, Instant)> = sessions
                 .iter()
-                .filter(|(key, _)| !self.admission.busy(key) && self.hub.turn_of(key, None).is_empty())
+                .filter(|(key, _)| !self.open.admission.busy(key) && self.hub.turn_of(key, None).is_empty())
                 .map(|(key, (_, used))| (key.clone(), *used))
                 .collect();
             idle.sort_by_key(|(_, used)| *used);
             let over = sessions.len().saturating_sub(keep);
-            let limit = self.run_limits.idle;
+            let limit = self.open.limits.idle;
             let chosen: Vec<String> = idle
                 .iter()
                 .enumerate()
@@ -59,7 +122,7 @@ impl Gateway {
                 .collect();
             let closing: Vec<(String, SessionHandle)> =
                 chosen.into_iter().filter_map(|key| sessions.remove(&key).map(|(h, _)| (key, h))).collect();
-            lock(&self.closing).extend(closing.iter().cloned());
+            lock(&self.open.closing).extend(closing.iter().cloned());
             closing
         };
         if closing.is_empty() {
@@ -71,30 +134,30 @@ impl Gateway {
         }
         for (key, handle) in &closing {
             handle.closed().await;
-            lock(&self.closing).remove(key);
+            lock(&self.open.closing).remove(key);
         }
-        self.health_changed();
+        self.presence.health_changed();
         limits::return_memory();
         closing.len()
     }
 
     /// Opens session `key`: this gateway's, or the stored one, or a new one.
     pub(super) async fn open(&self, key: &str) -> Result<SessionHandle, String> {
-        let _one_at_a_time = self.opening.lock().await;
-        if let Some(handle) = self.open_handle(key) {
+        let _one_at_a_time = self.open.opening.lock().await;
+        if let Some(handle) = self.open.handle(key) {
             return Ok(handle);
         }
         if !crate::runtime::valid_session_id(key) {
             return Err(format!("`{key}` is not a valid session key"));
         }
         // Closed as idle just now: its transcript is free once it has closed.
-        let closing = lock(&self.closing).get(key).cloned();
+        let closing = lock(&self.open.closing).get(key).cloned();
         if let Some(handle) = closing {
             handle.closed().await;
         }
         // Room for it: the least recently used idle session goes, if need be.
-        let most = self.run_limits.open_sessions;
-        if lock(&self.sessions).len() >= most && self.close_idle(most - 1).await == 0 {
+        let most = self.open.most();
+        if self.open.count() >= most && self.close_idle(most - 1).await == 0 {
             return Err(format!(
                 "{most} sessions are open and busy, the most this gateway keeps (`[gateway] max_open_sessions`); \
                  try again when one is idle"
@@ -103,7 +166,7 @@ impl Gateway {
         let config = self.runtime.config();
         let model = config.default_model_ref().map_err(|e| format!("no model to run: {e}"))?;
         let settings = SessionSettings {
-            cwd: self.workspace.clone(),
+            cwd: self.open.workspace.clone(),
             additional_dirs: Vec::new(),
             model,
             mode: config.default_mode,
@@ -114,126 +177,132 @@ impl Gateway {
             Ok(handle) => handle,
             Err(CreateError::Exists) => {
                 self.runtime
-                    .load_session(key, self.workspace.clone(), Vec::new(), Vec::new())
+                    .load_session(key, self.open.workspace.clone(), Vec::new(), Vec::new())
                     .await
                     .map_err(|e| format!("could not open session {key}: {e}"))?
                     .handle
             }
             Err(e) => return Err(format!("could not open session {key}: {e}")),
         };
-        lock(&self.sessions).insert(key.to_owned(), (handle.clone(), Instant::now()));
-        self.health_changed();
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "created"}));
+        lock(&self.open.sessions).insert(key.to_owned(), (handle.clone(), Instant::now()));
+        self.presence.health_changed();
+        self.hub.changed(key, "created", None);
         Ok(handle)
     }
 
-    pub(super) async fn sessions_list(&self, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
-        let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).min(1000) as usize;
-        let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-        let search = params.get("search").and_then(Value::as_str).unwrap_or_default().to_lowercase();
-        let page = self
+    pub(super) async fn sessions_list(&self, p: &SessionsListParams) -> Result<SessionPage, ErrorShape> {
+        let limit = p.limit.unwrap_or(50).min(1000);
+        let offset = p.offset.unwrap_or(0);
+        let search = p.search.as_deref().unwrap_or_default().trim();
+        let found = self
             .runtime
-            .list_sessions(None, None, 10_000)
+            .find_sessions(search, offset, limit)
             .await
             .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        let all: Vec<Value> = page
+        let sessions: Vec<SessionRow> = found
             .sessions
             .into_iter()
-            .filter(|s| {
-                search.is_empty()
-                    || s.id.to_lowercase().contains(&search)
-                    || s.title.as_deref().is_some_and(|t| t.to_lowercase().contains(&search))
-            })
             .map(|s| {
-                let show = Show::of(&self.prefs.get(&s.id));
-                json!({"key": s.id, "sessionId": s.id, "label": s.title, "displayName": s.title,
-                    "derivedTitle": s.title, "updatedAt": s.updated_at, "createdAt": s.created_at,
-                    "model": s.model, "mode": s.mode, "thinkingLevel": s.reasoning.as_deref().unwrap_or("off"),
-                    "origin": s.origin, "cwd": s.cwd, "inputTokens": s.input_tokens,
-                    "outputTokens": s.output_tokens, "contextTokens": s.context_tokens,
-                    "verboseLevel": show.verbose.as_str(), "reasoningLevel": show.reasoning.as_str(),
-                    "open": self.open_handle(&s.id).is_some()})
+                let show = Show::of(&self.channels.prefs.get(&s.id));
+                SessionRow {
+                    session_id: Some(s.id.clone()),
+                    label: s.title.clone(),
+                    display_name: s.title.clone(),
+                    derived_title: s.title,
+                    updated_at: Some(s.updated_at),
+                    created_at: Some(s.created_at),
+                    model: Some(s.model),
+                    mode: Some(s.mode),
+                    thinking_level: Some(s.reasoning.unwrap_or_else(|| "off".into())),
+                    origin: s.origin.into(),
+                    kind: Value::Null,
+                    cwd: Some(s.cwd.display().to_string()),
+                    input_tokens: Some(s.input_tokens),
+                    output_tokens: Some(s.output_tokens),
+                    context_tokens: Some(s.context_tokens),
+                    verbose_level: Some(show.verbose.as_str().into()),
+                    reasoning_level: Some(show.reasoning.as_str().into()),
+                    open: Some(self.open.handle(&s.id).is_some()),
+                    key: s.id,
+                }
             })
             .collect();
-        let total = all.len();
-        let sessions: Vec<Value> = all.into_iter().skip(offset).take(limit).collect();
-        let more = offset + sessions.len() < total;
-        Ok(json!({"ts": now_ms(), "count": sessions.len(), "totalCount": total, "limitApplied": limit,
-            "nextOffset": if more { json!(offset + sessions.len()) } else { Value::Null }, "hasMore": more,
-            "sessions": sessions}))
+        let count = sessions.len() as u64;
+        let more = offset + count < found.total;
+        Ok(SessionPage {
+            ts: now_ms(),
+            count,
+            total_count: found.total,
+            limit_applied: limit,
+            next_offset: more.then_some(offset + count),
+            has_more: more,
+            sessions,
+        })
     }
 
-    pub(super) async fn resolve(&self, key: &str) -> Result<Value, ErrorShape> {
+    pub(super) async fn resolve(&self, key: &str) -> Result<Resolved, ErrorShape> {
         let key = canonical_key(key);
-        if self.open_handle(&key).is_some() {
-            return Ok(json!({"ok": true, "key": key, "sessionId": key}));
+        let resolved = |key: String, label: Option<String>| Resolved { ok: true, session_id: key.clone(), key, label };
+        if self.open.handle(&key).is_some() {
+            return Ok(resolved(key, None));
         }
-        let page = self
-            .runtime
-            .list_sessions(None, None, 10_000)
-            .await
-            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        match page.sessions.iter().find(|s| s.id == key) {
-            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": s.title})),
+        let found = self.runtime.session_summary(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        match found {
+            Some(s) => Ok(resolved(s.id, s.title)),
             None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session `{key}`"))),
         }
     }
 
     /// The most recently used session whose label (title) is `label`.
-    pub(super) async fn resolve_label(&self, label: &str) -> Result<Value, ErrorShape> {
-        let page = self
-            .runtime
-            .list_sessions(None, None, 10_000)
-            .await
-            .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        match page.sessions.iter().find(|s| s.title.as_deref() == Some(label)) {
-            Some(s) => Ok(json!({"ok": true, "key": s.id, "sessionId": s.id, "label": label})),
+    pub(super) async fn resolve_label(&self, label: &str) -> Result<Resolved, ErrorShape> {
+        let found = self.runtime.session_titled(label).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        match found {
+            Some(s) => Ok(Resolved { ok: true, key: s.id.clone(), session_id: s.id, label: Some(label.to_owned()) }),
             None => Err(ErrorShape::new(code::NOT_FOUND, format!("no session has the label `{label}`"))),
         }
     }
 
-    pub(super) async fn reset(&self, key: &str) -> Result<Value, ErrorShape> {
+    pub(super) async fn reset(&self, key: &str) -> Result<SessionDone, ErrorShape> {
         let key = canonical_key(key);
         let handle = self.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
         let turn = self.runtime.next_turn_id();
         handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: "/reset".into() }]).await;
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "reset"}));
-        Ok(json!({"ok": true, "key": key}))
+        self.hub.changed(&key, "reset", None);
+        Ok(SessionDone { ok: true, key, deleted: None })
     }
 
-    pub(super) async fn delete(&self, key: &str) -> Result<Value, ErrorShape> {
+    pub(super) async fn delete(&self, key: &str) -> Result<SessionDone, ErrorShape> {
         let key = canonical_key(key);
-        let open = lock(&self.sessions).remove(&key);
+        let open = lock(&self.open.sessions).remove(&key);
         if let Some((handle, _)) = open {
-            self.health_changed();
+            self.presence.health_changed();
             handle.send(Op::Shutdown);
             handle.closed().await;
         }
         self.runtime.delete_session(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
-        self.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "deleted"}));
-        Ok(json!({"ok": true, "key": key, "deleted": true}))
+        self.hub.changed(&key, "deleted", None);
+        Ok(SessionDone { ok: true, key, deleted: Some(true) })
     }
 }
 
 /// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
-pub(super) async fn patch(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, ErrorShape> {
-    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
-    let key = super::canonical_key(&text("key").unwrap_or_default());
+pub(super) async fn patch(gw: &Gateway, p: SessionsPatchParams) -> Result<SessionDone, ErrorShape> {
+    let key = super::canonical_key(&p.key);
     let config = gw.runtime.config();
     let mut ops = Vec::new();
-    if let Some(model) = text("model") {
+    if let Some(model) = p.model {
         let (model, _) = config
             .resolve_model(&model)
             .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: at /model: {e}")))?;
         ops.push(Op::SetModel(model));
     }
-    if let Some(level) = text("thinking") {
+    if let Some(level) = p.thinking {
         ops.push(super::chat::reasoning("sessions.patch", &level).map_err(ErrorShape::invalid)?);
     }
-    if let Some(mode) = text("mode").and_then(|m| crate::runtime::Mode::parse(&m)) {
+    if let Some(mode) = p.mode.and_then(|m| crate::runtime::Mode::parse(&m)) {
         ops.push(Op::SetMode(mode));
     }
-    if let Some(label) = text("label") {
+    if let Some(label) = p.label {
         let label = label.trim().to_owned();
         if label.is_empty() || label.chars().count() > 100 {
             return Err(ErrorShape::invalid("invalid sessions.patch params: at /label: 1 to 100 characters"));
@@ -241,7 +310,7 @@ pub(super) async fn patch(gw: &Gateway, params: &Map<String, Value>) -> Result<V
         ops.push(Op::SetTitle(label));
     }
     // `sendPolicy`: "allow" | "deny" | null (inherit the configured policy).
-    let send = match params.get("sendPolicy") {
+    let send = match &p.send_policy {
         None => None,
         Some(Value::Null) => Some(None),
         Some(Value::String(s)) if s == "allow" => Some(Some(true)),
@@ -253,19 +322,25 @@ pub(super) async fn patch(gw: &Gateway, params: &Map<String, Value>) -> Result<V
         }
     };
     // What a chat is shown of the session's runs: a level, or null for the default (off).
-    let level = |field: &str, parse: &dyn Fn(&str) -> bool, choices: &str| match params.get(field) {
+    let level = |field: &str, given: &Option<Value>, parse: &dyn Fn(&str) -> bool, choices: &str| match given {
         None => Ok(None),
         Some(Value::Null) => Ok(Some(None)),
         Some(Value::String(s)) if parse(s) => Ok(Some(Some(s.to_lowercase()))),
         Some(_) => Err(format!("invalid sessions.patch params: at /{field}: {choices} or null")),
     };
-    let verbose = level("verboseLevel", &|s| Verbose::parse(s).is_some(), "\"on\", \"full\", \"off\"")
-        .map_err(ErrorShape::invalid)?;
-    let shown = level("reasoningLevel", &|s| ShowReasoning::parse(s).is_some(), "\"on\", \"stream\", \"off\"")
-        .map_err(ErrorShape::invalid)?;
+    let verbose =
+        level("verboseLevel", &p.verbose_level, &|s| Verbose::parse(s).is_some(), "\"on\", \"full\", \"off\"")
+            .map_err(ErrorShape::invalid)?;
+    let shown = level(
+        "reasoningLevel",
+        &p.reasoning_level,
+        &|s| ShowReasoning::parse(s).is_some(),
+        "\"on\", \"stream\", \"off\"",
+    )
+    .map_err(ErrorShape::invalid)?;
     let handle = gw.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
     if send.is_some() || verbose.is_some() || shown.is_some() {
-        gw.prefs.change(&key, |p| {
+        gw.channels.prefs.change(&key, |p| {
             if let Some(send) = send {
                 p.send = send;
             }
@@ -281,6 +356,6 @@ pub(super) async fn patch(gw: &Gateway, params: &Map<String, Value>) -> Result<V
         handle.send(op);
     }
     handle.settled().await;
-    gw.hub.to_subscribers("sessions.changed", &json!({"sessionKey": key, "reason": "patch"}));
-    Ok(json!({"ok": true, "key": key}))
+    gw.hub.changed(&key, "patch", None);
+    Ok(SessionDone { ok: true, key, deleted: None })
 }

@@ -8,10 +8,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use acp_protocol::gateway::DeviceProof;
+use acp_protocol::gateway::methods::{ClientInfo, DeviceSignature};
 use base64::Engine as _;
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
@@ -85,30 +85,34 @@ impl Identity {
     pub fn proof(
         &self,
         version: &str,
-        client: &Value,
+        client: &ClientInfo,
         role: &str,
         scopes: &[String],
         signed_at: i64,
         token: Option<&str>,
         nonce: &str,
-    ) -> Value {
-        let text = |k: &str| client.get(k).and_then(Value::as_str).unwrap_or_default();
+    ) -> DeviceSignature {
         let payload = DeviceProof {
             version,
             device_id: &self.device_id,
-            client_id: text("id"),
-            client_mode: text("mode"),
+            client_id: &client.id,
+            client_mode: &client.mode,
             role,
             scopes,
             signed_at,
             token,
             nonce,
-            platform: text("platform"),
-            family: text("deviceFamily"),
+            platform: &client.platform,
+            family: client.device_family.as_deref().unwrap_or_default(),
         }
         .payload();
-        json!({"id": self.device_id, "publicKey": B64.encode(self.pair.public_key().as_ref()),
-            "signature": B64.encode(self.pair.sign(payload.as_bytes()).as_ref()), "signedAt": signed_at, "nonce": nonce})
+        DeviceSignature {
+            id: self.device_id.clone(),
+            public_key: B64.encode(self.pair.public_key().as_ref()),
+            signature: B64.encode(self.pair.sign(payload.as_bytes()).as_ref()),
+            signed_at,
+            nonce: nonce.to_owned(),
+        }
     }
 
     fn tokens_path(&self) -> PathBuf {
@@ -179,12 +183,18 @@ mod tests {
         assert_eq!(first.device_id.len(), 64);
         let mode = std::fs::metadata(home.path().join("identity/device.json")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let client = json!({"id": "cli", "mode": "cli", "platform": "Linux", "deviceFamily": "Linux"});
+        let client = ClientInfo {
+            id: "cli".into(),
+            mode: "cli".into(),
+            platform: "Linux".into(),
+            device_family: Some("Linux".into()),
+            ..ClientInfo::default()
+        };
         let scopes = vec!["operator.admin".to_owned()];
         let proof = first.proof("v3", &client, "operator", &scopes, 17, Some("T"), "n1");
-        let key = B64.decode(proof["publicKey"].as_str().unwrap()).unwrap();
+        let key = B64.decode(&proof.public_key).unwrap();
         assert_eq!(device_id(&key), first.device_id);
-        let signature = B64.decode(proof["signature"].as_str().unwrap()).unwrap();
+        let signature = B64.decode(&proof.signature).unwrap();
         let payload = format!("v3|{}|cli|cli|operator|operator.admin|17|T|n1|linux|linux", first.device_id);
         let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key);
         assert!(verifier.verify(payload.as_bytes(), &signature).is_ok());

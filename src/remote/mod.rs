@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
 use crate::sync::lock;
-use acp_protocol::gateway::{ErrorShape, Frame, PROTOCOL_VERSION};
+use acp_protocol::gateway::methods::{ClientInfo, ConnectAuth, ConnectParams, HelloOk};
+use acp_protocol::gateway::{ErrorShape, Frame, Method, PROTOCOL_VERSION};
 use identity::{DeviceToken, Identity};
 
 /// How long connecting (TCP, TLS, WebSocket) may take.
@@ -42,7 +43,7 @@ pub struct Options {
     pub home: PathBuf,
     pub scopes: Vec<String>,
     /// `connect.client`: id, displayName, version, platform, deviceFamily, mode.
-    pub client: Value,
+    pub client: ClientInfo,
     pub caps: Vec<String>,
 }
 
@@ -50,7 +51,7 @@ pub struct Options {
 #[derive(Debug, Clone)]
 pub enum Notice {
     /// Connected (again); the `hello-ok` payload.
-    Up(Value),
+    Up(Box<HelloOk>),
     /// The connection went away; it is being made again.
     Down(String),
     /// The gateway refused these credentials or this protocol: nothing more is tried.
@@ -132,6 +133,14 @@ impl GatewayClient {
     /// Stops the connection (pending requests fail).
     pub fn stop(&self) {
         self.inner.stop.cancel();
+    }
+
+    /// [`Self::request`] for method `M`: its params sent, its result read.
+    pub async fn call<M: Method>(&self, params: &M::Params, wait: Duration) -> Result<M::Result, RemoteError> {
+        let params = serde_json::to_value(params).map_err(|e| RemoteError::local(e.to_string()))?;
+        let answer = self.request(M::NAME, params, wait).await?;
+        serde_json::from_value(answer)
+            .map_err(|e| RemoteError::local(format!("the gateway's answer to {} could not be read: {e}", M::NAME)))
     }
 
     /// Waits for the connection, then asks `method` and waits for its answer. Not connected, it
@@ -338,26 +347,26 @@ async fn connection(
     let device_token = stored.as_ref().filter(|_| shared.is_none() && options.password.is_none());
     let role = "operator";
     let scopes = device_token.map_or_else(|| options.scopes.clone(), |t| t.scopes.clone());
-    let mut auth = serde_json::Map::new();
-    if let Some(t) = shared {
-        auth.insert("token".into(), json!(t));
-    }
-    if let Some(p) = &options.password {
-        auth.insert("password".into(), json!(p));
-    }
-    if let Some(t) = device_token {
-        auth.insert("deviceToken".into(), json!(t.token));
-    }
+    let auth = ConnectAuth {
+        token: shared.map(str::to_owned),
+        password: options.password.clone(),
+        device_token: device_token.map(|t| t.token.clone()),
+    };
+    let given = auth.token.is_some() || auth.password.is_some() || auth.device_token.is_some();
     let signed = shared.or(device_token.map(|t| t.token.as_str()));
-    let mut params = json!({"minProtocol": PROTOCOL_VERSION, "maxProtocol": PROTOCOL_VERSION, "client": options.client,
-        "caps": options.caps, "role": role, "scopes": scopes});
-    if !auth.is_empty() {
-        params["auth"] = Value::Object(auth);
-    }
-    if let Some(nonce) = &nonce {
-        params["device"] = identity.proof(proof, &options.client, role, &scopes, now_ms(), signed, nonce);
-    }
-    let connect = Frame::request("connect", "connect", params);
+    let device =
+        nonce.as_ref().map(|nonce| identity.proof(proof, &options.client, role, &scopes, now_ms(), signed, nonce));
+    let params = ConnectParams {
+        min_protocol: PROTOCOL_VERSION,
+        max_protocol: PROTOCOL_VERSION,
+        client: options.client.clone(),
+        caps: options.caps.clone(),
+        role: Some(role.into()),
+        scopes: Some(scopes),
+        auth: given.then_some(auth),
+        device,
+    };
+    let connect = Frame::request("connect", "connect", serde_json::to_value(&params).unwrap_or_default());
     if let Err(e) = ws.send(Message::Text(connect.to_text().into())).await {
         return closed(e.to_string());
     }
@@ -375,10 +384,8 @@ async fn connection(
             break payload.unwrap_or_default();
         }
         let error = error.unwrap_or_else(|| ErrorShape::new("", ""));
-        let message = Some(error.message).filter(|m| !m.is_empty()).unwrap_or_else(|| "connect refused".into());
-        let details = error.details.unwrap_or_default();
-        let detail = details["code"].as_str().unwrap_or_default();
-        if detail == "DEVICE_AUTH_INVALID" && proof == "v3" {
+        let message = Some(error.message.clone()).filter(|m| !m.is_empty()).unwrap_or_else(|| "connect refused".into());
+        if error.detail_code() == "DEVICE_AUTH_INVALID" && proof == "v3" {
             return Ended::TryV2;
         }
         if device_token.is_some() {
@@ -389,19 +396,18 @@ async fn connection(
         let given = if shared.is_none() && options.password.is_none() { " (no token was given)" } else { "" };
         return Ended::Refused(format!("the gateway at {} refused the connection: {message}{given}", options.url));
     };
-    if let Some(token) = hello["auth"]["deviceToken"].as_str() {
-        let scopes = hello["auth"]["scopes"]
-            .as_array()
-            .map_or_else(Vec::new, |s| s.iter().filter_map(Value::as_str).map(str::to_owned).collect());
-        identity.set_device_token(&options.url, Some(DeviceToken { token: token.into(), role: role.into(), scopes }));
+    let hello: HelloOk = serde_json::from_value(hello).unwrap_or_default();
+    if let Some(token) = hello.auth.device_token.clone() {
+        let scopes = hello.auth.scopes.clone();
+        identity.set_device_token(&options.url, Some(DeviceToken { token, role: role.into(), scopes }));
     }
-    let tick = hello["policy"]["tickIntervalMs"].as_u64().filter(|t| *t > 0).unwrap_or(30_000);
+    let tick = Some(hello.policy.tick_interval_ms).filter(|t| *t > 0).unwrap_or(30_000);
     let silence = Duration::from_millis(tick.saturating_mul(2));
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     *lock(&inner.out) = Some(tx);
     inner.link.send_replace(Link::Up);
     tracing::info!(url = %options.url, "connected to the gateway");
-    let _ = notices.send(Notice::Up(hello));
+    let _ = notices.send(Notice::Up(Box::new(hello)));
     let mut last_heard = tokio::time::Instant::now();
     loop {
         tokio::select! {

@@ -262,6 +262,38 @@ impl Runtime {
         })
     }
 
+    /// Prompted sessions whose id or title holds `search` (any case), most recently updated
+    /// first: `limit` after the first `offset`, and how many match in all.
+    pub async fn find_sessions(&self, search: &str, offset: u64, limit: u64) -> Result<Found, String> {
+        let search = search.to_owned();
+        let found = self.on_store(move |store| store.find(&search, offset, limit)).await?;
+        Ok(Found { sessions: found.rows.into_iter().map(SessionSummary::from).collect(), total: found.total })
+    }
+
+    /// Stored session `id`, if it was ever prompted.
+    pub async fn session_summary(&self, id: &str) -> Result<Option<SessionSummary>, String> {
+        let id = id.to_owned();
+        Ok(self.on_store(move |store| store.prompted(&id)).await?.map(SessionSummary::from))
+    }
+
+    /// The most recently updated prompted session titled `title`.
+    pub async fn session_titled(&self, title: &str) -> Result<Option<SessionSummary>, String> {
+        let title = title.to_owned();
+        Ok(self.on_store(move |store| store.titled(&title)).await?.map(SessionSummary::from))
+    }
+
+    /// Runs `query` on the store, off the async threads.
+    async fn on_store<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&crate::store::Store) -> Result<T, crate::store::StoreError> + Send + 'static,
+    ) -> Result<T, String> {
+        let store = self.shared.store().await.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || query(&store))
+            .await
+            .map_err(|e| format!("the store query failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+
     /// What a stored session showed, in order, read from its transcript (also while it is open:
     /// a transcript is only appended to). `None`: no such session.
     pub async fn history(&self, id: &str) -> Result<Option<Vec<Shown>>, String> {
@@ -307,9 +339,9 @@ impl Runtime {
     }
 
     /// Records how what idempotency key `key` asked for ended.
-    pub async fn end_key(&self, key: &str, outcome: &serde_json::Value) -> Result<(), String> {
+    pub async fn end_key(&self, key: &str, outcome: &impl serde::Serialize) -> Result<(), String> {
         let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let (key, outcome) = (key.to_owned(), outcome.to_string());
+        let (key, outcome) = (key.to_owned(), serde_json::to_string(outcome).map_err(|e| e.to_string())?);
         tokio::task::spawn_blocking(move || store.end_key(&key, &outcome))
             .await
             .map_err(|e| e.to_string())?
@@ -377,6 +409,12 @@ impl std::fmt::Display for LoadError {
             Self::Store(e) | Self::Model(e) => f.write_str(e),
         }
     }
+}
+
+/// Sessions found, and how many match in all.
+pub struct Found {
+    pub sessions: Vec<SessionSummary>,
+    pub total: u64,
 }
 
 /// A stored session, as listed.

@@ -4,6 +4,7 @@
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
 pub mod export;
+mod find;
 mod keys;
 mod recover;
 pub use keys::KeyRecord;
@@ -620,11 +621,7 @@ impl Store {
         after: Option<&Cursor>,
         limit: usize,
     ) -> Result<(Vec<SessionRow>, Option<Cursor>), StoreError> {
-        if !self.recovered.swap(true, std::sync::atomic::Ordering::Relaxed)
-            && let Err(e) = self.list_interrupted()
-        {
-            tracing::warn!(error = %e, "could not list the sessions stopped processes left mid-turn");
-        }
+        self.recover_once();
         let db = self.db();
         let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
         let take = limit as i64 + 1;
@@ -659,6 +656,17 @@ impl Store {
             None
         };
         Ok((rows, next))
+    }
+}
+
+impl Store {
+    /// Before the first listing: the sessions stopped processes left mid-turn are found.
+    fn recover_once(&self) {
+        if !self.recovered.swap(true, std::sync::atomic::Ordering::Relaxed)
+            && let Err(e) = self.list_interrupted()
+        {
+            tracing::warn!(error = %e, "could not list the sessions stopped processes left mid-turn");
+        }
     }
 }
 

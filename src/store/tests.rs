@@ -89,6 +89,37 @@ fn sessions_page_newest_first_and_filter_by_cwd() {
 }
 
 #[test]
+fn sessions_are_found_by_search_id_and_title_in_one_query_each() {
+    let home = Home::new();
+    let store = Store::open(&home.0).unwrap();
+    for i in 0..12 {
+        let mut row = session(&format!("agent:main:s{i:02}"), "/w", 1000 + i);
+        row.title = Some(if i % 3 == 0 { format!("Deploy notes {i}") } else { format!("chat {i}") });
+        store.create(&row).unwrap();
+    }
+    let mut unprompted = session("agent:main:quiet", "/w", 5000);
+    unprompted.prompted = false;
+    unprompted.title = Some("Deploy notes".into());
+    store.create(&unprompted).unwrap();
+    // Any case, title or id; newest first; paged by offset with the total.
+    let found = store.find("DEPLOY", 0, 2).unwrap();
+    assert_eq!(found.total, 4, "s00, s03, s06, s09 (the unprompted one is not listed)");
+    let ids: Vec<&str> = found.rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["agent:main:s09", "agent:main:s06"]);
+    let rest: Vec<String> = store.find("deploy", 2, 10).unwrap().rows.into_iter().map(|r| r.id).collect();
+    assert_eq!(rest, ["agent:main:s03", "agent:main:s00"]);
+    assert_eq!(store.find("s1", 0, 50).unwrap().total, 2, "s10 and s11 by id");
+    assert_eq!(store.find("", 0, 5).unwrap().total, 12);
+    assert_eq!(store.find("", 0, 5).unwrap().rows.len(), 5);
+    // By id and by title: only prompted sessions.
+    assert_eq!(store.prompted("agent:main:s04").unwrap().map(|r| r.id).as_deref(), Some("agent:main:s04"));
+    assert!(store.prompted("agent:main:quiet").unwrap().is_none());
+    assert!(store.prompted("agent:main:nope").unwrap().is_none());
+    assert_eq!(store.titled("chat 7").unwrap().map(|r| r.id).as_deref(), Some("agent:main:s07"));
+    assert!(store.titled("Deploy notes").unwrap().is_none(), "the unprompted one is not found");
+}
+
+#[test]
 fn cursors_are_opaque_and_checked() {
     let c = Cursor { updated_at: 42, id: "sess_1".into() };
     assert_eq!(Cursor::decode(&c.encode()), Some(c));

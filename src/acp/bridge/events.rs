@@ -14,7 +14,12 @@ use acp_protocol::acp::schema::{
     RequestPermissionResponse, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
-use acp_protocol::gateway::StopReason as WireStop;
+use acp_protocol::gateway::events::{
+    AgentEvent, ApprovalRequest, ApprovalRequested, ChatEvent, ChatMessage, ChatState, DiffData, ShownContent,
+    ToolData, UsageData,
+};
+use acp_protocol::gateway::methods::{ApprovalResolve, ApprovalResolveParams};
+use acp_protocol::gateway::{StopReason as WireStop, canonical_key};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -41,29 +46,14 @@ pub(super) fn new_suffix(sent: &mut String, now: &str) -> Option<String> {
 
 /// Whether an event of run `run` is framed for the session that run belongs to: its
 /// `sessionKey` is the run's, in either spelling (`x` or `agent:main:x`).
-fn same_session(payload: &Value, key: &str) -> bool {
-    payload["sessionKey"]
-        .as_str()
-        .is_some_and(|k| acp_protocol::gateway::canonical_key(k) == acp_protocol::gateway::canonical_key(key))
+fn same_session(framed: &str, key: &str) -> bool {
+    canonical_key(framed) == canonical_key(key)
 }
 
-/// The text blocks of a chat message, joined (and its thinking blocks, joined).
+/// The text blocks of a chat message (as history gives it), joined (and its thinking blocks,
+/// joined).
 fn message_text(message: &Value) -> (String, String) {
-    let (mut text, mut thinking) = (Vec::new(), Vec::new());
-    match &message["content"] {
-        Value::String(s) => text.push(s.as_str()),
-        Value::Array(blocks) => {
-            for block in blocks {
-                match block["type"].as_str() {
-                    Some("text") => text.extend(block["text"].as_str()),
-                    Some("thinking") => thinking.extend(block["thinking"].as_str()),
-                    _ => {}
-                }
-            }
-        }
-        _ => {}
-    }
-    (text.join("\n"), thinking.join("\n"))
+    serde_json::from_value::<ChatMessage>(message.clone()).unwrap_or_default().text_and_thinking()
 }
 
 fn stop_reason(wire: &str) -> StopReason {
@@ -89,13 +79,13 @@ impl Bridge {
     }
 
     /// A `chat` event: the reply so far, or the end of a run.
-    pub(super) fn on_chat(&self, payload: &Value) {
-        let Some(run_id) = payload["runId"].as_str() else { return };
-        let (text, thinking) = message_text(&payload["message"]);
+    pub(super) fn on_chat(&self, event: &ChatEvent) {
+        let run_id = event.run_id.as_str();
+        let (text, thinking) = event.message.as_ref().map(ChatMessage::text_and_thinking).unwrap_or_default();
         let (session, new_thought, new_text) = {
             let mut runs = lock(&self.runs);
             let Some(run) = runs.get_mut(run_id) else { return };
-            if !same_session(payload, &run.key) {
+            if !same_session(&event.session_key, &run.key) {
                 tracing::warn!(run = run_id, "a chat event of our run framed for another session; ignored");
                 return;
             }
@@ -109,36 +99,34 @@ impl Bridge {
         if let Some(text) = new_text {
             self.send_text(&session, run_id, text, false);
         }
-        match payload["state"].as_str() {
-            Some("final") => {
-                let stop = stop_reason(payload["stopReason"].as_str().unwrap_or_default());
+        match event.state {
+            ChatState::Final => {
+                let stop = stop_reason(event.stop_reason.as_deref().unwrap_or_default());
                 self.end_run(run_id, PromptEnd::Stopped(stop));
             }
-            Some("aborted") => self.end_run(run_id, PromptEnd::Stopped(StopReason::Cancelled)),
-            Some("error") => {
-                let message = payload["errorMessage"].as_str().unwrap_or("the run failed on the gateway");
+            ChatState::Aborted => self.end_run(run_id, PromptEnd::Stopped(StopReason::Cancelled)),
+            ChatState::Error => {
+                let message = event.error_message.as_deref().unwrap_or("the run failed on the gateway");
                 self.end_run(run_id, PromptEnd::Failed(message.to_owned()));
             }
-            _ => {}
+            ChatState::Delta | ChatState::Other => {}
         }
     }
 
     /// An `agent` event: tool calls and usage of one of our runs.
-    pub(super) fn on_agent(&self, payload: &Value) {
-        let Some(run_id) = payload["runId"].as_str() else { return };
-        let framed = lock(&self.runs).get(run_id).map(|run| same_session(payload, &run.key));
+    pub(super) fn on_agent(&self, event: &AgentEvent) {
+        let run_id = event.run_id.as_str();
+        let framed = lock(&self.runs).get(run_id).map(|run| same_session(&event.session_key, &run.key));
         if framed == Some(false) {
             tracing::warn!(run = run_id, "an agent event of our run framed for another session; ignored");
             return;
         }
-        let data = &payload["data"];
-        match payload["stream"].as_str() {
-            Some("tool") => self.on_tool(run_id, data),
-            Some("usage") => {
+        match event.stream.as_str() {
+            "tool" => self.on_tool(run_id, &event.data_as::<ToolData>()),
+            "usage" => {
+                let usage: UsageData = event.data_as();
                 let session = lock(&self.runs).get(run_id).map(|r| r.session_id.clone());
-                if let (Some(session), Some(used), Some(size)) =
-                    (session, data["contextTokens"].as_u64(), data["contextWindow"].as_u64())
-                {
+                if let (Some(session), Some(used), Some(size)) = (session, usage.context_tokens, usage.context_window) {
                     self.send(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
                 }
             }
@@ -146,25 +134,27 @@ impl Bridge {
         }
     }
 
-    fn on_tool(&self, run_id: &str, data: &Value) {
-        let Some(id) = data["toolCallId"].as_str() else { return };
-        let phase = data["phase"].as_str().unwrap_or_default();
+    fn on_tool(&self, run_id: &str, data: &ToolData) {
+        let id = data.tool_call_id.as_str();
+        if id.is_empty() {
+            return;
+        }
         let (session, cwd, announced) = {
             let mut runs = lock(&self.runs);
             let Some(run) = runs.get_mut(run_id) else { return };
             (run.session_id.clone(), run.cwd.clone(), !run.tools.insert(id.to_owned()))
         };
-        let name = data["name"].as_str().unwrap_or("tool");
-        let args = data.get("args").cloned().unwrap_or(Value::Null);
+        let name = if data.name.is_empty() { "tool" } else { data.name.as_str() };
+        let args = data.args.clone();
         let (kind, title, locations) = crate::runtime::describe_foreign(name, &args, &cwd);
-        let title = data["title"].as_str().filter(|t| !t.is_empty()).map_or(title, str::to_owned);
-        let mut content: Vec<ToolCallContent> = diffs(data, &cwd);
-        let status = match phase {
-            "result" if data["isError"] == true => ToolCallStatus::Failed,
+        let title = Some(data.title.clone()).filter(|t| !t.is_empty()).unwrap_or(title);
+        let mut content: Vec<ToolCallContent> = diffs(&data.diffs, &cwd);
+        let status = match data.phase.as_str() {
+            "result" if data.is_error == Some(true) => ToolCallStatus::Failed,
             "result" => ToolCallStatus::Completed,
             _ => ToolCallStatus::InProgress,
         };
-        let result = match &data["result"] {
+        let result = match &data.result {
             Value::Null => None,
             Value::String(s) => Some(s.clone()),
             other => Some(other.to_string()),
@@ -195,15 +185,18 @@ impl Bridge {
     }
 
     /// `exec.approval.requested` for one of our runs: asked of the editor, answered back.
-    pub(super) fn on_question(self: Arc<Self>, question: Value) {
-        let request = &question["request"];
-        let Some(id) = question["id"].as_str().map(str::to_owned) else { return };
-        let run = request["runId"].as_str().unwrap_or_default();
-        let key = request["sessionKey"].as_str().unwrap_or_default();
+    pub(super) fn on_question(self: Arc<Self>, question: ApprovalRequested) {
+        let request = &question.request;
+        let id = question.id.clone();
+        if id.is_empty() {
+            return;
+        }
+        let run = request.run_id.as_deref().unwrap_or_default();
+        let key = request.session_key.as_str();
         let ours = {
             let runs = lock(&self.runs);
             runs.get(run)
-                .filter(|r| same_session(request, &r.key))
+                .filter(|r| same_session(key, &r.key))
                 .or_else(|| runs.values().find(|r| r.started && r.key == key))
                 .map(|r| (r.session_id.clone(), r.cwd.clone()))
         };
@@ -211,15 +204,29 @@ impl Bridge {
         let asked = CancellationToken::new();
         lock(&self.questions).insert(id.clone(), asked.clone());
         let options = question_options(request);
-        let call_id = request["toolCallId"].as_str().map_or_else(|| format!("approval:{id}"), str::to_owned);
-        let title = request["title"].as_str().or(request["command"].as_str()).unwrap_or("Approve this action?");
-        let mut fields = ToolCallUpdateFields::new().title(title.to_owned()).status(ToolCallStatus::Pending);
-        if let Some(input) = request.get("rawInput").filter(|v| !v.is_null()) {
-            fields = fields.raw_input(input.clone());
-        } else if let Some(command) = request["command"].as_str() {
+        let given = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+        let call_id = given(&request.tool_call_id).unwrap_or_else(|| format!("approval:{id}"));
+        let title = given(&request.title).or_else(|| given(&request.command));
+        let title = title.unwrap_or_else(|| "Approve this action?".into());
+        let mut fields = ToolCallUpdateFields::new().title(title).status(ToolCallStatus::Pending);
+        if !request.raw_input.is_null() {
+            fields = fields.raw_input(request.raw_input.clone());
+        } else if let Some(command) = given(&request.command) {
             fields = fields.raw_input(json!({"command": command}));
         }
-        let shown = diffs(request, &cwd);
+        let shown = diffs(
+            &request
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    ShownContent::Diff { path, old_text, new_text } => {
+                        Some(DiffData { path: path.clone(), old_text: old_text.clone(), new_text: new_text.clone() })
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            &cwd,
+        );
         if !shown.is_empty() {
             fields = fields.content(shown);
         }
@@ -237,10 +244,8 @@ impl Bridge {
                 }
                 _ => "deny".to_owned(),
             };
-            let resolved = self
-                .gateway
-                .request("exec.approval.resolve", json!({"id": id, "decision": decision}), CONNECT_WAIT)
-                .await;
+            let answer = ApprovalResolveParams { id, decision };
+            let resolved = self.gateway.call::<ApprovalResolve>(&answer, CONNECT_WAIT).await;
             if let Err(e) = resolved {
                 tracing::warn!(error = %e, "could not answer the gateway's approval question");
             }
@@ -249,27 +254,23 @@ impl Bridge {
 }
 
 /// The choices of a question: those it offers, else the reference's three decisions.
-fn question_options(request: &Value) -> Vec<PermissionOption> {
+fn question_options(request: &ApprovalRequest) -> Vec<PermissionOption> {
     let kind = |k: &str| match k {
         "allow_always" => PermissionOptionKind::AllowAlways,
         "reject_once" => PermissionOptionKind::RejectOnce,
         "reject_always" => PermissionOptionKind::RejectAlways,
         _ => PermissionOptionKind::AllowOnce,
     };
-    if let Some(offered) = request["options"].as_array().filter(|o| !o.is_empty()) {
-        return offered
-            .iter()
-            .filter_map(|o| {
-                Some(PermissionOption::new(
-                    o["id"].as_str()?.to_owned(),
-                    o["label"].as_str().unwrap_or_default().to_owned(),
-                    kind(o["kind"].as_str().unwrap_or_default()),
-                ))
-            })
-            .collect();
+    let offered: Vec<PermissionOption> = request
+        .options
+        .iter()
+        .filter(|o| !o.id.is_empty())
+        .map(|o| PermissionOption::new(o.id.clone(), o.label.clone(), kind(&o.kind)))
+        .collect();
+    if !offered.is_empty() {
+        return offered;
     }
-    let always_unavailable =
-        request["unavailableDecisions"].as_array().is_some_and(|u| u.iter().any(|d| d == "allow-always"));
+    let always_unavailable = request.unavailable_decisions.iter().any(|d| d == "allow-always");
     let mut options = vec![PermissionOption::new("allow-once", "Allow once", PermissionOptionKind::AllowOnce)];
     if !always_unavailable {
         options.push(PermissionOption::new("allow-always", "Always allow", PermissionOptionKind::AllowAlways));
@@ -278,19 +279,14 @@ fn question_options(request: &Value) -> Vec<PermissionOption> {
     options
 }
 
-/// The diffs an event or question carries (`diffs: [{path, oldText, newText}]`, or `content`
-/// blocks of type `diff`).
-fn diffs(data: &Value, cwd: &std::path::Path) -> Vec<ToolCallContent> {
-    let from_list = data["diffs"].as_array().into_iter().flatten();
-    let from_content = data["content"].as_array().into_iter().flatten().filter(|c| c["type"] == "diff");
-    from_list
-        .chain(from_content)
-        .filter_map(|d| {
-            let path = PathBuf::from(d["path"].as_str()?);
+/// The diffs an event or question carries, as the editor shows them (paths under `cwd`).
+fn diffs(list: &[DiffData], cwd: &std::path::Path) -> Vec<ToolCallContent> {
+    list.iter()
+        .filter(|d| !d.path.is_empty())
+        .map(|d| {
+            let path = PathBuf::from(&d.path);
             let path = if path.is_absolute() { path } else { cwd.join(path) };
-            let new_text = d["newText"].as_str()?.to_owned();
-            let diff = Diff::new(path, new_text).old_text(d["oldText"].as_str().map(str::to_owned));
-            Some(ToolCallContent::Diff(diff))
+            ToolCallContent::Diff(Diff::new(path, d.new_text.clone()).old_text(d.old_text.clone()))
         })
         .collect()
 }

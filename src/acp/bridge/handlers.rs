@@ -21,8 +21,14 @@ use acp_protocol::acp::schema::{
     SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use acp_protocol::acp::schema::{AvailableCommandsUpdate, ConfigOptionUpdate, CurrentModeUpdate};
+use acp_protocol::gateway::Method as GatewayMethod;
+use acp_protocol::gateway::methods::{
+    Attachment, ChatAbort, ChatAbortParams, ChatHistory, ChatHistoryParams, ChatSend, ChatSendParams, ModelsList,
+    NoParams, SessionKeyParams, SessionRow, SessionsList, SessionsListParams, SessionsPatch, SessionsPatchParams,
+    SessionsReset, SessionsResolve, SessionsResolveParams,
+};
 use acp_protocol::jsonrpc::{ErrorObject, code};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -101,6 +107,11 @@ fn gateway_error(what: &str, e: &crate::remote::RemoteError) -> ErrorObject {
     ErrorObject::new(code, format!("{what}: {e}"))
 }
 
+/// `sessions.resolve` of `key`.
+fn resolve(key: &str) -> SessionsResolveParams {
+    SessionsResolveParams { key: Some(key.to_owned()), ..Default::default() }
+}
+
 /// Which gateway session an ACP session is: `_meta` first, then the flags, else `fallback`.
 async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: String) -> Reply<String> {
     let options = &bridge.options;
@@ -113,9 +124,10 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
         (label, key) => (label, key),
     };
     if let Some(label) = label.filter(|_| key.is_none() || meta::read_string(meta, meta::SESSION_LABEL).is_some()) {
-        let found = bridge.gateway.request("sessions.resolve", json!({"label": label}), CONNECT_WAIT).await;
+        let asked = SessionsResolveParams { label: Some(label.clone()), ..Default::default() };
+        let found = bridge.gateway.call::<SessionsResolve>(&asked, CONNECT_WAIT).await;
         return match found {
-            Ok(r) => r["key"].as_str().map(canonical).ok_or_else(|| {
+            Ok(r) => Some(r.key).filter(|k| !k.is_empty()).map(|k| canonical(&k)).ok_or_else(|| {
                 ErrorObject::new(code::RESOURCE_NOT_FOUND, format!("no gateway session has the label `{label}`"))
             }),
             Err(e) => Err(gateway_error(&format!("could not resolve the session label `{label}`"), &e)),
@@ -129,8 +141,8 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
         )));
     }
     if require {
-        return match bridge.gateway.request("sessions.resolve", json!({"key": key}), CONNECT_WAIT).await {
-            Ok(r) => Ok(r["key"].as_str().map_or_else(|| canonical(&key), canonical)),
+        return match bridge.gateway.call::<SessionsResolve>(&resolve(&key), CONNECT_WAIT).await {
+            Ok(r) => Ok(canonical(if r.key.is_empty() { &key } else { &r.key })),
             Err(e) => Err(gateway_error(&format!("the gateway session `{key}` does not exist"), &e)),
         };
     }
@@ -153,28 +165,23 @@ impl Settings {
     async fn of(bridge: &Bridge, key: &str) -> Self {
         // Both at once, and not for long: a gateway that does not answer them leaves the
         // session without options, not the editor waiting.
-        let ask = |method: &'static str, params: Value| async move {
-            let asked = bridge.gateway.request(method, params, SETTINGS_WAIT);
+        async fn ask<M: GatewayMethod>(bridge: &Bridge, params: M::Params) -> M::Result {
+            let asked = bridge.gateway.call::<M>(&params, SETTINGS_WAIT);
             tokio::time::timeout(SETTINGS_WAIT, asked).await.ok().and_then(Result::ok).unwrap_or_default()
-        };
-        let (listed, rows) =
-            tokio::join!(ask("models.list", json!({})), ask("sessions.list", json!({"search": key, "limit": 50})));
-        let models: Vec<(String, String)> = listed["models"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|m| {
-                let id = m["id"].as_str()?;
-                Some((id.to_owned(), m["name"].as_str().unwrap_or(id).to_owned()))
-            })
+        }
+        let search = SessionsListParams { search: Some(key.to_owned()), limit: Some(50), ..Default::default() };
+        let (listed, rows) = tokio::join!(ask::<ModelsList>(bridge, NoParams {}), ask::<SessionsList>(bridge, search));
+        let models: Vec<(String, String)> = listed
+            .models
+            .into_iter()
+            .filter(|m| !m.id.is_empty())
+            .map(|m| (m.id.clone(), m.name.unwrap_or(m.id)))
             .collect();
-        let row = rows["sessions"].as_array().and_then(|r| r.iter().find(|r| r["key"] == key)).cloned();
-        let defaults = &listed["defaults"];
-        let field = |k: &str| row.as_ref().and_then(|r| r[k].as_str()).or(defaults[k].as_str()).map(str::to_owned);
-        let model = field("model").or_else(|| models.first().map(|(id, _)| id.clone()));
-        let mode = field("mode").and_then(|m| Mode::parse(&m));
-        let thinking = field("thinkingLevel").and_then(|t| ReasoningEffort::parse(&t));
+        let row = rows.sessions.into_iter().find(|r| r.key == key).unwrap_or_default();
+        let defaults = listed.defaults;
+        let model = row.model.or(defaults.model).or_else(|| models.first().map(|(id, _)| id.clone()));
+        let mode = row.mode.or(defaults.mode).and_then(|m| Mode::parse(&m));
+        let thinking = row.thinking_level.or(defaults.thinking_level).and_then(|t| ReasoningEffort::parse(&t));
         Self { models, model, mode, thinking }
     }
 
@@ -208,7 +215,7 @@ async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>
     if meta::read_bool(meta, meta::RESET).unwrap_or(bridge.options.reset_session) {
         bridge
             .gateway
-            .request("sessions.reset", json!({"key": key}), CONNECT_WAIT)
+            .call::<SessionsReset>(&SessionKeyParams::of(&key), CONNECT_WAIT)
             .await
             .map_err(|e| gateway_error(&format!("could not reset `{key}`"), &e))?;
     }
@@ -260,20 +267,16 @@ fn load_session(bridge: &Arc<Bridge>, req: LoadSessionRequest) -> Reply<Handled<
     Ok(Handled::InOrder(Box::pin(async move {
         let loaded = async {
             let id = canonical(&req.session_id.0);
-            let history = this
-                .gateway
-                .request("chat.history", json!({"sessionKey": id, "limit": 1000}), CONNECT_WAIT)
-                .await
-                .map_err(|e| {
-                    if e.code.as_deref() == Some("NOT_FOUND") {
-                        agent::session_not_found(&req.session_id.0)
-                    } else {
-                        gateway_error("could not read the session's history", &e)
-                    }
-                })?;
+            let asked = ChatHistoryParams { session_key: id.clone(), limit: Some(1000) };
+            let history = this.gateway.call::<ChatHistory>(&asked, CONNECT_WAIT).await.map_err(|e| {
+                if e.code.as_deref() == Some("NOT_FOUND") {
+                    agent::session_not_found(&req.session_id.0)
+                } else {
+                    gateway_error("could not read the session's history", &e)
+                }
+            })?;
             let settings = open(&this, &req.session_id.0, req.cwd.clone(), req.meta.as_ref()).await?;
-            let messages = history["messages"].as_array().cloned().unwrap_or_default();
-            for (n, message) in messages.iter().enumerate() {
+            for (n, message) in history.messages.iter().enumerate() {
                 for update in super::events::replay(message, &format!("{id}#{n}"), &req.cwd) {
                     this.send(&req.session_id.0, update);
                 }
@@ -295,7 +298,7 @@ fn resume_session(bridge: &Arc<Bridge>, req: ResumeSessionRequest) -> Reply<Hand
         let resumed = async {
             let key = canonical(&req.session_id.0);
             this.gateway
-                .request("sessions.resolve", json!({"key": key}), CONNECT_WAIT)
+                .call::<SessionsResolve>(&resolve(&key), CONNECT_WAIT)
                 .await
                 .map_err(|e| gateway_error(&format!("the gateway session `{key}` does not exist"), &e))?;
             let settings = open(&this, &req.session_id.0, req.cwd, req.meta.as_ref()).await?;
@@ -322,14 +325,19 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
     let filter = req.cwd;
     let this = bridge.clone();
     Ok(Handled::InOrder(Box::pin(async move {
-        let params = json!({"limit": LIST_PAGE, "offset": offset, "includeDerivedTitles": true});
-        let listed = this.gateway.request("sessions.list", params, CONNECT_WAIT).await;
+        let params = SessionsListParams {
+            limit: Some(LIST_PAGE),
+            offset: Some(offset),
+            include_derived_titles: Some(true),
+            ..Default::default()
+        };
+        let listed = this.gateway.call::<SessionsList>(&params, CONNECT_WAIT).await;
         Answer::from(match listed {
             Ok(page) => {
-                let rows = page["sessions"].as_array().cloned().unwrap_or_default();
                 let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-                let sessions = rows.iter().filter_map(|row| session_info(row, filter.as_deref(), &here)).collect();
-                let next = page["nextOffset"].as_u64().filter(|_| page["hasMore"] == true).map(|n| n.to_string());
+                let sessions =
+                    page.sessions.iter().filter_map(|row| session_info(row, filter.as_deref(), &here)).collect();
+                let next = page.next_offset.filter(|_| page.has_more).map(|n| n.to_string());
                 Ok(ListSessionsResponse::new(sessions).next_cursor(next))
             }
             Err(e) => Err(gateway_error("could not list the gateway's sessions", &e)),
@@ -340,21 +348,21 @@ fn list_sessions(bridge: &Arc<Bridge>, req: ListSessionsRequest) -> Reply<Handle
 /// A `sessions.list` row as ACP session info. Its directory is the one the gateway gives (`acp
 /// gateway` does); a gateway that gives none is taken to serve the directory asked about (or
 /// this process's). Asked about a directory, rows from another are left out.
-fn session_info(row: &Value, filter: Option<&std::path::Path>, here: &std::path::Path) -> Option<SessionInfo> {
-    let key = row["key"].as_str()?;
-    let cwd = match (row["cwd"].as_str().map(PathBuf::from), filter) {
+fn session_info(row: &SessionRow, filter: Option<&std::path::Path>, here: &std::path::Path) -> Option<SessionInfo> {
+    let key = Some(row.key.as_str()).filter(|k| !k.is_empty())?;
+    let cwd = match (row.cwd.as_deref().map(PathBuf::from), filter) {
         (Some(cwd), Some(wanted)) if cwd != wanted => return None,
         (Some(cwd), _) => cwd,
         (None, Some(wanted)) => wanted.to_path_buf(),
         (None, None) => here.to_path_buf(),
     };
     let cwd = cwd.as_path();
-    let title = ["label", "displayName", "derivedTitle"].iter().find_map(|k| row[*k].as_str()).map(str::to_owned);
+    let title = [&row.label, &row.display_name, &row.derived_title].into_iter().find_map(Clone::clone);
     let mut info = SessionInfo::new(key.to_owned(), cwd.to_path_buf()).title(title);
-    if let Some(at) = row["updatedAt"].as_i64() {
+    if let Some(at) = row.updated_at {
         info = info.updated_at(updates::iso(at));
     }
-    Some(info.meta(updates::meta(json!({"sessionKey": key, "origin": row["origin"], "kind": row["kind"]}))))
+    Some(info.meta(updates::meta(json!({"sessionKey": key, "origin": row.origin, "kind": row.kind}))))
 }
 
 /// `session/set_config_option`: the model, mode or thinking level, as `sessions.patch` on the
@@ -368,16 +376,16 @@ fn set_config_option(
     };
     let value = value.0.to_string();
     let (field, patched) = match req.config_id.0.as_ref() {
-        options::MODEL_OPTION => ("model", json!(value)),
+        options::MODEL_OPTION => (Setting::Model, value),
         options::MODE_OPTION => {
             Mode::parse(&value)
                 .ok_or_else(|| ErrorObject::invalid_params(format!("`value`: unknown mode `{value}`")))?;
-            ("mode", json!(value))
+            (Setting::Mode, value)
         }
         options::THOUGHT_OPTION => {
             let level = options::parse_thought_level(&value)
                 .ok_or_else(|| ErrorObject::invalid_params(format!("`value`: unknown thought level `{value}`")))?;
-            ("thinking", json!(level.map_or("off", ReasoningEffort::as_str)))
+            (Setting::Thinking, level.map_or("off", ReasoningEffort::as_str).to_owned())
         }
         other => {
             return Err(ErrorObject::invalid_params(format!(
@@ -400,7 +408,7 @@ fn set_mode(bridge: &Arc<Bridge>, req: SetSessionModeRequest) -> Reply<Handled<S
     let id = req.session_id.0.to_string();
     let this = bridge.clone();
     Ok(Handled::InOrder(Box::pin(async move {
-        match patch(&this, &id, "mode", json!(mode)).await {
+        match patch(&this, &id, Setting::Mode, mode.clone()).await {
             Ok(settings) => {
                 let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(settings.options()));
                 let current = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode));
@@ -414,15 +422,29 @@ fn set_mode(bridge: &Arc<Bridge>, req: SetSessionModeRequest) -> Reply<Handled<S
     })))
 }
 
+/// A session setting the editor changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    Model,
+    Mode,
+    Thinking,
+}
+
 /// Changes one setting of session `id` on the gateway; its settings after.
-async fn patch(bridge: &Bridge, id: &str, field: &str, value: Value) -> Reply<Settings> {
+async fn patch(bridge: &Bridge, id: &str, setting: Setting, value: String) -> Reply<Settings> {
     let key = canonical(id);
     let mut settings =
         lock(&bridge.sessions).get(&key).map(|s| s.settings.clone()).ok_or_else(|| agent::session_not_found(id))?;
-    if field == "mode" && settings.mode.is_none() {
+    if setting == Setting::Mode && settings.mode.is_none() {
         return Err(ErrorObject::invalid_params("this gateway has no modes"));
     }
-    bridge.gateway.request("sessions.patch", json!({"key": key, field: value}), CONNECT_WAIT).await.map_err(|e| {
+    let mut asked = SessionsPatchParams { key: key.clone(), ..Default::default() };
+    let field = match setting {
+        Setting::Model => (asked.model = Some(value.clone()), "model").1,
+        Setting::Mode => (asked.mode = Some(value.clone()), "mode").1,
+        Setting::Thinking => (asked.thinking = Some(value.clone()), "thinking").1,
+    };
+    bridge.gateway.call::<SessionsPatch>(&asked, CONNECT_WAIT).await.map_err(|e| {
         let message = e.to_string();
         if message.contains("invalid") {
             ErrorObject::invalid_params(message)
@@ -430,11 +452,10 @@ async fn patch(bridge: &Bridge, id: &str, field: &str, value: Value) -> Reply<Se
             gateway_error(&format!("could not change the session's {field}"), &e)
         }
     })?;
-    let text = value.as_str().unwrap_or_default();
-    match field {
-        "model" => settings.model = Some(text.to_owned()),
-        "mode" => settings.mode = Mode::parse(text),
-        _ => settings.thinking = ReasoningEffort::parse(text),
+    match setting {
+        Setting::Model => settings.model = Some(value),
+        Setting::Mode => settings.mode = Mode::parse(&value),
+        Setting::Thinking => settings.thinking = ReasoningEffort::parse(&value),
     }
     if let Some(session) = lock(&bridge.sessions).get_mut(&key) {
         session.settings = settings.clone();
@@ -458,14 +479,18 @@ fn cancel(bridge: &Arc<Bridge>, req: CancelNotification) {
 
 /// The prompt as one message — its text, embedded resources as fenced context — and its images
 /// as `chat.send` attachments; audio cannot go through a gateway.
-fn message_of(blocks: &[ContentBlock]) -> Reply<(String, Vec<Value>)> {
+fn message_of(blocks: &[ContentBlock]) -> Reply<(String, Vec<Attachment>)> {
     let mut parts = Vec::new();
     let mut images = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         match block {
             ContentBlock::Text(t) => parts.push(t.text.clone()),
             ContentBlock::Image(image) => {
-                images.push(json!({"type": "image", "mimeType": image.mime_type, "content": image.data}));
+                images.push(Attachment {
+                    kind: "image".into(),
+                    mime_type: image.mime_type.clone(),
+                    content: image.data.clone(),
+                });
             }
             ContentBlock::ResourceLink(link) => parts.push(format!("[{}]({})", link.name, link.uri)),
             ContentBlock::Resource(r) => match &r.resource {
@@ -515,16 +540,14 @@ fn prompt(bridge: &Arc<Bridge>, req: PromptRequest, cancel: CancellationToken) -
     // A slash command goes as typed, so the gateway reads it as one.
     let prefix = meta::read_bool(meta, meta::PREFIX_CWD).unwrap_or(prefix) && !text.starts_with('/');
     let message = if prefix { format!("[Working directory: {}]\n\n{text}", shown_dir(&cwd)) } else { text };
-    let mut params = json!({"sessionKey": key, "message": message});
-    if !images.is_empty() {
-        params["attachments"] = json!(images);
-    }
-    if let Some(thinking) = meta::read_string(meta, meta::THINKING) {
-        params["thinking"] = json!(thinking);
-    }
-    if let Some(ms) = super::millis(meta::read_number(meta, meta::TIMEOUT_MS)) {
-        params["timeoutMs"] = ms;
-    }
+    let params = ChatSendParams {
+        session_key: key.clone(),
+        message,
+        idempotency_key: String::new(),
+        thinking: meta::read_string(meta, meta::THINKING).map(str::to_owned),
+        timeout_ms: super::millis(meta::read_number(meta, meta::TIMEOUT_MS)),
+        attachments: (!images.is_empty()).then(|| serde_json::to_value(&images).unwrap_or_default()),
+    };
     let this = bridge.clone();
     Ok(Handled::Alongside(Box::pin(async move {
         let stop = async {
@@ -549,11 +572,11 @@ async fn run(
     session_id: String,
     key: String,
     cwd: PathBuf,
-    mut params: Value,
+    mut params: ChatSendParams,
     mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
 ) -> Reply<PromptResponse> {
     let run_id = uuid::Uuid::new_v4().to_string();
-    params["idempotencyKey"] = json!(run_id);
+    params.idempotency_key = run_id.clone();
     let (end, ended) = oneshot::channel();
     let run = Run {
         session_id,
@@ -568,7 +591,7 @@ async fn run(
     lock(&bridge.runs).insert(run_id.clone(), run);
     let forget = Forget { bridge, run_id: &run_id };
     let sent = tokio::select! {
-        sent = bridge.gateway.request("chat.send", params, super::CONNECT_WAIT) => sent,
+        sent = bridge.gateway.call::<ChatSend>(&params, super::CONNECT_WAIT) => sent,
         () = &mut stop => return Ok(PromptResponse::new(StopReason::Cancelled)),
     };
     if let Err(e) = sent {
@@ -581,8 +604,8 @@ async fn run(
     let end = tokio::select! {
         end = &mut ended => end,
         () = &mut stop => {
-            let abort = json!({"sessionKey": key, "runId": run_id});
-            if let Err(e) = bridge.gateway.request("chat.abort", abort, super::CONNECT_WAIT).await {
+            let abort = ChatAbortParams { session_key: key, run_id: Some(run_id.clone()) };
+            if let Err(e) = bridge.gateway.call::<ChatAbort>(&abort, super::CONNECT_WAIT).await {
                 tracing::warn!(error = %e, "could not abort the run on the gateway");
             }
             // Its `aborted` event ends it; the prompt answers `cancelled` in any case.

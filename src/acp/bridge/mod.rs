@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acp_protocol::acp::schema::StopReason;
-use serde_json::{Value, json};
+use acp_protocol::gateway::events::{ApprovalResolved, name};
+use acp_protocol::gateway::methods::{AgentWait, AgentWaitParams, ClientInfo};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -102,8 +104,15 @@ pub async fn serve(
 ) -> Result<Ended, String> {
     let identity = Identity::load_or_create(&home)?;
     let (notices_tx, notices) = mpsc::unbounded_channel();
-    let client = json!({"id": "cli", "displayName": "ACP", "version": env!("CARGO_PKG_VERSION"),
-        "platform": std::env::consts::OS, "deviceFamily": "Linux", "mode": "cli"});
+    let client = ClientInfo {
+        id: "cli".into(),
+        display_name: Some("ACP".into()),
+        version: env!("CARGO_PKG_VERSION").into(),
+        platform: std::env::consts::OS.into(),
+        device_family: Some("Linux".into()),
+        mode: "cli".into(),
+        instance_id: None,
+    };
     let remote = crate::remote::Options {
         url: options.url.clone(),
         token: options.token.clone(),
@@ -168,18 +177,23 @@ impl Bridge {
     async fn watch(self: Arc<Self>, mut notices: mpsc::UnboundedReceiver<Notice>) {
         while let Some(notice) = notices.recv().await {
             match notice {
-                Notice::Event { event, payload } => match event.as_str() {
-                    "chat" => self.on_chat(&payload),
-                    "agent" => self.on_agent(&payload),
-                    "exec.approval.requested" => self.clone().on_question(payload),
-                    "exec.approval.resolved" => {
-                        let id = payload["id"].as_str().unwrap_or_default();
-                        if let Some(asked) = lock(&self.questions).remove(id) {
-                            asked.cancel();
-                        }
+                Notice::Event { event, payload } => {
+                    fn read<T: serde::de::DeserializeOwned + Default>(payload: Value) -> T {
+                        serde_json::from_value(payload).unwrap_or_default()
                     }
-                    _ => {}
-                },
+                    match event.as_str() {
+                        name::CHAT => self.on_chat(&read(payload)),
+                        name::AGENT => self.on_agent(&read(payload)),
+                        name::APPROVAL_REQUESTED => self.clone().on_question(read(payload)),
+                        name::APPROVAL_RESOLVED => {
+                            let resolved: ApprovalResolved = read(payload);
+                            if let Some(asked) = lock(&self.questions).remove(&resolved.id) {
+                                asked.cancel();
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 Notice::Down(why) => {
                     let this = self.clone();
                     tokio::spawn(async move {
@@ -219,18 +233,18 @@ impl Bridge {
         for id in ids {
             let this = self.clone();
             tokio::spawn(async move {
-                let asked =
-                    this.gateway.request("agent.wait", json!({"runId": id, "timeoutMs": 0}), CONNECT_WAIT).await;
+                let asked = AgentWaitParams { run_id: id.clone(), timeout_ms: Some(0) };
+                let asked = this.gateway.call::<AgentWait>(&asked, CONNECT_WAIT).await;
                 match asked {
-                    Ok(wait) => match wait["status"].as_str() {
-                        Some("ok") => {
-                            let text = wait["terminalReply"]["text"].as_str().unwrap_or_default();
-                            this.flush_text(&id, text);
+                    Ok(wait) => match wait.status.as_str() {
+                        "ok" => {
+                            let text = wait.terminal_reply.map(|r| r.text).unwrap_or_default();
+                            this.flush_text(&id, &text);
                             this.end_run(&id, PromptEnd::Stopped(StopReason::EndTurn));
                         }
-                        Some("aborted") => this.end_run(&id, PromptEnd::Stopped(StopReason::Cancelled)),
-                        Some("error") => {
-                            let error = wait["error"].as_str().unwrap_or("the run failed on the gateway");
+                        "aborted" => this.end_run(&id, PromptEnd::Stopped(StopReason::Cancelled)),
+                        "error" => {
+                            let error = wait.error.as_deref().unwrap_or("the run failed on the gateway");
                             this.end_run(&id, PromptEnd::Failed(error.to_owned()));
                         }
                         // Still running: its events carry on.
@@ -263,6 +277,6 @@ impl Bridge {
 use acp_protocol::gateway::canonical_key as canonical;
 
 /// Reads a number of milliseconds from `_meta` (`timeoutMs`).
-fn millis(value: Option<f64>) -> Option<Value> {
-    value.filter(|v| *v >= 0.0 && *v <= 1e12).map(|v| json!(v.round() as u64))
+fn millis(value: Option<f64>) -> Option<u64> {
+    value.filter(|v| *v >= 0.0 && *v <= 1e12).map(|v| v.round() as u64)
 }

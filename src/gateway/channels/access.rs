@@ -40,14 +40,9 @@ pub const WINDOW_MS: i64 = 10 * 60 * 1000;
 /// No 0/O, 1/I/L: codes are read aloud and typed.
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingPair {
-    pub channel: String,
-    pub peer: String,
-    pub name: String,
-    pub code: String,
-    pub created_ms: i64,
-}
+/// A sender waiting for an owner to approve its code: as kept on disk, and as `pairing.list`
+/// shows it.
+pub use acp_protocol::gateway::methods::PendingPair;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {

@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::Host;
 use super::access::{Admission, Dedupe, DmPolicy, Pairings};
 use super::chunker::Limits;
 use super::policy::{SendPolicy, SessionPrefs, Show};
 use super::queue::{self, Mode, Waiting};
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
-use crate::gateway::Gateway;
 use crate::gateway::approvals::ChatAsker;
 use crate::runtime::commands::{Command, Parsed};
 use crate::runtime::directives;
@@ -139,7 +139,8 @@ struct Burst {
 
 pub struct Inbox<C: Channel> {
     channel: Arc<C>,
-    gw: Arc<Gateway>,
+    /// The gateway, as far as a channel needs it.
+    host: Arc<dyn Host>,
     pairings: Arc<Pairings>,
     prefs: Arc<SessionPrefs>,
     settings: Settings,
@@ -152,14 +153,14 @@ pub struct Inbox<C: Channel> {
 impl<C: Channel> Inbox<C> {
     pub fn new(
         channel: Arc<C>,
-        gw: Arc<Gateway>,
+        host: Arc<dyn Host>,
         pairings: Arc<Pairings>,
         prefs: Arc<SessionPrefs>,
         settings: Settings,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             channel,
-            gw,
+            host,
             pairings,
             prefs,
             settings,
@@ -172,12 +173,12 @@ impl<C: Channel> Inbox<C> {
 
     /// Records the channel's state for `channels.status`.
     pub fn status(&self, change: impl FnOnce(&mut serde_json::Map<String, Value>)) {
-        let id = self.channel.id();
-        let mut all = lock(&self.gw.channel_status);
-        let entry = all.entry(id.into()).or_insert_with(|| serde_json::json!({"id": id}));
-        if let Some(map) = entry.as_object_mut() {
-            change(map);
-        }
+        let mut change = Some(change);
+        self.host.channel_status(self.channel.id(), &mut |map| {
+            if let Some(change) = change.take() {
+                change(map);
+            }
+        });
     }
 
     /// `pairing`, `allowlist` or `open`.
@@ -419,7 +420,7 @@ impl<C: Channel> Inbox<C> {
             let was = lane.running;
             drop(lanes);
             if was {
-                self.gw.abort_runs(&key);
+                self.host.abort_runs(&key);
             }
             let this = self.clone();
             let reply = if was { "Stopped." } else { "Nothing is running." };
@@ -449,7 +450,7 @@ impl<C: Channel> Inbox<C> {
                 // a guest's message to a run that is not restricted (it would be read with more
                 // than a guest gets).
                 Mode::Steer | Mode::SteerBacklog if prompt.attached.is_empty() && (!prompt.guest || lane.guest_run) => {
-                    let steer = self.gw.steer(&key, &prompt.text);
+                    let steer = self.host.steer(&key, &prompt.text);
                     let (tx, rx) = oneshot::channel();
                     tokio::spawn(async move {
                         let _ = tx.send(steer.await);
@@ -464,7 +465,7 @@ impl<C: Channel> Inbox<C> {
                 Mode::Interrupt => {
                     lane.waiting.push(prompt, &settings);
                     drop(lanes);
-                    self.gw.abort_runs(&key);
+                    self.host.abort_runs(&key);
                     return;
                 }
                 _ => lane.waiting.push(prompt, &settings),
@@ -483,7 +484,7 @@ impl<C: Channel> Inbox<C> {
     fn start(self: &Arc<Self>, key: String, prompt: queue::Prompt) {
         let this = self.clone();
         let asker: Arc<dyn ChatAsker> = self.clone();
-        self.gw.route_questions(&key, asker);
+        self.host.route_questions(&key, asker);
         tokio::spawn(async move {
             let mut prompt = prompt;
             loop {
@@ -574,7 +575,7 @@ impl<C: Channel> Inbox<C> {
         }
         let cap = prompt.guest.then_some(self.settings.guest_mode);
         let from_agent = prompt.agent;
-        match self.gw.channel_run(key, prompt.blocks(), cap, from_agent).await {
+        match self.host.run(key, prompt.blocks(), cap, from_agent).await {
             Ok((heard, ended)) => self.reply(route, allowed, show, heard, ended).await,
             Err(e) if allowed => self.say(route, &format!("Sorry, I could not run that: {e}")).await,
             Err(e) => tracing::warn!(session = key, error = %e, "a channel run could not start"),

@@ -3,7 +3,8 @@
 //! (`access.rs`), what every channel does with a message — queueing, replies, questions, chat
 //! commands (`inbox.rs`, with the [`inbox::Channel`] trait a channel implements; `queue.rs`,
 //! `policy.rs`) — how a reply is cut into messages (`chunker.rs`), and Telegram: its Bot API
-//! channel (`telegram/mod.rs`) on its Bot API client (`telegram/bot_api.rs`).
+//! channel (`telegram/mod.rs`) on its Bot API client (`telegram/bot_api.rs`). A channel reaches
+//! the gateway only through [`Host`]; the gateway reaches the channels through [`Channels`].
 
 pub mod access;
 pub mod chunker;
@@ -13,13 +14,170 @@ pub mod queue;
 pub mod routing;
 pub mod telegram;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use acp_protocol::gateway::methods::{SendParams, Sent};
+use acp_protocol::gateway::{ErrorShape, canonical_key, code};
 use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 
+use super::approvals::ChatAsker;
+use super::hub::{EndWatch, Heard};
 use crate::runtime::host::ChatTarget;
+use crate::runtime::{Mode, Runtime, UserBlock};
 use crate::sync::lock;
+
+/// What a channel asks of the gateway.
+pub trait Host: Send + Sync {
+    /// Runs `prompt` on session `key`: the reply streams to the receiver, the watch says how the
+    /// run ended. `mode_cap`: the most its tool calls get (a sender who is not an owner: `ask`);
+    /// `from_agent`: the words are another agent's (never read for directives).
+    fn run(
+        &self,
+        key: &str,
+        prompt: Vec<UserBlock>,
+        mode_cap: Option<Mode>,
+        from_agent: bool,
+    ) -> BoxFuture<'_, Result<(mpsc::UnboundedReceiver<Heard>, EndWatch), String>>;
+    /// Steers `text` into session `key`'s running turn; resolves to whether the turn took it.
+    fn steer(&self, key: &str, text: &str) -> BoxFuture<'static, bool>;
+    /// Cancels the runs going on session `key`.
+    fn abort_runs(&self, key: &str);
+    /// Session `key`'s permission questions are also asked in `chat`.
+    fn route_questions(&self, key: &str, chat: Arc<dyn ChatAsker>);
+    /// A question answered from a chat with option `option`; the option's label.
+    fn answer_question(&self, id: &str, option: &str, by: &str) -> Result<String, String>;
+    /// The channel's state, as `channels.status` shows it.
+    fn channel_status(&self, channel: &str, change: &mut dyn FnMut(&mut Map<String, Value>));
+}
+
+/// The gateway's side of its channels: who may talk through them, what chats chose, the
+/// channels to send through, their state, where webhooks go, and `send`'s idempotency.
+pub struct Channels {
+    /// Who may talk to the agent through channels.
+    pub pairings: Arc<access::Pairings>,
+    /// What chats chose for their sessions (`/queue`, `/send`, `sessions.patch sendPolicy`).
+    pub prefs: Arc<policy::SessionPrefs>,
+    /// The channels served, to send through.
+    pub outbox: Outbox,
+    /// Each channel's state, as `channels.status` shows it.
+    status: Mutex<BTreeMap<String, Map<String, Value>>>,
+    /// Webhook paths a channel receives on: the secret the caller must present, and where the
+    /// updates go.
+    webhooks: Mutex<HashMap<String, (String, mpsc::UnboundedSender<Value>)>>,
+    /// `send` answers by idempotency key (a retried call sends nothing twice).
+    sent: Mutex<VecDeque<(String, Sent)>>,
+}
+
+impl Channels {
+    pub fn new(pairings: Arc<access::Pairings>, prefs: Arc<policy::SessionPrefs>) -> Self {
+        Self {
+            pairings,
+            prefs,
+            outbox: Outbox::default(),
+            status: Mutex::default(),
+            webhooks: Mutex::default(),
+            sent: Mutex::default(),
+        }
+    }
+
+    /// Every channel's state.
+    pub fn status(&self) -> Vec<Value> {
+        lock(&self.status).values().map(|m| Value::Object(m.clone())).collect()
+    }
+
+    pub fn change_status(&self, channel: &str, change: &mut dyn FnMut(&mut Map<String, Value>)) {
+        let mut all = lock(&self.status);
+        let entry = all.entry(channel.to_owned()).or_insert_with(|| {
+            let mut entry = Map::new();
+            entry.insert("id".into(), channel.into());
+            entry
+        });
+        change(entry);
+    }
+
+    /// A channel receives updates posted to `path` with `secret` (webhook mode).
+    pub fn add_webhook(&self, path: &str, secret: &str) -> mpsc::UnboundedReceiver<Value> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.webhooks).insert(path.to_owned(), (secret.to_owned(), tx));
+        rx
+    }
+
+    /// Whether `secret` is the one a webhook at `path` takes: `None` if no channel receives there.
+    pub fn webhook_secret_ok(&self, path: &str, secret: Option<&str>) -> Option<bool> {
+        let hooks = lock(&self.webhooks);
+        let (want, _) = hooks.get(path)?;
+        Some(secret.is_some_and(|s| super::handshake::same(s, want)))
+    }
+
+    /// An update posted to `path` (its secret checked already); false if no channel receives
+    /// there.
+    pub fn webhook(&self, path: &str, update: Value) -> bool {
+        lock(&self.webhooks).get(path).is_some_and(|(_, tx)| tx.send(update).is_ok())
+    }
+
+    pub fn has_webhook(&self, path: &str) -> bool {
+        lock(&self.webhooks).contains_key(path)
+    }
+
+    /// `send`: delivers a message to a chat (the send policy applies); a retry with the same key
+    /// sends nothing again, also after a restart (the key is kept in `runtime`'s store).
+    pub async fn send(&self, runtime: &Runtime, p: &SendParams) -> Result<Sent, ErrorShape> {
+        let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+        let idempotency = p.idempotency_key.trim().to_owned();
+        if let Some((_, done)) = lock(&self.sent).iter().find(|(k, _)| *k == idempotency) {
+            return Ok(done.clone());
+        }
+        let message = p.message.trim();
+        if message.is_empty() {
+            return Err(ErrorShape::invalid("invalid send params: `message` is empty"));
+        }
+        let own = given(&p.session_key).and_then(|k| self.outbox.own_chat(&canonical_key(&k)));
+        let channel = match (given(&p.channel), &own, self.outbox.ids().as_slice()) {
+            (Some(c), _, _) => c,
+            (None, Some(own), _) => own.channel.clone(),
+            (None, None, [only]) => (*only).to_owned(),
+            (None, None, []) => return Err(ErrorShape::new(code::UNAVAILABLE, "no messaging channel is configured")),
+            (None, None, many) => {
+                return Err(ErrorShape::invalid(format!("invalid send params: give `channel` ({})", many.join(", "))));
+            }
+        };
+        let to = p.to.trim();
+        if to.is_empty() {
+            return Err(ErrorShape::invalid("invalid send params: `to` is empty"));
+        }
+        let target = ChatTarget { channel, to: to.to_owned(), thread: given(&p.thread_id) };
+        let done =
+            Sent { ok: true, channel: target.channel.clone(), to: target.to.clone(), run_id: idempotency.clone() };
+        // Kept in the store too, so a retry after a restart sends nothing again.
+        let stored = format!("send:{idempotency}");
+        match runtime.claim_key(&stored, "").await {
+            Ok(None) => {}
+            Ok(Some(record)) => {
+                return Ok(record.outcome.as_deref().and_then(|o| serde_json::from_str(o).ok()).unwrap_or(done));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would send again")
+            }
+        }
+        if let Err(e) = self.outbox.send(&target, message).await {
+            // Not sent: a retry may try again.
+            let _ = runtime.forget_key(&stored).await;
+            return Err(ErrorShape::new(code::UNAVAILABLE, e));
+        }
+        if let Err(e) = runtime.end_key(&stored, &done).await {
+            tracing::warn!(error = %e, "could not record a delivery");
+        }
+        let mut sent = lock(&self.sent);
+        sent.push_back((idempotency, done.clone()));
+        if sent.len() > 1000 {
+            sent.pop_front();
+        }
+        Ok(done)
+    }
+}
 
 /// A channel as the rest of the gateway sends through it (the `send` method, the `message`
 /// tool); the send policy applies.

@@ -252,7 +252,7 @@ impl<C: Channel> Inbox<C> {
                 lane.question.as_ref().map(|q| q.text.clone())
             })
         };
-        match self.gw.answer_question(&id, &chosen, &who) {
+        match self.host.answer_question(&id, &chosen, &who) {
             Ok(label) => self.say(route, &format!("{label}.")).await,
             Err(e) => self.say(route, &format!("That question is no longer waiting ({e}).")).await,
         }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::Host;
 use super::access::{DmPolicy, Pairings};
 use super::chunker::Limits;
 use super::inbox::{self, Channel, Inbox};
@@ -21,7 +22,6 @@ use super::queue;
 use super::routing::{Attachment, DmScope, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::gateway::Gateway;
 use bot_api::{Api, TEXT_LIMIT};
 
 const POLL: Duration = Duration::from_secs(25);
@@ -118,7 +118,7 @@ pub struct Telegram {
 /// used (the gateway then refuses to start, saying which).
 pub fn start(
     config: &Config,
-    gw: Arc<Gateway>,
+    host: Arc<dyn Host>,
     pairings: Arc<Pairings>,
     prefs: Arc<SessionPrefs>,
     http: reqwest::Client,
@@ -219,7 +219,7 @@ pub fn start(
     let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
     let bot =
         Arc::new(Bot { api: Api::new(http, &base, &token), username: OnceLock::new(), kinds: Default::default() });
-    let inbox = Inbox::new(bot.clone(), gw, pairings, prefs, settings);
+    let inbox = Inbox::new(bot.clone(), host, pairings, prefs, settings);
     Ok(Some(Arc::new(Telegram {
         bot,
         inbox,

@@ -1,11 +1,20 @@
-//! The gateway protocol (OpenClaw's, version 4) as it is on the wire: three frame shapes over a
-//! WebSocket's text messages — `req`, `res`, `event` — the error shape, the `connect` handshake's
-//! params, and a validator of params against closed-object schemas whose messages read as the
-//! reference gateway's (Ajv's, with the path: `at /client/id: must be equal to one of the allowed
-//! values`).
+//! The gateway protocol (OpenClaw's, version 4) as it is on the wire, the one definition both
+//! ends use: three frame shapes over a WebSocket's text messages — `req`, `res`, `event` —, the
+//! error shape, stop reasons, the device proof, each method's params and result ([`methods`]),
+//! the events' payloads ([`events`]), and the params' schemas with the reference's messages
+//! ([`schema`]).
+
+mod config_view;
+mod connect;
+pub mod events;
+pub mod methods;
+mod schema;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+pub use methods::Method;
+pub use schema::{CLIENT_IDS, CLIENT_MODES, Schema, check_params, connect_schema};
 
 /// The protocol version spoken; clients must include it in `[minProtocol, maxProtocol]`.
 pub const PROTOCOL_VERSION: u64 = 4;
@@ -147,6 +156,66 @@ impl ErrorShape {
         self.details = Some(details);
         self
     }
+
+    /// A `details.code` and more fields.
+    fn detailed(self, code: &str, mut more: serde_json::Map<String, Value>) -> Self {
+        more.insert("code".into(), code.into());
+        self.with_details(Value::Object(more))
+    }
+
+    /// The client's protocol range does not hold ours.
+    pub fn protocol_mismatch(min: u64, max: u64) -> Self {
+        let details = serde_json::json!({"clientMinProtocol": min, "clientMaxProtocol": max,
+            "expectedProtocol": PROTOCOL_VERSION, "minimumProbeProtocol": MIN_PROBE_PROTOCOL});
+        Self::invalid("protocol mismatch").detailed("PROTOCOL_MISMATCH", object(details))
+    }
+
+    /// A device proof that does not hold.
+    pub fn device_rejected(why: &str) -> Self {
+        Self::new(code::NOT_PAIRED, format!("device identity rejected: {why}"))
+            .detailed("DEVICE_AUTH_INVALID", object(serde_json::json!({"reason": why})))
+    }
+
+    /// No credentials at all.
+    pub fn identity_required() -> Self {
+        Self::new(code::NOT_PAIRED, "device identity required").detailed("DEVICE_IDENTITY_REQUIRED", Default::default())
+    }
+
+    /// A device token asked for more than it was issued for.
+    pub fn scope_mismatch(message: String, granted: &[String], requested: &[String]) -> Self {
+        let details = serde_json::json!({"authReason": "scope_mismatch", "grantedScopes": granted,
+            "requestedScopes": requested, "recommendedNextStep": "update_auth_credentials"});
+        Self::invalid(message).detailed("AUTH_SCOPE_MISMATCH", object(details))
+    }
+
+    /// No token (`missing`), or a wrong one.
+    pub fn unauthorized(missing: bool, hint: &str) -> Self {
+        let (what, code, reason) = match missing {
+            true => ("missing", "AUTH_TOKEN_MISSING", "token_missing"),
+            false => ("mismatch", "AUTH_TOKEN_MISMATCH", "token_mismatch"),
+        };
+        let details = serde_json::json!({"authReason": reason, "canRetryWithDeviceToken": false,
+            "recommendedNextStep": "update_auth_credentials"});
+        Self::invalid(format!("unauthorized: gateway token {what} ({hint})")).detailed(code, object(details))
+    }
+
+    /// A method the connection's scopes do not reach.
+    pub fn missing_scope(scope: &str) -> Self {
+        let details = serde_json::json!({"missingScope": scope, "requiredScopes": [scope]});
+        Self::new(code::FORBIDDEN, format!("missing scope: {scope}")).detailed("MISSING_SCOPE", object(details))
+    }
+
+    /// `details.code`, if any.
+    pub fn detail_code(&self) -> &str {
+        self.details.as_ref().and_then(|d| d.get("code")).and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+fn object(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// A frame the server sends.
@@ -206,6 +275,41 @@ impl Frame {
     }
 }
 
+/// An event frame's text: `payload` serialised as it is (not through a `Value`), `seq` last
+/// when given (a hub serialises an event once and splices each connection's `seq` in).
+pub fn event_text<T: Serialize + ?Sized>(
+    event: &str,
+    payload: &T,
+    state_version: Option<&events::StateVersion>,
+    seq: Option<u64>,
+) -> String {
+    #[derive(Serialize)]
+    struct Out<'a, T: ?Sized> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        event: &'a str,
+        payload: &'a T,
+        #[serde(rename = "stateVersion", skip_serializing_if = "Option::is_none")]
+        state_version: Option<&'a events::StateVersion>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    }
+    serde_json::to_string(&Out { kind: "event", event, payload, state_version, seq }).unwrap_or_default()
+}
+
+/// A successful response's text.
+pub fn ok_text<T: Serialize + ?Sized>(id: &str, payload: &T) -> String {
+    #[derive(Serialize)]
+    struct Out<'a, T: ?Sized> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        id: &'a str,
+        ok: bool,
+        payload: &'a T,
+    }
+    serde_json::to_string(&Out { kind: "res", id, ok: true, payload }).unwrap_or_default()
+}
+
 /// A request as the client sent it, checked: `{type:"req", id, method, params?}` (also
 /// `traceparent`, `expectedProfileId`). Anything else is described as the reference does.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,215 +342,6 @@ pub fn parse_request(frame: &Value) -> Result<Request, String> {
     }
     let text = |k: &str| frame.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     Ok(Request { id: text("id"), method: text("method"), params: frame.get("params").cloned().unwrap_or(Value::Null) })
-}
-
-/// A closed-object JSON schema, as small as the gateway's params need.
-#[derive(Debug, Clone)]
-pub enum Schema {
-    Any,
-    String,
-    NonEmptyString,
-    Integer {
-        min: Option<i64>,
-        max: Option<i64>,
-    },
-    Number,
-    Bool,
-    Const(&'static str),
-    Enum(&'static [&'static str]),
-    Array(Box<Schema>),
-    /// Properties (name, schema, required); no others allowed unless `open`.
-    Object {
-        props: Vec<(&'static str, Schema, bool)>,
-        open: bool,
-    },
-}
-
-impl Schema {
-    pub fn object(props: &[(&'static str, Schema, bool)]) -> Self {
-        Self::Object { props: props.to_vec(), open: false }
-    }
-
-    pub fn open_object(props: &[(&'static str, Schema, bool)]) -> Self {
-        Self::Object { props: props.to_vec(), open: true }
-    }
-
-    pub fn int() -> Self {
-        Self::Integer { min: None, max: None }
-    }
-
-    pub fn strings() -> Self {
-        Self::Array(Box::new(Self::String))
-    }
-
-    /// Every error, as `at /path: message` (`at root: …` for the object itself, except a missing
-    /// property, which the reference words without a path at the root).
-    pub fn check(&self, value: &Value) -> Vec<String> {
-        let mut errors = Vec::new();
-        self.walk(value, "", &mut errors);
-        errors
-    }
-
-    fn walk(&self, value: &Value, path: &str, errors: &mut Vec<String>) {
-        let at = |message: &str| {
-            if path.is_empty() { format!("at root: {message}") } else { format!("at {path}: {message}") }
-        };
-        match self {
-            Self::Any => {}
-            Self::String => {
-                if !value.is_string() {
-                    errors.push(at("must be string"));
-                }
-            }
-            Self::NonEmptyString => match value.as_str() {
-                Some("") => errors.push(at("must NOT have fewer than 1 characters")),
-                Some(_) => {}
-                None => errors.push(at("must be string")),
-            },
-            Self::Integer { min, max } => match value.as_i64() {
-                None => errors.push(at("must be integer")),
-                Some(n) if min.is_some_and(|m| n < m) => errors.push(at(&format!("must be >= {}", min.unwrap_or(0)))),
-                Some(n) if max.is_some_and(|m| n > m) => errors.push(at(&format!("must be <= {}", max.unwrap_or(0)))),
-                Some(_) => {}
-            },
-            Self::Number => {
-                if !value.is_number() {
-                    errors.push(at("must be number"));
-                }
-            }
-            Self::Bool => {
-                if !value.is_boolean() {
-                    errors.push(at("must be boolean"));
-                }
-            }
-            Self::Const(c) => {
-                if value.as_str() != Some(c) {
-                    errors.push(at("must be equal to constant"));
-                }
-            }
-            Self::Enum(allowed) => {
-                if !value.as_str().is_some_and(|v| allowed.contains(&v)) {
-                    errors.push(at("must be equal to one of the allowed values"));
-                }
-            }
-            Self::Array(item) => match value.as_array() {
-                None => errors.push(at("must be array")),
-                Some(items) => {
-                    for (i, v) in items.iter().enumerate() {
-                        item.walk(v, &format!("{path}/{i}"), errors);
-                    }
-                }
-            },
-            Self::Object { props, open } => {
-                let Some(obj) = value.as_object() else {
-                    errors.push(at("must be object"));
-                    return;
-                };
-                for (name, _, required) in props {
-                    if *required && !obj.contains_key(*name) {
-                        let message = format!("must have required property '{name}'");
-                        errors.push(if path.is_empty() { message } else { at(&message) });
-                    }
-                }
-                if !open {
-                    for key in obj.keys() {
-                        if !props.iter().any(|(name, _, _)| name == key) {
-                            errors.push(at(&format!("unexpected property '{key}'")));
-                        }
-                    }
-                }
-                for (name, schema, _) in props {
-                    if let Some(v) = obj.get(*name) {
-                        schema.walk(v, &format!("{path}/{name}"), errors);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Checks `params` of `method` against `schema`: `Ok(object)` or the reference's message
-/// (`invalid chat.send params: must have required property 'idempotencyKey'`).
-pub fn check_params(method: &str, schema: &Schema, params: &Value) -> Result<Map<String, Value>, String> {
-    let params = if params.is_null() { Value::Object(Map::new()) } else { params.clone() };
-    let errors = schema.check(&params);
-    if !errors.is_empty() {
-        return Err(format!("invalid {method} params: {}", errors.join("; ")));
-    }
-    Ok(params.as_object().cloned().unwrap_or_default())
-}
-
-/// The client ids the reference accepts.
-pub const CLIENT_IDS: &[&str] = &[
-    "webchat-ui",
-    "openclaw-control-ui",
-    "openclaw-browser-copilot",
-    "openclaw-tui",
-    "webchat",
-    "cli",
-    "gateway-client",
-    "openclaw-macos",
-    "openclaw-linux",
-    "openclaw-ios",
-    "openclaw-watchos",
-    "openclaw-android",
-    "node-host",
-    "openclaw-worker",
-    "test",
-    "fingerprint",
-    "openclaw-probe",
-];
-
-/// The client modes the reference accepts.
-pub const CLIENT_MODES: &[&str] = &["webchat", "cli", "ui", "backend", "node", "worker", "probe", "test"];
-
-/// The schema of `connect` params.
-pub fn connect_schema() -> Schema {
-    let client = Schema::object(&[
-        ("id", Schema::Enum(CLIENT_IDS), true),
-        ("displayName", Schema::String, false),
-        ("version", Schema::String, true),
-        ("buildId", Schema::String, false),
-        ("platform", Schema::String, true),
-        ("deviceFamily", Schema::String, false),
-        ("modelIdentifier", Schema::String, false),
-        ("timeZone", Schema::String, false),
-        ("mode", Schema::Enum(CLIENT_MODES), true),
-        ("instanceId", Schema::String, false),
-    ]);
-    let device = Schema::object(&[
-        ("id", Schema::NonEmptyString, true),
-        ("publicKey", Schema::NonEmptyString, true),
-        ("signature", Schema::NonEmptyString, true),
-        ("signedAt", Schema::int(), true),
-        ("nonce", Schema::NonEmptyString, true),
-    ]);
-    let auth = Schema::object(&[
-        ("token", Schema::String, false),
-        ("bootstrapToken", Schema::String, false),
-        ("deviceToken", Schema::String, false),
-        ("password", Schema::String, false),
-        ("approvalRuntimeToken", Schema::String, false),
-        ("agentRuntimeIdentityToken", Schema::String, false),
-    ]);
-    Schema::object(&[
-        ("minProtocol", Schema::Integer { min: Some(1), max: None }, true),
-        ("maxProtocol", Schema::Integer { min: Some(1), max: None }, true),
-        ("client", client, true),
-        ("caps", Schema::strings(), false),
-        ("commands", Schema::strings(), false),
-        ("computerUse", Schema::Any, false),
-        ("workerRuns", Schema::Any, false),
-        ("permissions", Schema::Any, false),
-        ("pathEnv", Schema::String, false),
-        ("role", Schema::String, false),
-        ("scopes", Schema::strings(), false),
-        ("modelCatalog", Schema::Any, false),
-        ("device", device, false),
-        ("auth", auth, false),
-        ("locale", Schema::String, false),
-        ("userAgent", Schema::String, false),
-    ])
 }
 
 #[cfg(test)]
