@@ -1,7 +1,8 @@
 //! The code's shape, checked: every source file opens with a `//!` line saying what it owns, none
 //! grows past 800 lines, each module of the server imports only the modules above it in the layer
-//! table of docs/architecture.md, and within a module no new file-level import cycle appears
-//! (the ones left are listed, to be broken).
+//! table of docs/architecture.md, each part of the `acp-protocol` crate is used only where its
+//! table there allows, and within a module no new file-level import cycle appears (the ones left
+//! are listed, to be broken).
 
 use std::path::{Path, PathBuf};
 
@@ -146,6 +147,63 @@ fn each_module_imports_only_the_modules_below_it() {
     wrong.sort();
     wrong.dedup();
     assert_eq!(wrong, Vec::<String>::new(), "imports against the layering (docs/architecture.md)");
+}
+
+/// Each `acp-protocol` module and the source paths that may use it: the table under
+/// "## Protocol use" in docs/architecture.md.
+fn protocol_use() -> Vec<(String, Vec<String>)> {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let section =
+        doc.split("\n## Protocol use\n").nth(1).expect("a Protocol use section").split("\n## ").next().unwrap();
+    let names = |cell: &str| -> Vec<String> {
+        cell.split(',').filter_map(|n| n.trim().strip_prefix('`')?.strip_suffix('`').map(str::to_owned)).collect()
+    };
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').collect();
+            (names(cells[1]).pop().expect("one protocol module per row"), names(cells[2]))
+        })
+        .collect()
+}
+
+/// The `acp_protocol` modules `text` names (`acp_protocol::gateway::…`).
+fn protocol_modules(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = text
+        .split("acp_protocol::")
+        .skip(1)
+        .map(|rest| rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn each_wire_is_spoken_only_where_it_is_served_or_called() {
+    let table = protocol_use();
+    assert!(table.len() >= 4, "the table in docs/architecture.md: {table:?}");
+    assert_eq!(protocol_modules("use acp_protocol::gateway::{A, B};\nacp_protocol::acp::X"), ["acp", "gateway"]);
+    let mut wrong = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    for path in files {
+        let name = relative(&path);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for module in protocol_modules(&text) {
+            let Some((_, allowed)) = table.iter().find(|(m, _)| *m == module) else {
+                wrong.push(format!("{name}: `acp_protocol::{module}` is not in the table (docs/architecture.md)"));
+                continue;
+            };
+            let under = |prefix: &String| name == format!("{prefix}.rs") || name.starts_with(&format!("{prefix}/"));
+            if !allowed.iter().any(under) {
+                wrong.push(format!("{name}: uses `acp_protocol::{module}`"));
+            }
+        }
+    }
+    wrong.sort();
+    assert_eq!(wrong, Vec::<String>::new(), "protocol use against docs/architecture.md (## Protocol use)");
 }
 
 #[test]
