@@ -46,7 +46,7 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
             );
             Some((t, "--token"))
         }
-        (None, Some(file)) => Some((super::pairing::read_token_file(&file)?, "--token-file")),
+        (None, Some(file)) => Some((read_token_file(&file)?, "--token-file")),
         (None, None) => match std::env::var("ACP_GATEWAY_TOKEN") {
             Ok(t) => Some((t, "ACP_GATEWAY_TOKEN")),
             Err(_) => config.gateway.token.clone().map(|t| (t, "[gateway] token")),
@@ -172,4 +172,14 @@ pub fn gateway(args: GatewayArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The first line of a token file, or why it cannot be used.
+pub fn read_token_file(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_owned();
+    if token.is_empty() {
+        return Err(format!("--token-file {}: the file is empty", file.display()));
+    }
+    Ok(token)
 }

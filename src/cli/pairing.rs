@@ -29,16 +29,6 @@ pub struct GatewayTarget {
     pub token_file: Option<std::path::PathBuf>,
 }
 
-/// The first line of a token file, or why it cannot be used.
-pub fn read_token_file(file: &std::path::Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-    let token = text.lines().next().unwrap_or_default().trim().to_owned();
-    if token.is_empty() {
-        return Err(format!("--token-file {}: the file is empty", file.display()));
-    }
-    Ok(token)
-}
-
 /// Whether two gateway URLs name the same place (a trailing `/` aside).
 pub fn same_gateway(a: &str, b: &str) -> bool {
     a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
@@ -77,7 +67,7 @@ fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, 
     });
     let given = match (&t.token, &t.token_file) {
         (Some(token), _) => Some(token.clone()),
-        (None, Some(file)) => Some(read_token_file(file)?),
+        (None, Some(file)) => Some(super::gateway::read_token_file(file)?),
         (None, None) => None,
     };
     // The gateway running here takes its owner token, whatever its shared token is.

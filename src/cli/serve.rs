@@ -52,7 +52,7 @@ impl BridgeArgs {
         }
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.clone()),
-            (None, Some(file)) => Some(super::pairing::read_token_file(file)?),
+            (None, Some(file)) => Some(super::gateway::read_token_file(file)?),
             // `acp gateway` running for this $ACP_HOME at that URL takes its owner token.
             (None, None) => crate::gateway::discovery::find(&Config::home_dir())
                 .filter(|r| super::pairing::same_gateway(&r.url, &url))

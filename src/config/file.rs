@@ -1,9 +1,152 @@
-//! The shape of `config.toml` as read (unknown keys refused), and how a `[providers.NAME]`
-//! section overrides a built-in provider or defines a new one.
+//! The shape of `config.toml` as read (unknown keys refused), how it becomes a [`Config`]
+//! (`Config::load_with`), and how a `[providers.NAME]` section overrides a built-in provider or
+//! defines a new one.
 
 use std::collections::BTreeMap;
 
 use super::*;
+
+impl Config {
+    /// Loads with a custom environment lookup (for tests).
+    pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let home = Self::home_with(env);
+        let path = home.join("config.toml");
+        let (file, load_error) = match read_config(&path) {
+            Ok(text) => match toml::from_str::<FileConfig>(&text) {
+                Ok(file) => (file, None),
+                Err(e) => (FileConfig::default(), Some(toml_error(&path, &text, &e))),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
+            Err(e) => (FileConfig::default(), Some(format!("{}: {e}", path.display()))),
+        };
+        Self::resolve(home, file, load_error, env)
+    }
+
+    fn resolve(
+        home: PathBuf,
+        file: FileConfig,
+        mut load_error: Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let mut providers = builtin_providers(env);
+        for (id, section) in file.providers {
+            let result = match providers.iter_mut().find(|p| p.id == id) {
+                Some(existing) => apply_section(section, existing, env),
+                None => new_provider(id.clone(), section, env).map(|p| providers.push(p)),
+            };
+            if let Err(e) = result {
+                load_error.get_or_insert(format!("{}: [providers.{id}]: {e}", home.join("config.toml").display()));
+            }
+        }
+        let t = file.timeouts.unwrap_or_default();
+        let defaults = Timeouts::default();
+        let file_path = home.join("config.toml");
+        let mut secs = |section: &str, key: &str, value: Option<f64>, max: u64| {
+            let checked = seconds(value, max);
+            if checked.is_err() {
+                load_error.get_or_insert(format!(
+                    "{}: [{section}] {key} = {}: must be a number of seconds above 0 and at most {max}",
+                    file_path.display(),
+                    value.unwrap_or_default()
+                ));
+            }
+            checked.ok().flatten()
+        };
+        let timeouts = Timeouts {
+            connect: secs("timeouts", "connect", t.connect, DAY).unwrap_or(defaults.connect),
+            first_event: secs("timeouts", "first_event", t.first_event, DAY).unwrap_or(defaults.first_event),
+            idle: secs("timeouts", "idle", t.idle, DAY).unwrap_or(defaults.idle),
+        };
+        let r = file.retry.unwrap_or_default();
+        let rd = RetryConfig::default();
+        let retry = RetryConfig {
+            max_retries: r.max_retries.unwrap_or(rd.max_retries).min(MAX_RETRIES),
+            initial_delay: secs("retry", "initial_delay", r.initial_delay, HOUR).unwrap_or(rd.initial_delay),
+            max_backoff: secs("retry", "max_backoff", r.max_backoff, HOUR).unwrap_or(rd.max_backoff),
+            max_retry_after: secs("retry", "max_retry_after", r.max_retry_after, DAY).unwrap_or(rd.max_retry_after),
+        };
+        let mut mcp_servers = Vec::new();
+        let mut mcp_error = None;
+        for (name, section) in file.mcp_servers {
+            let mut timeout = |key: &str, value: Option<f64>| secs(&format!("mcp_servers.{name}"), key, value, DAY);
+            match section.resolve(&name, env, &mut timeout) {
+                Ok(Some(server)) => mcp_servers.push(server),
+                Ok(None) => {}
+                Err(e) => {
+                    mcp_error.get_or_insert(format!("{}: [mcp_servers.{name}]: {e}", file_path.display()));
+                }
+            }
+        }
+        if let Some(e) = mcp_error {
+            load_error.get_or_insert(e);
+        }
+        let c = file.compaction.unwrap_or_default();
+        let cd = CompactionConfig::default();
+        let mut compaction = CompactionConfig {
+            auto: c.auto.unwrap_or(cd.auto),
+            threshold: c.threshold.unwrap_or(cd.threshold),
+            keep_recent: c.keep_recent.unwrap_or(cd.keep_recent),
+        };
+        if !(0.1..=1.0).contains(&compaction.threshold) || !(0.0..=0.9).contains(&compaction.keep_recent) {
+            load_error.get_or_insert(format!(
+                "{}: [compaction]: `threshold` must be between 0.1 and 1 and `keep_recent` between 0 and 0.9",
+                home.join("config.toml").display()
+            ));
+            compaction = cd;
+        }
+        let default_mode = match file.mode.as_deref() {
+            None => crate::settings::Mode::default(),
+            Some(id) => crate::settings::Mode::parse(id).unwrap_or_else(|| {
+                load_error.get_or_insert(format!(
+                    "{}: `mode` must be \"ask\", \"code\" or \"auto\", not \"{id}\"",
+                    home.join("config.toml").display()
+                ));
+                crate::settings::Mode::Ask
+            }),
+        };
+        let reasoning = match file.reasoning.as_deref() {
+            None | Some("default") => None,
+            Some(level) => {
+                let parsed = ReasoningEffort::parse(level);
+                if parsed.is_none() {
+                    load_error.get_or_insert(format!(
+                        "{}: `reasoning` must be \"default\" or one of {}, not \"{level}\"",
+                        home.join("config.toml").display(),
+                        ReasoningEffort::CHOICES
+                    ));
+                }
+                parsed
+            }
+        };
+        Self {
+            home,
+            default_model_from_env: env("ACP_MODEL").is_some(),
+            default_model: env("ACP_MODEL").or(file.model),
+            default_mode,
+            reasoning,
+            providers,
+            timeouts,
+            retry,
+            max_line_bytes: file.max_line_bytes.unwrap_or(acp_protocol::codec::DEFAULT_MAX_LINE_BYTES),
+            tools: file.tools.unwrap_or_default(),
+            max_turn_requests: file.max_turn_requests.unwrap_or(DEFAULT_MAX_TURN_REQUESTS).max(1),
+            max_reply_bytes: file.max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES).max(1024),
+            bootstrap_max_chars: file.bootstrap_max_chars.unwrap_or(DEFAULT_BOOTSTRAP_MAX_CHARS).max(100),
+            compaction,
+            permissions: file.permissions,
+            sandbox: file.sandbox.unwrap_or_default(),
+            web_fetch: file.web_fetch.unwrap_or_default(),
+            mcp_servers,
+            gateway: file.gateway.unwrap_or_default(),
+            channels: file.channels.unwrap_or_default(),
+            session: file.session.unwrap_or_default(),
+            messages: file.messages.unwrap_or_default(),
+            skills: file.skills.unwrap_or_default(),
+            subagents: file.subagents.unwrap_or_default(),
+            load_error,
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -321,9 +321,9 @@ async fn handshake(
         conn.send(&Frame::err(&request.id, ErrorShape::invalid(message)));
         return Err((policy, message.into()));
     }
-    match handshake::connect(gw, &request.id, &request.params, challenge, browser).await {
-        Ok((client, hello)) => {
-            conn.send_text(gateway::ok_text(&request.id, &hello));
+    match handshake::connect(&gw.access, &request.id, &request.params, challenge, browser).await {
+        Ok(client) => {
+            conn.send_text(gateway::ok_text(&request.id, &gw.hello(&client)));
             Ok(client)
         }
         Err(refusal) => {

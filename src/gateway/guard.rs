@@ -47,16 +47,23 @@ pub struct Access {
 }
 
 impl Access {
-    pub fn new(options: &super::Options, browser_token: Option<String>, owner_token: Option<String>) -> Self {
+    /// `token`: the shared one; `allowed_hosts`: `Host` names besides loopback ones.
+    pub fn new(
+        token: Option<String>,
+        browser_token: Option<String>,
+        owner_token: Option<String>,
+        allowed_hosts: &[String],
+        connections: ConnLimits,
+    ) -> Self {
         Self {
-            token: options.token.clone(),
+            hosts: Hosts {
+                any: token.is_some(),
+                extra: allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            },
+            token,
             browser_token,
             owner_token,
-            hosts: Hosts {
-                any: options.token.is_some(),
-                extra: options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
-            },
-            slots: Slots::new(options.connections),
+            slots: Slots::new(connections),
         }
     }
 

@@ -3,12 +3,12 @@
 //! device identity proof when one is sent (ed25519 over the v3 or v2 payload, the device id the
 //! SHA-256 of its key, the challenge's nonce, 120 s of skew) — then `hello-ok`.
 
-use acp_protocol::gateway::methods::{ClientInfo, ConnectParams, DeviceSignature, HelloOk};
+use acp_protocol::gateway::methods::{ClientInfo, ConnectParams, DeviceSignature};
 use acp_protocol::gateway::{self, DeviceProof, ErrorShape, Frame, PROTOCOL_VERSION};
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::Gateway;
+use super::guard::Access;
 use crate::clock::now_ms;
 
 /// The scopes a connection may hold; each includes those after it.
@@ -62,16 +62,16 @@ pub struct Challenge {
     pub ts: i64,
 }
 
-/// Checks a `connect`; `Ok` carries the client and the `hello-ok` payload. `browser`: the
-/// connection came from a web page, which needs a token even on a gateway without one (the
+/// Checks a `connect` against who may connect (`access`); `Ok` carries the client. `browser`:
+/// the connection came from a web page, which needs a token even on a gateway without one (the
 /// browser token, see `guard::browser_token`).
 pub async fn connect(
-    gw: &Gateway,
+    access: &Access,
     id: &str,
     params: &Value,
     challenge: &Challenge,
     browser: bool,
-) -> Result<(Client, HelloOk), Refusal> {
+) -> Result<Client, Refusal> {
     let policy = gateway::close::POLICY;
     let params = gateway::check_params("connect", &gateway::connect_schema(), params)
         .map_err(|message| Refusal::answered(id, ErrorShape::invalid(message), policy))?;
@@ -103,7 +103,7 @@ pub async fn connect(
             }
         }
     };
-    let expected = match (&gw.access.token, &gw.access.browser_token) {
+    let expected = match (&access.token, &access.browser_token) {
         (Some(shared), _) => Some(shared),
         (None, Some(for_browsers)) if browser => Some(for_browsers),
         _ => None,
@@ -112,11 +112,11 @@ pub async fn connect(
     let mut issued = None;
     if let Some(expected) = expected {
         let shared = token.is_some_and(|given| {
-            same(expected, given) || gw.access.owner_token.as_deref().is_some_and(|owner| same(owner, given))
+            same(expected, given) || access.owner_token.as_deref().is_some_and(|owner| same(owner, given))
         });
         // A device token stands in for the shared token, for the signed device it was issued to,
         // and for no more than the scopes it was issued for.
-        let paired = match (&device_id, device_token, &gw.access.token) {
+        let paired = match (&device_id, device_token, &access.token) {
             (Some(device), Some(given), Some(secret)) if !shared => check_device_token(secret, device, &role, given),
             _ => None,
         };
@@ -141,7 +141,7 @@ pub async fn connect(
             }
             // Answered late, as the reference does: guessing tokens is slow.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            let hint = if gw.access.token.is_some() {
+            let hint = if access.token.is_some() {
                 "use this gateway's token: --token-file, ACP_GATEWAY_TOKEN or [gateway] token"
             } else {
                 "open the web chat with the link acp gateway printed, or see $ACP_HOME/webchat.token"
@@ -165,8 +165,7 @@ pub async fn connect(
         info: client,
         token_scopes: issued,
     };
-    let hello = gw.hello(&accepted);
-    Ok((accepted, hello))
+    Ok(accepted)
 }
 
 /// Whether holding scope `held` grants `wanted` (admin grants all, write grants read).

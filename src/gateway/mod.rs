@@ -130,7 +130,13 @@ impl Gateway {
                 hub,
                 open: sessions::Open::new(options),
                 presence: presence::Presence::default(),
-                access: guard::Access::new(options, browser_token, owner_token),
+                access: guard::Access::new(
+                    options.token.clone(),
+                    browser_token,
+                    owner_token,
+                    &options.allowed_hosts,
+                    options.connections,
+                ),
                 channels,
                 approvals,
             }

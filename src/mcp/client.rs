@@ -16,7 +16,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData};
 
-use super::pool::Hooks;
+use super::hooks::Hooks;
 use crate::tools::host::{ElicitAnswer, ElicitRequest};
 
 /// The client side of one connection.

@@ -11,7 +11,7 @@ use std::time::Instant;
 use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
-    GetPromptRequestParams, GetPromptResult, ProgressNotificationParam, Prompt, Resource, ServerResult, Tool,
+    GetPromptRequestParams, GetPromptResult, Prompt, Resource, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -20,53 +20,16 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::client::Handler;
 use super::connect::{self, Connection};
+use super::hooks::Hooks;
+pub use super::hooks::{Asker, Report};
 use crate::config::mcp::{McpServer, McpTransport};
 use crate::sync::lock;
-use crate::tools::host::{ElicitAnswer, ElicitRequest};
 
 /// Where HTTP servers get the agent's HTTP client (built once, on first use).
 pub type HttpSource = Arc<dyn Fn() -> BoxFuture<'static, Result<reqwest::Client, String>> + Send + Sync>;
 
-/// Shows a running call's progress (already worded).
-pub type Report = Arc<dyn Fn(String) + Send + Sync>;
-
 /// A server as the pool keys it: its description and the workspace it serves.
 type Key = (McpServer, Vec<PathBuf>);
-
-/// Whoever can answer a server's question now (the session with a call running on it).
-pub trait Asker: Send + Sync {
-    fn ask(&self, request: ElicitRequest) -> BoxFuture<'static, ElicitAnswer>;
-}
-
-/// What the connection's handler shares with the server.
-pub(crate) struct Hooks {
-    /// The workspace, as `file://` URIs.
-    pub(crate) roots: Vec<String>,
-    pub(crate) lists_changed: Notify,
-    progress: Mutex<HashMap<String, Report>>,
-    askers: Mutex<Vec<(u64, Arc<dyn Asker>)>>,
-    next: AtomicU64,
-}
-
-impl Hooks {
-    /// The asker of the most recent call still running.
-    pub(crate) fn asker(&self) -> Option<Arc<dyn Asker>> {
-        lock(&self.askers).last().map(|(_, a)| a.clone())
-    }
-
-    pub(crate) fn progress(&self, p: ProgressNotificationParam) {
-        let key = p.progress_token.0.to_string();
-        let Some(report) = lock(&self.progress).get(&key).cloned() else { return };
-        let mut text = match p.total {
-            Some(total) => format!("{} of {}", p.progress, total),
-            None => format!("{}", p.progress),
-        };
-        if let Some(message) = p.message.filter(|m| !m.is_empty()) {
-            text = format!("{message} ({text})");
-        }
-        report(text);
-    }
-}
 
 /// What a ready server offers.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use acp_protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Connection, FromReader, Incoming, IncomingRequest, Responder};
+use super::connection::{Connection, FromReader, Incoming, IncomingRequest, Responder};
 
 pub(super) fn spawn(
     input: impl Read + Send + 'static,
@@ -31,7 +31,7 @@ pub(super) fn input(max_line_bytes: usize, conn: Connection, incoming: mpsc::Sen
     Input { reader: Reader { conn, incoming }, decoder: LineDecoder::new(max_line_bytes), frames: Vec::new() }
 }
 
-/// The input of a connection whose peer is in the same process ([`super::start_in_process`]):
+/// The input of a connection whose peer is in the same process (`rpc::start_in_process`):
 /// what is written to it is read as it is written, on the writer's thread, with no reader thread
 /// and no pipe in between. Dropping it ends the input.
 ///

@@ -4,7 +4,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
+use acp_protocol::jsonrpc::ErrorObject;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 

@@ -309,7 +309,7 @@ impl Runtime {
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
     /// another process is not deleted.
     /// Claims idempotency key `key` for a request on `session` (see [`Store::claim_key`]).
-    pub async fn claim_key(&self, key: &str, session: &str) -> Result<Option<crate::store::KeyRecord>, String> {
+    pub async fn claim_key(&self, key: &str, session: &str) -> Result<Option<crate::store::keys::KeyRecord>, String> {
         let store = self.shared.store().await.map_err(|e| e.to_string())?;
         let (key, session) = (key.to_owned(), session.to_owned());
         tokio::task::spawn_blocking(move || store.claim_key(&key, &session))
@@ -319,7 +319,7 @@ impl Runtime {
     }
 
     /// What was recorded of idempotency key `key`.
-    pub async fn key(&self, key: &str) -> Result<Option<crate::store::KeyRecord>, String> {
+    pub async fn key(&self, key: &str) -> Result<Option<crate::store::keys::KeyRecord>, String> {
         let store = self.shared.store().await.map_err(|e| e.to_string())?;
         let key = key.to_owned();
         tokio::task::spawn_blocking(move || store.key(&key))

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::StoreError;
+use super::error::StoreError;
 use crate::history::record::Record;
 use crate::stream::tool_update;
 use crate::tools::plan::PlanEntry;

@@ -59,7 +59,7 @@ pub struct PermissionOption {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionRequest {
     /// The call as announced: id, title, kind, input, locations and the diff it would make.
-    pub call: super::ToolCallState,
+    pub call: super::call::ToolCallState,
     pub options: Vec<PermissionOption>,
 }
 

@@ -1,16 +1,29 @@
-//! Tool kinds (the categories editors use to pick an icon and a presentation), and how to tell the
-//! kind, title and locations of calls to tools we did not define (MCP servers, remote agents) from
-//! their names and arguments — plus which shell commands only read. Pure functions, table-tested.
+//! Tool kinds (the categories editors use to pick an icon and a presentation), the places a call
+//! touches (`Location`), and how to tell the kind, title and locations of calls to tools we did
+//! not define (MCP servers, remote agents) from their names and arguments — plus which shell
+//! commands only read. Pure functions, table-tested.
 //!
 //! Names are split into words (`snake_case`, `kebab-case`, `camelCase`, dots) before matching, so
 //! `thread_list` is not a read and `readFile` is; the first rule in the order read → edit → delete
 //! → move → search → execute → fetch → think that has a matching word wins.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Location;
+/// A place a tool call touches, shown by editors to follow the agent.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Location {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: Option<u32>,
+}
+
+impl Location {
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), line: None }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

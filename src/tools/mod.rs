@@ -4,11 +4,13 @@
 //! `args.rs`), title, kind, locations and a preview (the diff of an edit) computed, the paths and
 //! commands it touches listed — so it can be shown and approved before its [`Action`] runs.
 //! The registry holds tools as [`AnyTool`]: every `Tool`, and tools defined at run time from a
-//! JSON schema. Nothing here knows ACP: the editor is reached through [`host::Host`].
+//! JSON schema. A call as surfaces show it is `call.rs`; kinds and locations `kind.rs`. Nothing
+//! here knows ACP: the editor is reached through [`host::Host`].
 
 pub mod apply_patch;
 pub mod approval;
 pub mod args;
+pub mod call;
 pub mod diff;
 pub mod edit;
 pub mod exec;
@@ -36,53 +38,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use kind::ToolKind;
+pub use call::{PlanEntry, PlanPriority, PlanStatus, Progress, ToolCallState, ToolContent, ToolStatus};
+pub use kind::{Location, ToolKind};
 
 use crate::config::Config;
 use host::AnyHost;
-
-/// A place a tool call touches, shown by editors to follow the agent.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Location {
-    pub path: PathBuf,
-    /// 1-based.
-    pub line: Option<u32>,
-}
-
-impl Location {
-    pub fn file(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), line: None }
-    }
-}
-
-/// What a tool call shows the user.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolContent {
-    Text(String),
-    /// A change to a file; `old_text` is `None` only for a file that does not exist yet.
-    Diff {
-        path: PathBuf,
-        old_text: Option<String>,
-        new_text: String,
-    },
-    /// A terminal the editor created and shows.
-    Terminal(String),
-    /// An image (base64 data); the model is shown it too.
-    Image {
-        mime_type: String,
-        data: String,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    Pending,
-    InProgress,
-    Completed,
-    Failed,
-}
 
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,23 +51,6 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object (shared: specs are cloned for every turn).
     pub parameters: Arc<serde_json::Value>,
-}
-
-/// The full state of one tool call, as surfaces show it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ToolCallState {
-    pub id: String,
-    pub name: String,
-    pub title: String,
-    pub kind: ToolKind,
-    pub status: ToolStatus,
-    pub locations: Vec<Location>,
-    pub raw_input: Value,
-    pub content: Vec<ToolContent>,
-    pub raw_output: Option<Value>,
-    /// A command whose output streams as it runs (`ToolOutput` events).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub streams_output: bool,
 }
 
 /// What a call will touch, for the approval decision.
@@ -214,17 +157,6 @@ impl ToolOutput {
         let message = message.into();
         Self { content: vec![ToolContent::Text(message.clone())], for_model: message, is_error: true, raw_output: None }
     }
-}
-
-/// Progress a running call reports (streamed to the user as it happens).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Progress {
-    /// New output of a command, in order; never repeated.
-    Output(String),
-    /// Content to show now (replaces what the call showed).
-    Content(Vec<ToolContent>),
-    /// The agent's plan (complete; replaces the previous one).
-    Plan(Vec<crate::tools::plan::PlanEntry>),
 }
 
 /// Everything a tool may use while it is prepared and run.

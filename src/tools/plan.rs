@@ -7,31 +7,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
+pub use super::call::{PlanEntry, PlanPriority, PlanStatus};
 use super::{Access, Action, Prepared, Progress, Tool, ToolContext, ToolKind, ToolOutput};
-
-/// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlanEntry {
-    pub content: String,
-    pub priority: PlanPriority,
-    pub status: PlanStatus,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanPriority {
-    High,
-    Medium,
-    Low,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
 
 const MAX_STEPS: usize = 50;
 

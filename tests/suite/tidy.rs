@@ -382,15 +382,8 @@ fn file_cycles() -> Vec<Vec<String>> {
 #[rustfmt::skip]
 const CYCLES_FOR_NOW: &[&str] = &[
     "src/acp/agent.rs src/acp/editor_host.rs src/acp/mod.rs src/acp/sessions.rs src/acp/updates.rs",
-    "src/cli/gateway.rs src/cli/pairing.rs",
-    "src/config/file.rs src/config/mod.rs",
-    "src/gateway/handshake.rs src/gateway/mod.rs",
-    "src/mcp/client.rs src/mcp/connect.rs src/mcp/pool.rs",
     "src/providers/anthropic.rs src/providers/client.rs src/providers/error.rs src/providers/mod.rs src/providers/openai_chat.rs src/providers/openai_responses.rs",
-    "src/rpc/mod.rs src/rpc/reader.rs",
     "src/runtime/commands.rs src/runtime/compaction.rs src/runtime/event.rs src/runtime/mcp.rs src/runtime/mod.rs src/runtime/op.rs src/runtime/persist.rs src/runtime/session.rs src/runtime/stored.rs src/runtime/subagents.rs src/runtime/subagents/host.rs src/runtime/subagents/read.rs src/runtime/tool_calls.rs src/runtime/turn.rs",
-    "src/store/keys.rs src/store/mod.rs src/store/transcript.rs",
-    "src/tools/host.rs src/tools/kind.rs src/tools/mod.rs src/tools/plan.rs",
 ];
 
 #[test]
