@@ -4,8 +4,7 @@
 //! finished before the next message (anything that opens, closes or stores a session), or run
 //! alongside later messages (a prompt, answered when its turn ends).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use acp_protocol::acp::ProtocolVersion;
 use acp_protocol::acp::schema::{
@@ -23,14 +22,13 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, Answer, Handled, Method, Reply, Requests, Work};
-use super::editor_host::ClientCaps;
-use super::sessions::{AcpSession, Reopen};
+pub(super) use super::state::session_not_found;
+use super::state::{AcpSession, Reopen, State};
 use super::{meta, options, prompt, updates};
-use crate::config::{Config, ConfigCell};
-use crate::rpc::{Connection, Incoming};
+use crate::config::Config;
+use crate::rpc::Incoming;
 use crate::runtime::{ListError, Mode, Op, Runtime, SessionHandle, SessionSettings};
 use crate::settings::ReasoningEffort;
-use crate::sync::lock;
 
 /// How long `session/close` waits for the session to stop (its turn is cancelled first, which
 /// ends within a few seconds whatever the tools or the editor do).
@@ -38,29 +36,6 @@ const CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Sessions listed per `session/list` page.
 const LIST_PAGE: usize = 50;
-
-/// What one ACP connection holds: the handlers and the event sink share it.
-pub(super) struct State {
-    pub conn: Connection,
-    pub caps: ClientCaps,
-    pub config: ConfigCell,
-    /// The sessions open on this connection, by id, with the settings the client was last told.
-    pub sessions: Mutex<HashMap<String, AcpSession>>,
-}
-
-impl State {
-    pub fn new(conn: Connection, config: ConfigCell) -> Self {
-        Self { conn, caps: ClientCaps::default(), config, sessions: Mutex::default() }
-    }
-
-    pub fn sessions(&self) -> MutexGuard<'_, HashMap<String, AcpSession>> {
-        lock(&self.sessions)
-    }
-
-    pub fn send_update(&self, session_id: &str, update: SessionUpdate) {
-        self.conn.notify(acp_protocol::acp::client_methods::SESSION_UPDATE, &updates::notification(session_id, update));
-    }
-}
 
 /// One ACP connection's agent; cheap to clone (asynchronous handlers take a clone along).
 #[derive(Clone)]
@@ -255,7 +230,7 @@ impl Agent {
             let page = runtime.list_sessions(req.cwd, req.cursor.as_deref(), LIST_PAGE).await;
             Answer::from(match page {
                 Ok(page) => {
-                    let sessions = page.sessions.into_iter().map(super::sessions::session_info).collect();
+                    let sessions = page.sessions.into_iter().map(updates::session_info).collect();
                     Ok(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
                 }
                 Err(ListError::BadCursor) => {
@@ -472,8 +447,4 @@ fn parse_mode(id: &str, field: &str) -> Reply<Mode> {
         let known: Vec<&str> = Mode::ALL.iter().map(|m| m.id()).collect();
         ErrorObject::invalid_params(format!("`{field}`: unknown mode `{id}` (known: {})", known.join(", ")))
     })
-}
-
-pub(super) fn session_not_found(id: &str) -> ErrorObject {
-    ErrorObject::new(code::RESOURCE_NOT_FOUND, format!("session not found: {id}")).with_data(json!({ "sessionId": id }))
 }

@@ -4,74 +4,26 @@
 //! Never calls a method the client did not advertise.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use acp_protocol::acp::client_methods as m;
 use acp_protocol::acp::schema::{
-    ClientCapabilities, CreateTerminalResponse, PermissionOption, PermissionOptionKind, ReadTextFileResponse,
-    RequestPermissionOutcome, RequestPermissionResponse, TerminalOutputResponse, ToolCallUpdate, ToolCallUpdateFields,
+    CreateTerminalResponse, PermissionOption, PermissionOptionKind, ReadTextFileResponse, RequestPermissionOutcome,
+    RequestPermissionResponse, TerminalOutputResponse, ToolCallUpdate, ToolCallUpdateFields,
     WaitForTerminalExitResponse,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::agent::State;
+use super::state::State;
 use super::updates;
 use crate::rpc::RequestError;
 use crate::runtime::host::{
     self, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, OptionKind, PermissionAnswer,
     PermissionRequest, TerminalOutput, TerminalSpec,
 };
-
-/// What the client said it can do, from `initialize`.
-#[derive(Debug, Default)]
-pub struct ClientCaps {
-    read_text_file: AtomicBool,
-    write_text_file: AtomicBool,
-    terminal: AtomicBool,
-    /// Zed's extension: display-only terminals fed by `_meta.terminal_output` increments.
-    terminal_output_meta: AtomicBool,
-    /// `session.compaction`: the client shows `compaction_update`s.
-    compaction: AtomicBool,
-    /// `elicitation.form`: the client fills forms (`elicitation/create`).
-    elicitation_form: AtomicBool,
-    /// `subagents` (unstable): the client shows child sessions (`subagent_update`,
-    /// `session_message`, the child's own updates under its id).
-    subagents: AtomicBool,
-}
-
-impl ClientCaps {
-    pub fn set(&self, caps: &ClientCapabilities) {
-        self.read_text_file.store(caps.fs.read_text_file, Ordering::Relaxed);
-        self.write_text_file.store(caps.fs.write_text_file, Ordering::Relaxed);
-        self.terminal.store(caps.terminal, Ordering::Relaxed);
-        let meta = caps.meta.as_ref().and_then(|m| m.get("terminal_output")).and_then(Value::as_bool);
-        self.terminal_output_meta.store(meta.unwrap_or(false), Ordering::Relaxed);
-        let compaction = caps.session.as_ref().is_some_and(|s| s.compaction.is_some());
-        self.compaction.store(compaction, Ordering::Relaxed);
-        let form = caps.elicitation.as_ref().is_some_and(|e| e.form.is_some());
-        self.elicitation_form.store(form, Ordering::Relaxed);
-        self.subagents.store(caps.subagents.is_some(), Ordering::Relaxed);
-    }
-
-    pub fn subagents(&self) -> bool {
-        self.subagents.load(Ordering::Relaxed)
-    }
-
-    pub fn compaction(&self) -> bool {
-        self.compaction.load(Ordering::Relaxed)
-    }
-
-    pub fn terminal(&self) -> bool {
-        self.terminal.load(Ordering::Relaxed)
-    }
-
-    pub fn terminal_output_meta(&self) -> bool {
-        self.terminal_output_meta.load(Ordering::Relaxed)
-    }
-}
 
 /// The runtime's [`Host`] for an ACP connection.
 pub struct AcpHost {

@@ -11,6 +11,7 @@ pub mod meta;
 pub mod options;
 pub mod prompt;
 mod sessions;
+mod state;
 pub mod updates;
 
 use std::future::Future;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 pub use agent::Agent;
 use dispatch::Work;
+pub use state::new_session_id;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigCell};
@@ -39,11 +41,6 @@ pub enum Ended {
 /// `origin` names the surface in the session index (`acp` for editors, `run` for `acp run`).
 pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future<Output = ()>) -> Ended {
     serve_with(rpc, config, origin, None, shutdown).await
-}
-
-/// A new session's id, as `session/new` picks one (`sess_` and 32 hex digits: `store::made_up`).
-pub fn new_session_id() -> String {
-    format!("sess_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// What a client that opens a session straight away (`acp run`) has the agent begin before
@@ -87,7 +84,7 @@ async fn serve_with(
 ) -> Ended {
     let Rpc { conn, incoming } = rpc;
     let config = ConfigCell::new(config);
-    let state = Arc::new(agent::State::new(conn, config.clone()));
+    let state = Arc::new(state::State::new(conn, config.clone()));
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(editor_host::AcpHost::new(state.clone()));
     let mut runtime = Runtime::new(config, sink, host).with_origin(origin);

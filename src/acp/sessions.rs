@@ -8,65 +8,21 @@ use std::sync::Arc;
 use acp_protocol::acp::client_methods::SESSION_UPDATE;
 use acp_protocol::acp::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, NewSessionResponse, PromptResponse,
-    SessionConfigOption, SessionInfo, SessionInfoUpdate, SessionModeState, SessionNotification, SessionUpdate,
+    SessionConfigOption, SessionInfoUpdate, SessionModeState, SessionNotification, SessionUpdate,
     UnstructuredCommandInput, UsageUpdate,
 };
 use acp_protocol::jsonrpc::{ErrorObject, code};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::agent::{Agent, session_not_found};
+use super::agent::Agent;
 use super::dispatch::{Answer, Reply};
+use super::state::{AcpSession, Reopen, session_not_found};
 use super::{options, updates};
 use crate::config::mcp::McpServer;
-use crate::config::{Config, ModelRef};
 use crate::runtime::{
-    self, CreateError, LoadError, LoadedSession, Mode, ReasoningEffort, SessionCommand, SessionHandle, SessionSettings,
-    SessionSummary, TurnOutcome, commands::COMMANDS,
+    self, CreateError, LoadError, LoadedSession, SessionCommand, SessionHandle, SessionSettings, TurnOutcome,
+    commands::COMMANDS,
 };
-
-/// An open session, with the settings the client was last told.
-pub(super) struct AcpSession {
-    pub handle: SessionHandle,
-    pub model: ModelRef,
-    /// Every model the session has had on this connection (they stay among the choices).
-    pub models_used: Vec<ModelRef>,
-    pub mode: Mode,
-    pub reasoning: Option<ReasoningEffort>,
-}
-
-impl AcpSession {
-    fn new(handle: SessionHandle, settings: &SessionSettings) -> Self {
-        Self {
-            handle,
-            model: settings.model.clone(),
-            models_used: vec![settings.model.clone()],
-            mode: settings.mode,
-            reasoning: settings.reasoning,
-        }
-    }
-
-    /// Switches the model the client is shown, remembering the one before.
-    pub fn set_model(&mut self, model: ModelRef) {
-        if !self.models_used.contains(&model) {
-            self.models_used.push(model.clone());
-        }
-        self.model = model;
-    }
-
-    /// The config options as the client should now see them.
-    pub fn options(&self, config: &Config) -> Vec<SessionConfigOption> {
-        options::config_options(config, &self.model, &self.models_used, self.mode, self.reasoning)
-    }
-}
-
-/// Whether reopening a stored session replays it (`session/load`) or not (`session/resume`, and
-/// `session/new` naming a stored `_meta.sessionKey`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reopen {
-    Load,
-    Resume,
-    New,
-}
 
 /// What answers every way of opening a session: its modes and config options.
 pub(super) type Opened = (SessionModeState, Vec<SessionConfigOption>);
@@ -76,7 +32,7 @@ impl Agent {
     /// chosen key that names a stored session continues it (like `session/resume`).
     pub(super) async fn open_new(&self, key: Option<String>, settings: SessionSettings) -> Answer<NewSessionResponse> {
         let keyed = key.is_some();
-        let id = key.unwrap_or_else(super::new_session_id);
+        let id = key.unwrap_or_else(super::state::new_session_id);
         let handle = match self.runtime.create_session(Arc::from(id.as_str()), settings.clone()).await {
             Ok(handle) => handle,
             Err(CreateError::Exists) if keyed => {
@@ -247,29 +203,4 @@ pub(super) fn available_commands(extra: &[SessionCommand]) -> Vec<AvailableComma
             }
         })
         .collect()
-}
-
-/// A stored session as `session/list` shows it.
-pub(super) fn session_info(row: SessionSummary) -> SessionInfo {
-    let mut meta = json!({
-        "createdAt": updates::iso(row.created_at),
-        "model": row.model,
-        "mode": row.mode,
-        "origin": row.origin,
-        "inputTokens": row.input_tokens,
-        "outputTokens": row.output_tokens,
-        "contextTokens": row.context_tokens,
-    });
-    // A subagent: the session that spawned it.
-    if let Some(parent) = row.parent_id {
-        meta["parentId"] = json!(parent);
-    }
-    let mut info = SessionInfo::new(row.id, row.cwd)
-        .additional_directories(row.additional_dirs)
-        .title(row.title)
-        .updated_at(updates::iso(row.updated_at));
-    if let Value::Object(map) = meta {
-        info = info.meta(map);
-    }
-    info
 }

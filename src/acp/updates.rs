@@ -18,15 +18,16 @@ use acp_protocol::acp::schema::{
 };
 use acp_protocol::acp::schema::{
     ErrorStopReason, IdleStateUpdate, IdleStopReason, RequiresActionStateUpdate, RunningStateUpdate,
-    SessionCancelCapabilities, SessionId, SessionMessage, StateUpdate, SubagentSessionCapabilities, SubagentUpdate,
+    SessionCancelCapabilities, SessionId, SessionInfo, SessionMessage, StateUpdate, SubagentSessionCapabilities,
+    SubagentUpdate,
 };
 use serde_json::{Map, Value, json};
 
-use super::agent::State;
 use super::prompt;
+use super::state::State;
 use crate::runtime::{
-    self, CompactionEvent, CompactionPhase, Event, EventKind, EventSink, Shown, SubagentChange, SubagentEvent,
-    ToolCallState, ToolStatus,
+    self, CompactionEvent, CompactionPhase, Event, EventKind, EventSink, SessionSummary, Shown, SubagentChange,
+    SubagentEvent, ToolCallState, ToolStatus,
 };
 use crate::stream::tool_update;
 
@@ -473,4 +474,35 @@ pub(super) fn acp_usage(u: &runtime::Usage) -> Usage {
         usage = usage.cached_write_tokens(u.cache_write);
     }
     usage
+}
+
+impl State {
+    pub fn send_update(&self, session_id: &str, update: SessionUpdate) {
+        self.conn.notify(acp_protocol::acp::client_methods::SESSION_UPDATE, &notification(session_id, update));
+    }
+}
+
+/// A stored session as `session/list` shows it.
+pub(super) fn session_info(row: SessionSummary) -> SessionInfo {
+    let mut meta = json!({
+        "createdAt": iso(row.created_at),
+        "model": row.model,
+        "mode": row.mode,
+        "origin": row.origin,
+        "inputTokens": row.input_tokens,
+        "outputTokens": row.output_tokens,
+        "contextTokens": row.context_tokens,
+    });
+    // A subagent: the session that spawned it.
+    if let Some(parent) = row.parent_id {
+        meta["parentId"] = json!(parent);
+    }
+    let mut info = SessionInfo::new(row.id, row.cwd)
+        .additional_directories(row.additional_dirs)
+        .title(row.title)
+        .updated_at(iso(row.updated_at));
+    if let Value::Object(map) = meta {
+        info = info.meta(map);
+    }
+    info
 }
