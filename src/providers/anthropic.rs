@@ -5,10 +5,9 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::error::{ErrorKind, ProviderError};
 use super::sse::SseEvent;
-use super::{
-    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
-};
+use super::wire::{AssistantPart, FinishReason, ModelRequest, ResponseEvent, Turn, Usage, UserPart};
 
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -18,7 +17,7 @@ pub fn url(base_url: &str) -> String {
 
 /// The request body, serialized straight from the borrowed conversation.
 pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
-    let turns = super::turns(
+    let turns = super::wire::turns(
         &req.messages,
         |_| true,
         |p| match p {
@@ -205,7 +204,7 @@ fn message<'a>(turn: &Turn<'a>) -> MessageOut<'a> {
                     }
                     AssistantPart::RedactedThinking { data } => Some(Block::RedactedThinking { data }),
                     AssistantPart::ToolCall { id, name, arguments } => {
-                        Some(Block::ToolUse { id, name, input: super::arguments_raw(arguments) })
+                        Some(Block::ToolUse { id, name, input: super::wire::arguments_raw(arguments) })
                     }
                     AssistantPart::Reasoning { .. } => None,
                 })
@@ -225,7 +224,7 @@ pub fn error_from_body(status: u16, body: &str) -> ProviderError {
             e.request_id = v["request_id"].as_str().map(str::to_owned);
             e
         }
-        Err(_) => ProviderError::from_status(status, super::client::snippet(body)),
+        Err(_) => ProviderError::from_status(status, super::error::snippet(body)),
     }
 }
 
@@ -246,7 +245,7 @@ impl Decoder {
         if !ev.has_data {
             return Ok(());
         }
-        let v = super::parse_json(&ev.data)?;
+        let v = super::wire::parse_json(&ev.data)?;
         let kind = v["type"].as_str().unwrap_or(ev.event_type());
         match kind {
             "message_start" => {
@@ -265,8 +264,8 @@ impl Decoder {
                         let index = v["index"].as_u64().unwrap_or(0);
                         let id = block["id"].as_str().unwrap_or_default().to_owned();
                         let name = block["name"].as_str().unwrap_or_default().to_owned();
-                        if self.tools.len() >= super::MAX_CALLS_PER_REPLY {
-                            return Err(super::too_many_calls());
+                        if self.tools.len() >= super::wire::MAX_CALLS_PER_REPLY {
+                            return Err(super::wire::too_many_calls());
                         }
                         self.tools.insert(index, (id, name, String::new()));
                     }
@@ -294,7 +293,7 @@ impl Decoder {
                     Some("input_json_delta") => {
                         let index = v["index"].as_u64().unwrap_or(0);
                         if let (Some(call), Some(part)) = (self.tools.get_mut(&index), delta["partial_json"].as_str()) {
-                            super::count_arguments(&mut self.argument_bytes, part.len())?;
+                            super::wire::count_arguments(&mut self.argument_bytes, part.len())?;
                             call.2.push_str(part);
                         }
                     }
@@ -332,7 +331,7 @@ impl Decoder {
 
     /// Usage counts are cumulative: later values overwrite earlier ones; absent fields keep theirs.
     fn read_usage(&mut self, u: &Value) {
-        let get = |k: &str| super::tokens(&u[k]);
+        let get = |k: &str| super::wire::tokens(&u[k]);
         let uncached = get("input_tokens");
         let write = get("cache_creation_input_tokens");
         let read = get("cache_read_input_tokens");
@@ -351,7 +350,7 @@ impl Decoder {
         if let Some(o) = get("output_tokens") {
             self.usage.output = o;
         }
-        if let Some(t) = super::tokens(&u["output_tokens_details"]["thinking_tokens"]) {
+        if let Some(t) = super::wire::tokens(&u["output_tokens_details"]["thinking_tokens"]) {
             self.usage.reasoning = Some(t);
         }
     }

@@ -5,14 +5,17 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::error::{ErrorKind, ProviderError};
+use super::error::{retry_after, snippet};
 use super::sse::{SseEvent, SseParser};
-use super::{ErrorKind, ModelRequest, ProviderError, ResponseEvent, anthropic, openai_chat, openai_responses};
+use super::wire::{ModelRequest, ResponseEvent};
+use super::{anthropic, openai_chat, openai_responses};
 use crate::config::{ProviderConfig, Timeouts, WireApi};
 use crate::http::error_chain;
 
@@ -326,16 +329,6 @@ fn transport_error(e: &reqwest::Error) -> ProviderError {
     error
 }
 
-/// The first 300 characters of a body, on one line.
-pub fn snippet(body: &str) -> String {
-    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut s: String = one_line.chars().take(300).collect();
-    if one_line.chars().count() > 300 {
-        s.push('…');
-    }
-    if s.is_empty() { "(empty body)".to_owned() } else { s }
-}
-
 async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
@@ -347,34 +340,4 @@ async fn read_capped(response: reqwest::Response, idle: Duration) -> String {
     }
     body.truncate(MAX_ERROR_BODY);
     String::from_utf8_lossy(&body).into_owned()
-}
-
-/// The longest delay a server's answer is taken to ask for: anything longer (`retry-after: 1e30`)
-/// is this, which is past any `max_retry_after`, so the request is not retried and the user hears
-/// why at once.
-pub const MAX_SERVER_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// A delay in seconds that a server sent: negative or NaN is none; huge ones are capped (never a
-/// panic, whatever the number).
-pub fn server_delay(secs: f64) -> Option<Duration> {
-    if secs.is_nan() || secs < 0.0 {
-        return None;
-    }
-    Some(Duration::try_from_secs_f64(secs).map_or(MAX_SERVER_DELAY, |d| d.min(MAX_SERVER_DELAY)))
-}
-
-/// `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(delay) =
-        get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).and_then(|ms| server_delay(ms / 1000.0))
-    {
-        return Some(delay);
-    }
-    let value = get("retry-after")?;
-    if let Ok(secs) = value.parse::<f64>() {
-        return server_delay(secs);
-    }
-    let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(SystemTime::now()).unwrap_or_default().min(MAX_SERVER_DELAY))
 }

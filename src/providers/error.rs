@@ -1,7 +1,9 @@
 //! Provider errors: what failed, whether a retry can help, and a message for the user that says
 //! what to do about it.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::HeaderMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -229,7 +231,47 @@ pub fn delay_from_message(message: &str) -> Option<Duration> {
     } else {
         return None;
     };
-    super::client::server_delay(secs)
+    server_delay(secs)
+}
+
+/// The first 300 characters of a body, on one line.
+pub fn snippet(body: &str) -> String {
+    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut s: String = one_line.chars().take(300).collect();
+    if one_line.chars().count() > 300 {
+        s.push('…');
+    }
+    if s.is_empty() { "(empty body)".to_owned() } else { s }
+}
+
+/// The longest delay a server's answer is taken to ask for: anything longer (`retry-after: 1e30`)
+/// is this, which is past any `max_retry_after`, so the request is not retried and the user hears
+/// why at once.
+pub const MAX_SERVER_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A delay in seconds that a server sent: negative or NaN is none; huge ones are capped (never a
+/// panic, whatever the number).
+pub fn server_delay(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).map_or(MAX_SERVER_DELAY, |d| d.min(MAX_SERVER_DELAY)))
+}
+
+/// `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(delay) =
+        get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).and_then(|ms| server_delay(ms / 1000.0))
+    {
+        return Some(delay);
+    }
+    let value = get("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return server_delay(secs);
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(SystemTime::now()).unwrap_or_default().min(MAX_SERVER_DELAY))
 }
 
 #[cfg(test)]
@@ -292,14 +334,14 @@ mod tests {
         assert_eq!(delay_from_message("try again in 20ms"), Some(Duration::from_millis(20)));
         assert_eq!(delay_from_message("try again later"), None);
         // Absurd numbers are capped, never a panic.
-        let day = crate::providers::client::MAX_SERVER_DELAY;
+        let day = super::MAX_SERVER_DELAY;
         assert_eq!(delay_from_message("try again in 100000000000000000000000s"), Some(day));
         assert_eq!(delay_from_message(&format!("try again in {}ms", "9".repeat(400))), Some(day));
     }
 
     #[test]
     fn server_delays_are_capped_whatever_the_number() {
-        use crate::providers::client::{MAX_SERVER_DELAY, retry_after, server_delay};
+        use super::{MAX_SERVER_DELAY, retry_after, server_delay};
         assert_eq!(server_delay(1.5), Some(Duration::from_millis(1500)));
         for huge in [1e30, f64::INFINITY, f64::MAX, 1e19] {
             assert_eq!(server_delay(huge), Some(MAX_SERVER_DELAY), "{huge}");

@@ -8,10 +8,9 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::error::{ErrorKind, ProviderError};
 use super::sse::SseEvent;
-use super::{
-    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
-};
+use super::wire::{AssistantPart, FinishReason, ModelRequest, ResponseEvent, Turn, Usage, UserPart};
 
 pub fn url(base_url: &str) -> String {
     format!("{base_url}/chat/completions")
@@ -22,7 +21,7 @@ pub fn url(base_url: &str) -> String {
 /// and sends the reasoning levels only OpenAI has (`minimal`, `xhigh`) as they are.
 pub fn body(req: &ModelRequest<'_>, official: bool, cache_key: bool) -> serde_json::Result<Vec<u8>> {
     // Chat Completions takes back text and tool calls: reasoning is never replayed.
-    let turns = super::turns(
+    let turns = super::wire::turns(
         &req.messages,
         |_| true,
         |p| match p {
@@ -233,14 +232,14 @@ pub fn error_from_body(status: u16, body: &str) -> ProviderError {
             }
             e
         }
-        _ => ProviderError::from_status(status, super::client::snippet(body)),
+        _ => ProviderError::from_status(status, super::error::snippet(body)),
     }
 }
 
 fn error_message(err: &Value, fallback: &str) -> String {
     match err {
         Value::String(s) => s.clone(),
-        _ => err["message"].as_str().map_or_else(|| super::client::snippet(fallback), str::to_owned),
+        _ => err["message"].as_str().map_or_else(|| super::error::snippet(fallback), str::to_owned),
     }
 }
 
@@ -296,7 +295,7 @@ impl Decoder {
                 None => Err(ProviderError::new(ErrorKind::Truncated, "the stream ended without a finish reason")),
             };
         }
-        let v = super::parse_json(&ev.data)?;
+        let v = super::wire::parse_json(&ev.data)?;
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             return Err(in_stream_error(err, &ev.data));
         }
@@ -320,8 +319,8 @@ impl Decoder {
                 }
                 for call in delta["tool_calls"].as_array().map(Vec::as_slice).unwrap_or_default() {
                     let index = call["index"].as_u64().unwrap_or(self.calls.len() as u64);
-                    if !self.calls.contains_key(&index) && self.calls.len() >= super::MAX_CALLS_PER_REPLY {
-                        return Err(super::too_many_calls());
+                    if !self.calls.contains_key(&index) && self.calls.len() >= super::wire::MAX_CALLS_PER_REPLY {
+                        return Err(super::wire::too_many_calls());
                     }
                     let entry = self.calls.entry(index).or_default();
                     if let Some(id) = call["id"].as_str().filter(|s| !s.is_empty())
@@ -334,7 +333,7 @@ impl Decoder {
                         entry.1 = name.to_owned();
                     }
                     if let Some(args) = call["function"]["arguments"].as_str() {
-                        super::count_arguments(&mut self.argument_bytes, args.len())?;
+                        super::wire::count_arguments(&mut self.argument_bytes, args.len())?;
                         entry.2.push_str(args);
                     }
                 }
@@ -351,11 +350,11 @@ impl Decoder {
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.push(ResponseEvent::Usage(Usage {
-                input: super::tokens(&u["prompt_tokens"]).unwrap_or(0),
-                output: super::tokens(&u["completion_tokens"]).unwrap_or(0),
-                cache_read: super::tokens(&u["prompt_tokens_details"]["cached_tokens"]).unwrap_or(0),
+                input: super::wire::tokens(&u["prompt_tokens"]).unwrap_or(0),
+                output: super::wire::tokens(&u["completion_tokens"]).unwrap_or(0),
+                cache_read: super::wire::tokens(&u["prompt_tokens_details"]["cached_tokens"]).unwrap_or(0),
                 cache_write: 0,
-                reasoning: super::tokens(&u["completion_tokens_details"]["reasoning_tokens"]),
+                reasoning: super::wire::tokens(&u["completion_tokens_details"]["reasoning_tokens"]),
             }));
         }
         Ok(())

@@ -7,10 +7,9 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::error::{ErrorKind, ProviderError};
 use super::sse::SseEvent;
-use super::{
-    AssistantPart, ErrorKind, FinishReason, ModelRequest, ProviderError, ResponseEvent, Turn, Usage, UserPart,
-};
+use super::wire::{AssistantPart, FinishReason, ModelRequest, ResponseEvent, Turn, Usage, UserPart};
 
 pub fn url(base_url: &str) -> String {
     format!("{base_url}/responses")
@@ -20,7 +19,7 @@ pub fn url(base_url: &str) -> String {
 /// conversation.
 pub fn body(req: &ModelRequest<'_>, cache_key: bool) -> serde_json::Result<Vec<u8>> {
     // Text, tool calls and the reasoning items that can be replayed (those with encrypted content).
-    let turns = super::turns(
+    let turns = super::wire::turns(
         &req.messages,
         |_| true,
         |p| match p {
@@ -208,7 +207,7 @@ impl Decoder {
         if !ev.has_data {
             return Ok(());
         }
-        let v = super::parse_json(&ev.data)?;
+        let v = super::wire::parse_json(&ev.data)?;
         let kind = v["type"].as_str().unwrap_or(ev.event_type());
         match kind {
             "response.output_text.delta" => push_text(out, &v["delta"], ResponseEvent::TextDelta),
@@ -228,10 +227,10 @@ impl Decoder {
                 let item = &v["item"];
                 if item["type"] == "function_call" {
                     let arguments = item["arguments"].as_str().unwrap_or_default();
-                    super::count_arguments(&mut self.argument_bytes, arguments.len())?;
+                    super::wire::count_arguments(&mut self.argument_bytes, arguments.len())?;
                     self.calls += 1;
-                    if self.calls > super::MAX_CALLS_PER_REPLY {
-                        return Err(super::too_many_calls());
+                    if self.calls > super::wire::MAX_CALLS_PER_REPLY {
+                        return Err(super::wire::too_many_calls());
                     }
                     out.push(ResponseEvent::ToolCall {
                         id: item["call_id"].as_str().unwrap_or_default().to_owned(),
@@ -255,11 +254,11 @@ impl Decoder {
                 let response = &v["response"];
                 if let Some(u) = response.get("usage").filter(|u| u.is_object()) {
                     out.push(ResponseEvent::Usage(Usage {
-                        input: super::tokens(&u["input_tokens"]).unwrap_or(0),
-                        output: super::tokens(&u["output_tokens"]).unwrap_or(0),
-                        cache_read: super::tokens(&u["input_tokens_details"]["cached_tokens"]).unwrap_or(0),
+                        input: super::wire::tokens(&u["input_tokens"]).unwrap_or(0),
+                        output: super::wire::tokens(&u["output_tokens"]).unwrap_or(0),
+                        cache_read: super::wire::tokens(&u["input_tokens_details"]["cached_tokens"]).unwrap_or(0),
                         cache_write: 0,
-                        reasoning: super::tokens(&u["output_tokens_details"]["reasoning_tokens"]),
+                        reasoning: super::wire::tokens(&u["output_tokens_details"]["reasoning_tokens"]),
                     }));
                 }
                 let reason = if kind == "response.incomplete" {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{ModelRequest, ProviderClient, ProviderError, ResponseEvent};
+use super::client::ProviderClient;
+use super::error::ProviderError;
+use super::wire::{ModelRequest, ResponseEvent};
 use crate::config::RetryConfig;
 
 /// How a streamed request ended, when it did not complete.
