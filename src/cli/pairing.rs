@@ -9,7 +9,10 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use acp_protocol::gateway::Method;
+use acp_protocol::gateway::methods::{
+    ChannelsStatus, NoParams, PairingApprove, PairingList, PairingParams, PairingReject,
+};
 
 use crate::config::Config;
 
@@ -95,14 +98,14 @@ fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, 
     })
 }
 
-/// Asks the running gateway `method`; its answer, or why not.
-fn ask(options: crate::remote::Options, method: &str, params: Value) -> Result<Value, String> {
+/// Asks the running gateway method `M`; its answer, or why not.
+fn ask<M: Method>(options: crate::remote::Options, params: M::Params) -> Result<M::Result, String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let identity = crate::remote::identity::Identity::load_or_create(&options.home)?;
         let (tx, _notices) = tokio::sync::mpsc::unbounded_channel();
         let gateway = crate::remote::GatewayClient::start(options, identity, tx);
-        let answer = gateway.request(method, params, Duration::from_secs(10)).await.map_err(|e| e.to_string());
+        let answer = gateway.call::<M>(&params, Duration::from_secs(10)).await.map_err(|e| e.to_string());
         gateway.stop();
         answer
     })
@@ -129,44 +132,20 @@ pub fn pairing(command: PairingCommand, t: &GatewayTarget) -> ExitCode {
         Err(e) => return finish(Err(e)),
     };
     finish(match command {
-        PairingCommand::List => ask(options, "pairing.list", json!({})).map(|r| {
-            let pending = r["pending"].as_array().cloned().unwrap_or_default();
-            if pending.is_empty() {
+        PairingCommand::List => ask::<PairingList>(options, NoParams {}).map(|r| {
+            if r.pending.is_empty() {
                 return "No pairing codes are waiting.".to_owned();
             }
-            pending
+            r.pending
                 .iter()
-                .map(|p| {
-                    format!(
-                        "{}  {}  {} ({})",
-                        p["code"].as_str().unwrap_or_default(),
-                        p["channel"].as_str().unwrap_or_default(),
-                        p["name"].as_str().unwrap_or_default(),
-                        p["peer"].as_str().unwrap_or_default()
-                    )
-                })
+                .map(|p| format!("{}  {}  {} ({})", p.code, p.channel, p.name, p.peer))
                 .collect::<Vec<_>>()
                 .join("\n")
         }),
-        PairingCommand::Approve { channel, code } => {
-            ask(options, "pairing.approve", json!({"channel": channel, "code": code})).map(|r| {
-                format!(
-                    "Approved: {} ({}) may talk to the agent on {}.",
-                    r["name"].as_str().unwrap_or_default(),
-                    r["peer"].as_str().unwrap_or_default(),
-                    r["channel"].as_str().unwrap_or_default()
-                )
-            })
-        }
-        PairingCommand::Reject { channel, code } => {
-            ask(options, "pairing.reject", json!({"channel": channel, "code": code})).map(|r| {
-                format!(
-                    "Rejected the code of {} ({}).",
-                    r["name"].as_str().unwrap_or_default(),
-                    r["peer"].as_str().unwrap_or_default()
-                )
-            })
-        }
+        PairingCommand::Approve { channel, code } => ask::<PairingApprove>(options, PairingParams { channel, code })
+            .map(|r| format!("Approved: {} ({}) may talk to the agent on {}.", r.name, r.peer, r.channel)),
+        PairingCommand::Reject { channel, code } => ask::<PairingReject>(options, PairingParams { channel, code })
+            .map(|r| format!("Rejected the code of {} ({}).", r.name, r.peer)),
     })
 }
 
@@ -178,8 +157,8 @@ pub fn channels(command: ChannelsCommand, t: &GatewayTarget) -> ExitCode {
         Ok(options) => options,
         Err(e) => return finish(Err(e)),
     };
-    finish(ask(options, "channels.status", json!({})).map(|r| {
-        let channels = r["channels"].as_array().cloned().unwrap_or_default();
+    finish(ask::<ChannelsStatus>(options, NoParams {}).map(|r| {
+        let channels = r.channels;
         if channels.is_empty() {
             return "No channels are configured on the gateway ([channels.telegram] in its config.toml).".to_owned();
         }

@@ -472,3 +472,83 @@ pub struct ApprovalResolved {
     #[serde(deserialize_with = "lenient")]
     pub ts: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::methods::{HelloOk, SessionPage};
+
+    /// Frames as the reference gateway (OpenClaw 2026.9.6) sends them, read by this side's types:
+    /// states and streams it does not know, more fields, other types, nothing lost that it reads.
+    #[test]
+    fn the_reference_gateways_frames_read_leniently() {
+        let status: ChatEvent = serde_json::from_str(
+            r#"{"runId":"r1","sessionKey":"agent:main:wire-demo","agentId":"main","seq":1,"state":"status","phase":"preparing_workspace"}"#,
+        )
+        .unwrap();
+        assert_eq!((status.state, status.run_id.as_str(), status.seq), (ChatState::Other, "r1", 1));
+        let delta: ChatEvent = serde_json::from_str(
+            r#"{"runId":"r1","sessionKey":"k","agentId":"main","seq":6,"state":"delta","deltaText":"Hello","message":{"role":"assistant","content":[{"type":"text","text":"Hello"},{"type":"image","url":"x"}],"timestamp":1795401040559}}"#,
+        )
+        .unwrap();
+        let message = delta.message.unwrap();
+        assert_eq!(message.text_and_thinking(), ("Hello".to_owned(), String::new()));
+        assert!(matches!(&message.content, Content::Blocks(b) if b[1] == Block::Other));
+        let lifecycle: AgentEvent = serde_json::from_str(
+            r#"{"runId":"r1","stream":"lifecycle","data":{"phase":"model","provider":null,"model":null},"sessionKey":"k","seq":29,"ts":1}"#,
+        )
+        .unwrap();
+        assert_eq!(lifecycle.data_as::<Lifecycle>().phase, "model");
+        // A field of another type reads as its default, and the rest still reads.
+        let odd: AgentEvent = serde_json::from_str(
+            r#"{"runId":"r2","stream":"usage","data":{"outputTokens":"24","contextTokens":7},"seq":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!((odd.run_id.as_str(), odd.seq), ("r2", 0));
+        let usage: UsageData = odd.data_as();
+        assert_eq!((usage.output_tokens, usage.context_tokens), (None, Some(7)));
+        let page: SessionPage = serde_json::from_str(
+            r#"{"ts":1795401032815,"path":"(multiple)","count":0,"totalCount":0,"limitApplied":20,"nextOffset":null,"hasMore":false,"owners":[],"sessions":[{"key":"agent:main:a","origin":{"kind":"cli"},"updatedAt":1.5e12}]}"#,
+        )
+        .unwrap();
+        assert_eq!(page.next_offset, None);
+        assert_eq!(page.sessions[0].origin["kind"], "cli");
+        assert_eq!(page.sessions[0].updated_at, None, "a float time is not a millisecond count; left out");
+        let hello: HelloOk = serde_json::from_str(
+            r#"{"type":"hello-ok","protocol":4,"features":{"methods":"<466 method names>"},"auth":{"deviceToken":"dt","scopes":["operator.admin"]},"policy":{"tickIntervalMs":30000}}"#,
+        )
+        .unwrap();
+        assert_eq!(hello.auth.device_token.as_deref(), Some("dt"));
+        assert_eq!((hello.policy.tick_interval_ms, hello.features.methods.len()), (30_000, 0));
+    }
+
+    #[test]
+    fn our_events_are_written_as_the_reference_writes_them() {
+        let event = ChatEvent {
+            run_id: "r".into(),
+            session_key: "k".into(),
+            agent_id: "main".into(),
+            seq: 2,
+            state: ChatState::Final,
+            stop_reason: Some("stop".into()),
+            message: Some(ChatMessage::assistant(vec![Block::Text { text: "hi".into() }], Some(5))),
+            ..ChatEvent::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"runId":"r","sessionKey":"k","agentId":"main","seq":2,"state":"final","stopReason":"stop","message":{"role":"assistant","content":[{"type":"text","text":"hi"}],"timestamp":5}}"#
+        );
+        let tool = AgentEvent {
+            run_id: "r".into(),
+            stream: "usage".into(),
+            data: AgentData::Usage(UsageData { output_tokens: Some(3), ..UsageData::default() }),
+            session_key: "k".into(),
+            agent_id: "main".into(),
+            seq: 1,
+            ts: 9,
+            is_heartbeat: false,
+        };
+        let text = serde_json::to_string(&tool).unwrap();
+        assert!(text.contains(r#""stream":"usage","data":{"outputTokens":3}"#), "{text}");
+    }
+}
