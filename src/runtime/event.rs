@@ -5,8 +5,16 @@
 
 use std::sync::Arc;
 
-use super::op::TurnId;
-use super::persist::SessionLog;
+/// Identifies one prompt turn within the process.
+pub type TurnId = u64;
+
+/// Where an emitter hands what a reloaded session must show: the session's log.
+pub(crate) trait Recorder: Send + Sync {
+    /// A turn's event, as the transcript keeps what it shows.
+    fn shown(self: Arc<Self>, kind: &EventKind);
+    /// Writes the merged text that is due.
+    fn flush_due(&self);
+}
 use crate::config::ModelRef;
 pub use crate::history::StopReason;
 use crate::providers::{ProviderError, Usage};
@@ -178,13 +186,13 @@ pub(crate) struct Emitter {
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) session: SessionId,
     pub(crate) turn: TurnId,
-    pub(crate) log: Option<Arc<SessionLog>>,
+    pub(crate) log: Option<Arc<dyn Recorder>>,
 }
 
 impl Emitter {
     pub(crate) fn emit(&self, kind: EventKind) {
         if let Some(log) = &self.log {
-            log.shown(&kind);
+            log.clone().shown(&kind);
         }
         self.sink.emit(Event { session: self.session.clone(), turn: self.turn, kind });
     }

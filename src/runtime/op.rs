@@ -6,8 +6,7 @@ use crate::runtime::event::TurnOutcome;
 pub use crate::settings::Mode;
 use crate::settings::ReasoningEffort;
 
-/// Identifies one prompt turn within the process.
-pub type TurnId = u64;
+pub use super::event::TurnId;
 
 /// How one prompt's turn runs beyond the session's settings: what the surface that sent it asks.
 #[derive(Debug, Clone, Default)]

@@ -231,3 +231,14 @@ impl SessionLog {
         self.index("update the session index", |store, id| store.mark_prompted(id));
     }
 }
+
+/// A turn's emitter records through the session's log.
+impl super::event::Recorder for SessionLog {
+    fn shown(self: Arc<Self>, kind: &EventKind) {
+        SessionLog::shown(&self, kind);
+    }
+
+    fn flush_due(&self) {
+        SessionLog::flush_due(self);
+    }
+}

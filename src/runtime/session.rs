@@ -284,7 +284,7 @@ impl Session {
             sink: self.outlet.sink.clone(),
             session: self.id.clone(),
             turn,
-            log: recorded.then(|| self.log.clone()),
+            log: recorded.then(|| self.log.clone() as Arc<dyn super::event::Recorder>),
         }
     }
 

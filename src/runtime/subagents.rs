@@ -340,7 +340,7 @@ struct Link {
     turn: super::op::TurnId,
     /// The parent's transcript, while the parent is open (a closed parent's file is free for
     /// another process at once; a reload closes a call left running).
-    log: Option<std::sync::Weak<super::persist::SessionLog>>,
+    log: Option<std::sync::Weak<dyn super::event::Recorder>>,
     /// Stops this child alone (the user cancelled it).
     stop: CancellationToken,
     /// How its turn runs: restricted as the turn that started it, within that turn's budget.

@@ -381,7 +381,7 @@ fn file_cycles() -> Vec<Vec<String>> {
 /// Breaking them is work in progress: each entry must go once its files no longer import each other.
 #[rustfmt::skip]
 const CYCLES_FOR_NOW: &[&str] = &[
-    "src/runtime/commands.rs src/runtime/compaction.rs src/runtime/event.rs src/runtime/mcp.rs src/runtime/mod.rs src/runtime/op.rs src/runtime/persist.rs src/runtime/session.rs src/runtime/stored.rs src/runtime/subagents.rs src/runtime/subagents/host.rs src/runtime/subagents/read.rs src/runtime/tool_calls.rs src/runtime/turn.rs",
+    "src/runtime/commands.rs src/runtime/mcp.rs src/runtime/mod.rs src/runtime/persist.rs src/runtime/session.rs src/runtime/stored.rs src/runtime/subagents.rs src/runtime/subagents/host.rs src/runtime/subagents/read.rs src/runtime/tool_calls.rs src/runtime/turn.rs",
 ];
 
 #[test]
