@@ -590,27 +590,34 @@ async fn run(
     };
     lock(&bridge.runs).insert(run_id.clone(), run);
     let forget = Forget { bridge, run_id: &run_id };
+    // Cancelled while the gateway is taking the prompt: its answer is still waited for (bounded),
+    // since the run may have started there, and then it is aborted like any other.
+    let sending = bridge.gateway.call::<ChatSend>(&params, super::CONNECT_WAIT);
+    tokio::pin!(sending);
+    let mut stopped = false;
     let sent = tokio::select! {
-        sent = bridge.gateway.call::<ChatSend>(&params, super::CONNECT_WAIT) => sent,
-        () = &mut stop => return Ok(PromptResponse::new(StopReason::Cancelled)),
+        sent = &mut sending => sent,
+        () = &mut stop => {
+            stopped = true;
+            sending.await
+        }
     };
     if let Err(e) = sent {
+        if stopped {
+            return Ok(PromptResponse::new(StopReason::Cancelled));
+        }
         return Err(ErrorObject::new(code::INTERNAL_ERROR, format!("the gateway did not take the prompt: {e}")));
     }
     if let Some(run) = lock(&bridge.runs).get_mut(&run_id) {
         run.started = true;
     }
     tokio::pin!(ended);
-    let end = tokio::select! {
-        end = &mut ended => end,
-        () = &mut stop => {
-            let abort = ChatAbortParams { session_key: key, run_id: Some(run_id.clone()) };
-            if let Err(e) = bridge.gateway.call::<ChatAbort>(&abort, super::CONNECT_WAIT).await {
-                tracing::warn!(error = %e, "could not abort the run on the gateway");
-            }
-            // Its `aborted` event ends it; the prompt answers `cancelled` in any case.
-            let _ = tokio::time::timeout(ABORT_WAIT, &mut ended).await;
-            Ok(PromptEnd::Stopped(StopReason::Cancelled))
+    let end = if stopped {
+        abort(bridge, key, &run_id, &mut ended).await
+    } else {
+        tokio::select! {
+            end = &mut ended => end,
+            () = &mut stop => abort(bridge, key, &run_id, &mut ended).await,
         }
     };
     drop(forget);
@@ -619,6 +626,22 @@ async fn run(
         Ok(PromptEnd::Failed(message)) => Err(ErrorObject::new(code::INTERNAL_ERROR, message)),
         Err(_) => Err(ErrorObject::internal("the run ended without an answer")),
     }
+}
+
+/// Aborts run `run_id` on the gateway; its `aborted` event ends it, and the prompt answers
+/// `cancelled` in any case.
+async fn abort(
+    bridge: &Bridge,
+    key: String,
+    run_id: &str,
+    ended: &mut std::pin::Pin<&mut oneshot::Receiver<PromptEnd>>,
+) -> Result<PromptEnd, oneshot::error::RecvError> {
+    let abort = ChatAbortParams { session_key: key, run_id: Some(run_id.to_owned()) };
+    if let Err(e) = bridge.gateway.call::<ChatAbort>(&abort, super::CONNECT_WAIT).await {
+        tracing::warn!(error = %e, "could not abort the run on the gateway");
+    }
+    let _ = tokio::time::timeout(ABORT_WAIT, ended.as_mut()).await;
+    Ok(PromptEnd::Stopped(StopReason::Cancelled))
 }
 
 /// Forgets a run however its prompt ends.
