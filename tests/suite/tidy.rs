@@ -10,18 +10,25 @@ use std::path::{Path, PathBuf};
 /// in docs/architecture.md (its one copy). A module may only import modules listed before it, so
 /// the table is also the proof that there are no cycles between modules.
 fn layers() -> Vec<(String, Vec<String>)> {
+    doc_table("Layers")
+}
+
+/// The table under "## `title`" in docs/architecture.md: each row's first cell (one name in
+/// backticks) and the names in backticks of its second.
+fn doc_table(title: &str) -> Vec<(String, Vec<String>)> {
     let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
-    let section = doc.split("\n## Layers\n").nth(1).expect("a Layers section").split("\n## ").next().unwrap();
+    let heading = format!("\n## {title}\n");
+    let section = doc.split(&heading).nth(1).unwrap_or_else(|| panic!("a {title} section")).split("\n## ").next();
     let names = |cell: &str| -> Vec<String> {
         cell.split(',').filter_map(|n| n.trim().strip_prefix('`')?.strip_suffix('`').map(str::to_owned)).collect()
     };
     section
+        .unwrap_or_default()
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').collect();
-            let module = names(cells[1]).pop().expect("one module per row");
-            (module, names(cells[2]))
+            (names(cells[1]).pop().unwrap_or_else(|| panic!("one name per row of {title}")), names(cells[2]))
         })
         .collect()
 }
@@ -152,20 +159,7 @@ fn each_module_imports_only_the_modules_below_it() {
 /// Each `acp-protocol` module and the source paths that may use it: the table under
 /// "## Protocol use" in docs/architecture.md.
 fn protocol_use() -> Vec<(String, Vec<String>)> {
-    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
-    let section =
-        doc.split("\n## Protocol use\n").nth(1).expect("a Protocol use section").split("\n## ").next().unwrap();
-    let names = |cell: &str| -> Vec<String> {
-        cell.split(',').filter_map(|n| n.trim().strip_prefix('`')?.strip_suffix('`').map(str::to_owned)).collect()
-    };
-    section
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .map(|l| {
-            let cells: Vec<&str> = l.split('|').collect();
-            (names(cells[1]).pop().expect("one protocol module per row"), names(cells[2]))
-        })
-        .collect()
+    doc_table("Protocol use")
 }
 
 /// The `acp_protocol` modules `text` names (`acp_protocol::gateway::…`).
