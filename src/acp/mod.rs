@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigCell};
 use crate::rpc::Rpc;
+pub use crate::runtime::HeadStart;
 use crate::runtime::Runtime;
 
 /// How the connection ended.
@@ -43,43 +44,24 @@ pub async fn serve(rpc: Rpc, config: Config, origin: &str, shutdown: impl Future
     serve_with(rpc, config, origin, None, shutdown).await
 }
 
-/// What a client that opens a session straight away (`acp run`) has the agent begin before
-/// anything else. `fresh`: the id the client made up for a new session ([`new_session_id`]):
-/// that session is created without waiting for the session store, which opens once its model is
-/// answering. Otherwise (a stored session continues) the store is opened at once, on a thread of
-/// its own under `config`'s home.
-pub fn begin(config: &Config, fresh: Option<String>) -> Begun {
-    match fresh {
-        Some(id) => Begun::Fresh(id),
-        None => Begun::Store(crate::runtime::StoreOpening::start(config.home.clone())),
-    }
-}
-
-/// See [`begin`].
-#[derive(Debug)]
-pub enum Begun {
-    Store(crate::runtime::StoreOpening),
-    Fresh(String),
-}
-
-/// [`serve`] for a client that opens a session straight away (`acp run`): the session store as
-/// `begun` has it, and the model's HTTP client built in the background from the start rather
-/// than from `session/new` on.
+/// [`serve`] for a client that opens a session straight away (`acp run`): the runtime begins what
+/// `head` says, and builds the model's HTTP client in the background from the start rather than
+/// from `session/new` on.
 pub async fn serve_eager(
     rpc: Rpc,
     config: Config,
     origin: &str,
-    begun: Begun,
+    head: HeadStart,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
-    serve_with(rpc, config, origin, Some(begun), shutdown).await
+    serve_with(rpc, config, origin, Some(head), shutdown).await
 }
 
 async fn serve_with(
     rpc: Rpc,
     config: Config,
     origin: &str,
-    begun: Option<Begun>,
+    head: Option<HeadStart>,
     shutdown: impl Future<Output = ()>,
 ) -> Ended {
     let Rpc { conn, incoming } = rpc;
@@ -88,11 +70,8 @@ async fn serve_with(
     let sink = Arc::new(updates::AcpSink::new(state.clone()));
     let host = Arc::new(editor_host::AcpHost::new(state.clone()));
     let mut runtime = Runtime::new(config, sink, host).with_origin(origin);
-    if let Some(begun) = begun {
-        runtime = match begun {
-            Begun::Store(opening) => runtime.with_store(opening),
-            Begun::Fresh(id) => runtime.with_fresh_session(id),
-        };
+    if let Some(head) = head {
+        runtime = runtime.with_head_start(head);
         runtime.prewarm();
     }
     let agent = Agent::new(state, runtime);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use acp_repl::run::{Output, RunOptions, exit};
 
 use super::signals;
+use crate::acp::HeadStart;
 use crate::config::Config;
 
 /// How long the agent may take to close its session once the run is over, when it must (see the
@@ -29,7 +30,7 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     let servers = !config.mcp_servers.is_empty();
     // First: a new session, its id made up here, begins without waiting for the session store;
     // continuing one (`--session`), the store opens on a thread of its own meanwhile.
-    let begun = crate::acp::begin(&config, options.new_session_id.clone());
+    let head = HeadStart::begin(config.home.clone(), options.new_session_id.clone());
     let (tx, rx, rpc) = acp_repl::conn::connect_in_process(verbose, |output| {
         let (rpc, input) = crate::rpc::start_in_process(output, config.max_line_bytes);
         (input, rpc)
@@ -37,7 +38,7 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let (signals_tx, signals_rx) = tokio::sync::oneshot::channel();
     let agent = std::thread::Builder::new().name("agent".into()).spawn(move || {
-        serve_in_process(rpc, config, begun, signals_rx, done_tx);
+        serve_in_process(rpc, config, head, signals_rx, done_tx);
     });
     if let Err(e) = agent {
         return fail(format!("could not start the agent: {e}"));
@@ -67,7 +68,7 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
 fn serve_in_process(
     rpc: crate::rpc::Rpc,
     config: Config,
-    begun: crate::acp::Begun,
+    head: HeadStart,
     signals: tokio::sync::oneshot::Receiver<signals::Installed>,
     done: std::sync::mpsc::Sender<()>,
 ) {
@@ -87,7 +88,7 @@ fn serve_in_process(
         });
         // A session is opened straight away: the HTTP client is built (and for `--session` the
         // store opens) while the client initializes.
-        crate::acp::serve_eager(rpc, config, "run", begun, std::future::pending::<()>()).await;
+        crate::acp::serve_eager(rpc, config, "run", head, std::future::pending::<()>()).await;
         // Every session is closed and saved: the process may exit without waiting for the
         // runtime to be taken down.
         let _ = done.send(());

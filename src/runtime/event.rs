@@ -206,3 +206,7 @@ impl Emitter {
         }
     }
 }
+/// A fresh id for a message the clients are shown (`msg_` and a UUID).
+pub(crate) fn new_message_id() -> Arc<str> {
+    Arc::from(format!("msg_{}", uuid::Uuid::new_v4().simple()))
+}

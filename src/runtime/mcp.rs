@@ -9,23 +9,15 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::event::{Emitter, EventKind};
-use super::{SessionSettings, Shared};
+use super::handle::SessionCommand;
+use super::settings::SessionSettings;
+use super::shared::Shared;
 use crate::mcp::prompt;
 use crate::mcp::tool::{McpTool, names};
 use crate::mcp::{HttpSource, Server, State, describe_transport};
 use crate::providers::UserPart;
 use crate::sync::lock;
 use crate::tools::{AnyTool, Registry};
-
-/// A command a session offers beyond the built-in ones: an MCP server's prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionCommand {
-    /// Without the slash: `server:prompt`.
-    pub name: String,
-    pub description: String,
-    /// Its arguments, e.g. `city [state]`.
-    pub hint: Option<String>,
-}
 
 /// The servers one session uses.
 pub(crate) struct McpSet {

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::Shared;
+use super::event::new_message_id;
 use super::event::{EventKind, SessionId, TurnOutcome};
-use super::turn::new_message_id;
+use super::shared::Shared;
 use crate::history::Journal;
 use crate::history::input::UserBlock;
 use crate::history::record::Record;
@@ -25,7 +25,7 @@ use crate::store::transcript::{Live, Transcript};
 use crate::store::{SessionRow, Store, now_ms};
 use crate::sync::lock;
 
-use super::SessionSettings;
+use super::settings::SessionSettings;
 
 pub(crate) struct SessionLog {
     id: SessionId,
@@ -86,7 +86,7 @@ impl SessionLog {
     }
 
     /// Whether the session's index row waits to be stored.
-    pub(crate) fn row_waits(&self) -> bool {
+    fn row_waits(&self) -> bool {
         lock(&self.unindexed).is_some()
     }
 

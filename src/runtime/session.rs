@@ -18,116 +18,25 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
+pub(super) mod state;
+
 use super::commands::{self, Command, Parsed, Ran};
 use super::compaction::Accounting;
-use super::event::{Emitter, EventKind, SessionId, StopReason, TurnError, TurnOutcome};
-use super::mcp::{McpSet, SessionCommand};
+use super::event::new_message_id;
+use super::event::{EventKind, SessionId, StopReason, TurnError, TurnOutcome};
+use super::handle::SessionHandle;
+use super::mcp::McpSet;
 use super::op::{Op, TurnId, TurnOptions};
 use super::persist::SessionLog;
-use super::turn::{self, TurnContext, TurnResult, new_message_id};
-use super::{LiveState, SessionSettings, Shared};
+use super::settings::{LiveState, SessionSettings};
+use super::shared::{Outlet, Shared};
+use super::turn::{self, TurnContext, TurnResult};
 use crate::history::conversation::Conversation;
 use crate::history::input::{self, UserBlock};
 use crate::providers::{Message, Usage};
 use crate::store::transcript::Transcript;
-
-/// The surface's handle to a session actor.
-#[derive(Debug, Clone)]
-pub struct SessionHandle {
-    id: SessionId,
-    ops: mpsc::UnboundedSender<Op>,
-    closed: CancellationToken,
-    commands: tokio::sync::watch::Receiver<Vec<SessionCommand>>,
-}
-
-impl SessionHandle {
-    pub fn id(&self) -> &SessionId {
-        &self.id
-    }
-
-    /// The commands it offers beyond the built-in ones (its MCP servers' prompts), as they change.
-    pub fn commands(&self) -> tokio::sync::watch::Receiver<Vec<SessionCommand>> {
-        self.commands.clone()
-    }
-
-    /// Sends an op; false if the actor has stopped.
-    pub fn send(&self, op: Op) -> bool {
-        self.ops.send(op).is_ok()
-    }
-
-    /// Resolves once every op sent so far has taken effect and is on disk (at once if the actor
-    /// has stopped).
-    pub async fn settled(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.send(Op::Settled(tx)) {
-            let _ = rx.await;
-        }
-    }
-
-    /// Queues a prompt as turn `turn`. Resolves to how the turn ended — once every event of the
-    /// turn has gone to the sink — or to `None` if the session stopped without ending it (an
-    /// internal error).
-    pub fn prompt(
-        &self,
-        turn: TurnId,
-        input: Vec<UserBlock>,
-    ) -> impl std::future::Future<Output = Option<TurnOutcome>> + Send + 'static {
-        self.prompt_with(turn, input, TurnOptions::default())
-    }
-
-    /// [`Self::prompt`], the turn run as `options` say.
-    pub fn prompt_with(
-        &self,
-        turn: TurnId,
-        input: Vec<UserBlock>,
-        options: TurnOptions,
-    ) -> impl std::future::Future<Output = Option<TurnOutcome>> + Send + 'static {
-        let (done, ended) = tokio::sync::oneshot::channel();
-        let sent = self.send(Op::Prompt { turn, input, options, done });
-        async move {
-            if !sent {
-                return None;
-            }
-            ended.await.ok()
-        }
-    }
-
-    /// Steers `text` into the running turn (see [`Op::Steer`]); resolves to whether it was taken.
-    pub fn steer(&self, text: String) -> impl std::future::Future<Output = bool> + Send + use<> {
-        let (done, taken) = oneshot::channel();
-        let sent = self.send(Op::Steer { text, done });
-        async move { sent && taken.await.unwrap_or(false) }
-    }
-
-    /// Posts `text` into the conversation (see [`Op::Inject`]); resolves to the message's id once
-    /// it is on disk, or `None` if the session stopped first.
-    pub fn inject(&self, text: String) -> impl std::future::Future<Output = Option<String>> + Send + 'static {
-        let (done, posted) = tokio::sync::oneshot::channel();
-        let sent = self.send(Op::Inject { text, done });
-        async move {
-            if !sent {
-                return None;
-            }
-            posted.await.ok()
-        }
-    }
-
-    /// Whether the actor has stopped.
-    pub fn is_stopped(&self) -> bool {
-        self.closed.is_cancelled()
-    }
-
-    /// Resolves once the actor has stopped, without keeping it alive meanwhile (unlike a clone of
-    /// the handle, which it serves until dropped).
-    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        self.closed.clone().cancelled_owned()
-    }
-
-    /// Resolves once the actor has stopped (after `Op::Shutdown`): its transcript is closed.
-    pub async fn closed(&self) {
-        self.closed.cancelled().await;
-    }
-}
+use state::Session;
+use state::Unsaved;
 
 /// What a session reopened from the store starts with.
 pub(crate) struct Restored {
@@ -149,22 +58,6 @@ pub(crate) enum Stored {
     /// Just begun, empty: its index row is stored later (see `persist`).
     Unindexed(Arc<Transcript>, crate::store::SessionRow),
     Restored(Restored),
-}
-
-/// Where a session's events go and what its tools reach the outside through: the surface's, or
-/// for a subagent its parent's, relabelled (`subagents.rs`).
-#[derive(Clone)]
-pub(crate) struct Outlet {
-    pub(crate) sink: Arc<dyn crate::runtime::EventSink>,
-    pub(crate) host: Arc<dyn crate::tools::host::AnyHost>,
-    /// A subagent: it gets no session tools (it cannot spawn in turn).
-    pub(crate) child: bool,
-}
-
-impl Outlet {
-    pub(crate) fn of(shared: &Shared) -> Self {
-        Self { sink: shared.sink.clone(), host: shared.host().clone(), child: false }
-    }
 }
 
 pub(crate) fn spawn(
@@ -229,7 +122,7 @@ pub(crate) fn spawn(
     };
     let closed = CancellationToken::new();
     let guard = closed.clone().drop_guard();
-    let handle = SessionHandle { id: id.clone(), ops: tx, closed, commands };
+    let handle = SessionHandle::new(id.clone(), tx, closed, commands);
     let registry = actor.session.shared.clone();
     crate::sync::lock(&registry.sessions).insert(id.to_string(), handle.clone());
     tokio::spawn(async move {
@@ -238,115 +131,6 @@ pub(crate) fn spawn(
         drop(guard);
     });
     handle
-}
-
-/// What a session's index row still lacks.
-#[derive(Default)]
-struct Unsaved {
-    title: Option<String>,
-    prompted: bool,
-}
-
-/// A session's state: what its turns and commands read and change.
-pub(super) struct Session {
-    pub(super) id: SessionId,
-    pub(super) settings: SessionSettings,
-    pub(super) live: Arc<LiveState>,
-    pub(super) shared: Arc<Shared>,
-    pub(super) conversation: Conversation,
-    pub(super) accounting: Accounting,
-    /// Its MCP servers.
-    pub(super) mcp: Arc<McpSet>,
-    /// Where everything the session saves goes.
-    pub(super) log: Arc<SessionLog>,
-    /// Whether the model ever answered in this session (then it is listed).
-    prompted: bool,
-    title: Option<String>,
-    /// What the index does not hold yet, written with the end of the running turn (one write
-    /// instead of three on the way to the model and back).
-    unsaved: Unsaved,
-    /// Summed over the session's turns.
-    pub(super) usage: Usage,
-    pub(super) context_tokens: Option<u64>,
-    /// The session's turns so far (model turns and the commands that change it), the number the
-    /// transcript gives each.
-    pub(super) turns: u64,
-    /// Where its events go; what its tools reach.
-    pub(super) outlet: Outlet,
-    /// Its first turn's system prompt, built ahead (`acp run`'s session).
-    system_ahead: Option<turn::SystemAhead>,
-}
-
-impl Session {
-    /// An emitter for `turn`; `recorded`: what it shows is saved for a reloaded session.
-    pub(super) fn emitter(&self, turn: TurnId, recorded: bool) -> Emitter {
-        Emitter {
-            sink: self.outlet.sink.clone(),
-            session: self.id.clone(),
-            turn,
-            log: recorded.then(|| self.log.clone() as Arc<dyn super::event::Recorder>),
-        }
-    }
-
-    /// Starts the session's next turn with `input`; returns its number.
-    pub(super) fn begin_turn(&mut self, input: &[UserBlock]) -> u64 {
-        self.conversation.begin_turn();
-        self.turns = self.turns.saturating_add(1);
-        self.log.prompt(self.turns, input);
-        self.turns
-    }
-
-    /// The model answered for the first time: the session is listed from now on (one whose turns
-    /// all failed before any answer — no key, a provider down — is not).
-    fn mark_prompted(&mut self) {
-        if !self.prompted {
-            self.prompted = true;
-            self.log.prompted();
-        }
-    }
-
-    /// [`Self::mark_prompted`] by a turn: saved with the turn's end.
-    fn mark_prompted_by_turn(&mut self) {
-        if !self.prompted {
-            self.prompted = true;
-            self.unsaved.prompted = true;
-        }
-    }
-
-    /// A message posted from outside a turn: shown as the assistant's, and in the model's context
-    /// as a note of what the user was shown (the model did not write it, and a conversation may
-    /// not start with an assistant message on every API).
-    fn inject(&mut self, text: &str) -> String {
-        let id = new_message_id().to_string();
-        self.log.posted(&id, text);
-        self.conversation.push(Message::User(vec![crate::providers::UserPart::Text(format!(
-            "[Posted to this conversation from outside it, and shown to the user as your message:]\n\n{text}"
-        ))]));
-        self.mark_prompted();
-        id
-    }
-
-    fn set_title(&mut self, turn: TurnId, title: String) {
-        self.log.title(&title);
-        self.unsaved.title = None;
-        self.title = Some(title.clone());
-        self.emitter(turn, false).emit(EventKind::Title(title));
-    }
-
-    /// The title a turn's prompt gives a session that has none: shown now, saved with the turn's
-    /// end (an unlisted session until then; reopened before that, it is worked out again).
-    fn set_title_by_turn(&mut self, turn: TurnId, title: String) {
-        self.unsaved.title = Some(title.clone());
-        self.title = Some(title.clone());
-        self.emitter(turn, false).emit(EventKind::Title(title));
-    }
-
-    /// The context window of the session's model, if it is known.
-    pub(super) fn context_window(&self) -> Option<u64> {
-        let config = self.shared.config();
-        let (model, provider) = config.resolve_model(&self.settings.model.to_string()).ok()?;
-        Some(provider.model(&model.model).context_window)
-    }
 }
 
 /// A prompt waiting for its turn, read as a command (or not) when it arrived.
@@ -419,19 +203,20 @@ impl Actor {
             };
             // A new session's index row may wait still (see `persist`): only a prompt for the
             // model (it answers later) and a cancellation go ahead of it.
-            let ahead = |op: &Option<Op>| match op {
-                Some(Op::Prompt { input, .. }) => matches!(commands::parse(input), Parsed::NotACommand),
-                Some(Op::CancelTurn(_) | Op::Cancel) => true,
-                _ => false,
-            };
-            if self.session.log.row_waits() && !ahead(&op) {
+            if let Some(Op::Prompt { turn, input, options, done }) = op {
+                let parsed = commands::parse(&input);
+                if !matches!(parsed, Parsed::NotACommand) {
+                    self.session.log.indexed().await;
+                }
+                self.waiting.insert(turn, done);
+                self.arrived(turn, input, parsed, options, running.as_ref());
+                continue;
+            }
+            if !matches!(op, Some(Op::CancelTurn(_) | Op::Cancel)) {
                 self.session.log.indexed().await;
             }
             match op {
-                Some(Op::Prompt { turn, input, options, done }) => {
-                    self.waiting.insert(turn, done);
-                    self.arrived(turn, input, options, running.as_ref());
-                }
+                Some(Op::Prompt { .. }) => {} // taken above
                 Some(Op::CancelTurn(turn)) => match running.as_ref() {
                     Some(r) if r.turn == turn => r.cancel.cancel(),
                     _ => {
@@ -483,9 +268,16 @@ impl Actor {
         }
     }
 
-    /// A prompt arrived: read it as a command once; answer it now or queue it.
-    fn arrived(&mut self, turn: TurnId, input: Vec<UserBlock>, options: TurnOptions, running: Option<&Running>) {
-        let command = match commands::parse(&input) {
+    /// A prompt arrived, read as a command (or not) as it did: answer it now or queue it.
+    fn arrived(
+        &mut self,
+        turn: TurnId,
+        input: Vec<UserBlock>,
+        parsed: Parsed,
+        options: TurnOptions,
+        running: Option<&Running>,
+    ) {
+        let command = match parsed {
             Parsed::NotACommand => None,
             Parsed::BadArgs(text) => return self.answer(turn, text),
             Parsed::Command(Command::Stop) => {

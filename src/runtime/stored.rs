@@ -4,16 +4,21 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::session::{self, Outlet};
+use super::event::SessionId;
+use super::handle::SessionHandle;
+use super::op::Mode;
+use super::session;
+use super::settings::SessionSettings;
+use super::shared::{Outlet, Runtime};
 use super::turn::SystemAhead;
-use super::{Mode, ReasoningEffort, Runtime, SessionHandle, SessionId, SessionSettings, Shown};
 use crate::config::ModelRef;
 use crate::config::mcp::McpServer;
 use crate::history::record::Record;
+use crate::history::replay::Shown;
 use crate::history::replay::StoredSettings;
+use crate::settings::ReasoningEffort;
 use crate::store::transcript::{self, Transcript};
 use crate::store::{Cursor, SessionRow, StoreError, now_ms};
-use crate::sync::lock;
 
 impl Runtime {
     /// Starts a new session, stored (index row and transcript) before this returns, so it can be
@@ -27,18 +32,12 @@ impl Runtime {
         self.create(id, settings, None, Outlet::of(&self.shared)).await
     }
 
-    /// The session made up for ([`with_fresh_session`](Self::with_fresh_session)): no session can
+    /// The session made up for the client ([`super::head_start::HeadStart::Fresh`]): no session can
     /// be stored under its id, so it starts at once, its transcript created here, and its index
     /// row is stored later, before the session answers anything (see `persist`). `None`: not that
     /// session.
     fn create_fresh(&self, id: &SessionId, settings: &SessionSettings) -> Option<SessionHandle> {
-        let mut fresh = lock(&self.shared.fresh_id);
-        if fresh.as_deref() != Some(&**id) {
-            return None;
-        }
-        *fresh = None;
-        drop(fresh);
-        if !crate::store::made_up(id) {
+        if !self.shared.head.take_fresh(id) || !crate::store::made_up(id) {
             return None;
         }
         let (row, record) = self.new_row(id, settings, None);

@@ -20,22 +20,27 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::event::{Emitter, Event, EventKind, EventSink, SessionId, SubagentChange, SubagentEvent, TurnOutcome};
+use super::event::{Emitter, TurnOutcome};
+use super::handle::SessionHandle;
 use super::op::Op;
-use super::session::{Outlet, SessionHandle};
-use super::{LiveState, Runtime, SessionSettings, Shared};
+use super::settings::{LiveState, SessionSettings};
+use super::shared::{Outlet, Runtime, Shared};
 use crate::history::input::UserBlock;
 use crate::history::replay::Shown;
 use crate::settings::ReasoningEffort;
 use crate::sync::lock;
 
 mod host;
+mod link;
+mod me;
 mod read;
 
 use crate::tools::host::AnyHost;
 use crate::tools::{Access, Action, Prepared, Registry, Tool, ToolCallState, ToolContent, ToolContext, ToolKind};
 use crate::tools::{ToolOutput, ToolStatus};
 use host::ChildHost;
+use link::{ChildSink, Ended, Link, shown};
+use me::Me;
 use read::{History, List};
 
 /// Subagents running at once, unless configured.
@@ -105,39 +110,6 @@ impl Runtime {
     }
 }
 
-impl Me {
-    /// Whether `key` is a subagent this session spawned (it may be read and written to freely).
-    fn is_child(&self, key: &str) -> bool {
-        lock(&self.shared.parents).get(key).is_some_and(|(p, _)| *p == *self.session)
-    }
-
-    /// What reaching session `key` needs: nothing for one's own subagent, else a question (in
-    /// ask and code modes) naming it.
-    fn access(&self, key: &str, what: &str) -> Access {
-        if self.is_child(key) {
-            Access::default()
-        } else {
-            Access { message: Some(format!("{what} of session {key}")), ..Access::default() }
-        }
-    }
-}
-
-/// The session whose turn uses the tools.
-struct Me {
-    shared: Arc<Shared>,
-    session: SessionId,
-    /// Its events (of this turn), to its client and its transcript.
-    events: Emitter,
-    settings: SessionSettings,
-    live: Arc<LiveState>,
-    /// The most the turn's calls get ([`super::TurnOptions`]); its children get no more.
-    mode_cap: Option<crate::settings::Mode>,
-    /// Subagents this turn started.
-    spawned: std::sync::atomic::AtomicUsize,
-    /// Model requests its subagents may still make, together.
-    requests: Arc<std::sync::atomic::AtomicU32>,
-}
-
 fn openlang_on(shared: &Shared) -> bool {
     shared.config().subagents.protocol.as_deref() != Some("plain")
 }
@@ -153,14 +125,6 @@ fn check(text: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The text shown to people for an agent-to-agent message: as sent, and decoded if OpenLang.
-fn shown(text: &str) -> String {
-    match crate::openlang::is_openlang(text).then(|| crate::openlang::parse(text)) {
-        Some(Ok(message)) => format!("{text}\n\nDecoded:\n{}", crate::openlang::explain(&message)),
-        _ => text.to_owned(),
-    }
 }
 
 // ---------------------------------------------------------------- sessions_spawn
@@ -325,170 +289,6 @@ impl Action for SpawnAction {
             vec![ToolContent::Text(format!("Started subagent `{}` ({key}).", self.label))],
         )
     }
-}
-
-/// A running subagent as its parent sees it.
-struct Link {
-    parent: SessionId,
-    key: String,
-    label: String,
-    cwd: std::path::PathBuf,
-    /// The parent's client shows the child as a session of its own (else as a tool call).
-    shows: bool,
-    /// The parent's client, and the turn that spawned the child.
-    sink: Arc<dyn EventSink>,
-    turn: super::op::TurnId,
-    /// The parent's transcript, while the parent is open (a closed parent's file is free for
-    /// another process at once; a reload closes a call left running).
-    log: Option<std::sync::Weak<dyn super::event::Recorder>>,
-    /// Stops this child alone (the user cancelled it).
-    stop: CancellationToken,
-    /// How its turn runs: restricted as the turn that started it, within that turn's budget.
-    options: super::op::TurnOptions,
-    /// The child as a tool call of the parent: shown to clients that do not show subagents, and
-    /// always recorded in the parent's transcript (a reloaded parent shows it).
-    call: Mutex<ToolCallState>,
-    progress: Mutex<Progress>,
-}
-
-#[derive(Default)]
-struct Progress {
-    tool_calls: usize,
-    last: Option<String>,
-    /// The child's text since its last tool call: its answer, once it ends.
-    text: String,
-}
-
-impl Link {
-    /// The tool call's state: recorded, and shown unless the client shows the child itself.
-    fn show(&self, kind: fn(ToolCallState) -> EventKind) {
-        let kind = kind(lock(&self.call).clone());
-        if let Some(log) = self.log.as_ref().and_then(std::sync::Weak::upgrade) {
-            log.shown(&kind);
-        }
-        if !self.shows {
-            self.to_parent(kind);
-        }
-    }
-
-    fn to_parent(&self, kind: EventKind) {
-        self.sink.emit(Event { session: self.parent.clone(), turn: self.turn, kind });
-        self.sink.flush();
-    }
-
-    /// For a client that shows the child itself.
-    fn subagent(&self, change: SubagentChange) {
-        if self.shows {
-            let child = SessionId::from(self.key.as_str());
-            self.to_parent(EventKind::Subagent(SubagentEvent { child, change }));
-        }
-    }
-
-    /// A message between parent and child, for a client that shows the child itself.
-    fn message(&self, to_child: bool, text: &str) {
-        let (parent, child) = (self.parent.clone(), SessionId::from(self.key.as_str()));
-        let (from, to) = if to_child { (parent, child) } else { (child, parent) };
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        self.subagent(SubagentChange::Message { id, from, to, text: text.to_owned() });
-    }
-
-    fn show_start(&self, task: &str) {
-        lock(&self.call).content = vec![ToolContent::Text(format!("Task:\n{}", shown(task)))];
-        self.show(EventKind::ToolCall);
-        let title = self.label.clone();
-        let description = crate::history::input::title_of(&[UserBlock::text(task.to_owned())]).unwrap_or_default();
-        self.subagent(SubagentChange::Started { title, description, cwd: self.cwd.clone() });
-        self.message(true, &shown(task));
-    }
-
-    fn progressed(&self) {
-        if self.shows {
-            return; // the client follows the child's own updates
-        }
-        let line = {
-            let p = lock(&self.progress);
-            match &p.last {
-                Some(last) => format!(
-                    "Working: {} tool call{}; last: {last}",
-                    p.tool_calls,
-                    if p.tool_calls == 1 { "" } else { "s" }
-                ),
-                None => "Working…".to_owned(),
-            }
-        };
-        {
-            let mut call = lock(&self.call);
-            call.content.truncate(1);
-            call.content.push(ToolContent::Text(line));
-        }
-        self.show(EventKind::ToolCallUpdate);
-    }
-
-    fn finish(&self, ended: &Ended, status: ToolStatus, summary: &str, result: &str) {
-        if self.shows {
-            if !result.is_empty() {
-                self.message(false, &shown(result));
-            }
-            let (reason, error) = match ended {
-                Ended::Done(Some(TurnOutcome::Stopped { reason, .. })) => (Some(*reason), None),
-                Ended::Cancelled | Ended::ByUser => (Some(super::event::StopReason::Cancelled), None),
-                _ => (None, Some(summary.to_owned())),
-            };
-            self.subagent(SubagentChange::Ended { reason, error });
-        }
-        {
-            let mut call = lock(&self.call);
-            call.status = status;
-            call.content.truncate(1);
-            call.content.push(ToolContent::Text(summary.to_owned()));
-            if !result.is_empty() {
-                call.content.push(ToolContent::Text(format!("Result:\n{}", shown(result))));
-            }
-            call.raw_output = Some(json!({"status": summary, "result": result}));
-        }
-        self.show(EventKind::ToolCallUpdate);
-    }
-}
-
-/// A subagent's events: to its parent's client under the child's id if that client shows
-/// subagents, else kept from it except as progress of the child's tool call.
-struct ChildSink(Arc<Link>);
-
-impl EventSink for ChildSink {
-    fn emit(&self, event: Event) {
-        match &event.kind {
-            EventKind::TextDelta { text, .. } => lock(&self.0.progress).text.push_str(text),
-            EventKind::ToolCall(state) => {
-                {
-                    let mut p = lock(&self.0.progress);
-                    p.tool_calls += 1;
-                    p.last = Some(state.title.clone());
-                    p.text.clear();
-                }
-                self.0.progressed();
-            }
-            _ => {}
-        }
-        if self.0.shows {
-            self.0.sink.emit(event);
-        }
-    }
-
-    fn flush(&self) {
-        if self.0.shows {
-            self.0.sink.flush();
-        }
-    }
-}
-
-/// How a subagent's run ended.
-enum Ended {
-    Done(Option<TurnOutcome>),
-    TimedOut,
-    /// With the parent's turn.
-    Cancelled,
-    /// By the user, this child alone (ACP `session/cancel` with its id).
-    ByUser,
 }
 
 async fn run_child(

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::event::{Emitter, EventKind};
-use super::{LiveState, SessionSettings};
+use super::settings::{LiveState, SessionSettings};
 use crate::config::Config;
 use crate::providers::{ToolResult, UserPart};
 use crate::sync::lock;
@@ -50,11 +50,11 @@ pub(crate) struct CallEnv<'a> {
     pub registry: &'a Registry,
     pub cancel: CancellationToken,
     pub config: Arc<Config>,
-    /// Messages steered into the turn ([`crate::runtime::Op::Steer`]).
+    /// Messages steered into the turn ([`super::op::Op::Steer`]).
     pub steers: Arc<Steers>,
     /// What the session's tools reach the outside through.
     pub host: Arc<dyn crate::tools::host::AnyHost>,
-    /// The most the turn's calls get, whatever the session's mode ([`super::TurnOptions`]).
+    /// The most the turn's calls get, whatever the session's mode ([`super::op::TurnOptions`]).
     pub mode_cap: Option<crate::settings::Mode>,
 }
 

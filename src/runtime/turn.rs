@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
 use super::context;
-use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome};
+use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome, new_message_id};
 use super::mcp::{Expanded, McpSet};
+use super::settings::{LiveState, SessionSettings};
+use super::shared::Shared;
 use super::tool_calls::{self, Call, CallEnv};
-use super::{LiveState, SessionSettings, Shared};
 use crate::config::{Config, ModelInfo};
 use crate::history::conversation::Conversation;
 use crate::providers::retry::{self, Failure};
@@ -38,7 +39,7 @@ pub(crate) struct TurnContext {
     pub accounting: Accounting,
     pub mcp: Arc<McpSet>,
     pub steers: Arc<tool_calls::Steers>,
-    pub outlet: super::session::Outlet,
+    pub outlet: super::shared::Outlet,
     pub options: super::op::TurnOptions,
 }
 
@@ -247,7 +248,7 @@ struct Turn<'a> {
     usage: Usage,
     /// Tokens in the context after the last request.
     context: Option<u64>,
-    /// Model requests left to the turns sharing this budget ([`super::TurnOptions`]).
+    /// Model requests left to the turns sharing this budget ([`super::op::TurnOptions`]).
     budget: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
@@ -661,10 +662,6 @@ fn human_bytes(n: usize) -> String {
     } else {
         format!("{n} bytes")
     }
-}
-
-pub(crate) fn new_message_id() -> Arc<str> {
-    Arc::from(format!("msg_{}", uuid::Uuid::new_v4().simple()))
 }
 
 #[cfg(test)]

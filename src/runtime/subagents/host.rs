@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::SubagentChange;
+use crate::runtime::event::SubagentChange;
 
 use crate::tools::host::{
     AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
@@ -17,7 +17,7 @@ use crate::tools::host::{
 /// parent's client, labelled with the child.
 pub(super) struct ChildHost {
     pub(super) inner: Arc<dyn AnyHost>,
-    pub(super) link: Arc<super::Link>,
+    pub(super) link: Arc<super::link::Link>,
 }
 
 impl ChildHost {

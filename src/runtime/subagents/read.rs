@@ -6,9 +6,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Me;
+use super::me::Me;
 use crate::history::replay::Shown;
-use crate::runtime::Runtime;
+use crate::runtime::shared::Runtime;
 use crate::tools::{Access, Action, Prepared, Tool, ToolContext, ToolKind, ToolOutput};
 
 // ---------------------------------------------------------------- sessions_list, sessions_history

@@ -1,0 +1,186 @@
+//! What every session of the process shares ([`Shared`]: the configuration, the store, the HTTP
+//! clients, the open sessions, the MCP pool), the [`Runtime`] handle surfaces hold to it, and
+//! where a session's events go ([`Outlet`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+use super::event::{EventSink, TurnError};
+use super::handle::SessionHandle;
+use super::head_start::Head;
+use crate::config::{Config, ConfigCell, ModelInfo, ModelRef};
+use crate::http::build_http;
+use crate::providers::ProviderClient;
+use crate::store::{Store, StoreError, now_ms};
+use crate::sync::lock;
+use crate::tools::host::AnyHost;
+
+/// State shared by every session of the process.
+pub(crate) struct Shared {
+    pub(super) config: ConfigCell,
+    pub(super) http: OnceCell<reqwest::Client>,
+    /// For `http://` providers: no certificates to load ([`crate::http::build_plain_http`]).
+    pub(super) plain_http: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    pub(super) sink: Arc<dyn EventSink>,
+    pub(super) host: Arc<dyn AnyHost>,
+    pub(super) next_turn: AtomicU64,
+    pub(super) store: OnceCell<Result<Arc<Store>, StoreError>>,
+    /// What a client that opens one session straight away had begun ([`HeadStart`]).
+    pub(super) head: Head,
+    /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
+    pub(super) origin: String,
+    /// Whether this process swept never-prompted sessions already.
+    pub(super) swept: std::sync::atomic::AtomicBool,
+    /// Whether [`Runtime::prewarm`] readied what every first turn needs already.
+    pub(super) prewarmed: std::sync::atomic::AtomicBool,
+    /// MCP servers, shared by the sessions that use the same ones.
+    pub(super) mcp: crate::mcp::Pool,
+    /// The sessions open in this process, by id (subagent tools reach them through it).
+    pub(super) sessions: Mutex<std::collections::HashMap<String, SessionHandle>>,
+    /// Subagents running at once, at most `[subagents] max_concurrent`.
+    pub(super) lane: tokio::sync::Semaphore,
+    /// Who waits on whom in `sessions_send`, one entry per wait (a reply may wait on several
+    /// sessions at once); a wait that would come back to its sender is refused.
+    pub(super) waits: Mutex<Vec<(String, String)>>,
+    /// Subagents spawned in this process: child → (parent, what stops the child alone).
+    pub(super) parents: Mutex<std::collections::HashMap<String, (String, tokio_util::sync::CancellationToken)>>,
+}
+
+/// How long a session that was opened but never prompted is kept.
+const UNPROMPTED_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// How long after the store opens the once-per-process sweep of unused sessions runs.
+const SWEEP_AFTER: Duration = Duration::from_secs(5);
+
+impl Shared {
+    /// The session store, opened on first use (off the async thread).
+    pub(crate) async fn store(&self) -> Result<Arc<Store>, StoreError> {
+        self.store
+            .get_or_init(|| async {
+                if let Some(opened) = self.head.take_opening() {
+                    let opened =
+                        opened.await.unwrap_or_else(|_| Err(StoreError("opening the session store failed".into())));
+                    return opened.map(Arc::new);
+                }
+                let home = self.config().home.clone();
+                let opened = match tokio::task::spawn_blocking(move || Store::open(&home)).await {
+                    Ok(opened) => opened.map(Arc::new),
+                    Err(e) => Err(StoreError(format!("opening the session store failed: {e}"))),
+                };
+                // Opened on demand, the store was not swept ahead (see `Runtime::open_store`).
+                if let Ok(store) = &opened
+                    && self.head.store_on_demand()
+                    && !self.swept.swap(true, Ordering::Relaxed)
+                {
+                    sweep_later(store.clone());
+                }
+                opened
+            })
+            .await
+            .clone()
+    }
+
+    /// The store, if it is open already.
+    pub(crate) fn store_if_open(&self) -> Option<Arc<Store>> {
+        self.store.get().and_then(|r| r.as_ref().ok()).cloned()
+    }
+
+    pub(crate) fn config(&self) -> Arc<Config> {
+        self.config.get()
+    }
+
+    pub(crate) fn host(&self) -> &Arc<dyn AnyHost> {
+        &self.host
+    }
+
+    /// The open session `id`, if any.
+    pub(crate) fn session(&self, id: &str) -> Option<SessionHandle> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// The shared HTTP client, built on first use (off the async thread: it reads the system's
+    /// root certificates).
+    pub(crate) async fn http(&self) -> Result<reqwest::Client, TurnError> {
+        self.http
+            .get_or_try_init(|| async {
+                let timeouts = self.config().timeouts;
+                tokio::task::spawn_blocking(move || build_http(&timeouts))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r)
+            })
+            .await
+            .cloned()
+            .map_err(|e| TurnError::internal(format!("could not set up the HTTP client: {e}")))
+    }
+
+    /// The client for `http://` providers, built on first use (it reads no files).
+    pub(super) fn plain_http(&self) -> Result<reqwest::Client, TurnError> {
+        self.plain_http
+            .get_or_init(|| crate::http::build_plain_http(&self.config().timeouts))
+            .clone()
+            .map_err(|e| TurnError::internal(format!("could not set up the HTTP client: {e}")))
+    }
+
+    /// Whether the default model's provider is reached over TLS (and so needs the certificates).
+    pub(super) fn default_needs_tls(&self) -> bool {
+        let config = self.config();
+        let provider = config.default_model_ref().ok().and_then(|m| config.provider(&m.provider).cloned());
+        provider.is_none_or(|p| !crate::http::is_plain(&p.base_url))
+    }
+
+    /// A client for the provider of `model`, with the model's limits.
+    pub(crate) async fn client_for(&self, model: &ModelRef) -> Result<(ProviderClient, ModelInfo), TurnError> {
+        let config = self.config();
+        let (model, provider) =
+            config.resolve_model(&model.to_string()).map_err(|e| TurnError::config(e.to_string()))?;
+        let info = provider.model(&model.model);
+        let http = if crate::http::is_plain(&provider.base_url) { self.plain_http()? } else { self.http().await? };
+        Ok((ProviderClient::new(http, provider.clone(), config.timeouts), info))
+    }
+}
+
+/// Handle to the runtime; cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+/// Sweeps `store` of unused sessions [`SWEEP_AFTER`] from now, in the background.
+pub(super) fn sweep_later(store: Arc<Store>) {
+    tokio::spawn(async move {
+        tokio::time::sleep(SWEEP_AFTER).await;
+        let before = now_ms().saturating_sub(UNPROMPTED_KEPT_MS);
+        match tokio::task::spawn_blocking(move || store.sweep_unprompted(before)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::debug!(removed = n, "removed sessions that were never prompted"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not sweep unused sessions"),
+            Err(e) => tracing::warn!(error = %e, "sweeping unused sessions failed"),
+        }
+    });
+}
+
+/// Where a session's events go and what its tools reach the outside through: the surface's, or
+/// for a subagent its parent's, relabelled (`subagents.rs`).
+#[derive(Clone)]
+pub(crate) struct Outlet {
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) host: Arc<dyn AnyHost>,
+    /// A subagent: it gets no session tools (it cannot spawn in turn).
+    pub(crate) child: bool,
+}
+
+impl Outlet {
+    pub(crate) fn of(shared: &Shared) -> Self {
+        Self { sink: shared.sink.clone(), host: shared.host().clone(), child: false }
+    }
+}

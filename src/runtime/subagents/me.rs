@@ -1,0 +1,42 @@
+//! The session whose turn uses the session tools, as they see it.
+
+use std::sync::Arc;
+
+use crate::runtime::event::{Emitter, SessionId};
+use crate::runtime::settings::{LiveState, SessionSettings};
+use crate::runtime::shared::Shared;
+use crate::sync::lock;
+use crate::tools::Access;
+
+/// The session whose turn uses the tools.
+pub(super) struct Me {
+    pub(super) shared: Arc<Shared>,
+    pub(super) session: SessionId,
+    /// Its events (of this turn), to its client and its transcript.
+    pub(super) events: Emitter,
+    pub(super) settings: SessionSettings,
+    pub(super) live: Arc<LiveState>,
+    /// The most the turn's calls get ([`crate::runtime::op::TurnOptions`]); its children get no more.
+    pub(super) mode_cap: Option<crate::settings::Mode>,
+    /// Subagents this turn started.
+    pub(super) spawned: std::sync::atomic::AtomicUsize,
+    /// Model requests its subagents may still make, together.
+    pub(super) requests: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Me {
+    /// Whether `key` is a subagent this session spawned (it may be read and written to freely).
+    pub(super) fn is_child(&self, key: &str) -> bool {
+        lock(&self.shared.parents).get(key).is_some_and(|(p, _)| *p == *self.session)
+    }
+
+    /// What reaching session `key` needs: nothing for one's own subagent, else a question (in
+    /// ask and code modes) naming it.
+    pub(super) fn access(&self, key: &str, what: &str) -> Access {
+        if self.is_child(key) {
+            Access::default()
+        } else {
+            Access { message: Some(format!("{what} of session {key}")), ..Access::default() }
+        }
+    }
+}
