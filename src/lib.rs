@@ -37,7 +37,10 @@
 //!   Responses) over one HTTP client (`client.rs`), one SSE parser (`sse.rs`) and one retry policy
 //!   (`retry.rs`), all producing a provider-neutral `ResponseEvent` stream.
 //!
-//! Wire types (JSON-RPC envelope, NDJSON codec, ACP schema) live in the `acp-protocol` crate.
+//! The modules from [`sync`] to [`providers`] are the `acp-core` crate (the agent, below every
+//! surface) and [`gateway`] the `acp-gateway` crate; this crate holds the surfaces that speak to
+//! editors and terminals ([`acp`], [`rpc`], [`remote`], [`cli`]). Wire types (JSON-RPC envelope,
+//! NDJSON codec, ACP schema) live in the `acp-protocol` crate.
 //! Each module imports only those above it in the layer table of docs/architecture.md (the table's
 //! one copy, read and checked by `tests/suite/tidy.rs`).
 //! Invariants: only `acp` knows ACP; only `rpc` and `acp-protocol` know JSON-RPC; stdout carries
@@ -48,22 +51,13 @@
 
 pub mod acp;
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod files;
-pub mod gateway;
-pub mod history;
-pub mod http;
-pub mod mcp;
-pub mod openlang;
-pub mod providers;
 pub mod remote;
 pub mod rpc;
-pub mod runtime;
-pub mod sandbox;
-pub mod settings;
-pub mod skills;
-pub mod store;
-pub mod stream;
-pub mod sync;
-pub mod tools;
+
+// The agent below the surfaces (`acp-core`), and the gateway (`acp-gateway`), under the names the
+// surfaces use for them.
+pub use acp_core::{
+    clock, config, files, history, http, mcp, openlang, providers, runtime, sandbox, settings, skills, store, stream,
+    sync, tools,
+};
+pub use acp_gateway::gateway;

@@ -54,9 +54,31 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The source roots of the `acp`, `acp-core` and `acp-gateway` crates: one module tree, cut in
+/// three (`acp-core` holds the modules up to `runtime`, `acp-gateway` the `gateway` module).
+const TREE: &[&str] = &["src", "crates/core/src", "crates/gateway/src"];
+
+/// The files of the module tree, whichever crate holds each.
+fn tree_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in TREE {
+        rust_files(&root().join(dir), &mut files);
+    }
+    files
+}
+
+/// A file's name in the module tree: `crates/core/src/runtime/turn.rs` → `src/runtime/turn.rs`.
+fn tree_name(path: &Path) -> String {
+    let name = relative(path);
+    match TREE.iter().find_map(|dir| name.strip_prefix(&format!("{dir}/"))) {
+        Some(inner) => format!("src/{inner}"),
+        None => name,
+    }
+}
+
 fn all_sources() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for dir in ["src", "protocol/src", "clients/repl/src", "tests"] {
+    for dir in TREE.iter().chain(&["protocol/src", "clients/repl/src", "tests"]) {
         rust_files(&root().join(dir), &mut files);
     }
     files
@@ -131,23 +153,21 @@ fn each_module_imports_only_the_modules_below_it() {
         }
     }
     let mut wrong = Vec::new();
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    for path in files {
-        let name = relative(&path);
+    for path in tree_files() {
+        let (name, shown) = (tree_name(&path), relative(&path));
         let Some(module) = name.strip_prefix("src/").and_then(|n| n.split(['/', '.']).next()) else { continue };
         // The binaries and the code map sit above every module.
         if matches!(module, "main" | "lib" | "bin") {
             continue;
         }
         let Some((_, allowed)) = layers.iter().find(|(m, _)| m == module) else {
-            wrong.push(format!("{name}: module `{module}` is not in the layer table (docs/architecture.md)"));
+            wrong.push(format!("{shown}: module `{module}` is not in the layer table (docs/architecture.md)"));
             continue;
         };
         let text = std::fs::read_to_string(&path).unwrap();
         for dependency in crate_modules(&text) {
             if dependency != module && !allowed.contains(&dependency) {
-                wrong.push(format!("{name}: `{module}` imports `{dependency}`"));
+                wrong.push(format!("{shown}: `{module}` imports `{dependency}`"));
             }
         }
     }
@@ -180,19 +200,17 @@ fn each_wire_is_spoken_only_where_it_is_served_or_called() {
     assert!(table.len() >= 4, "the table in docs/architecture.md: {table:?}");
     assert_eq!(protocol_modules("use acp_protocol::gateway::{A, B};\nacp_protocol::acp::X"), ["acp", "gateway"]);
     let mut wrong = Vec::new();
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    for path in files {
-        let name = relative(&path);
+    for path in tree_files() {
+        let (name, shown) = (tree_name(&path), relative(&path));
         let text = std::fs::read_to_string(&path).unwrap();
         for module in protocol_modules(&text) {
             let Some((_, allowed)) = table.iter().find(|(m, _)| *m == module) else {
-                wrong.push(format!("{name}: `acp_protocol::{module}` is not in the table (docs/architecture.md)"));
+                wrong.push(format!("{shown}: `acp_protocol::{module}` is not in the table (docs/architecture.md)"));
                 continue;
             };
             let under = |prefix: &String| name == format!("{prefix}.rs") || name.starts_with(&format!("{prefix}/"));
             if !allowed.iter().any(under) {
-                wrong.push(format!("{name}: uses `acp_protocol::{module}`"));
+                wrong.push(format!("{shown}: uses `acp_protocol::{module}`"));
             }
         }
     }
@@ -317,9 +335,8 @@ fn paths_named(text: &str, here: &[String], children: &[String]) -> Vec<Vec<Stri
 
 /// Files that import each other, directly or through others: each cycle's files, sorted.
 fn file_cycles() -> Vec<Vec<String>> {
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    let names: Vec<String> = files.iter().map(|p| relative(p)).filter(|n| !n.starts_with("src/bin/")).collect();
+    let files: Vec<PathBuf> = tree_files().into_iter().filter(|p| !tree_name(p).starts_with("src/bin/")).collect();
+    let names: Vec<String> = files.iter().map(|p| tree_name(p)).collect();
     let modules: Vec<Vec<String>> = names.iter().map(|n| module_path(n)).collect();
     let mut edges: Vec<Vec<usize>> = vec![Vec::new(); names.len()];
     for (i, name) in names.iter().enumerate() {
@@ -332,7 +349,7 @@ fn file_cycles() -> Vec<Vec<String>> {
             .filter(|m| m.len() == here.len() + 1 && m.starts_with(here))
             .map(|m| m[here.len()].clone())
             .collect();
-        let text = std::fs::read_to_string(root().join(name)).unwrap();
+        let text = std::fs::read_to_string(&files[i]).unwrap();
         // Tests (an inline module at the end, where `super` is the file itself) are left out.
         let text = text.split("#[cfg(test)]").next().unwrap_or_default();
         for path in paths_named(text, here, &children) {

@@ -283,7 +283,7 @@ fn nothing_panics_on_any_input() {
 
 #[test]
 fn the_corpus_parses() {
-    let corpus = include_str!("../../fixtures/openlang/corpus.jsonl");
+    let corpus = include_str!("../../../../fixtures/openlang/corpus.jsonl");
     let mut n = 0;
     for line in corpus.lines().filter(|l| !l.trim().is_empty()) {
         let entry: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
