@@ -47,6 +47,11 @@ enum Command {
         #[command(subcommand)]
         command: acp::cli::mcp::McpCommand,
     },
+    /// The agent's memory files and their index: status, index, search.
+    Memory {
+        #[command(subcommand)]
+        command: acp::cli::memory::MemoryCommand,
+    },
     /// Pairing codes of channel senders on the running gateway: list, approve, reject.
     Pairing {
         #[command(subcommand)]
@@ -176,6 +181,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => args,
         Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
         Some(Command::Mcp { command }) => return acp::cli::mcp::mcp(command),
+        Some(Command::Memory { command }) => return acp::cli::memory::memory(command),
         Some(Command::Pairing { command, target }) => return acp::cli::pairing::pairing(command, &target),
         Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),

@@ -60,7 +60,21 @@ fn every_command_once() {
          - `/usage` — Tokens used by this session\n\
          - `/network [on|off]` — Let sandboxed commands use the network, or not (this session)\n\
          - `/mcp [restart NAME]` — MCP servers: their state, tools, prompts, resources and last error\n\
-         - `/skills` — Skills: those offered to the model, where each comes from, and why others are not\n"
+         - `/skills` — Skills: those offered to the model, where each comes from, and why others are not\n\
+         - `/memory` — Memory: the files indexed for memory_search, and whether this session reads them\n"
+    );
+
+    // Memory: where the files are, and that the index is built by the first search.
+    let (memory, _) = command(&mut agent, &session, "/memory");
+    let ws = agent.home.path().join("workspace");
+    assert_eq!(
+        memory,
+        format!(
+            "Memory files: {} (MEMORY.md, memory/*.md)\n\
+             This session reads MEMORY.md and today's and yesterday's logs, and may search the rest.\n\
+             Index: not built yet (the first memory_search builds it).\n",
+            ws.display()
+        )
     );
 
     // Every line but the sandbox's, which says what this machine's kernel offers.
@@ -90,7 +104,7 @@ fn every_command_once() {
     );
 
     let (context, _) = command(&mut agent, &session, "/context");
-    assert!(context.contains("| System prompt |") && context.contains("Tool schemas (10 tools)"), "{context}");
+    assert!(context.contains("| System prompt |") && context.contains("Tool schemas (12 tools)"), "{context}");
     assert!(context.contains("Conversation (2 messages)"), "{context}");
     assert!(!context.contains("**System prompt**"));
     let (detail, _) = command(&mut agent, &session, "/context detail");

@@ -21,6 +21,7 @@ mod hostile;
 mod lifecycle;
 mod mcp;
 mod mcp_cli;
+mod memory;
 mod persistence;
 mod protocol;
 mod run;

@@ -226,7 +226,7 @@ fn broken_arguments_and_unknown_tools_are_not_run() {
         assert!(unknown.contains("there is no tool `rm_rf`"), "{api}: {unknown}");
         // Both announced as failed; foreign names get a kind.
         let updates = updates_of(&msgs);
-        let tools = "read, write, edit, apply_patch, exec, grep, glob, ls, web_fetch, update_plan, sessions_spawn, sessions_send, sessions_list, sessions_history";
+        let tools = "read, write, edit, apply_patch, exec, grep, glob, ls, web_fetch, update_plan, memory_search, memory_get, sessions_spawn, sessions_send, sessions_list, sessions_history";
         assert_eq!(
             tool_updates(&updates, "u"),
             [json!({

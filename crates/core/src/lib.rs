@@ -11,6 +11,8 @@
 //!   `Event` out, the agent loop on one screen (`runtime/turn.rs`), tool calls, the system prompt.
 //! - [`tools`] — one tool per file behind `Tool`; approval, policy, kinds, paths, diffs; the
 //!   `Host` trait through which tools reach the editor (or the disk).
+//! - [`memory`] — the agent's memory files (`MEMORY.md`, `memory/YYYY-MM-DD.md`) and their
+//!   full-text index (SQLite FTS5, BM25; CJK text as character pairs).
 //! - [`history`] — the session's history model below the runtime and the store: content blocks, the
 //!   conversation, transcript records, and their replay for `session/load`.
 //! - [`store`] — sessions that last: a SQLite index (`$ACP_HOME/acp.db`) and one append-only JSONL
@@ -34,6 +36,7 @@ pub mod files;
 pub mod history;
 pub mod http;
 pub mod mcp;
+pub mod memory;
 pub mod openlang;
 pub mod providers;
 pub mod runtime;

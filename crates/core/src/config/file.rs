@@ -143,6 +143,7 @@ impl Config {
             messages: file.messages.unwrap_or_default(),
             skills: file.skills.unwrap_or_default(),
             subagents: file.subagents.unwrap_or_default(),
+            memory: file.memory.unwrap_or_default(),
             load_error,
         }
     }
@@ -177,6 +178,7 @@ pub(super) struct FileConfig {
     pub(super) messages: Option<MessagesConfig>,
     pub(super) skills: Option<SkillsConfig>,
     pub(super) subagents: Option<SubagentsConfig>,
+    pub(super) memory: Option<super::memory::MemoryConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

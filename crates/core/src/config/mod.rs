@@ -332,6 +332,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// `[subagents]`: sessions the agent spawns.
     pub subagents: SubagentsConfig,
+    /// `[memory]`: the memory files and their search.
+    pub memory: memory::MemoryConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -635,6 +637,7 @@ mod channels;
 mod file;
 pub use channels::*;
 pub mod mcp;
+pub mod memory;
 pub mod rules;
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ pub enum Command {
     },
     /// The skills found, offered or not, and why.
     Skills,
+    /// The memory files, their index, and whether the session reads them.
+    Memory,
 }
 
 impl Command {
@@ -78,6 +80,7 @@ impl Command {
                 | Self::Stop
                 | Self::Mcp { .. }
                 | Self::Skills
+                | Self::Memory
         )
     }
 }
@@ -156,6 +159,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
         usage: "/skills",
     },
+    CommandInfo {
+        name: "memory",
+        description: "Memory: the files indexed for memory_search, and whether this session reads them",
+        hint: None,
+        usage: "/memory",
+    },
 ];
 
 /// A prompt, read as a command.
@@ -215,6 +224,7 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
         "usage" => no_args(Command::Usage),
         "stop" => no_args(Command::Stop),
         "skills" => no_args(Command::Skills),
+        "memory" => no_args(Command::Memory),
         "reset" => no_args(Command::Reset),
         "context" => match args {
             "" | "list" => Parsed::Command(Command::Context { detail: false }),
@@ -440,7 +450,8 @@ pub(super) fn run(
         | Command::Context { .. }
         | Command::Stop
         | Command::Mcp { .. }
-        | Command::Skills => {}
+        | Command::Skills
+        | Command::Memory => {}
     }
     Ran::Done { seq }
 }
@@ -488,6 +499,11 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Usage => usage_report(session),
         Command::Context { detail } => context_report(session, *detail),
         Command::Mcp { restart: None } => session.mcp.report(),
+        Command::Memory => {
+            let config = session.shared.config();
+            let reads = turn::memory_use(&config, &session.id) == context::MemoryUse::Private;
+            crate::memory::Memory::of(&config).report(config.memory.enabled, reads)
+        }
         Command::Skills => {
             let config = session.shared.config();
             crate::skills::Catalog::load(&config.home, &session.settings.cwd, &config.skills).report()
@@ -506,9 +522,10 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
 /// The system prompt and tool schemas the next request would carry.
 fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
     let config = session.shared.config();
-    let mut registry = turn::registry(&config, session.shared.host().can_message());
+    let memory = turn::memory_use(&config, &session.id);
+    let mut registry = turn::registry(&config, session.shared.host().can_message(), memory);
     session.mcp.add_ready_tools(&mut registry);
-    (turn::system_prompt(&config, &session.settings), registry.specs())
+    (turn::system_prompt(&config, &session.settings, memory), registry.specs())
 }
 
 fn fill(session: &Session) -> String {
@@ -667,8 +684,9 @@ impl CompactJob {
         }
         let config = self.shared.config();
         let (client, model) = self.shared.client_for(&self.settings.model).await?;
-        let system = turn::system_prompt(&config, &self.settings);
-        let tools = turn::registry(&config, self.shared.host().can_message()).specs();
+        let memory = turn::memory_use(&config, &self.events.session);
+        let system = turn::system_prompt(&config, &self.settings, memory);
+        let tools = turn::registry(&config, self.shared.host().can_message(), memory).specs();
         let env = CompactEnv {
             client: &client,
             model: &model,

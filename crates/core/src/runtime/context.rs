@@ -25,6 +25,19 @@ pub struct Inputs<'a> {
     pub max_file_chars: usize,
     /// Which skills to list (`None`: none, as for a child session).
     pub skills: Option<&'a crate::config::SkillsConfig>,
+    /// What of the memory files the session reads.
+    pub memory: MemoryUse,
+}
+
+/// What of the agent's memory files a session reads (docs/memory.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryUse {
+    /// `MEMORY.md`, today's and yesterday's logs, and how to write and search them: an editor's
+    /// session, or the gateway's private ones.
+    Private,
+    /// None of them: a group chat (the owner's notes are not for everyone in it), a subagent, or
+    /// memory turned off.
+    None,
 }
 
 /// Where an injected file came from.
@@ -104,6 +117,10 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
     }
 
     workspace_files(inputs, &mut text, &mut files);
+    let now = jiff::Timestamp::now().to_zoned(local_zone().clone());
+    if inputs.memory == MemoryUse::Private {
+        memory_section(inputs, &now, &mut text, &mut files);
+    }
 
     if let Some(config) = inputs.skills
         && let Some(section) = crate::skills::Catalog::load(inputs.home, inputs.cwd, config).prompt_section()
@@ -111,7 +128,6 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
         text.push_str(&section);
     }
 
-    let now = jiff::Timestamp::now().to_zoned(local_zone().clone());
     let zone = now.time_zone().iana_name().unwrap_or("local");
     text.push_str(&format!(
         "Date: {} ({}). Time zone: {zone} (UTC{}).\n",
@@ -181,7 +197,9 @@ fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileR
     }
     let mut body = String::new();
     let mut soul = false;
-    let names = WORKSPACE_FILES.iter().map(|n| (n, true)).chain(OPTIONAL_WORKSPACE_FILES.iter().map(|n| (n, false)));
+    let private = inputs.memory == MemoryUse::Private;
+    let optional = OPTIONAL_WORKSPACE_FILES.iter().filter(|_| private);
+    let names = WORKSPACE_FILES.iter().map(|n| (n, true)).chain(optional.map(|n| (n, false)));
     for (name, required) in names {
         let path = dir.join(name);
         match read_trimmed(&path) {
@@ -200,15 +218,7 @@ fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileR
             Some(content) if content.is_empty() => {}
             Some(content) => {
                 soul |= *name == "SOUL.md";
-                let (injected, truncated) = truncate_file(&content, name, inputs.max_file_chars);
-                body.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
-                files.push(FileReport {
-                    chars: Some(content.chars().count()),
-                    injected: kept_chars(&content, inputs.max_file_chars),
-                    truncated,
-                    path,
-                    source: Source::AgentWorkspace,
-                });
+                inject_workspace_file(inputs, path, name, &content, &mut body, files);
             }
         }
     }
@@ -221,6 +231,48 @@ fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileR
     }
     text.push('\n');
     text.push_str(&body);
+}
+
+/// Where to write what is worth remembering, and today's and yesterday's daily logs (the
+/// seed's "read at session start"), each within the per-file limit.
+fn memory_section(inputs: &Inputs<'_>, now: &jiff::Zoned, text: &mut String, files: &mut Vec<FileReport>) {
+    let dir = inputs.home.join("workspace");
+    let today = now.strftime("%Y-%m-%d").to_string();
+    text.push_str(&format!(
+        "# Memory\nYou remember only what is written in {dir}: MEMORY.md holds durable facts, decisions and \
+         preferences (keep it curated); memory/{today}.md is today's log (append running notes). When something \
+         should outlast this session, or the user says to remember it, write it there with write/edit. Search \
+         older notes with memory_search.\n",
+        dir = dir.display()
+    ));
+    let yesterday = now.yesterday().map(|d| d.strftime("%Y-%m-%d").to_string()).ok();
+    for date in [Some(today), yesterday].into_iter().flatten() {
+        let path = dir.join(crate::memory::daily_log(&date));
+        let Some(content) = read_trimmed(&path).filter(|c| !c.is_empty()) else { continue };
+        text.push('\n');
+        inject_workspace_file(inputs, path, &crate::memory::daily_log(&date), &content, text, files);
+    }
+}
+
+/// An agent-workspace file as `## <path>` and its content (head and tail past the per-file limit),
+/// and its line in `/context`'s report.
+fn inject_workspace_file(
+    inputs: &Inputs<'_>,
+    path: PathBuf,
+    name: &str,
+    content: &str,
+    text: &mut String,
+    files: &mut Vec<FileReport>,
+) {
+    let (injected, truncated) = truncate_file(content, name, inputs.max_file_chars);
+    text.push_str(&format!("## {}\n\n{}\n\n", path.display(), injected));
+    files.push(FileReport {
+        chars: Some(content.chars().count()),
+        injected: kept_chars(content, inputs.max_file_chars),
+        truncated,
+        path,
+        source: Source::AgentWorkspace,
+    });
 }
 
 /// `AGENTS.md` (else `CLAUDE.md`) of each directory from the repository root down to `cwd`; without
@@ -383,6 +435,7 @@ mod tests {
             home: &home,
             max_file_chars: 20_000,
             skills: None,
+            memory: MemoryUse::Private,
         });
         let root = p.text.find("root rules").unwrap();
         let core = p.text.find("core rules").unwrap();
@@ -409,6 +462,7 @@ mod tests {
             home: &d.0,
             max_file_chars: 100,
             skills: None,
+            memory: MemoryUse::Private,
         });
         assert!(p.text.contains("Be terse."));
         assert!(p.text.contains("embody its persona"));
@@ -422,6 +476,47 @@ mod tests {
     }
 
     #[test]
+    fn private_sessions_read_memory_and_todays_and_yesterdays_logs_and_others_none_of_it() {
+        let d = Dir::new();
+        let ws = d.0.join("workspace");
+        std::fs::create_dir_all(ws.join("memory")).unwrap();
+        std::fs::write(ws.join("MEMORY.md"), "The owner's bank is Acme.").unwrap();
+        let now = jiff::Timestamp::now().to_zoned(local_zone().clone());
+        let day = |z: &jiff::Zoned| z.strftime("%Y-%m-%d").to_string();
+        let (today, yesterday) = (day(&now), day(&now.yesterday().unwrap()));
+        let before = day(&now.yesterday().unwrap().yesterday().unwrap());
+        std::fs::write(ws.join(format!("memory/{today}.md")), "Today: fixed the build.").unwrap();
+        std::fs::write(ws.join(format!("memory/{yesterday}.md")), "Yesterday: met Bob.").unwrap();
+        std::fs::write(ws.join(format!("memory/{before}.md")), "Earlier: nothing of note.").unwrap();
+        let cwd = d.0.join("proj");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let prompt = |memory| {
+            build(&Inputs {
+                cwd: &cwd,
+                additional_dirs: &[],
+                model: &model(),
+                home: &d.0,
+                max_file_chars: 1000,
+                skills: None,
+                memory,
+            })
+        };
+        let private = prompt(MemoryUse::Private);
+        for expected in ["The owner's bank is Acme.", "Today: fixed the build.", "Yesterday: met Bob.", "memory_search"]
+        {
+            assert!(private.text.contains(expected), "{expected}");
+        }
+        assert!(private.text.contains(&format!("memory/{today}.md is today's log")));
+        assert!(!private.text.contains("Earlier: nothing of note."), "only today and yesterday");
+        assert!(private.files.iter().any(|f| f.path.ends_with(format!("memory/{yesterday}.md"))));
+        let shared = prompt(MemoryUse::None);
+        for absent in ["Acme", "fixed the build", "met Bob", "memory_search", "# Memory"] {
+            assert!(!shared.text.contains(absent), "{absent}");
+        }
+        assert!(!shared.files.iter().any(|f| f.path.starts_with(ws.join("memory")) || f.path.ends_with("MEMORY.md")));
+    }
+
+    #[test]
     fn prompt_names_the_workspace_date_zone_and_runtime() {
         let d = Dir::new();
         let extra = vec![PathBuf::from("/work/lib")];
@@ -432,6 +527,7 @@ mod tests {
             home: &d.0,
             max_file_chars: 20_000,
             skills: Some(&crate::config::SkillsConfig::default()),
+            memory: MemoryUse::Private,
         });
         assert!(p.text.contains("Working directory: /work/proj"));
         assert!(p.text.contains("Also part of the workspace: /work/lib"));

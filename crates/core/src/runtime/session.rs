@@ -297,7 +297,9 @@ impl Actor {
         let idle = running.is_none() && self.queue.is_empty();
         match command {
             Some(c)
-                if c.is_immediate() && (matches!(c, Command::Help | Command::Mcp { .. } | Command::Skills) || idle) =>
+                if c.is_immediate()
+                    && (matches!(c, Command::Help | Command::Mcp { .. } | Command::Skills | Command::Memory)
+                        || idle) =>
             {
                 let text = commands::report(&self.session, &c);
                 self.answer(turn, text);

@@ -44,7 +44,7 @@ impl Runtime {
         let outlet = Outlet::of(&self.shared);
         // Its first prompt follows at once: the system prompt is built meanwhile.
         let config = self.config();
-        let system = SystemAhead::start(&config, settings);
+        let system = SystemAhead::start(&config, settings, id);
         // Inline: a few small file operations, like every write of the transcript.
         let stored = match crate::store::begin_fresh_session(&config.home, &row, &record) {
             Ok(Some(t)) => session::Stored::Unindexed(Arc::new(t), row),

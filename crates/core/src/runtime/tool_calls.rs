@@ -305,7 +305,14 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     let home = paths::real(&env.config.home);
     let exec_logs = home.join("tmp");
     let in_roots = |p: &std::path::Path| real_roots.iter().any(|r| p.starts_with(r));
-    if let Some(path) = access.writes.iter().find(|p| paths::real(p).starts_with(&home)) {
+    // The one exception: a session that reads the private memory writes its memory files
+    // (`MEMORY.md`, `memory/**/*.md` of the agent workspace) as it would the workspace's — never
+    // the other workspace files, which are instructions, and never from a group chat.
+    let memory_file = memory_writable(&env.config, &env.events.session, &home);
+    if let Some(path) = access.writes.iter().find(|p| {
+        let real = paths::real(p);
+        real.starts_with(&home) && !memory_file(&real)
+    }) {
         let message = format!(
             "{} belongs to the agent itself (its configuration, permissions and sessions); no tool may change it",
             path.display()
@@ -314,7 +321,8 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     }
     // Skills (`$ACP_HOME/skills`, the bundled ones included) are there to be read.
     let skills = home.join("skills");
-    let workspace = |p: &std::path::Path| in_roots(p) && (!p.starts_with(&home) || p.starts_with(&exec_logs));
+    let workspace =
+        |p: &std::path::Path| (in_roots(p) && (!p.starts_with(&home) || p.starts_with(&exec_logs))) || memory_file(p);
     let inside = access.reads.iter().all(|p| {
         let p = paths::real(p);
         p.starts_with(&skills) || workspace(&p)
@@ -333,6 +341,20 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         }
     }
     Ok(Ready { call, prepared, ctx, state, inside, hidden })
+}
+
+/// Whether a (real) path is a memory file session `session` may write: `MEMORY.md` (or
+/// `memory.md`) or a Markdown file under `memory/` in `$ACP_HOME/workspace`, for a session that
+/// reads the private memory ([`crate::memory::private_session`]); nothing when memory is off.
+fn memory_writable(config: &Config, session: &str, home: &std::path::Path) -> impl Fn(&std::path::Path) -> bool {
+    let on = config.memory.enabled && crate::memory::private_session(session);
+    let workspace = home.join("workspace");
+    let files = [crate::memory::MEMORY_FILE, "memory.md"].map(|f| workspace.join(f));
+    let dir = workspace.join(crate::memory::MEMORY_DIR);
+    move |p: &std::path::Path| {
+        let markdown = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("md"));
+        on && (files.iter().any(|f| p == f) || (p.starts_with(&dir) && markdown && p != dir))
+    }
 }
 
 async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>>) -> ToolContext {

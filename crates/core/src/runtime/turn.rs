@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
-use super::context;
+use super::context::{self, MemoryUse};
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome, new_message_id};
 use super::mcp::{Expanded, McpSet};
 use super::settings::{LiveState, SessionSettings};
@@ -52,10 +52,22 @@ pub(crate) struct TurnResult {
 }
 
 /// The tools a session under `config` is offered; `messaging`: the host delivers to chats.
-pub(crate) fn registry(config: &Config, messaging: bool) -> Registry {
+pub(crate) fn registry(config: &Config, messaging: bool, memory: MemoryUse) -> Registry {
     let policy = ToolPolicy::new(&config.tools.allow, &config.tools.deny);
-    let registry = Registry::new(&policy);
-    if messaging { registry.with_messaging(&policy) } else { registry }
+    let mut registry = Registry::new(&policy);
+    if messaging {
+        registry = registry.with_messaging(&policy);
+    }
+    if memory == MemoryUse::Private {
+        registry = registry.with_memory(&policy);
+    }
+    registry
+}
+
+/// What of the memory files session `id` reads: the private ones, unless memory is off or the
+/// session is a group chat's or a subagent's ([`crate::memory::private_session`]).
+pub(crate) fn memory_use(config: &Config, id: &str) -> MemoryUse {
+    if config.memory.enabled && crate::memory::private_session(id) { MemoryUse::Private } else { MemoryUse::None }
 }
 
 /// The text of the turn's prompt when it is text alone and starts with `/`.
@@ -70,7 +82,7 @@ fn slash_text(conversation: &Conversation) -> Option<String> {
 }
 
 /// The system prompt for a session with these settings.
-pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> context::SystemPrompt {
+pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings, memory: MemoryUse) -> context::SystemPrompt {
     context::build(&context::Inputs {
         cwd: &settings.cwd,
         additional_dirs: &settings.additional_dirs,
@@ -78,6 +90,7 @@ pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings) -> cont
         home: &config.home,
         max_file_chars: config.bootstrap_max_chars,
         skills: Some(&config.skills),
+        memory,
     })
 }
 
@@ -90,9 +103,10 @@ pub(crate) struct SystemAhead {
 }
 
 impl SystemAhead {
-    pub(crate) fn start(config: &Arc<Config>, settings: &SessionSettings) -> Self {
+    pub(crate) fn start(config: &Arc<Config>, settings: &SessionSettings, session: &str) -> Self {
         let (config, for_task) = (config.clone(), settings.clone());
-        let task = tokio::task::spawn_blocking(move || system_prompt(&config, &for_task).text);
+        let memory = memory_use(&config, session);
+        let task = tokio::task::spawn_blocking(move || system_prompt(&config, &for_task, memory).text);
         Self { settings: settings.clone(), task }
     }
 
@@ -162,10 +176,11 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         }
     }
     let config = shared.config();
+    let memory = memory_use(&config, &events.session);
     // The system prompt reads files (instructions, skills): on the blocking pool, meanwhile.
     let system = system.unwrap_or_else(|| {
         let (config, settings) = (config.clone(), settings.clone());
-        tokio::task::spawn_blocking(move || system_prompt(&config, &settings).text)
+        tokio::task::spawn_blocking(move || system_prompt(&config, &settings, memory).text)
     });
     let (client, model) = match shared.client_for(&settings.model).await {
         Ok(found) => found,
@@ -175,7 +190,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
-    let mut registry = registry(&config, outlet.host.can_message());
+    let mut registry = registry(&config, outlet.host.can_message(), memory);
     if !outlet.child {
         super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live, options.mode_cap);
     }
@@ -184,7 +199,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         Ok(text) => text,
         Err(e) => {
             tracing::warn!(error = %e, "building the system prompt failed; building it again");
-            system_prompt(&config, &settings).text
+            system_prompt(&config, &settings, memory).text
         }
     };
     let tools = registry.specs();
@@ -685,15 +700,15 @@ mod tests {
             mcp_servers: Vec::new(),
         };
 
-        let ahead = SystemAhead::start(&config, &settings).take_for(&settings).expect("the same settings");
+        let ahead = SystemAhead::start(&config, &settings, "s1").take_for(&settings).expect("the same settings");
         let text = ahead.await.unwrap();
         assert!(text.contains("Use tabs.") && text.contains(&format!("Working directory: {}", a.path().display())));
 
         // Settings changed before the first turn: that turn builds its own.
         let moved = SessionSettings { cwd: b.path().to_path_buf(), ..settings.clone() };
-        assert!(SystemAhead::start(&config, &settings).take_for(&moved).is_none());
+        assert!(SystemAhead::start(&config, &settings, "s1").take_for(&moved).is_none());
         let other_model =
             SessionSettings { model: crate::config::ModelRef::parse("openai/gpt-5").unwrap(), ..settings.clone() };
-        assert!(SystemAhead::start(&config, &settings).take_for(&other_model).is_none());
+        assert!(SystemAhead::start(&config, &settings, "s1").take_for(&other_model).is_none());
     }
 }

@@ -20,6 +20,7 @@ pub mod grep;
 pub mod host;
 pub mod kind;
 pub mod ls;
+pub mod memory;
 pub mod message;
 pub mod paths;
 pub mod plan;
@@ -272,6 +273,8 @@ pub const TOOL_NAMES: &[&str] = &[
     "web_fetch",
     "update_plan",
     "message",
+    "memory_search",
+    "memory_get",
     "sessions_list",
     "sessions_history",
     "sessions_spawn",
@@ -319,6 +322,16 @@ impl Registry {
         if policy.allows(entry.tool.name()) {
             self.tools.push(entry.clone());
         }
+        self
+    }
+
+    /// Adds `memory_search` and `memory_get` (a session that reads the private memory), as far as
+    /// the policy allows them.
+    pub fn with_memory(mut self, policy: &policy::ToolPolicy) -> Self {
+        static MEMORY: std::sync::OnceLock<[Entry; 2]> = std::sync::OnceLock::new();
+        let entries = MEMORY
+            .get_or_init(|| [Entry::new(Arc::new(memory::MemorySearch)), Entry::new(Arc::new(memory::MemoryGet))]);
+        self.tools.extend(entries.iter().filter(|e| policy.allows(e.tool.name())).cloned());
         self
     }
 

@@ -1,0 +1,25 @@
+//! `[memory]` in config.toml: the agent's memory files and their search (docs/memory.md).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Whether the memory files are read into private sessions and the memory tools offered
+    /// (default true).
+    pub enabled: bool,
+    /// More Markdown files, or directories of them, searched besides `MEMORY.md` and `memory/`
+    /// (relative ones from the agent workspace).
+    pub extra_paths: Vec<PathBuf>,
+    /// `provider/model` of an OpenAI-compatible `/v1/embeddings` endpoint: search is then hybrid
+    /// (BM25 and vectors); without it, BM25 alone.
+    pub embeddings: Option<String>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self { enabled: true, extra_paths: Vec::new(), embeddings: None }
+    }
+}
