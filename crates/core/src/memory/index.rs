@@ -281,9 +281,7 @@ impl Index {
         let mut hits = Vec::new();
         for row in rows {
             let (path, start, end, text, rank) = row?;
-            // BM25 as SQLite gives it: lower is better, and negative.
-            let s = (-rank).max(0.0);
-            let score = s / (1.0 + s);
+            let score = score(rank, &words, &text);
             if score < min_score {
                 continue;
             }
@@ -323,6 +321,16 @@ fn remove_chunks(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result
         .execute([path])?;
     tx.prepare_cached("DELETE FROM chunks WHERE path = ?1")?.execute([path])?;
     Ok(())
+}
+
+/// A result's score, 0 to 1: mostly the share of the query's words the piece holds (so `1.00`
+/// means all of them, however small the index), and a little of BM25 (SQLite's rank: lower is
+/// better, and negative), which also orders the results.
+fn score(rank: f64, words: &[String], text: &str) -> f64 {
+    let held: std::collections::HashSet<String> = terms::query_words(text).into_iter().collect();
+    let coverage = words.iter().filter(|w| held.contains(*w)).count() as f64 / words.len().max(1) as f64;
+    let bm25 = (-rank).max(0.0);
+    0.8 * coverage + 0.2 * bm25 / (1.0 + bm25)
 }
 
 /// The part of a piece to show: all of it when short, else about [`SNIPPET_CHARS`] from the line
