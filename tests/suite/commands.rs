@@ -72,7 +72,8 @@ fn every_command_once() {
         format!(
             "Memory files: {} (MEMORY.md, memory/*.md)\n\
              This session reads MEMORY.md and today's and yesterday's logs, and may search the rest.\n\
-             Index: not built yet (the first memory_search builds it).\n",
+             Index: not built yet (the first memory_search builds it).\n\
+             Flush before compaction: not yet in this session (it comes 4000 tokens before the context is compacted).\n",
             ws.display()
         )
     );

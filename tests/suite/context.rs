@@ -115,8 +115,9 @@ fn an_overflowing_request_is_compacted_and_sent_again() {
 #[test]
 fn a_request_past_the_threshold_compacts_first() {
     let mock = MockModel::start();
+    // (Without the memory flush that comes first: tests/suite/memory.rs has it.)
     let config = "[providers.anthropic]\nmodels = [{ id = \"claude-sonnet-4-5\", context_window = 30000, max_tokens = 1000 }]\n\
-                  [compaction]\nthreshold = 0.6\n";
+                  [compaction]\nthreshold = 0.6\n[memory]\nflush = false\n";
     let mut agent = Agent::in_process(options_for("anthropic", &mock).config(config));
     agent.initialize();
     let session = agent.new_session();

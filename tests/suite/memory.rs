@@ -1,6 +1,7 @@
 //! The agent's memory on real processes, real files and a real SQLite index: a fact one session
 //! writes is found by `memory_search` sessions later; a group chat's requests never carry the
-//! owner's memory while a direct chat's do; `acp memory` from the shell.
+//! owner's memory while a direct chat's do; a long session saves its memory once before it is
+//! compacted, silently, and what it saved is found after; `acp memory` from the shell.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -8,9 +9,11 @@ use std::process::{Command, Stdio};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use crate::support::agent::Agent;
 use crate::support::gateway::Gateway;
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, result_for, text};
+use crate::support::options_for;
+use crate::support::script::{calls, result_for, text, text_with_usage};
 use crate::support::telegram::{BOT, FakeTelegram};
 
 fn acp(home: &Path, mock: &MockModel, cwd: &Path, args: &[&str]) -> std::process::Output {
@@ -177,4 +180,143 @@ fn acp_memory_indexes_searches_and_reports_from_the_shell() {
     let text = acp(home.path(), &mock, cwd, &["memory", "search", "nothing like this"]);
     assert_eq!(String::from_utf8(text.stdout).unwrap(), "no matches\n");
     assert!(mock.requests().is_empty(), "no model is asked");
+}
+
+/// Whether a request is a memory flush's.
+fn is_flush(body: &Value) -> bool {
+    body["messages"].to_string().contains("[Memory flush")
+}
+
+/// The text the user was shown in a turn's updates.
+fn shown(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn a_long_session_saves_its_memory_once_before_compaction_and_finds_it_after() {
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    // Compaction past 18,000 tokens (0.6 of 30,000, the 1,000-token output reserve included); the
+    // flush 4,000 tokens before.
+    let config = "[providers.anthropic]\nmodels = [{ id = \"claude-sonnet-4-5\", context_window = 30000, max_tokens = 1000 }]\n\
+                  [compaction]\nthreshold = 0.6\n";
+    let options = || options_for("anthropic", &mock).home(home.path()).config(config);
+    let mut agent = Agent::in_process(options());
+    agent.initialize();
+    let session = agent.new_session();
+    let big = |c: char, n: usize| c.to_string().repeat(n);
+
+    // 1. A first prompt near the line: nothing before it to save, so no flush.
+    mock.push(text_with_usage("anthropic", "Read it.", 13_500));
+    agent.prompt(&session, &big('A', 40_000));
+    assert_eq!(mock.requests().len(), 1);
+
+    // 2. The next prompt crosses the flush line: first the silent turn, which writes the log.
+    let log = home.path().join("workspace/memory/2026-01-15.md");
+    let note = "# Deploys\n\nThe deploy key rotates every Friday at 17:00.\n";
+    let outside = tempfile::tempdir().unwrap();
+    let elsewhere = outside.path().join("flushed.txt");
+    mock.push(calls(
+        "anthropic",
+        &[
+            ("f1", "write", json!({"path": log.display().to_string(), "content": note})),
+            ("f2", "write", json!({"path": elsewhere.display().to_string(), "content": "x"})),
+            ("f3", "exec", json!({"command": "touch flushed-by-exec"})),
+        ],
+    ));
+    mock.push(text("anthropic", "NO_REPLY"));
+    mock.push(text_with_usage("anthropic", "Noted the second part.", 15_000));
+    let (updates, response) = agent.prompt(&session, &big('B', 2_000));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    assert_eq!(std::fs::read_to_string(&log).ok().as_deref(), Some(note), "{}", agent.stderr());
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let flush = &requests[1].body;
+    assert!(is_flush(flush) && is_flush(&requests[2].body), "requests 2 and 3 are the flush's");
+    assert_eq!(flush["system"], requests[0].body["system"], "the same system prompt, for the prompt cache");
+    assert_eq!(flush["tools"], requests[0].body["tools"], "the same tools, for the prompt cache");
+    assert!(!flush.to_string().contains(&big('B', 2_000)), "the waiting prompt is not part of the flush");
+    assert!(flush.to_string().contains(&big('A', 40_000)), "the flush reads the conversation so far");
+    let wrote = result_for("anthropic", &requests[2].body, "f1");
+    assert!(wrote.starts_with("Created "), "{wrote}");
+    // Nothing but memory files is written while flushing.
+    for call in ["f2", "f3"] {
+        let refused = result_for("anthropic", &requests[2].body, call);
+        assert!(refused.contains("only writes of the memory files"), "{refused}");
+    }
+    assert!(!elsewhere.exists());
+    let answer = &requests[3].body;
+    assert!(!is_flush(answer), "the flush leaves no trace in the conversation");
+    assert!(answer.to_string().contains(&big('B', 2_000)));
+    // The editor saw the write as a tool call, and none of the flush's text.
+    let write = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").expect("the flush's write is shown");
+    let last_status = |id: &str| {
+        updates.iter().rev().find(|u| u["toolCallId"] == id && u["status"].is_string()).map(|u| u["status"].clone())
+    };
+    assert_eq!(
+        [last_status("f1"), last_status("f2"), last_status("f3")],
+        [Some(json!("completed")), Some(json!("failed")), Some(json!("failed"))]
+    );
+    assert_eq!((write["kind"].as_str(), write["rawInput"]["path"].as_str()), (Some("edit"), log.to_str()));
+    assert_eq!(shown(&updates), "Noted the second part.");
+
+    // 3. After a restart the session still knows it flushed: no second flush in this cycle.
+    drop(agent);
+    let mut agent = Agent::in_process(options());
+    agent.initialize();
+    let cwd = home.path().display().to_string();
+    let id = agent.send_request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+    agent.until_response(id);
+    mock.push(text_with_usage("anthropic", "Noted the third part.", 16_000));
+    agent.prompt(&session, &big('C', 2_000));
+    assert_eq!(mock.requests().len(), 5, "{}", agent.stderr());
+
+    // 4. Past the threshold: compacted, still without a second flush.
+    mock.push(text("anthropic", "SUMMARY: long runs of A, B and C."));
+    mock.push(text("anthropic", "Noted the fourth part."));
+    let (updates, _) = agent.prompt(&session, &big('D', 8_000));
+    assert!(updates.iter().any(|u| u["content"]["text"].as_str().is_some_and(|t| t.contains("Compacted"))));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 7);
+    assert!(requests[5].body["system"][0]["text"].as_str().unwrap().contains("precise summaries"));
+
+    // 5. What the flush saved is found after the compaction; /memory says when it ran.
+    mock.push(calls("anthropic", &[("s1", "memory_search", json!({"query": "when does the deploy key rotate"}))]));
+    mock.push(text("anthropic", "Fridays at 17:00."));
+    agent.prompt(&session, "when does the deploy key rotate?");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 9);
+    let found = result_for("anthropic", &requests[8].body, "s1");
+    assert!(found.starts_with("memory/2026-01-15.md:1-3") && found.contains("every Friday at 17:00"), "{found}");
+    assert_eq!(requests.iter().filter(|r| is_flush(&r.body)).count(), 2, "one flush (of two requests) in all");
+    let (updates, _) = agent.prompt(&session, "/memory");
+    let report: String = updates.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert!(report.contains("Flush before compaction: last at "), "{report}");
+    assert!(!report.contains("not again before the next compaction"), "a new cycle began: {report}");
+}
+
+#[test]
+fn a_session_in_ask_mode_is_compacted_without_a_flush() {
+    let mock = MockModel::start();
+    let config = "[providers.anthropic]\nmodels = [{ id = \"claude-sonnet-4-5\", context_window = 30000, max_tokens = 1000 }]\n\
+                  [compaction]\nthreshold = 0.6\n";
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).config(config));
+    agent.initialize();
+    let session = agent.new_session();
+    agent.request("session/set_mode", json!({"sessionId": session, "modeId": "ask"}));
+    mock.push(text_with_usage("anthropic", "Read it.", 13_500));
+    agent.prompt(&session, &"A".repeat(40_000));
+    // Past the flush line and the threshold at once: compacted, with no question put to the user.
+    mock.push(text("anthropic", "SUMMARY: a long run of A."));
+    mock.push(text("anthropic", "Read that too."));
+    let (updates, response) = agent.prompt(&session, &"B".repeat(16_000));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{}", agent.stderr());
+    assert!(updates.iter().all(|u| u["sessionUpdate"] != "tool_call"));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(!requests.iter().any(|r| is_flush(&r.body)), "no flush in ask mode");
 }

@@ -16,10 +16,16 @@ pub struct MemoryConfig {
     /// `provider/model` of an OpenAI-compatible `/v1/embeddings` endpoint: search is then hybrid
     /// (BM25 and vectors); without it, BM25 alone.
     pub embeddings: Option<String>,
+    /// Whether a session nearing compaction first gets a silent turn to save what should outlast
+    /// it to the memory files (default true).
+    pub flush: bool,
+    /// How many tokens before the compaction threshold that turn comes (default 4,000; at most a
+    /// quarter of the threshold, so a small window does not flush almost at once).
+    pub flush_margin: u64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        Self { enabled: true, extra_paths: Vec::new(), embeddings: None }
+        Self { enabled: true, extra_paths: Vec::new(), embeddings: None, flush: true, flush_margin: 4_000 }
     }
 }

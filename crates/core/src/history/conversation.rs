@@ -19,6 +19,10 @@ pub struct Conversation {
     /// Every tool-call id the session has used (compacted ones included): a new call gets an id
     /// none of them has, whatever the provider sent.
     call_ids: HashSet<String>,
+    /// Whether the memory was flushed since the last compaction or reset (once per cycle), and
+    /// when it last was (Unix ms).
+    flushed: bool,
+    flushed_at: Option<i64>,
 }
 
 /// The user message a compaction summary becomes.
@@ -70,11 +74,11 @@ impl Conversation {
         if let Some(t) = &self.journal {
             t.record(&Record::Message { message: message.clone() });
         }
-        self.note_call_ids(&message);
+        self.note_calls_of(&message);
         self.messages.push(message);
     }
 
-    fn note_call_ids(&mut self, message: &Message) {
+    fn note_calls_of(&mut self, message: &Message) {
         if let Message::Assistant(parts) = message {
             for part in parts {
                 if let crate::providers::AssistantPart::ToolCall { id, .. } = part {
@@ -82,6 +86,11 @@ impl Conversation {
                 }
             }
         }
+    }
+
+    /// Tool-call ids used outside the conversation (the memory flush's): no later call gets them.
+    pub fn note_call_ids(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.call_ids.extend(ids);
     }
 
     /// Whether a tool-call id was used in this session.
@@ -100,7 +109,7 @@ impl Conversation {
             });
         }
         let message = Message::Assistant(parts);
-        self.note_call_ids(&message);
+        self.note_calls_of(&message);
         self.messages.push(message);
     }
 
@@ -133,6 +142,24 @@ impl Conversation {
         self.messages.push(summary_message(summary));
         self.messages.extend(tail);
         self.turn_start = if self.turn_start >= cut { self.turn_start - cut + 1 } else { 1 };
+        self.flushed = false;
+    }
+
+    /// Whether the memory was flushed since the conversation was last compacted or cleared.
+    pub fn flushed(&self) -> bool {
+        self.flushed
+    }
+
+    /// When the memory was last flushed (Unix ms), compactions since included.
+    pub fn flushed_at(&self) -> Option<i64> {
+        self.flushed_at
+    }
+
+    /// The memory was flushed at `at` (Unix ms): not again before the next compaction.
+    pub fn mark_flushed(&mut self, at: i64) {
+        self.record(&Record::MemoryFlush { at });
+        self.flushed = true;
+        self.flushed_at = Some(at);
     }
 
     /// Clears the context.
@@ -140,6 +167,7 @@ impl Conversation {
         self.record(&Record::Reset);
         self.messages.clear();
         self.turn_start = 0;
+        self.flushed = false;
     }
 
     /// Replays a record (without recording it again). Returns whether it concerned the context.
@@ -147,7 +175,7 @@ impl Conversation {
         match record {
             Record::User { .. } => self.turn_start = self.messages.len(),
             Record::Message { message } => {
-                self.note_call_ids(message);
+                self.note_calls_of(message);
                 self.messages.push(message.clone());
             }
             Record::Tool { state } => {
@@ -159,6 +187,12 @@ impl Conversation {
             Record::Reset => {
                 self.messages.clear();
                 self.turn_start = 0;
+                self.flushed = false;
+            }
+            Record::MemoryFlush { at } => {
+                self.flushed = true;
+                self.flushed_at = Some(*at);
+                return false;
             }
             _ => return false,
         }

@@ -86,6 +86,11 @@ pub enum Record {
     },
     /// The model's context was cleared (`/new`, `/reset`).
     Reset,
+    /// The model was asked to save what should outlast the coming compaction to the memory files
+    /// (once per compaction cycle; docs/memory.md).
+    MemoryFlush {
+        at: i64,
+    },
     /// A turn ended.
     End {
         turn: u64,

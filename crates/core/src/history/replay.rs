@@ -217,7 +217,7 @@ impl Builder {
                     self.show_terminal_output(parts);
                 }
             }
-            Record::Discard | Record::Reset => {}
+            Record::Discard | Record::Reset | Record::MemoryFlush { .. } => {}
             Record::Reply { .. } => {} // resolved into a message above
             Record::Compaction { id, summary, tokens_before, tokens_after, .. } => {
                 self.out.compactions += 1;

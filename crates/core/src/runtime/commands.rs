@@ -502,7 +502,11 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Memory => {
             let config = session.shared.config();
             let reads = turn::memory_use(&config, &session.id) == context::MemoryUse::Private;
-            crate::memory::Memory::of(&config).report(config.memory.enabled, reads)
+            let mut out = crate::memory::Memory::of(&config).report(config.memory.enabled, reads);
+            if reads {
+                out.push_str(&compaction::flush_line(&config, &session.conversation));
+            }
+            out
         }
         Command::Skills => {
             let config = session.shared.config();

@@ -133,6 +133,13 @@ pub fn over_threshold(config: &CompactionConfig, model: &ModelInfo, estimate: u6
     estimate + reserve > (window as f64 * config.threshold) as u64
 }
 
+/// Whether a request of `estimate` tokens is within `margin` tokens of compacting (the margin at
+/// most a quarter of the threshold): when the memory is flushed.
+pub fn near_threshold(config: &CompactionConfig, model: &ModelInfo, estimate: u64, margin: u64) -> bool {
+    let limit = (model.context_window as f64 * config.threshold) as u64;
+    estimate + reserve(model) + margin.min(limit / 4) > limit
+}
+
 fn reserve(model: &ModelInfo) -> u64 {
     u64::from(model.max_output_tokens.unwrap_or(4_096)).min(model.context_window / 4)
 }
@@ -316,6 +323,25 @@ pub(crate) async fn compact(
     }));
     env.events.flush();
     Ok(Compacted { id, tokens_before: before, tokens_after: after, summarised: cut, kept })
+}
+
+/// `/memory`'s line on the flush before compaction.
+pub(crate) fn flush_line(config: &crate::config::Config, conversation: &Conversation) -> String {
+    if !config.memory.flush || !config.compaction.auto {
+        return "Flush before compaction: off.\n".into();
+    }
+    let when = conversation.flushed_at().and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok());
+    match when {
+        Some(at) => format!(
+            "Flush before compaction: last at {}{}.\n",
+            at.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            if conversation.flushed() { " (not again before the next compaction)" } else { "" }
+        ),
+        None => format!(
+            "Flush before compaction: not yet in this session (it comes {} tokens before the context is compacted).\n",
+            config.memory.flush_margin
+        ),
+    }
 }
 
 /// Automatic compaction within one turn: before each request when the context nears the window's

@@ -254,6 +254,21 @@ fn memory_section(inputs: &Inputs<'_>, now: &jiff::Zoned, text: &mut String, fil
     }
 }
 
+/// The message of the silent turn before a compaction (the memory flush, docs/memory.md): what to
+/// save where, and to answer `NO_REPLY`.
+pub(crate) fn flush_prompt(home: &Path) -> String {
+    let dir = home.join("workspace");
+    let today = jiff::Timestamp::now().to_zoned(local_zone().clone()).strftime("%Y-%m-%d").to_string();
+    format!(
+        "[Memory flush: the user sees neither this message nor your reply.] This conversation is about to be \
+         compacted: its older part will be replaced by a summary. Save what should outlast that and is not saved \
+         yet (facts, decisions, preferences, where the work stands): durable facts in {dir}/MEMORY.md, running \
+         notes in {dir}/memory/{today}.md (add to what is there). Only write and edit of those files run in this \
+         turn. Then reply NO_REPLY; if nothing needs saving, reply NO_REPLY at once.",
+        dir = dir.display()
+    )
+}
+
 /// An agent-workspace file as `## <path>` and its content (head and tail past the per-file limit),
 /// and its line in `/context`'s report.
 fn inject_workspace_file(

@@ -13,6 +13,7 @@ mod head_start;
 mod mcp;
 pub mod op;
 mod persist;
+mod reply;
 pub mod session;
 mod settings;
 mod shared;

@@ -56,12 +56,31 @@ pub(crate) struct CallEnv<'a> {
     pub host: Arc<dyn crate::tools::host::AnyHost>,
     /// The most the turn's calls get, whatever the session's mode ([`super::op::TurnOptions`]).
     pub mode_cap: Option<crate::settings::Mode>,
+    /// Only calls that write memory files (or read inside the workspace) run: the memory flush's.
+    pub memory_only: bool,
 }
 
-impl CallEnv<'_> {
+impl<'a> CallEnv<'a> {
     /// The mode the turn's next call is decided by.
-    fn mode(&self) -> crate::settings::Mode {
+    pub(crate) fn mode(&self) -> crate::settings::Mode {
         self.live.mode().at_most(self.mode_cap)
+    }
+
+    /// The same, for the memory flush: only memory writes run, and no message steered into the
+    /// turn stops them (those wait for the turn itself).
+    pub(crate) fn memory_only(&self) -> CallEnv<'a> {
+        CallEnv {
+            events: self.events.clone(),
+            settings: self.settings.clone(),
+            live: self.live.clone(),
+            registry: self.registry,
+            cancel: self.cancel.clone(),
+            config: self.config.clone(),
+            steers: Arc::new(Steers::default()),
+            host: self.host.clone(),
+            mode_cap: self.mode_cap,
+            memory_only: true,
+        }
     }
 }
 
@@ -328,6 +347,16 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         p.starts_with(&skills) || workspace(&p)
     }) && access.writes.iter().all(|p| workspace(&paths::real(p)))
         && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
+    let memory_write = access.exec.is_none()
+        && access.network.is_none()
+        && inside
+        && access.writes.iter().all(|p| memory_file(&paths::real(p)));
+    if env.memory_only && !memory_write {
+        let message = "only writes of the memory files (and reads in the workspace) run while the memory is flushed; \
+                       the call was not run"
+            .to_owned();
+        return Err(fail(prepared.title, prepared.kind, args, message));
+    }
     let hidden = handler.hidden();
     {
         let mut s = lock(&state);

@@ -14,6 +14,7 @@ use super::compaction::{self, Accounting, AutoCompact, CompactEnv};
 use super::context::{self, MemoryUse};
 use super::event::{Emitter, EventKind, StopReason, TurnError, TurnOutcome, new_message_id};
 use super::mcp::{Expanded, McpSet};
+use super::reply::{Received, Reply};
 use super::settings::{LiveState, SessionSettings};
 use super::shared::Shared;
 use super::tool_calls::{self, Call, CallEnv};
@@ -21,7 +22,7 @@ use crate::config::{Config, ModelInfo};
 use crate::history::conversation::Conversation;
 use crate::providers::retry::{self, Failure};
 use crate::providers::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderClient, ProviderError, ResponseEvent, Usage,
+    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderClient, ProviderError, Usage,
 };
 use crate::tools::Registry;
 use crate::tools::ToolSpec;
@@ -223,7 +224,9 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         steers,
         host: outlet.host.clone(),
         mode_cap: options.mode_cap,
+        memory_only: false,
     };
+    let may_flush = memory == MemoryUse::Private && config.memory.flush && config.compaction.auto;
     let mut turn = Turn {
         config: &config,
         client: &client,
@@ -240,6 +243,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         usage: Usage::default(),
         context: None,
         budget: options.request_budget.clone(),
+        may_flush,
     };
     let outcome = turn.drive().await;
     TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context }
@@ -265,7 +269,12 @@ struct Turn<'a> {
     context: Option<u64>,
     /// Model requests left to the turns sharing this budget ([`super::op::TurnOptions`]).
     budget: Option<Arc<std::sync::atomic::AtomicU32>>,
+    /// Whether the session saves its memory before a compaction ([`Turn::flush_memory`]).
+    may_flush: bool,
 }
+
+/// The most requests a memory flush makes.
+const FLUSH_MAX_REQUESTS: usize = 4;
 
 /// What to do after a reply.
 enum Next {
@@ -275,28 +284,15 @@ enum Next {
     RunTools(Vec<Call>),
 }
 
-/// One reply, as received.
-struct Received {
-    parts: Vec<AssistantPart>,
-    calls: Vec<Call>,
-    finish: Option<FinishReason>,
-    usage: Usage,
-    text_id: Arc<str>,
-    thought_id: Arc<str>,
-    /// The reply passed its limits and was stopped; `text_overflow`: by its text.
-    full: bool,
-    text_overflow: bool,
-    /// Whether the request held the whole conversation (nothing pruned), so its token count
-    /// calibrates the estimate.
-    calibrate: bool,
-}
-
 impl Turn<'_> {
     async fn drive(&mut self) -> TurnOutcome {
         let mut auto = AutoCompact::default();
         // Requests whose tool calls ran.
         let mut answered: u32 = 0;
         loop {
+            if self.flush_due() && self.flush_memory().await.is_err() {
+                return self.stopped(StopReason::Cancelled);
+            }
             if auto.before_request(&self.compact, &mut self.conversation, &mut self.accounting).await.is_err() {
                 return self.stopped(StopReason::Cancelled);
             }
@@ -331,9 +327,22 @@ impl Turn<'_> {
 
     /// Sends the conversation (old large tool results pruned) and streams the reply out.
     async fn request(&mut self) -> (Result<(), Failure>, Received) {
-        let estimate = self.accounting.estimate(self.compact.fixed_chars, self.conversation.messages());
-        let pruned = compaction::prune(self.conversation.messages(), estimate, self.model.context_window);
-        let messages = self.conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m));
+        let (result, received) = self.send(&self.conversation, false).await;
+        if received.usage != Usage::default() {
+            let used = received.usage.total();
+            self.events.emit(EventKind::Usage { used, size: self.model.context_window });
+            self.usage = self.usage.plus(received.usage);
+            self.context = Some(used);
+        }
+        (result, received)
+    }
+
+    /// Sends `conversation` (old large tool results pruned) and streams the reply, out too unless
+    /// `quiet` (then only its tool calls will show, when they run).
+    async fn send(&self, conversation: &Conversation, quiet: bool) -> (Result<(), Failure>, Received) {
+        let estimate = self.accounting.estimate(self.compact.fixed_chars, conversation.messages());
+        let pruned = compaction::prune(conversation.messages(), estimate, self.model.context_window);
+        let messages = conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m));
         let request = ModelRequest {
             model: &self.model.id,
             system: self.system,
@@ -343,18 +352,71 @@ impl Turn<'_> {
             tools: self.tools,
             cache_key: Some(&self.events.session),
         };
-        let mut reply = Reply::new(self.events.clone(), &self.conversation, self.config.max_reply_bytes);
+        let mut reply = Reply::new(self.events.clone(), conversation, self.config.max_reply_bytes, quiet);
         let result = retry::stream_with_retry(self.client, &request, &self.config.retry, self.cancel, &mut reply).await;
         drop(request);
         self.events.flush();
-        let received = reply.received(pruned.is_empty());
-        if received.usage != Usage::default() {
-            let used = received.usage.total();
-            self.events.emit(EventKind::Usage { used, size: self.model.context_window });
-            self.usage = self.usage.plus(received.usage);
-            self.context = Some(used);
+        (result, reply.received(pruned.is_empty()))
+    }
+
+    /// Whether the next request comes within the flush margin of compacting, in a session that
+    /// saves its memory first and has not since the last compaction. Not in `ask` mode: the flush
+    /// would put a question to the user that they never prompted.
+    fn flush_due(&self) -> bool {
+        if !self.may_flush || self.conversation.flushed() || self.calls.mode() == crate::settings::Mode::Ask {
+            return false;
         }
-        (result, received)
+        let estimate = self.accounting.estimate(self.compact.fixed_chars, self.conversation.messages());
+        compaction::near_threshold(&self.config.compaction, self.model, estimate, self.config.memory.flush_margin)
+    }
+
+    /// The silent turn before a compaction (the seed's memory flush): the model is asked to write
+    /// what should outlast the compaction to the memory files. It reads the conversation so far —
+    /// without the prompt that is waiting, at the turn's start — under the same system prompt and
+    /// tools, so the provider's prompt cache serves it. Only memory writes (and reads) run; they
+    /// show as ordinary tool calls, and its text (`NO_REPLY`, or anything else) is never shown. Its
+    /// messages leave no trace in the conversation; the transcript records that it happened, so it
+    /// comes once per compaction cycle, restarts included. A failure is logged and the turn goes on.
+    async fn flush_memory(&mut self) -> Result<(), compaction::Cancelled> {
+        let mut side = self.conversation.clone();
+        side.set_journal(None);
+        if side.len() == side.turn_start() + 1 {
+            side.discard_turn();
+        }
+        if side.is_empty() {
+            return Ok(());
+        }
+        tracing::info!("the context nears compaction; asking the model to save what should outlast it");
+        side.push(Message::User(vec![crate::providers::UserPart::Text(context::flush_prompt(&self.config.home))]));
+        let calls = self.calls.memory_only();
+        let mut ids = Vec::new();
+        for _ in 0..FLUSH_MAX_REQUESTS {
+            let (result, got) = self.send(&side, true).await;
+            self.usage = self.usage.plus(got.usage);
+            match result {
+                Ok(()) if !got.full => {}
+                Ok(()) => break,
+                Err(Failure::Cancelled) => return Err(compaction::Cancelled),
+                Err(Failure::Provider(e)) => {
+                    tracing::warn!(error = %e, "the memory flush failed; the turn goes on without it");
+                    break;
+                }
+            }
+            if got.calls.is_empty() {
+                break;
+            }
+            ids.extend(got.calls.iter().map(|c| c.id.clone()));
+            let pending = got.calls.clone();
+            side.push_reply(got.parts, &got.text_id, &got.thought_id);
+            let results = tool_calls::run_all(&calls, pending).await;
+            side.push(Message::User(results));
+            if self.cancel.is_cancelled() {
+                return Err(compaction::Cancelled);
+            }
+        }
+        self.conversation.note_call_ids(ids);
+        self.conversation.mark_flushed(crate::store::now_ms());
+        Ok(())
     }
 
     /// Takes a reply into the conversation and decides what comes next.
@@ -492,180 +554,6 @@ impl Turn<'_> {
         );
         self.events.emit(EventKind::TextDelta { message_id: new_message_id(), text: notice });
         self.stopped(StopReason::MaxTurnRequests)
-    }
-}
-
-/// Assembles one assistant message from the stream and forwards its deltas as events.
-struct Reply<'a> {
-    events: Emitter,
-    /// The session's conversation, for the tool-call ids it has used.
-    conversation: &'a Conversation,
-    parts: Vec<AssistantPart>,
-    calls: Vec<Call>,
-    text_id: Arc<str>,
-    thought_id: Arc<str>,
-    usage: Usage,
-    finish: Option<FinishReason>,
-    /// Bytes of text and thoughts a reply may have (`max_reply_bytes`), and how many it has.
-    limit: usize,
-    bytes: usize,
-    /// Bytes of everything else it carries (signatures, redacted thinking, reasoning items, tool
-    /// arguments), capped at `MAX_ARGUMENTS_BYTES`.
-    other_bytes: usize,
-    /// The next suffix to try for a reused tool-call id, by id.
-    suffixes: std::collections::HashMap<String, u64>,
-    /// The limit was reached: the rest of the stream is dropped.
-    full: bool,
-}
-
-impl<'a> Reply<'a> {
-    fn new(events: Emitter, conversation: &'a Conversation, limit: usize) -> Self {
-        Self {
-            events,
-            conversation,
-            parts: Vec::new(),
-            calls: Vec::new(),
-            text_id: new_message_id(),
-            thought_id: new_message_id(),
-            usage: Usage::default(),
-            finish: None,
-            limit,
-            bytes: 0,
-            other_bytes: 0,
-            suffixes: std::collections::HashMap::new(),
-            full: false,
-        }
-    }
-
-    /// Counts bytes of a part that is not text; false (and the reply is full) past the cap.
-    fn admit_other(&mut self, bytes: usize) -> bool {
-        self.other_bytes = self.other_bytes.saturating_add(bytes);
-        if self.other_bytes > crate::providers::MAX_ARGUMENTS_BYTES
-            || self.calls.len() >= crate::providers::MAX_CALLS_PER_REPLY
-        {
-            self.full = true;
-        }
-        !self.full
-    }
-
-    /// What of a delta still fits under the limit (all of it, or its head at a char boundary).
-    fn admit(&mut self, mut text: String) -> Option<String> {
-        if self.full {
-            return None;
-        }
-        let room = self.limit.saturating_sub(self.bytes);
-        if text.len() > room {
-            let mut end = room;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            self.full = true;
-        }
-        self.bytes += text.len();
-        (!text.is_empty()).then_some(text)
-    }
-
-    fn received(self, calibrate: bool) -> Received {
-        Received {
-            text_overflow: self.bytes >= self.limit,
-            parts: self.parts,
-            calls: self.calls,
-            finish: self.finish,
-            usage: self.usage,
-            text_id: self.text_id,
-            thought_id: self.thought_id,
-            full: self.full,
-            calibrate,
-        }
-    }
-}
-
-impl Reply<'_> {
-    /// A tool-call id unique in the session: the provider's, unless the session (or this reply)
-    /// used it already or it is empty; then it gets a suffix. The model sees the same id back.
-    fn unique_call_id(&mut self, id: String) -> String {
-        let (conversation, calls) = (self.conversation, &self.calls);
-        let taken = |c: &str| conversation.call_id_taken(c) || calls.iter().any(|call| call.id == c);
-        if !id.is_empty() && !taken(&id) {
-            return id;
-        }
-        let base = if id.is_empty() { "call".to_owned() } else { id };
-        // Suffixes count up per id, so a provider repeating one id costs one try each time.
-        let next = self.suffixes.entry(base.clone()).or_insert(2);
-        for _ in 0..64 {
-            let candidate = format!("{base}_{next}");
-            *next += 1;
-            if !taken(&candidate) {
-                return candidate;
-            }
-        }
-        format!("call_{}", uuid::Uuid::new_v4().simple())
-    }
-}
-
-impl retry::StreamSink for Reply<'_> {
-    fn idle(&mut self) {
-        self.events.flush();
-    }
-
-    fn full(&self) -> bool {
-        self.full
-    }
-
-    fn event(&mut self, event: ResponseEvent) {
-        match event {
-            ResponseEvent::TextDelta(text) => {
-                let Some(text) = self.admit(text) else { return };
-                match self.parts.last_mut() {
-                    Some(AssistantPart::Text(t)) => t.push_str(&text),
-                    _ => self.parts.push(AssistantPart::Text(text.clone())),
-                }
-                self.events.emit(EventKind::TextDelta { message_id: self.text_id.clone(), text });
-            }
-            ResponseEvent::ThoughtDelta(text) => {
-                let Some(text) = self.admit(text) else { return };
-                match self.parts.last_mut() {
-                    Some(AssistantPart::Thinking { text: t, signature: None }) => t.push_str(&text),
-                    _ => self.parts.push(AssistantPart::Thinking { text: text.clone(), signature: None }),
-                }
-                self.events.emit(EventKind::ThoughtDelta { message_id: self.thought_id.clone(), text });
-            }
-            ResponseEvent::ThinkingSignature(sig) if !self.admit_other(sig.len()) => {}
-            ResponseEvent::RedactedThinking(data) if !self.admit_other(data.len()) => {}
-            ResponseEvent::ReasoningItem { ref encrypted_content, ref summary, .. }
-                if !self.admit_other(
-                    encrypted_content.as_ref().map_or(0, String::len) + summary.iter().map(String::len).sum::<usize>(),
-                ) => {}
-            ResponseEvent::ToolCall { ref arguments, .. } if !self.admit_other(arguments.len()) => {}
-            ResponseEvent::ThinkingSignature(sig) => match self.parts.last_mut() {
-                Some(AssistantPart::Thinking { signature: s @ None, .. }) => *s = Some(sig),
-                // A signature for an empty thinking block.
-                _ => self.parts.push(AssistantPart::Thinking { text: String::new(), signature: Some(sig) }),
-            },
-            ResponseEvent::RedactedThinking(data) => self.parts.push(AssistantPart::RedactedThinking { data }),
-            ResponseEvent::ReasoningItem { id, encrypted_content, summary } => {
-                self.parts.push(AssistantPart::Reasoning { id, encrypted_content, summary });
-            }
-            ResponseEvent::ToolCall { id, name, arguments } => {
-                let id = self.unique_call_id(id);
-                self.parts.push(AssistantPart::ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: tool_calls::arguments_for_history(&arguments),
-                });
-                self.calls.push(Call { id, name, arguments });
-            }
-            ResponseEvent::Usage(usage) => self.usage = usage,
-            ResponseEvent::Completed(reason) => self.finish = Some(reason),
-            ResponseEvent::Restarted => {
-                // Only unseen parts can be here (a request is never retried after output was shown).
-                self.parts.clear();
-                self.calls.clear();
-                self.usage = Usage::default();
-                self.finish = None;
-            }
-        }
     }
 }
 
