@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::memory::Memory;
+use crate::memory::embed::Embedder;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum MemoryCommand {
@@ -41,7 +42,15 @@ pub fn memory(command: MemoryCommand) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let memory = Memory::of(&config);
-    match run(&memory, command) {
+    let embedder = Embedder::of(&config);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "acp: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&memory, embedder, command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "acp: {e}");
@@ -50,7 +59,11 @@ pub fn memory(command: MemoryCommand) -> ExitCode {
     }
 }
 
-fn run(memory: &Memory, command: MemoryCommand) -> Result<(), String> {
+async fn run(
+    memory: &Memory,
+    embedder: Option<Result<Embedder, String>>,
+    command: MemoryCommand,
+) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     let mut line = |text: String| writeln!(out, "{text}").map_err(|e| e.to_string());
     match command {
@@ -79,16 +92,23 @@ fn run(memory: &Memory, command: MemoryCommand) -> Result<(), String> {
         MemoryCommand::Index { json } => {
             let started = std::time::Instant::now();
             let synced = memory.sync().map_err(|e| e.to_string())?;
+            let embedded = match &embedder {
+                None => None,
+                Some(Ok(embedder)) => Some(memory.embed_all(embedder).await.map_err(|e| format!("embeddings: {e}"))?),
+                Some(Err(why)) => return Err(why.clone()),
+            };
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             if json {
                 line(
                     json!({"added": synced.added, "changed": synced.changed, "removed": synced.removed,
-                           "unchanged": synced.unchanged, "skipped": synced.skipped.len(), "ms": ms})
+                           "unchanged": synced.unchanged, "skipped": synced.skipped.len(), "embedded": embedded,
+                           "ms": ms})
                     .to_string(),
                 )?;
             } else {
+                let embedded = embedded.map(|n| format!(", {n} pieces embedded")).unwrap_or_default();
                 line(format!(
-                    "{} added, {} changed, {} removed, {} unchanged ({ms:.1} ms)",
+                    "{} added, {} changed, {} removed, {} unchanged{embedded} ({ms:.1} ms)",
                     synced.added, synced.changed, synced.removed, synced.unchanged
                 ))?;
                 for (path, why) in &synced.skipped {
@@ -97,7 +117,11 @@ fn run(memory: &Memory, command: MemoryCommand) -> Result<(), String> {
             }
         }
         MemoryCommand::Search { query, max, json } => {
-            let (hits, _) = memory.search(&query, max.max(1), 0.0).map_err(|e| e.to_string())?;
+            let found = memory.find(embedder, &query, max.max(1), 0.0).await.map_err(|e| e.to_string())?;
+            if let Some(note) = &found.note {
+                let _ = writeln!(std::io::stderr(), "acp: {note}");
+            }
+            let hits = found.hits;
             for hit in &hits {
                 if json {
                     line(

@@ -64,15 +64,22 @@ fn every_command_once() {
          - `/memory` — Memory: the files indexed for memory_search, and whether this session reads them\n"
     );
 
-    // Memory: where the files are, and that the index is built by the first search.
+    // Memory: where the files are, what the index holds (built already by the session's watcher,
+    // or not yet), and the flush.
     let (memory, _) = command(&mut agent, &session, "/memory");
     let ws = agent.home.path().join("workspace");
+    let index = agent.home.path().join("memory/main.sqlite");
+    let index_line = memory.lines().nth(2).unwrap_or_default().to_owned();
+    assert!(
+        index_line == "Index: not built yet."
+            || index_line == format!("Index: {} — 0 files, 0 pieces", index.display()),
+        "{index_line}"
+    );
     assert_eq!(
-        memory,
+        memory.replace(&format!("{index_line}\n"), ""),
         format!(
             "Memory files: {} (MEMORY.md, memory/*.md)\n\
              This session reads MEMORY.md and today's and yesterday's logs, and may search the rest.\n\
-             Index: not built yet (the first memory_search builds it).\n\
              Flush before compaction: not yet in this session (it comes 4000 tokens before the context is compacted).\n",
             ws.display()
         )

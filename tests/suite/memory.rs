@@ -270,10 +270,11 @@ fn a_long_session_saves_its_memory_once_before_compaction_and_finds_it_after() {
     agent.initialize();
     let cwd = home.path().display().to_string();
     let id = agent.send_request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
-    agent.until_response(id);
+    let (_, loaded) = agent.until_response(id);
+    assert!(loaded["result"].is_object(), "{loaded}");
     mock.push(text_with_usage("anthropic", "Noted the third part.", 16_000));
-    agent.prompt(&session, &big('C', 2_000));
-    assert_eq!(mock.requests().len(), 5, "{}", agent.stderr());
+    let (_, response) = agent.prompt(&session, &big('C', 2_000));
+    assert_eq!(mock.requests().len(), 5, "{response}\n{}", agent.stderr());
 
     // 4. Past the threshold: compacted, still without a second flush.
     mock.push(text("anthropic", "SUMMARY: long runs of A, B and C."));
@@ -319,4 +320,131 @@ fn a_session_in_ask_mode_is_compacted_without_a_flush() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
     assert!(!requests.iter().any(|r| is_flush(&r.body)), "no flush in ask mode");
+}
+
+#[test]
+fn hybrid_search_finds_other_word_forms_embeds_each_piece_once_and_falls_back_to_words() {
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("workspace");
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Releases\n\nProduction deployments happen on Thursdays, after the freeze.\n\n\
+         # People\n\nGrace owns the billing service.\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("memory/2026-01-15.md"), "Lunch with the design team; tacos again.\n").unwrap();
+    let cwd = home.path();
+    let search = |query: &str| {
+        let out = acp(home.path(), &mock, cwd, &["memory", "search", query, "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let hits: Vec<Value> =
+            String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (hits, String::from_utf8(out.stderr).unwrap())
+    };
+
+    // By words alone, "deploying" is not "deployments".
+    let (hits, _) = search("when are we deploying");
+    assert!(hits.is_empty(), "{hits:?}");
+
+    let config = format!(
+        "[providers.local]\napi = \"openai-chat\"\nbase_url = \"{}\"\nmodels = [\"chat\"]\n\n\
+         [memory]\nembeddings = \"local/embed-small\"\n",
+        mock.base_v1()
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let (hits, stderr) = search("when are we deploying");
+    assert_eq!(hits[0]["path"], "MEMORY.md", "{stderr} {hits:#?}");
+    assert_eq!((hits[0]["startLine"].as_u64(), hits[0]["endLine"].as_u64()), (Some(1), Some(4)));
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("Thursdays"));
+    let inputs = |from: usize| -> usize {
+        mock.embedding_requests()[from..].iter().map(|r| r.body["input"].as_array().unwrap().len()).sum()
+    };
+    assert_eq!(inputs(0), 4, "three pieces and the query");
+    assert_eq!(mock.embedding_requests()[0].body["model"], "embed-small");
+
+    // Asked again: the query's vector and the pieces' are stored; nothing is embedded.
+    let before = mock.embedding_requests().len();
+    let (again, _) = search("when are we deploying");
+    assert_eq!(again, hits);
+    assert_eq!(mock.embedding_requests().len(), before);
+
+    // One section changes: only its piece is embedded again (the others keep their vectors).
+    let before_edit = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
+    std::fs::write(ws.join("MEMORY.md"), before_edit.replace("Grace owns", "Ada owns")).unwrap();
+    let (hits, _) = search("who owns billing");
+    assert_eq!(hits[0]["snippet"], "# People\n\nAda owns the billing service.");
+    assert_eq!(inputs(before), 2, "the changed piece and the new query");
+
+    // The embeddings server fails: the search still answers, by words, and says so.
+    mock.set_embeddings_down(true);
+    let (hits, stderr) = search("tacos with the design team");
+    assert_eq!(hits[0]["path"], "memory/2026-01-15.md");
+    assert!(stderr.contains("semantic search is unavailable") && stderr.contains("503"), "{stderr}");
+
+    // The model reads the same note in memory_search's result.
+    mock.push(calls("anthropic", &[("s1", "memory_search", json!({"query": "design team lunch"}))]));
+    mock.push(text("anthropic", "Tacos."));
+    let project = tempfile::tempdir().unwrap();
+    run(home.path(), &mock, project.path(), "what did we eat?");
+    let last = mock.requests().into_iter().rfind(|r| !r.path.ends_with("/embeddings")).unwrap();
+    let found = result_for("anthropic", &last.body, "s1");
+    assert!(
+        found.starts_with("(semantic search is unavailable (") && found.contains("memory/2026-01-15.md:1-1"),
+        "{found}"
+    );
+
+    // Back up: `acp memory index` embeds whatever is missing.
+    mock.set_embeddings_down(false);
+    std::fs::write(ws.join("memory/2026-01-16.md"), "Rotated the staging certificates.\n").unwrap();
+    let out = acp(home.path(), &mock, cwd, &["memory", "index", "--json"]);
+    let indexed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((indexed["added"].as_u64(), indexed["embedded"].as_u64()), (Some(1), Some(1)), "{indexed}");
+}
+
+/// The files the index at `path` holds, as it is on disk now.
+fn indexed(path: &Path) -> Vec<String> {
+    match acp::memory::index::Index::open_existing(path) {
+        Ok(Some(index)) => index.files().unwrap_or_default().into_iter().map(|(p, _)| p).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Waits until the index at `path` holds exactly `files`.
+fn wait_indexed(path: &Path, files: &[&str]) {
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    while indexed(path) != files {
+        assert!(std::time::Instant::now() < deadline, "the index holds {:?}, not {files:?}", indexed(path));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn while_a_session_is_open_the_index_follows_the_files_without_a_search() {
+    let mock = MockModel::start();
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("MEMORY.md"), "# Owner\n\nPrefers tea.\n").unwrap();
+    let index = home.path().join("memory/main.sqlite");
+    let mut agent = Agent::in_process(options_for("anthropic", &mock).home(home.path()));
+    agent.initialize();
+    let session = agent.new_session();
+    wait_indexed(&index, &["MEMORY.md"]);
+
+    // A new log (in a directory created after the watch began), an edit, a deletion.
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(ws.join("memory/2026-02-01.md"), "Booked the flight to Lisbon.\n").unwrap();
+    wait_indexed(&index, &["MEMORY.md", "memory/2026-02-01.md"]);
+    std::fs::remove_file(ws.join("MEMORY.md")).unwrap();
+    wait_indexed(&index, &["memory/2026-02-01.md"]);
+
+    // A search then reads the index as the watcher left it, and finds the new file.
+    mock.push(calls("anthropic", &[("s1", "memory_search", json!({"query": "flight Lisbon"}))]));
+    mock.push(text("anthropic", "Lisbon."));
+    agent.prompt(&session, "where am I flying?");
+    let found = result_for("anthropic", &mock.requests()[1].body, "s1");
+    assert!(found.starts_with("memory/2026-02-01.md:1-1"), "{found}");
+    assert!(mock.embedding_requests().is_empty());
 }

@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+#[path = "embeddings.rs"]
+pub mod embeddings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -189,6 +192,8 @@ impl Recorded {
 struct State {
     script: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    /// `POST …/embeddings` answers 503 (else the stand-in's vectors, `support::embeddings`).
+    embeddings_down: bool,
 }
 
 /// The running server; it stops when dropped (its thread ends with the test process).
@@ -264,6 +269,16 @@ impl MockModel {
         }
     }
 
+    /// Makes `POST …/embeddings` fail with 503 (or answer again).
+    pub fn set_embeddings_down(&self, down: bool) {
+        self.state.lock().unwrap().embeddings_down = down;
+    }
+
+    /// The requests to `…/embeddings` so far.
+    pub fn embedding_requests(&self) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.path.ends_with("/embeddings")).collect()
+    }
+
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().script.len()
     }
@@ -272,6 +287,26 @@ impl MockModel {
 async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
     // One request per connection: good enough for a mock, and it makes "client left" exact.
     let Some((method, path, headers, body)) = read_request(&mut socket).await else { return };
+    if path_is_embeddings(&path) {
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let (index, down) = {
+            let mut s = state.lock().unwrap();
+            s.requests.push(Recorded {
+                method,
+                path,
+                headers,
+                body: body.clone(),
+                at: Instant::now(),
+                finished_at: None,
+                client_left: false,
+                piece_times: Vec::new(),
+            });
+            (s.requests.len() - 1, s.embeddings_down)
+        };
+        write_embeddings(&mut socket, &body, down).await;
+        state.lock().unwrap().requests[index].finished_at = Some(Instant::now());
+        return;
+    }
     let index;
     let reply = {
         let mut s = state.lock().unwrap();
@@ -310,6 +345,43 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
     } else {
         rec.client_left = true;
     }
+}
+
+fn path_is_embeddings(path: &str) -> bool {
+    path.ends_with("/embeddings")
+}
+
+/// Answers an OpenAI `POST /v1/embeddings` with the stand-in's vectors (or a 503).
+async fn write_embeddings(socket: &mut TcpStream, body: &Value, down: bool) {
+    let (status, answer) = if down {
+        (
+            "503 Service Unavailable",
+            serde_json::json!({"error": {"message": "model is loading", "type": "server_error"}}),
+        )
+    } else {
+        let inputs: Vec<String> = match &body["input"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items.iter().map(|i| i.as_str().unwrap_or_default().to_owned()).collect(),
+            _ => Vec::new(),
+        };
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, text)| serde_json::json!({"object": "embedding", "index": i, "embedding": embeddings::vector(text)}))
+            .collect();
+        (
+            "200 OK",
+            serde_json::json!({"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}}),
+        )
+    };
+    let body = answer.to_string();
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = socket.write_all(head.as_bytes()).await;
+    let _ = socket.write_all(body.as_bytes()).await;
+    let _ = socket.shutdown().await;
 }
 
 async fn read_request(socket: &mut TcpStream) -> Option<(String, String, Vec<(String, String)>, Vec<u8>)> {

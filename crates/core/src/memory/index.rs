@@ -14,9 +14,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::chunk::chunks;
 use super::terms;
+use super::vectors::{VectorSet, quantize};
 
 /// Bumped when what is stored changes (the pieces' size, the words): an older index is rebuilt.
-const SCHEMA: &str = "1";
+const SCHEMA: &str = "2";
+
+/// Query vectors kept per model (the most recently used).
+const KEPT_QUERIES: usize = 256;
 
 /// The largest memory file indexed; a larger one is left out (and said so in the status).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -59,6 +63,13 @@ pub struct Hit {
 
 pub struct Index {
     db: Connection,
+    /// The pieces' vectors for the embedding model last searched with, loaded on the first hybrid
+    /// search and kept up to date by [`Index::sync`] and [`Index::store_vectors`].
+    vectors: Option<VectorSet>,
+    /// SQLite's `data_version` when `vectors` was loaded: another process's change reloads it.
+    seen: i64,
+    /// Whether the index is a file (else built in memory for one search).
+    persistent: bool,
 }
 
 /// What bringing the index up to date did.
@@ -115,13 +126,13 @@ impl Index {
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let db = Connection::open_with_flags(path, flags)?;
         db.busy_timeout(BUSY)?;
-        Ok(Some(Self { db }))
+        Ok(Some(Self::with(db, true)))
     }
 
     /// An index in memory only (when the file cannot be used at all).
     pub fn in_memory() -> Result<Self, MemoryError> {
         let db = Connection::open_in_memory().map_err(|e| MemoryError(e.to_string()))?;
-        let index = Self { db };
+        let index = Self::with(db, false);
         index.create().map_err(|e| MemoryError(e.to_string()))?;
         Ok(index)
     }
@@ -131,7 +142,7 @@ impl Index {
         db.busy_timeout(BUSY)?;
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
-        let index = Self { db };
+        let index = Self::with(db, true);
         let version: Option<String> = index
             .db
             .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0))
@@ -144,10 +155,18 @@ impl Index {
         Ok(index)
     }
 
+    fn with(db: Connection, persistent: bool) -> Self {
+        Self { db, vectors: None, seen: 0, persistent }
+    }
+
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
     fn drop_all(&self) -> rusqlite::Result<()> {
         self.db.execute_batch(
             "DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
-             DROP TABLE IF EXISTS meta;",
+             DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS meta;",
         )
     }
 
@@ -159,8 +178,12 @@ impl Index {
                  path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS chunks (
                  id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
-                 end_line INTEGER NOT NULL, text TEXT NOT NULL);
+                 end_line INTEGER NOT NULL, text TEXT NOT NULL, hash TEXT NOT NULL);
              CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path);
+             CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks(hash);
+             CREATE TABLE IF NOT EXISTS vectors (
+                 model TEXT NOT NULL, hash TEXT NOT NULL, query INTEGER NOT NULL, used INTEGER NOT NULL,
+                 data BLOB NOT NULL, PRIMARY KEY (model, hash)) WITHOUT ROWID;
              CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
                  words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
              INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', '{SCHEMA}');
@@ -176,6 +199,32 @@ impl Index {
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
             rows.collect::<Result<_, _>>()?
         };
+        self.sync_known(&known, sources, None)
+    }
+
+    /// Brings the index up to date for some files only (what a watcher saw change): `present`,
+    /// the memory files among them that exist, and `gone`, the names of those that no longer do.
+    pub fn sync_some(&mut self, present: &[Source], gone: &[String]) -> Result<Synced, MemoryError> {
+        let mut known: HashMap<String, (i64, i64, String)> = HashMap::new();
+        {
+            let mut stmt = self.db.prepare_cached("SELECT size, mtime_ns, hash FROM files WHERE path = ?1")?;
+            for name in present.iter().map(|s| &s.shown).chain(gone) {
+                if let Some(row) = stmt.query_row([name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()? {
+                    known.insert(name.clone(), row);
+                }
+            }
+        }
+        self.sync_known(&known, present, Some(gone))
+    }
+
+    /// Syncs `sources` against `known` (the index's rows for them); `gone`: the files known to
+    /// have vanished, or `None` when `sources` are all there are (then every other row goes).
+    fn sync_known(
+        &mut self,
+        known: &HashMap<String, (i64, i64, String)>,
+        sources: &[Source],
+        gone: Option<&[String]>,
+    ) -> Result<Synced, MemoryError> {
         let mut synced = Synced::default();
         let mut work: Vec<Work<'_>> = Vec::new();
         let mut present: Vec<&str> = Vec::new();
@@ -216,33 +265,44 @@ impl Index {
                 }
             }
         }
-        let gone: Vec<&String> = known.keys().filter(|p| !present.contains(&p.as_str())).collect();
+        let gone: Vec<&String> = match gone {
+            None => {
+                let present: std::collections::HashSet<&str> = present.into_iter().collect();
+                known.keys().filter(|p| !present.contains(p.as_str())).collect()
+            }
+            Some(gone) => gone.iter().filter(|p| known.contains_key(*p)).collect(),
+        };
         synced.removed = gone.len();
         if work.is_empty() && gone.is_empty() {
             return Ok(synced);
         }
         let tx = self.db.transaction()?;
+        let mut removed: Vec<(i64, String)> = Vec::new();
+        let mut added: Vec<(i64, String)> = Vec::new();
         for path in gone {
-            remove_chunks(&tx, path)?;
+            removed.extend(remove_chunks(&tx, path)?);
             tx.execute("DELETE FROM files WHERE path = ?1", [path])?;
         }
         for (source, size, mtime, cut) in work {
             match cut {
                 Some((hash, text)) => {
-                    remove_chunks(&tx, &source.shown)?;
+                    removed.extend(remove_chunks(&tx, &source.shown)?);
                     for piece in chunks(&text) {
+                        let piece_hash = self::hash(&piece.text);
                         tx.prepare_cached(
-                            "INSERT INTO chunks (path, start_line, end_line, text) VALUES (?1, ?2, ?3, ?4)",
+                            "INSERT INTO chunks (path, start_line, end_line, text, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
                         )?
                         .execute(params![
                             source.shown,
                             piece.start_line as i64,
                             piece.end_line as i64,
-                            piece.text
+                            piece.text,
+                            piece_hash
                         ])?;
                         let id = tx.last_insert_rowid();
                         tx.prepare_cached("INSERT INTO chunks_fts (rowid, words) VALUES (?1, ?2)")?
                             .execute(params![id, terms::for_index(&piece.text)])?;
+                        added.push((id, piece_hash));
                     }
                     tx.prepare_cached(
                         "INSERT OR REPLACE INTO files (path, size, mtime_ns, hash) VALUES (?1, ?2, ?3, ?4)",
@@ -255,47 +315,216 @@ impl Index {
                 }
             }
         }
+        // Vectors of pieces gone for good; those of pieces cut again unchanged stay theirs.
+        for (_, hash) in &removed {
+            tx.prepare_cached(
+                "DELETE FROM vectors WHERE hash = ?1 AND query = 0 AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash = ?1)",
+            )?
+            .execute([hash])?;
+        }
         tx.commit()?;
+        if let Some(set) = &mut self.vectors {
+            for (id, _) in &removed {
+                set.remove(*id);
+            }
+        }
+        self.attach(&added)?;
         Ok(synced)
     }
 
-    /// The pieces that best match `query`, best first: at most `max`, none scoring under `min_score`
-    /// (scores run from 0 to 1).
+    /// Puts the stored vectors of new pieces `(id, hash)` in the loaded set.
+    fn attach(&mut self, pieces: &[(i64, String)]) -> Result<(), MemoryError> {
+        let Some(set) = &mut self.vectors else { return Ok(()) };
+        let mut stmt = self.db.prepare_cached("SELECT data FROM vectors WHERE model = ?1 AND hash = ?2")?;
+        for (id, hash) in pieces {
+            if let Some(data) = stmt.query_row(params![set.model, hash], |r| r.get::<_, Vec<u8>>(0)).optional()? {
+                set.insert(*id, &data);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pieces (hash, text) with no vector from `model` yet: at most `limit`, and how many there are.
+    pub fn unembedded(&self, model: &str, limit: usize) -> Result<(Vec<(String, String)>, usize), MemoryError> {
+        const MISSING: &str =
+            "FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?1 AND v.hash = c.hash)";
+        let total: i64 =
+            self.db.query_row(&format!("SELECT count(DISTINCT c.hash) {MISSING}"), [model], |r| r.get(0))?;
+        let mut stmt =
+            self.db.prepare_cached(&format!("SELECT c.hash, min(c.text) {MISSING} GROUP BY c.hash LIMIT ?2"))?;
+        let rows = stmt.query_map(params![model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok((rows.collect::<Result<_, _>>()?, total as usize))
+    }
+
+    /// The stored vector of `query` from `model`, if it was embedded before.
+    pub fn query_vector(&self, model: &str, query: &str) -> Result<Option<Vec<u8>>, MemoryError> {
+        let hash = query_hash(query);
+        let found = self
+            .db
+            .prepare_cached("SELECT data FROM vectors WHERE model = ?1 AND hash = ?2")?
+            .query_row(params![model, hash], |r| r.get::<_, Vec<u8>>(0))
+            .optional()?;
+        if found.is_some() {
+            self.db.prepare_cached("UPDATE vectors SET used = ?3 WHERE model = ?1 AND hash = ?2")?.execute(params![
+                model,
+                hash,
+                crate::clock::now_ms()
+            ])?;
+        }
+        Ok(found)
+    }
+
+    /// Stores vectors from `model`: of pieces, by their text's hash, and of a query; returns the
+    /// query's as stored.
+    pub fn store_vectors(
+        &mut self,
+        model: &str,
+        pieces: &[(String, Vec<f32>)],
+        query: Option<(&str, &[f32])>,
+    ) -> Result<Option<Vec<u8>>, MemoryError> {
+        let now = crate::clock::now_ms();
+        let tx = self.db.transaction()?;
+        for (hash, v) in pieces {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO vectors (model, hash, query, used, data) VALUES (?1, ?2, 0, ?3, ?4)",
+            )?
+            .execute(params![model, hash, now, quantize(v)])?;
+        }
+        let stored = query.map(|(text, v)| (query_hash(text), quantize(v)));
+        if let Some((hash, data)) = &stored {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO vectors (model, hash, query, used, data) VALUES (?1, ?2, 1, ?3, ?4)",
+            )?
+            .execute(params![model, hash, now, data])?;
+            tx.prepare_cached(
+                "DELETE FROM vectors WHERE model = ?1 AND query = 1 AND hash NOT IN
+                 (SELECT hash FROM vectors WHERE model = ?1 AND query = 1 ORDER BY used DESC LIMIT ?2)",
+            )?
+            .execute(params![model, KEPT_QUERIES as i64])?;
+        }
+        tx.commit()?;
+        if self.vectors.as_ref().is_some_and(|set| set.model == model) && !pieces.is_empty() {
+            let mut ids = Vec::new();
+            {
+                let mut stmt = self.db.prepare_cached("SELECT id FROM chunks WHERE hash = ?1")?;
+                for (hash, _) in pieces {
+                    let rows = stmt.query_map([hash], |r| r.get::<_, i64>(0))?;
+                    for id in rows {
+                        ids.push((id?, hash.clone()));
+                    }
+                }
+            }
+            self.attach(&ids)?;
+        }
+        Ok(stored.map(|(_, data)| data))
+    }
+
+    /// The loaded vectors of `model`, loaded now if they are not (or another process changed
+    /// the index since).
+    fn vectors_of(&mut self, model: &str) -> Result<&VectorSet, MemoryError> {
+        let version: i64 = self.db.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        let fresh = self.vectors.as_ref().is_some_and(|set| set.model == model) && version == self.seen;
+        if !fresh {
+            let mut set = VectorSet::new(model);
+            let mut stmt = self
+                .db
+                .prepare("SELECT c.id, v.data FROM chunks c JOIN vectors v ON v.model = ?1 AND v.hash = c.hash")?;
+            let rows = stmt.query_map([model], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+            for row in rows {
+                let (id, data) = row?;
+                set.insert(id, &data);
+            }
+            self.seen = version;
+            return Ok(self.vectors.insert(set));
+        }
+        Ok(self.vectors.get_or_insert_with(|| VectorSet::new(model)))
+    }
+
+    /// The pieces that best match `query`'s words, best first: at most `max`, none scoring under
+    /// `min_score` (scores run from 0 to 1).
     pub fn search(&self, query: &str, max: usize, min_score: f64) -> Result<Vec<Hit>, MemoryError> {
         let words = terms::query_words(query);
-        let Some(fts) = terms::fts_query(&words) else { return Ok(Vec::new()) };
+        let found = self.keyword(&words, max)?;
+        Ok(found.into_iter().filter(|(_, score)| *score >= min_score).map(|(p, score)| p.hit(&words, score)).collect())
+    }
+
+    /// Hybrid search (docs/memory.md): the [`CANDIDATES`]× `max` best pieces by words (BM25) and
+    /// as many nearest to `query_vector` (the query's, from `model`), each scored
+    /// `0.7 × cosine + 0.3 × word score`; a piece with no vector yet keeps its word score.
+    pub fn hybrid(
+        &mut self,
+        model: &str,
+        query: &str,
+        query_vector: &[u8],
+        max: usize,
+        min_score: f64,
+    ) -> Result<Vec<Hit>, MemoryError> {
+        let words = terms::query_words(query);
+        let k = max.saturating_mul(CANDIDATES);
+        let keyword = self.keyword(&words, k)?;
+        let set = self.vectors_of(model)?;
+        let mut scored: HashMap<i64, Scored> = HashMap::new();
+        for (id, cos) in set.nearest(query_vector, k) {
+            scored.insert(id, (None, None, Some(cos)));
+        }
+        for (piece, score) in keyword {
+            let cos = set.cosine(piece.id, query_vector);
+            scored.insert(piece.id, (Some(piece), Some(score), cos));
+        }
+        let unread: Vec<i64> = scored.iter().filter(|(_, v)| v.0.is_none()).map(|(id, _)| *id).collect();
+        for piece in self.pieces(&unread)? {
+            if let Some(entry) = scored.get_mut(&piece.id) {
+                // Not among the best by BM25: its word score is its coverage alone.
+                entry.1 = Some(0.8 * coverage(&words, &piece.text));
+                entry.0 = Some(piece);
+            }
+        }
+        let mut hits: Vec<(Piece, f64)> = scored
+            .into_values()
+            .filter_map(|(piece, words, cos)| {
+                let words = words.unwrap_or(0.0);
+                let score = match cos {
+                    Some(cos) => VECTOR_WEIGHT * f64::from(cos.max(0.0)) + (1.0 - VECTOR_WEIGHT) * words,
+                    None => words,
+                };
+                Some((piece?, score))
+            })
+            .filter(|(_, score)| *score >= min_score)
+            .collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.id.cmp(&b.0.id)));
+        hits.truncate(max);
+        Ok(hits.into_iter().map(|(p, score)| p.hit(&words, score)).collect())
+    }
+
+    /// The `limit` pieces best matching `words` by BM25, with their word scores.
+    fn keyword(&self, words: &[String], limit: usize) -> Result<Vec<(Piece, f64)>, MemoryError> {
+        let Some(fts) = terms::fts_query(words) else { return Ok(Vec::new()) };
         let mut stmt = self.db.prepare_cached(
-            "SELECT c.path, c.start_line, c.end_line, c.text, bm25(chunks_fts) AS rank
+            "SELECT c.id, c.path, c.start_line, c.end_line, c.text, bm25(chunks_fts) AS rank
              FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
              WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![fts, max as i64], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, f64>(4)?,
-            ))
-        })?;
-        let mut hits = Vec::new();
+        let rows = stmt.query_map(params![fts, limit as i64], |r| Ok((Piece::from_row(r)?, r.get::<_, f64>(5)?)))?;
+        let mut out = Vec::new();
         for row in rows {
-            let (path, start, end, text, rank) = row?;
-            let score = score(rank, &words, &text);
-            if score < min_score {
-                continue;
-            }
-            let (snippet, first_line) = snippet(&text, &words, start as usize);
-            hits.push(Hit {
-                path,
-                start_line: start as usize,
-                end_line: end as usize,
-                best_line: first_line,
-                score,
-                snippet,
-            });
+            let (piece, rank) = row?;
+            let score = score(rank, words, &piece.text);
+            out.push((piece, score));
         }
-        Ok(hits)
+        Ok(out)
+    }
+
+    /// The pieces `ids`.
+    fn pieces(&self, ids: &[i64]) -> Result<Vec<Piece>, MemoryError> {
+        let mut stmt =
+            self.db.prepare_cached("SELECT id, path, start_line, end_line, text FROM chunks WHERE id = ?1")?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(piece) = stmt.query_row([id], Piece::from_row).optional()? {
+                out.push(piece);
+            }
+        }
+        Ok(out)
     }
 
     /// How many files and pieces the index holds.
@@ -313,24 +542,72 @@ impl Index {
     }
 }
 
+/// Results considered per result asked for, from each side of a hybrid search.
+const CANDIDATES: usize = 4;
+/// The share of a hybrid score that is the cosine (the rest is the word score).
+const VECTOR_WEIGHT: f64 = 0.7;
+
+/// A hybrid candidate: the piece (once read), its word score, its cosine.
+type Scored = (Option<Piece>, Option<f64>, Option<f32>);
+
+/// One indexed piece.
+struct Piece {
+    id: i64,
+    path: String,
+    start: usize,
+    end: usize,
+    text: String,
+}
+
+impl Piece {
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get(0)?,
+            path: r.get(1)?,
+            start: r.get::<_, i64>(2)? as usize,
+            end: r.get::<_, i64>(3)? as usize,
+            text: r.get(4)?,
+        })
+    }
+
+    fn hit(self, words: &[String], score: f64) -> Hit {
+        let (snippet, best_line) = snippet(&self.text, words, self.start);
+        Hit { path: self.path, start_line: self.start, end_line: self.end, best_line, score, snippet }
+    }
+}
+
 /// A file to write to the index: its size, time, and (hash, text) when it must be cut again.
 type Work<'a> = (&'a Source, i64, i64, Option<(String, String)>);
 
-fn remove_chunks(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result<()> {
+/// Removes the pieces of `path`; returns their (id, hash).
+fn remove_chunks(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result<Vec<(i64, String)>> {
+    let removed = tx
+        .prepare_cached("SELECT id, hash FROM chunks WHERE path = ?1")?
+        .query_map([path], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
     tx.prepare_cached("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE path = ?1)")?
         .execute([path])?;
     tx.prepare_cached("DELETE FROM chunks WHERE path = ?1")?.execute([path])?;
-    Ok(())
+    Ok(removed)
+}
+
+/// The key a query's vector is stored under (apart from the pieces').
+fn query_hash(query: &str) -> String {
+    hash(&format!("query\0{}", query.trim()))
 }
 
 /// A result's score, 0 to 1: mostly the share of the query's words the piece holds (so `1.00`
 /// means all of them, however small the index), and a little of BM25 (SQLite's rank: lower is
 /// better, and negative), which also orders the results.
 fn score(rank: f64, words: &[String], text: &str) -> f64 {
-    let held: std::collections::HashSet<String> = terms::query_words(text).into_iter().collect();
-    let coverage = words.iter().filter(|w| held.contains(*w)).count() as f64 / words.len().max(1) as f64;
     let bm25 = (-rank).max(0.0);
-    0.8 * coverage + 0.2 * bm25 / (1.0 + bm25)
+    0.8 * coverage(words, text) + 0.2 * bm25 / (1.0 + bm25)
+}
+
+/// The share of `words` that `text` holds.
+fn coverage(words: &[String], text: &str) -> f64 {
+    let held: std::collections::HashSet<String> = terms::query_words(text).into_iter().collect();
+    words.iter().filter(|w| held.contains(*w)).count() as f64 / words.len().max(1) as f64
 }
 
 /// The part of a piece to show: all of it when short, else about [`SNIPPET_CHARS`] from the line

@@ -4,8 +4,11 @@
 //! files are the truth; the index is rebuilt from them whenever it cannot be used.
 
 pub mod chunk;
+pub mod embed;
 pub mod index;
 pub mod terms;
+pub mod vectors;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -13,8 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::Config;
 use crate::sync::lock;
+use embed::Embedder;
 pub use index::{Hit, MemoryError, Source};
 use index::{Index, Synced};
+pub use watch::Watching;
 
 /// The long-lived memory file, and the lower-case name some workspaces use for it.
 pub const MEMORY_FILE: &str = "MEMORY.md";
@@ -24,6 +29,22 @@ pub const MEMORY_DIR: &str = "memory";
 
 /// Memory files walked at most (a workspace with more is cut there, and says so).
 const MAX_FILES: usize = 50_000;
+/// Pieces embedded at most during one search (more are embedded by the next searches, or all at
+/// once by `acp memory index`), so a search answers in seconds even on a new, large memory.
+const EMBED_PER_SEARCH: usize = 256;
+/// Pieces embedded per round by [`Memory::embed_all`].
+const EMBED_PER_ROUND: usize = 1024;
+
+/// What a search found, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub hits: Vec<Hit>,
+    pub synced: Synced,
+    /// Whether vectors ranked the results too (hybrid mode).
+    pub hybrid: bool,
+    /// What the searcher should know: semantic search unavailable, pieces not embedded yet.
+    pub note: Option<String>,
+}
 
 /// One agent's memory: its workspace and its index.
 #[derive(Debug, Clone)]
@@ -60,30 +81,37 @@ impl Memory {
     pub fn sources(&self) -> Vec<Source> {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        let mut add = |path: PathBuf, out: &mut Vec<Source>| {
-            let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        // Files are told apart by their real paths (an extra path may overlap `memory/`, a link
+        // may point at another memory file); each root is resolved once, and only links one by one.
+        let mut add = |path: PathBuf, real: PathBuf, out: &mut Vec<Source>| {
             if out.len() < MAX_FILES && seen.insert(real) {
                 out.push(Source { shown: self.shown(&path), path });
             }
         };
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         for name in [MEMORY_FILE, MEMORY_FILE_LOWER] {
             let path = self.workspace.join(name);
             if path.is_file() {
-                add(path, &mut out);
+                add(path.clone(), real(&path), &mut out);
             }
         }
         for dir in std::iter::once(self.workspace.join(MEMORY_DIR)).chain(self.extra.iter().cloned()) {
             if dir.is_file() {
                 if is_markdown(&dir) {
-                    add(dir, &mut out);
+                    add(dir.clone(), real(&dir), &mut out);
                 }
                 continue;
             }
             let mut found = Vec::new();
             markdown_under(&dir, &mut found, 0);
             found.sort();
-            for path in found {
-                add(path, &mut out);
+            let root = real(&dir);
+            for (path, link) in found {
+                let resolved = match path.strip_prefix(&dir) {
+                    Ok(inner) if !link => root.join(inner),
+                    _ => real(&path),
+                };
+                add(path, resolved, &mut out);
             }
         }
         out
@@ -113,10 +141,171 @@ impl Memory {
     /// index that cannot be used is rebuilt; one that another process holds too long is
     /// replaced, for this search, by one built in memory.
     pub fn search(&self, query: &str, max: usize, min_score: f64) -> Result<(Vec<Hit>, Synced), MemoryError> {
-        self.with_index(|index, sources| {
+        self.with_synced(|index, synced| Ok((index.search(query, max, min_score)?, synced)))
+    }
+
+    /// Keeps this memory's index current while the returned share lives (docs/memory.md): one
+    /// watcher per index in the process, stopped with its last share.
+    pub fn watch(&self) -> Watching {
+        let roots = std::iter::once(self.workspace.clone()).chain(self.extra.iter().cloned()).collect();
+        let this = self.clone();
+        // Roots that overlap would give one file two names; then every change is a full sync.
+        let overlap = self.extra.iter().any(|e| e.starts_with(&self.workspace) || self.workspace.starts_with(e));
+        let sync = Box::new(move |paths: Option<Vec<PathBuf>>| {
+            let synced = match paths {
+                Some(paths) if !overlap => this.sync_paths(paths),
+                _ => this.with_index(|index, sources| index.sync(sources)),
+            };
+            synced.map(|s| s.touched()).map_err(|e| e.0)
+        });
+        watch::watch(&self.index, roots, sync)
+    }
+
+    /// Brings the index up to date for `paths` only (files a watcher saw change).
+    pub fn sync_paths(&self, paths: Vec<PathBuf>) -> Result<Synced, MemoryError> {
+        let (mut present, mut gone) = (Vec::new(), Vec::new());
+        for path in paths.into_iter().filter(|p| self.is_memory_file(p)) {
+            if path.is_file() {
+                present.push(Source { shown: self.shown(&path), path });
+            } else {
+                gone.push(self.shown(&path));
+            }
+        }
+        self.with_open(|index| index.sync_some(&present, &gone))
+    }
+
+    /// Whether `path` is (or was) a memory file by its name: `MEMORY.md`, a Markdown file under
+    /// `memory/` or an extra path, none of its parts hidden.
+    fn is_memory_file(&self, path: &Path) -> bool {
+        let under = |root: &Path| {
+            path.strip_prefix(root)
+                .is_ok_and(|inner| inner.components().all(|c| !c.as_os_str().to_string_lossy().starts_with('.')))
+        };
+        is_markdown(path)
+            && ([MEMORY_FILE, MEMORY_FILE_LOWER].iter().any(|f| path == self.workspace.join(f))
+                || under(&self.workspace.join(MEMORY_DIR))
+                || self.extra.iter().any(|e| path == e || under(e)))
+    }
+
+    /// A tool is about to write one of the memory files ([`watch::changing`]).
+    pub fn changing(&self) {
+        watch::changing(&self.index);
+    }
+
+    /// Runs `f` on the index brought up to date — by the watcher, if one runs and has seen
+    /// everything (no walk then), else by walking the files now.
+    fn with_synced<T>(&self, f: impl Fn(&mut Index, Synced) -> Result<T, MemoryError>) -> Result<T, MemoryError> {
+        let watched = watch::state(&self.index);
+        if let Some(state) = watched.as_ref().filter(|s| s.current()) {
+            let at = state.generation();
+            let out = self.with_open(|index| f(index, Synced::default()));
+            if out.is_ok() && state.current() && state.generation() == at {
+                return out;
+            }
+        }
+        let at = watched.as_ref().map(|s| s.generation());
+        let out = self.with_index(|index, sources| {
             let synced = index.sync(sources)?;
-            Ok((index.search(query, max, min_score)?, synced))
+            f(index, synced)
+        });
+        if let (Ok(_), Some(state), Some(at)) = (&out, &watched, at) {
+            state.synced(at);
+        }
+        out
+    }
+
+    /// Searches as configured (async; the index work on the blocking pool): hybrid when
+    /// `embedder` is given and answers, by words alone otherwise — with a note saying why when
+    /// an embedder was named but could not be used.
+    pub async fn find(
+        &self,
+        embedder: Option<Result<Embedder, String>>,
+        query: &str,
+        max: usize,
+        min_score: f64,
+    ) -> Result<Found, MemoryError> {
+        let embedder = match embedder {
+            None => return self.find_by_words(query, max, min_score, None).await,
+            Some(Err(why)) => return self.find_by_words(query, max, min_score, Some(unavailable(&why))).await,
+            Some(Ok(e)) => e,
+        };
+        let (this, model, q) = (self.clone(), embedder.name.clone(), query.to_owned());
+        let ahead = blocking(move || {
+            this.with_synced(|index, synced| {
+                if !index.persistent() {
+                    let hits = index.search(&q, max, min_score)?;
+                    return Ok(Ahead::Done(Found { hits, synced, ..Found::default() }));
+                }
+                let (missing, total) = index.unembedded(&model, EMBED_PER_SEARCH)?;
+                Ok(Ahead::Embed { synced, missing, total, query: index.query_vector(&model, &q)? })
+            })
         })
+        .await?;
+        let (synced, missing, total, cached) = match ahead {
+            Ahead::Done(found) => return Ok(found),
+            Ahead::Embed { synced, missing, total, query } => (synced, missing, total, query),
+        };
+        let mut texts: Vec<String> = missing.iter().map(|(_, text)| text.clone()).collect();
+        if cached.is_none() {
+            texts.push(query.to_owned());
+        }
+        let mut vectors = match embedder.embed(&texts).await {
+            Ok(vectors) => vectors,
+            Err(why) => {
+                tracing::warn!(error = %why, "embeddings failed; searching by words alone");
+                return self.find_by_words(query, max, min_score, Some(unavailable(&why))).await;
+            }
+        };
+        let query_vector = if cached.is_none() { vectors.pop() } else { None };
+        let pieces: Vec<(String, Vec<f32>)> = missing.into_iter().map(|(hash, _)| hash).zip(vectors).collect();
+        let note = (total > pieces.len()).then(|| {
+            format!(
+                "{} of the memory's pieces have no vector yet and were matched by their words only (`acp memory index` embeds them all)",
+                total - pieces.len()
+            )
+        });
+        let (this, model, q) = (self.clone(), embedder.name.clone(), query.to_owned());
+        let hits = blocking(move || {
+            this.with_open(|index| {
+                let stored = index.store_vectors(&model, &pieces, query_vector.as_deref().map(|v| (q.as_str(), v)))?;
+                let Some(qv) = cached.clone().or(stored) else { return index.search(&q, max, min_score) };
+                index.hybrid(&model, &q, &qv, max, min_score)
+            })
+        })
+        .await?;
+        Ok(Found { hits, synced, hybrid: true, note })
+    }
+
+    async fn find_by_words(
+        &self,
+        query: &str,
+        max: usize,
+        min_score: f64,
+        note: Option<String>,
+    ) -> Result<Found, MemoryError> {
+        let (this, q) = (self.clone(), query.to_owned());
+        let (hits, synced) = blocking(move || this.search(&q, max, min_score)).await?;
+        Ok(Found { hits, synced, hybrid: false, note })
+    }
+
+    /// Embeds every piece that has no vector yet (`acp memory index` in hybrid mode); returns how
+    /// many were embedded.
+    pub async fn embed_all(&self, embedder: &Embedder) -> Result<usize, MemoryError> {
+        let mut done = 0;
+        loop {
+            let (this, model) = (self.clone(), embedder.name.clone());
+            let (missing, _) =
+                blocking(move || this.with_open(|index| index.unembedded(&model, EMBED_PER_ROUND))).await?;
+            if missing.is_empty() {
+                return Ok(done);
+            }
+            let texts: Vec<String> = missing.iter().map(|(_, text)| text.clone()).collect();
+            let vectors = embedder.embed(&texts).await.map_err(MemoryError)?;
+            let pieces: Vec<(String, Vec<f32>)> = missing.into_iter().map(|(hash, _)| hash).zip(vectors).collect();
+            done += pieces.len();
+            let (this, model) = (self.clone(), embedder.name.clone());
+            blocking(move || this.with_open(|index| index.store_vectors(&model, &pieces, None).map(drop))).await?;
+        }
     }
 
     /// Brings the index up to date (`acp memory index`).
@@ -169,14 +358,26 @@ impl Memory {
                     out.push_str(&format!("- … and {} more\n", files.len() - 20));
                 }
             }
-            Ok(None) => out.push_str("Index: not built yet (the first memory_search builds it).\n"),
+            Ok(None) => out.push_str("Index: not built yet.\n"),
             Err(e) => out.push_str(&format!("Index: cannot be read ({e}); the next search rebuilds it.\n")),
         }
         out
     }
 
+    /// Runs `f` on the index without walking the files first.
+    fn with_open<T>(&self, f: impl Fn(&mut Index) -> Result<T, MemoryError>) -> Result<T, MemoryError> {
+        self.with_sources(Vec::new(), |index, _| f(index))
+    }
+
     fn with_index<T>(&self, f: impl Fn(&mut Index, &[Source]) -> Result<T, MemoryError>) -> Result<T, MemoryError> {
-        let sources = self.sources();
+        self.with_sources(self.sources(), f)
+    }
+
+    fn with_sources<T>(
+        &self,
+        sources: Vec<Source>,
+        f: impl Fn(&mut Index, &[Source]) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
         let shared = match open_shared(&self.index) {
             Ok(shared) => shared,
             Err(e) => {
@@ -200,6 +401,24 @@ impl Memory {
             other => other,
         }
     }
+}
+
+/// What a hybrid search learns before it embeds.
+enum Ahead {
+    Done(Found),
+    Embed { synced: Synced, missing: Vec<(String, String)>, total: usize, query: Option<Vec<u8>> },
+}
+
+/// The note of a search that could not use vectors.
+fn unavailable(why: &str) -> String {
+    format!("semantic search is unavailable ({why}); these results match words only")
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
+) -> Result<T, MemoryError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| MemoryError(format!("memory search stopped: {e}")))?
 }
 
 /// What `acp memory status` and `/memory` show.
@@ -237,9 +456,9 @@ fn is_markdown(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
 }
 
-/// Markdown files under `dir`, symlinked directories not followed (no loops), hidden entries left
-/// out.
-fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+/// Markdown files under `dir` (and whether each is a link), symlinked directories not followed
+/// (no loops), hidden entries left out.
+fn markdown_under(dir: &Path, out: &mut Vec<(PathBuf, bool)>, depth: usize) {
     if depth > 16 || out.len() >= MAX_FILES {
         return;
     }
@@ -252,7 +471,7 @@ fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
         let path = entry.path();
         match entry.file_type() {
             Ok(t) if t.is_dir() => markdown_under(&path, out, depth + 1),
-            Ok(t) if (t.is_file() || t.is_symlink()) && is_markdown(&path) => out.push(path),
+            Ok(t) if (t.is_file() || t.is_symlink()) && is_markdown(&path) => out.push((path, t.is_symlink())),
             _ => {}
         }
     }

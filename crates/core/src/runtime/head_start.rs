@@ -69,13 +69,17 @@ pub(crate) struct Head {
     fresh: Mutex<Option<String>>,
     /// The store opens when first needed rather than ahead (and is swept once it opens).
     on_demand: bool,
+    /// The process runs one prompt and exits (`acp run`): nothing long-lived is started for it.
+    one_shot: bool,
 }
 
 impl Head {
     pub(crate) fn new(start: HeadStart) -> Self {
         match start {
-            HeadStart::Store(opening) => Self { opening: Mutex::new(Some(opening)), ..Self::default() },
-            HeadStart::Fresh(id) => Self { fresh: Mutex::new(Some(id)), on_demand: true, ..Self::default() },
+            HeadStart::Store(opening) => Self { opening: Mutex::new(Some(opening)), one_shot: true, ..Self::default() },
+            HeadStart::Fresh(id) => {
+                Self { fresh: Mutex::new(Some(id)), on_demand: true, one_shot: true, ..Self::default() }
+            }
         }
     }
 
@@ -96,5 +100,9 @@ impl Head {
 
     pub(crate) fn store_on_demand(&self) -> bool {
         self.on_demand
+    }
+
+    pub(crate) fn one_shot(&self) -> bool {
+        self.one_shot
     }
 }

@@ -82,6 +82,12 @@ pub(crate) fn spawn(
     };
     let mcp = McpSet::start(&shared, &settings);
     let commands = mcp.commands();
+    // The memory index kept current while the session is open (not for `acp run`'s one prompt).
+    let memory_watch = {
+        let config = shared.config();
+        let reads = super::turn::memory_use(&config, &id) == super::context::MemoryUse::Private;
+        (reads && !shared.head.one_shot()).then(|| crate::memory::Memory::of(&config).watch())
+    };
     let mut session = Session {
         id: id.clone(),
         mcp,
@@ -99,6 +105,7 @@ pub(crate) fn spawn(
         turns: 0,
         outlet,
         system_ahead,
+        _memory_watch: memory_watch,
     };
     if let Some(r) = restored {
         session.conversation = r.conversation;

@@ -351,6 +351,9 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         && access.network.is_none()
         && inside
         && access.writes.iter().all(|p| memory_file(&paths::real(p)));
+    if access.writes.iter().any(|p| memory_file(&paths::real(p))) {
+        crate::memory::Memory::of(&env.config).changing();
+    }
     if env.memory_only && !memory_write {
         let message = "only writes of the memory files (and reads in the workspace) run while the memory is flushed; \
                        the call was not run"

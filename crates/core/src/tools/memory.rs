@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::args::Int;
 use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput};
 use crate::memory::Memory;
+use crate::memory::embed::Embedder;
 
 /// Results when the model does not say.
 const DEFAULT_RESULTS: u64 = 6;
@@ -49,19 +50,21 @@ impl Tool for MemorySearch {
         let max = args.max_results.map_or(DEFAULT_RESULTS, |n| n.0).clamp(1, MAX_RESULTS) as usize;
         let min_score = args.min_score.unwrap_or(0.0).clamp(0.0, 1.0);
         let memory = Memory::of(&ctx.config);
+        let embedder = Embedder::of(&ctx.config);
         Ok(Prepared {
             title: format!("Search memory for {query:?}"),
             kind: ToolKind::Search,
             locations: Vec::new(),
             preview: Vec::new(),
             access: Access::default(),
-            action: Box::new(SearchAction { memory, query, max, min_score }),
+            action: Box::new(SearchAction { memory, embedder, query, max, min_score }),
         })
     }
 }
 
 struct SearchAction {
     memory: Memory,
+    embedder: Option<Result<Embedder, String>>,
     query: String,
     max: usize,
     min_score: f64,
@@ -69,17 +72,16 @@ struct SearchAction {
 
 impl Action for SearchAction {
     async fn run(self, _ctx: &ToolContext) -> ToolOutput {
-        let Self { memory, query, max, min_score } = self;
-        let found = tokio::task::spawn_blocking(move || memory.search(&query, max, min_score)).await;
-        let hits = match found {
-            Ok(Ok((hits, _))) => hits,
-            Ok(Err(e)) => return ToolOutput::error(format!("memory search failed: {e}")),
+        let Self { memory, embedder, query, max, min_score } = self;
+        let found = match memory.find(embedder, &query, max, min_score).await {
+            Ok(found) => found,
             Err(e) => return ToolOutput::error(format!("memory search failed: {e}")),
         };
+        let (hits, note) = (found.hits, found.note.map(|n| format!("({n}.)\n\n")).unwrap_or_default());
         if hits.is_empty() {
-            return ToolOutput::ok("No memory matches.", vec![ToolContent::Text("no matches".into())]);
+            return ToolOutput::ok(format!("{note}No memory matches."), vec![ToolContent::Text("no matches".into())]);
         }
-        let mut out = String::new();
+        let mut out = note;
         for hit in &hits {
             out.push_str(&format!(
                 "{}:{}-{} (score {:.2})\n{}\n\n",

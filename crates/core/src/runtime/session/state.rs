@@ -49,6 +49,8 @@ pub(in crate::runtime) struct Session {
     pub(in crate::runtime) outlet: Outlet,
     /// Its first turn's system prompt, built ahead (`acp run`'s session).
     pub(super) system_ahead: Option<SystemAhead>,
+    /// Its share of the memory index's watcher (a session that reads the memory).
+    pub(super) _memory_watch: Option<crate::memory::Watching>,
 }
 
 impl Session {
