@@ -18,6 +18,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_BODY: usize = 64 << 20;
 /// The longest text sent (about 8,000 tokens, the common input limit); longer ones are cut.
 const MAX_TEXT_CHARS: usize = 24_000;
+/// The most dimensions a vector may have (models have at most a few thousand).
+const MAX_DIM: usize = 16_384;
 
 /// Where embeddings come from.
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub struct Embedder {
     pub name: String,
     model: String,
     url: String,
+    /// The URL as errors show it: no credentials, no query.
+    shown: String,
     api_key: Option<String>,
     headers: Vec<(String, String)>,
 }
@@ -57,10 +61,21 @@ impl Embedder {
     }
 
     pub fn new(name: &str, model: &str, provider: &ProviderConfig) -> Self {
+        let url = format!("{}/embeddings", provider.base_url.trim_end_matches('/'));
+        let shown = match reqwest::Url::parse(&url) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.set_query(None);
+                u.to_string()
+            }
+            Err(_) => "the embeddings URL".to_owned(),
+        };
         Self {
             name: name.to_owned(),
             model: model.to_owned(),
-            url: format!("{}/embeddings", provider.base_url.trim_end_matches('/')),
+            shown,
+            url,
             api_key: provider.api_key.clone(),
             headers: provider.headers.clone(),
         }
@@ -68,9 +83,15 @@ impl Embedder {
 
     /// The vectors of `texts`, in order, in batches of [`BATCH`].
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        let mut out = Vec::with_capacity(texts.len());
+        let mut out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
-            out.extend(self.request(batch).await?);
+            let vectors = self.request(batch).await?;
+            if let (Some(first), Some(next)) = (out.first(), vectors.first())
+                && first.len() != next.len()
+            {
+                return Err(format!("{}: vectors of different dimensions", self.shown));
+            }
+            out.extend(vectors);
         }
         Ok(out)
     }
@@ -94,18 +115,18 @@ impl Embedder {
             request.send().await.map_err(|e| format!("{}: {}", self.url, crate::http::error_chain(&e)))?;
         let status = response.status();
         let mut bytes = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| crate::http::error_chain(&e))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| crate::http::error_chain(&e.without_url()))? {
             if bytes.len() + chunk.len() > MAX_BODY {
-                return Err(format!("{}: the answer passed {} MiB", self.url, MAX_BODY >> 20));
+                return Err(format!("{}: the answer passed {} MiB", self.shown, MAX_BODY >> 20));
             }
             bytes.extend_from_slice(&chunk);
         }
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
-            let text: String = text.chars().take(300).collect();
-            return Err(format!("{} answered {status}: {}", self.url, text.trim()));
+            let text: String = text.chars().take(200).collect();
+            return Err(format!("{} answered {status}: {}", self.shown, text.trim()));
         }
-        parse(&bytes, texts.len()).map_err(|e| format!("{}: {e}", self.url))
+        parse(&bytes, texts.len()).map_err(|e| format!("{}: {e}", self.shown))
     }
 }
 
@@ -148,6 +169,9 @@ fn parse(bytes: &[u8], count: usize) -> Result<Vec<Vec<f32>>, String> {
     if dim == 0 || out.iter().any(|v| v.len() != dim) {
         return Err("vectors of different (or no) dimensions".into());
     }
+    if dim > MAX_DIM {
+        return Err(format!("vectors of {dim} dimensions (at most {MAX_DIM})"));
+    }
     if out.iter().flatten().any(|x| !x.is_finite()) {
         return Err("a vector holds a number that is not finite".into());
     }
@@ -181,6 +205,9 @@ mod tests {
         let twice = br#"{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[1]}]}"#;
         assert!(parse(twice, 2).unwrap_err().contains("out of place"));
         assert!(parse(b"<html>", 1).unwrap_err().contains("not an embeddings answer"));
+        let huge = format!(r#"{{"data":[{{"embedding":[{}]}}]}}"#, vec!["1"; MAX_DIM + 1].join(","));
+        assert!(parse(huge.as_bytes(), 1).unwrap_err().contains("at most"));
+        assert!(parse(br#"{"data":[{"embedding":[1e40]}]}"#, 1).unwrap_err().contains("not finite"));
         assert_eq!(cut(&"é".repeat(MAX_TEXT_CHARS + 5)).chars().count(), MAX_TEXT_CHARS);
     }
 }

@@ -70,6 +70,11 @@ pub struct Index {
     seen: i64,
     /// Whether the index is a file (else built in memory for one search).
     persistent: bool,
+    /// Built anew (or never filled) and not synced with the files since.
+    unfilled: bool,
+    /// The embedding model every piece had a vector from when last asked, and `data_version`
+    /// then: until a piece is added, nothing needs to be looked for.
+    all_embedded: Option<(String, i64)>,
 }
 
 /// What bringing the index up to date did.
@@ -132,8 +137,9 @@ impl Index {
     /// An index in memory only (when the file cannot be used at all).
     pub fn in_memory() -> Result<Self, MemoryError> {
         let db = Connection::open_in_memory().map_err(|e| MemoryError(e.to_string()))?;
-        let index = Self::with(db, false);
+        let mut index = Self::with(db, false);
         index.create().map_err(|e| MemoryError(e.to_string()))?;
+        index.unfilled = true;
         Ok(index)
     }
 
@@ -142,7 +148,7 @@ impl Index {
         db.busy_timeout(BUSY)?;
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
-        let index = Self::with(db, true);
+        let mut index = Self::with(db, true);
         let version: Option<String> = index
             .db
             .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0))
@@ -151,16 +157,22 @@ impl Index {
         if version.as_deref() != Some(SCHEMA) {
             index.drop_all()?;
             index.create()?;
+            index.unfilled = true;
         }
         Ok(index)
     }
 
     fn with(db: Connection, persistent: bool) -> Self {
-        Self { db, vectors: None, seen: 0, persistent }
+        Self { db, vectors: None, seen: 0, persistent, unfilled: false, all_embedded: None }
     }
 
     pub fn persistent(&self) -> bool {
         self.persistent
+    }
+
+    /// Whether the index was built anew and has not been synced with the files since.
+    pub fn unfilled(&self) -> bool {
+        self.unfilled
     }
 
     fn drop_all(&self) -> rusqlite::Result<()> {
@@ -184,6 +196,8 @@ impl Index {
              CREATE TABLE IF NOT EXISTS vectors (
                  model TEXT NOT NULL, hash TEXT NOT NULL, query INTEGER NOT NULL, used INTEGER NOT NULL,
                  data BLOB NOT NULL, PRIMARY KEY (model, hash)) WITHOUT ROWID;
+             CREATE INDEX IF NOT EXISTS vectors_by_hash ON vectors(hash);
+             CREATE INDEX IF NOT EXISTS queries_by_use ON vectors(model, query, used);
              CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
                  words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
              INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', '{SCHEMA}');
@@ -199,7 +213,9 @@ impl Index {
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
             rows.collect::<Result<_, _>>()?
         };
-        self.sync_known(&known, sources, None)
+        let synced = self.sync_known(&known, sources, None)?;
+        self.unfilled = false;
+        Ok(synced)
     }
 
     /// Brings the index up to date for some files only (what a watcher saw change): `present`,
@@ -270,7 +286,12 @@ impl Index {
                 let present: std::collections::HashSet<&str> = present.into_iter().collect();
                 known.keys().filter(|p| !present.contains(p.as_str())).collect()
             }
-            Some(gone) => gone.iter().filter(|p| known.contains_key(*p)).collect(),
+            // Files now left out (grown too large, unreadable) go too, as a full sync would do.
+            Some(gone) => gone
+                .iter()
+                .chain(synced.skipped.iter().map(|(name, _)| name))
+                .filter(|p| known.contains_key(*p))
+                .collect(),
         };
         synced.removed = gone.len();
         if work.is_empty() && gone.is_empty() {
@@ -328,6 +349,9 @@ impl Index {
                 set.remove(*id);
             }
         }
+        if !added.is_empty() {
+            self.all_embedded = None;
+        }
         self.attach(&added)?;
         Ok(synced)
     }
@@ -345,18 +369,27 @@ impl Index {
     }
 
     /// Pieces (hash, text) with no vector from `model` yet: at most `limit`, and how many there are.
-    pub fn unembedded(&self, model: &str, limit: usize) -> Result<(Vec<(String, String)>, usize), MemoryError> {
+    pub fn unembedded(&mut self, model: &str, limit: usize) -> Result<(Vec<(String, String)>, usize), MemoryError> {
         const MISSING: &str =
             "FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?1 AND v.hash = c.hash)";
+        let version: i64 = self.db.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if self.all_embedded.as_ref().is_some_and(|(m, v)| m == model && *v == version) {
+            return Ok((Vec::new(), 0));
+        }
         let total: i64 =
             self.db.query_row(&format!("SELECT count(DISTINCT c.hash) {MISSING}"), [model], |r| r.get(0))?;
-        let mut stmt =
-            self.db.prepare_cached(&format!("SELECT c.hash, min(c.text) {MISSING} GROUP BY c.hash LIMIT ?2"))?;
-        let rows = stmt.query_map(params![model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok((rows.collect::<Result<_, _>>()?, total as usize))
+        let missing: Vec<(String, String)> = {
+            let mut stmt =
+                self.db.prepare_cached(&format!("SELECT c.hash, min(c.text) {MISSING} GROUP BY c.hash LIMIT ?2"))?;
+            let rows = stmt.query_map(params![model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        self.all_embedded = (total == 0).then(|| (model.to_owned(), version));
+        Ok((missing, total as usize))
     }
 
-    /// The stored vector of `query` from `model`, if it was embedded before.
+    /// The stored vector of `query` from `model`, if it was embedded before. (Read only: a write
+    /// on every search would make every other process's vectors look stale.)
     pub fn query_vector(&self, model: &str, query: &str) -> Result<Option<Vec<u8>>, MemoryError> {
         let hash = query_hash(query);
         let found = self
@@ -364,13 +397,6 @@ impl Index {
             .prepare_cached("SELECT data FROM vectors WHERE model = ?1 AND hash = ?2")?
             .query_row(params![model, hash], |r| r.get::<_, Vec<u8>>(0))
             .optional()?;
-        if found.is_some() {
-            self.db.prepare_cached("UPDATE vectors SET used = ?3 WHERE model = ?1 AND hash = ?2")?.execute(params![
-                model,
-                hash,
-                crate::clock::now_ms()
-            ])?;
-        }
         Ok(found)
     }
 
@@ -397,8 +423,8 @@ impl Index {
             )?
             .execute(params![model, hash, now, data])?;
             tx.prepare_cached(
-                "DELETE FROM vectors WHERE model = ?1 AND query = 1 AND hash NOT IN
-                 (SELECT hash FROM vectors WHERE model = ?1 AND query = 1 ORDER BY used DESC LIMIT ?2)",
+                "DELETE FROM vectors WHERE model = ?1 AND query = 1 AND used <
+                 (SELECT used FROM vectors WHERE model = ?1 AND query = 1 ORDER BY used DESC LIMIT 1 OFFSET ?2)",
             )?
             .execute(params![model, KEPT_QUERIES as i64])?;
         }

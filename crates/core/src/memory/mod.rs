@@ -29,9 +29,10 @@ pub const MEMORY_DIR: &str = "memory";
 
 /// Memory files walked at most (a workspace with more is cut there, and says so).
 const MAX_FILES: usize = 50_000;
-/// Pieces embedded at most during one search (more are embedded by the next searches, or all at
-/// once by `acp memory index`), so a search answers in seconds even on a new, large memory.
-const EMBED_PER_SEARCH: usize = 256;
+/// Pieces embedded at most during one search — one request — (more are embedded by the next
+/// searches, or all at once by `acp memory index`), so a
+/// search answers in seconds even on a new, large memory.
+const EMBED_PER_SEARCH: usize = embed::BATCH;
 /// Pieces embedded per round by [`Memory::embed_all`].
 const EMBED_PER_ROUND: usize = 1024;
 
@@ -147,18 +148,41 @@ impl Memory {
     /// Keeps this memory's index current while the returned share lives (docs/memory.md): one
     /// watcher per index in the process, stopped with its last share.
     pub fn watch(&self) -> Watching {
-        let roots = std::iter::once(self.workspace.clone()).chain(self.extra.iter().cloned()).collect();
+        // The workspace itself for MEMORY.md (and `memory/` appearing), `memory/` and the extra
+        // paths with everything under them.
+        let roots = [watch::Root { path: self.workspace.clone(), recursive: false }]
+            .into_iter()
+            .chain(
+                std::iter::once(self.workspace.join(MEMORY_DIR))
+                    .chain(self.extra.iter().cloned())
+                    .map(|path| watch::Root { path, recursive: true }),
+            )
+            .collect();
+        let this = self.clone();
+        let relevant = Box::new(move |p: &Path| this.may_hold_memory(p));
         let this = self.clone();
         // Roots that overlap would give one file two names; then every change is a full sync.
         let overlap = self.extra.iter().any(|e| e.starts_with(&self.workspace) || self.workspace.starts_with(e));
         let sync = Box::new(move |paths: Option<Vec<PathBuf>>| {
-            let synced = match paths {
-                Some(paths) if !overlap => this.sync_paths(paths),
-                _ => this.with_index(|index, sources| index.sync(sources)),
+            let (synced, links) = match paths {
+                Some(paths) if !overlap => (this.sync_paths(paths), None),
+                _ => {
+                    let sources = this.sources();
+                    let links = sources.iter().any(|s| s.path.symlink_metadata().is_ok_and(|m| m.is_symlink()));
+                    (this.with_sources(Some(sources), |index, sources| index.sync(sources)), Some(links))
+                }
             };
-            synced.map(|s| s.touched()).map_err(|e| e.0)
+            synced.map(|s| watch::Synced { touched: s.touched(), links }).map_err(|e| e.0)
         });
-        watch::watch(&self.index, roots, sync)
+        watch::watch(&self.index, roots, relevant, sync)
+    }
+
+    /// Whether a changed path may be (or hold) a memory file: `MEMORY.md`, `memory/` and what is
+    /// under it, the extra paths and what is under them.
+    fn may_hold_memory(&self, path: &Path) -> bool {
+        [MEMORY_FILE, MEMORY_FILE_LOWER].iter().any(|f| path == self.workspace.join(f))
+            || path.starts_with(self.workspace.join(MEMORY_DIR))
+            || self.extra.iter().any(|e| path.starts_with(e))
     }
 
     /// Brings the index up to date for `paths` only (files a watcher saw change).
@@ -245,22 +269,32 @@ impl Memory {
             Ahead::Done(found) => return Ok(found),
             Ahead::Embed { synced, missing, total, query } => (synced, missing, total, query),
         };
-        let mut texts: Vec<String> = missing.iter().map(|(_, text)| text.clone()).collect();
-        if cached.is_none() {
-            texts.push(query.to_owned());
-        }
-        let mut vectors = match embedder.embed(&texts).await {
-            Ok(vectors) => vectors,
-            Err(why) => {
-                tracing::warn!(error = %why, "embeddings failed; searching by words alone");
-                return self.find_by_words(query, max, min_score, Some(unavailable(&why))).await;
+        // The query first: without its vector there is no hybrid search.
+        let query_vector = match &cached {
+            Some(_) => None,
+            None => match embedder.embed(&[query.to_owned()]).await {
+                Ok(mut v) => v.pop(),
+                Err(why) => {
+                    tracing::warn!(error = %why, "embeddings failed; searching by words alone");
+                    return self.find_by_words(query, max, min_score, Some(unavailable(&why))).await;
+                }
+            },
+        };
+        // Then one batch of the pieces that have none, best effort.
+        let texts: Vec<String> = missing.iter().map(|(_, text)| text.clone()).collect();
+        let (pieces, failed): (Vec<(String, Vec<f32>)>, Option<String>) = if texts.is_empty() {
+            (Vec::new(), None)
+        } else {
+            match embedder.embed(&texts).await {
+                Ok(vectors) => (missing.into_iter().map(|(hash, _)| hash).zip(vectors).collect(), None),
+                Err(why) => (Vec::new(), Some(why)),
             }
         };
-        let query_vector = if cached.is_none() { vectors.pop() } else { None };
-        let pieces: Vec<(String, Vec<f32>)> = missing.into_iter().map(|(hash, _)| hash).zip(vectors).collect();
         let note = (total > pieces.len()).then(|| {
+            let why = failed.map(|why| format!(" ({why})")).unwrap_or_default();
             format!(
-                "{} of the memory's pieces have no vector yet and were matched by their words only (`acp memory index` embeds them all)",
+                "{} of the memory's pieces have no vector yet{why} and were matched by their words only \
+                 (`acp memory index` embeds them all)",
                 total - pieces.len()
             )
         });
@@ -366,28 +400,41 @@ impl Memory {
 
     /// Runs `f` on the index without walking the files first.
     fn with_open<T>(&self, f: impl Fn(&mut Index) -> Result<T, MemoryError>) -> Result<T, MemoryError> {
-        self.with_sources(Vec::new(), |index, _| f(index))
+        self.with_sources(None, |index, _| f(index))
     }
 
     fn with_index<T>(&self, f: impl Fn(&mut Index, &[Source]) -> Result<T, MemoryError>) -> Result<T, MemoryError> {
-        self.with_sources(self.sources(), f)
+        self.with_sources(Some(self.sources()), f)
     }
 
+    /// Runs `f` on the shared index; `sources`: the files walked (`None`: not walked, by a caller
+    /// trusting the index as it is). An index built anew — in memory, when the file cannot be
+    /// opened, or after it was found damaged — is first filled from every file, so `f` never
+    /// reads an empty index for an up-to-date one.
     fn with_sources<T>(
         &self,
-        sources: Vec<Source>,
+        sources: Option<Vec<Source>>,
         f: impl Fn(&mut Index, &[Source]) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
+        let fill = |index: &mut Index, walked: &Option<Vec<Source>>| -> Result<(), MemoryError> {
+            if walked.is_none() && index.unfilled() {
+                index.sync(&self.sources())?;
+            }
+            Ok(())
+        };
+        let given = sources.clone().unwrap_or_default();
         let shared = match open_shared(&self.index) {
             Ok(shared) => shared,
             Err(e) => {
                 tracing::warn!(error = %e, "the memory index cannot be opened; searching an index built in memory");
                 let mut index = Index::in_memory()?;
-                return f(&mut index, &sources);
+                fill(&mut index, &sources)?;
+                return f(&mut index, &given);
             }
         };
         let mut index = lock(&shared);
-        match f(&mut index, &sources) {
+        fill(&mut index, &sources)?;
+        match f(&mut index, &given) {
             Err(e) if broken(&e) => {
                 tracing::warn!(error = %e, "the memory index is damaged; rebuilding it");
                 drop(index);
@@ -396,7 +443,8 @@ impl Memory {
                 let _ = std::fs::rename(&self.index, aside);
                 let shared = open_shared(&self.index)?;
                 let mut index = lock(&shared);
-                f(&mut index, &sources)
+                fill(&mut index, &sources)?;
+                f(&mut index, &given)
             }
             other => other,
         }

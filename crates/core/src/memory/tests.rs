@@ -157,3 +157,46 @@ fn group_channel_and_subagent_sessions_do_not_read_the_private_memory() {
         assert!(!private_session(shared), "{shared}");
     }
 }
+
+#[test]
+fn a_watcher_sync_of_some_files_agrees_with_a_full_one() {
+    let home = tempfile::tempdir().unwrap();
+    let m = memory(home.path());
+    let ws = m.workspace().to_path_buf();
+    write(&ws.join("MEMORY.md"), "# Team\n\nGrace owns billing.\n");
+    write(&ws.join("memory/a.md"), "Alpha notes.\n");
+    m.sync().unwrap();
+
+    // Changed, added, deleted, grown too large, and paths that are not memory files.
+    write(&ws.join("memory/a.md"), "Alpha notes, revised.\n");
+    write(&ws.join("memory/b.md"), "Beta notes.\n");
+    std::fs::remove_file(ws.join("MEMORY.md")).unwrap();
+    write(&ws.join("AGENTS.md"), "Obey.\n");
+    write(&ws.join("memory/.hidden.md"), "Hidden.\n");
+    let changed = ["MEMORY.md", "memory/a.md", "memory/b.md", "AGENTS.md", "memory/.hidden.md"];
+    let synced = m.sync_paths(changed.iter().map(|p| ws.join(p)).collect()).unwrap();
+    assert_eq!((synced.added, synced.changed, synced.removed), (1, 1, 1));
+    let indexed = |m: &Memory| m.status().unwrap().files.into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+    assert_eq!(
+        m.with_open(|i| i.files()).unwrap().into_iter().map(|(p, _)| p).collect::<Vec<_>>(),
+        ["memory/a.md", "memory/b.md"]
+    );
+    let big = std::fs::File::create(ws.join("memory/b.md")).unwrap();
+    big.set_len(index::MAX_FILE_BYTES + 1).unwrap();
+    let synced = m.sync_paths(vec![ws.join("memory/b.md")]).unwrap();
+    assert_eq!((synced.removed, synced.skipped.len()), (1, 1));
+    // A full sync finds the same.
+    assert_eq!(indexed(&m), ["memory/a.md"]);
+}
+
+#[test]
+fn an_index_built_anew_is_filled_before_it_is_trusted() {
+    let home = tempfile::tempdir().unwrap();
+    let m = memory(home.path());
+    write(&m.workspace().join("MEMORY.md"), "# Garden\n\nThe irrigation timer runs at six.\n");
+    // A damaged file where the index should be: opening it sets it aside and begins anew, and a
+    // caller that does not walk the files still reads them.
+    write(m.index_path(), "not a database at all");
+    let hits = m.with_open(|index| index.search("irrigation timer", 5, 0.0)).unwrap();
+    assert_eq!(paths(&hits), ["MEMORY.md"]);
+}

@@ -30,8 +30,10 @@ pub(super) struct State {
     generation: AtomicU64,
     /// 1 + the generation the last complete sync started at (0: none yet).
     synced: AtomicU64,
-    /// Every memory root is watched (else searches still walk).
-    complete: AtomicBool,
+    /// A memory root is not watched (missing, a file, gone): searches still walk.
+    unwatched: AtomicBool,
+    /// A memory file is a link (its target may change where no watch sees it): searches walk.
+    links: AtomicBool,
     /// What changed since the last sync: these paths, or more (a directory, a lost event) when
     /// `full`.
     pending: Mutex<Pending>,
@@ -46,7 +48,8 @@ struct Pending {
 impl State {
     /// Whether the index holds every change seen, and every root is watched.
     pub(super) fn current(&self) -> bool {
-        self.complete.load(Ordering::Acquire)
+        !self.unwatched.load(Ordering::Acquire)
+            && !self.links.load(Ordering::Acquire)
             && self.synced.load(Ordering::Acquire) == self.generation.load(Ordering::Acquire) + 1
     }
 
@@ -104,13 +107,30 @@ impl Drop for Watching {
 }
 
 /// How the watcher brings the index up to date: for these files (`None`: all of them), returning
-/// whether it changed anything (or why it failed).
-pub(super) type Sync = Box<dyn Fn(Option<Vec<PathBuf>>) -> Result<bool, String> + Send>;
+/// what it did (or why it failed).
+pub(super) type Sync = Box<dyn Fn(Option<Vec<PathBuf>>) -> Result<Synced, String> + Send>;
+
+/// Whether a changed path can concern the memory (others are not looked at).
+pub(super) type Relevant = Box<dyn Fn(&Path) -> bool + Send + std::marker::Sync>;
+
+/// What a sync did.
+pub(super) struct Synced {
+    pub touched: bool,
+    /// Whether a memory file is a link (its target may change where no watch sees it); known
+    /// after a full sync.
+    pub links: Option<bool>,
+}
+
+/// A root to watch, and whether the directories under it are watched too.
+pub(super) struct Root {
+    pub path: PathBuf,
+    pub recursive: bool,
+}
 
 /// Keeps the index at `index` current while the returned share lives, watching `roots` (the
 /// workspace and the extra paths) and running `sync` after changes. Cheap: the watcher is set up
 /// on a thread of its own (its recursive watches walk the directories).
-pub(super) fn watch(index: &Path, roots: Vec<PathBuf>, sync: Sync) -> Watching {
+pub(super) fn watch(index: &Path, roots: Vec<Root>, relevant: Relevant, sync: Sync) -> Watching {
     let start = {
         let mut watched = lock(registry());
         let entry = watched.entry(index.to_path_buf()).or_insert_with(|| Entry {
@@ -123,8 +143,9 @@ pub(super) fn watch(index: &Path, roots: Vec<PathBuf>, sync: Sync) -> Watching {
     };
     if let Some(state) = start {
         let key = index.to_path_buf();
-        let spawned =
-            std::thread::Builder::new().name("acp-memory-watch".into()).spawn(move || run(&key, &roots, &sync, &state));
+        let spawned = std::thread::Builder::new()
+            .name("acp-memory-watch".into())
+            .spawn(move || run(&key, &roots, relevant, &sync, &state));
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot watch the memory files; searches read them instead");
         }
@@ -132,16 +153,24 @@ pub(super) fn watch(index: &Path, roots: Vec<PathBuf>, sync: Sync) -> Watching {
     Watching { index: index.to_path_buf() }
 }
 
-fn run(index: &Path, roots: &[PathBuf], sync: &Sync, state: &Arc<State>) {
+fn run(index: &Path, roots: &[Root], relevant: Relevant, sync: &Sync, state: &Arc<State>) {
     let (tx, rx) = mpsc::channel::<()>();
     let seen = state.clone();
+    let root_paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
     let handler = move |event: notify::Result<notify::Event>| {
         {
             let mut pending = lock(&seen.pending);
             match &event {
                 Ok(e) if matches!(e.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) => return,
                 Ok(e) if !e.need_rescan() && !e.paths.is_empty() => {
-                    for path in &e.paths {
+                    if !e.paths.iter().any(|p| relevant(p)) {
+                        return;
+                    }
+                    for path in e.paths.iter().filter(|p| relevant(p)) {
+                        // A root gone or moved is no longer watched: searches look for themselves.
+                        if root_paths.contains(path) && !path.exists() {
+                            seen.unwatched.store(true, Ordering::Release);
+                        }
                         // A directory (made, moved, gone) may hold many files: all are looked at.
                         pending.full |= !markdown(path);
                         pending.paths.insert(path.clone());
@@ -160,19 +189,13 @@ fn run(index: &Path, roots: &[PathBuf], sync: &Sync, state: &Arc<State>) {
             return;
         }
     };
-    let mut complete = true;
+    let mut waiting: Vec<&Root> = Vec::new();
     for root in roots {
-        if !root.exists() {
-            complete = false;
-            continue;
-        }
-        let mode = if root.is_dir() { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
-        if let Err(e) = watcher.watch(root, mode) {
-            tracing::debug!(path = %root.display(), error = %e, "cannot watch a memory path");
-            complete = false;
+        if !add(&mut watcher, root) {
+            waiting.push(root);
         }
     }
-    state.complete.store(complete, Ordering::Release);
+    state.unwatched.store(!waiting.is_empty(), Ordering::Release);
     {
         let mut watched = lock(registry());
         match watched.get_mut(index) {
@@ -186,7 +209,42 @@ fn run(index: &Path, roots: &[PathBuf], sync: &Sync, state: &Arc<State>) {
     index_now(sync, state);
     while rx.recv().is_ok() {
         while rx.recv_timeout(SETTLE).is_ok() {}
+        // A directory root that appeared (`memory/` made by the first note) is watched from now,
+        // and everything under it indexed.
+        // One that went is waited for again.
+        for root in roots {
+            if !root.path.is_dir() && !waiting.iter().any(|w| w.path == root.path) {
+                waiting.push(root);
+            }
+        }
+        let before = waiting.len();
+        waiting.retain(|root| {
+            let mut watched = lock(registry());
+            let Some(watcher) = watched.get_mut(index).and_then(|e| e.watcher.as_mut()) else { return true };
+            !add(watcher, root)
+        });
+        if waiting.len() < before {
+            lock(&state.pending).full = true;
+        }
+        state.unwatched.store(!waiting.is_empty(), Ordering::Release);
         index_now(sync, state);
+    }
+}
+
+/// Watches `root`, if it is a directory; false if it is not watched.
+fn add(watcher: &mut notify::RecommendedWatcher, root: &Root) -> bool {
+    // A file is replaced, not written, by many editors (a new file renamed over it), which ends a
+    // watch on it: a file root is never watched, and leaves the watch incomplete.
+    if !root.path.is_dir() {
+        return false;
+    }
+    let mode = if root.recursive { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
+    match watcher.watch(&root.path, mode) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(path = %root.path.display(), error = %e, "cannot watch a memory path");
+            false
+        }
     }
 }
 
@@ -195,9 +253,12 @@ fn index_now(sync: &Sync, state: &State) {
     let pending = std::mem::take(&mut *lock(&state.pending));
     let paths = (!pending.full).then(|| pending.paths.into_iter().collect());
     match sync(paths) {
-        Ok(touched) => {
+        Ok(synced) => {
+            if let Some(links) = synced.links {
+                state.links.store(links, Ordering::Release);
+            }
             state.synced(at);
-            if touched {
+            if synced.touched {
                 tracing::debug!("memory index brought up to date after a change");
             }
         }

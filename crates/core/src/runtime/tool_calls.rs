@@ -126,6 +126,8 @@ struct Ready {
     inside: bool,
     /// Not shown as a tool call (`update_plan`).
     hidden: bool,
+    /// It writes a memory file (the memory index is told when it has).
+    writes_memory: bool,
 }
 
 /// Runs every call of one reply, in order; returns one result per call, then the images the
@@ -347,11 +349,17 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         p.starts_with(&skills) || workspace(&p)
     }) && access.writes.iter().all(|p| workspace(&paths::real(p)))
         && access.exec.as_ref().is_none_or(|e| in_roots(&paths::real(&e.cwd)));
-    let memory_write = access.exec.is_none()
+    // The flush's calls: the file tools and the memory tools, reading inside the workspace and
+    // writing nothing but memory files; nothing that runs, fetches, messages or spawns.
+    let memory_write = FLUSH_TOOLS.contains(&call.name.as_str())
+        && access.exec.is_none()
         && access.network.is_none()
+        && access.mcp.is_none()
+        && access.message.is_none()
         && inside
         && access.writes.iter().all(|p| memory_file(&paths::real(p)));
-    if access.writes.iter().any(|p| memory_file(&paths::real(p))) {
+    let writes_memory = access.writes.iter().any(|p| memory_file(&paths::real(p)));
+    if writes_memory {
         crate::memory::Memory::of(&env.config).changing();
     }
     if env.memory_only && !memory_write {
@@ -372,8 +380,12 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
             env.events.emit(EventKind::ToolCall(s.clone()));
         }
     }
-    Ok(Ready { call, prepared, ctx, state, inside, hidden })
+    Ok(Ready { call, prepared, ctx, state, inside, hidden, writes_memory })
 }
+
+/// The tools a memory flush may call.
+const FLUSH_TOOLS: [&str; 9] =
+    ["read", "write", "edit", "apply_patch", "ls", "glob", "grep", "memory_search", "memory_get"];
 
 /// Whether a (real) path is a memory file session `session` may write: `MEMORY.md` (or
 /// `memory.md`) or a Markdown file under `memory/` in `$ACP_HOME/workspace`, for a session that
@@ -504,7 +516,7 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
 
 /// Runs an approved call and reports it.
 async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
-    let Ready { call, prepared, ctx, state, hidden, .. } = ready;
+    let Ready { call, prepared, ctx, state, hidden, writes_memory, .. } = ready;
     if !hidden {
         let mut s = lock(&state);
         s.status = ToolStatus::InProgress;
@@ -529,6 +541,11 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
         }
     };
     let cancelled = env.cancel.is_cancelled();
+    if writes_memory {
+        // Told before the write (a search meanwhile looks at the files) and after it (one
+        // that ended meanwhile, having looked too early, does not count).
+        crate::memory::Memory::of(&env.config).changing();
+    }
     {
         let mut s = lock(&state);
         s.status = if output.is_error || cancelled { ToolStatus::Failed } else { ToolStatus::Completed };

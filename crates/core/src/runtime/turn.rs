@@ -389,7 +389,6 @@ impl Turn<'_> {
         tracing::info!("the context nears compaction; asking the model to save what should outlast it");
         side.push(Message::User(vec![crate::providers::UserPart::Text(context::flush_prompt(&self.config.home))]));
         let calls = self.calls.memory_only();
-        let mut ids = Vec::new();
         for _ in 0..FLUSH_MAX_REQUESTS {
             let (result, got) = self.send(&side, true).await;
             self.usage = self.usage.plus(got.usage);
@@ -405,7 +404,8 @@ impl Turn<'_> {
             if got.calls.is_empty() {
                 break;
             }
-            ids.extend(got.calls.iter().map(|c| c.id.clone()));
+            // Shown to the editor once they run: no later call of the session may take their ids.
+            self.conversation.note_call_ids(got.calls.iter().map(|c| c.id.clone()));
             let pending = got.calls.clone();
             side.push_reply(got.parts, &got.text_id, &got.thought_id);
             let results = tool_calls::run_all(&calls, pending).await;
@@ -414,7 +414,6 @@ impl Turn<'_> {
                 return Err(compaction::Cancelled);
             }
         }
-        self.conversation.note_call_ids(ids);
         self.conversation.mark_flushed(crate::store::now_ms());
         Ok(())
     }
