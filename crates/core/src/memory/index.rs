@@ -17,7 +17,7 @@ use super::terms;
 use super::vectors::{VectorSet, quantize};
 
 /// Bumped when what is stored changes (the pieces' size, the words): an older index is rebuilt.
-const SCHEMA: &str = "2";
+const SCHEMA: &str = "3";
 
 /// Query vectors kept per model (the most recently used).
 const KEPT_QUERIES: usize = 256;
@@ -75,6 +75,8 @@ pub struct Index {
     /// The embedding model every piece had a vector from when last asked, and `data_version`
     /// then: until a piece is added, nothing needs to be looked for.
     all_embedded: Option<(String, i64)>,
+    /// How many pieces there are, and `data_version` then (our own changes reset it).
+    pieces: std::cell::Cell<Option<(i64, i64)>>,
 }
 
 /// What bringing the index up to date did.
@@ -163,7 +165,15 @@ impl Index {
     }
 
     fn with(db: Connection, persistent: bool) -> Self {
-        Self { db, vectors: None, seen: 0, persistent, unfilled: false, all_embedded: None }
+        Self {
+            db,
+            vectors: None,
+            seen: 0,
+            persistent,
+            unfilled: false,
+            all_embedded: None,
+            pieces: std::cell::Cell::new(None),
+        }
     }
 
     pub fn persistent(&self) -> bool {
@@ -177,7 +187,8 @@ impl Index {
 
     fn drop_all(&self) -> rusqlite::Result<()> {
         self.db.execute_batch(
-            "DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
+            "DROP TABLE IF EXISTS chunks_vocab; DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks;
+             DROP TABLE IF EXISTS files;
              DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS meta;",
         )
     }
@@ -200,6 +211,7 @@ impl Index {
              CREATE INDEX IF NOT EXISTS queries_by_use ON vectors(model, query, used);
              CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
                  words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
+             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
              INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', '{SCHEMA}');
              COMMIT;"
         ))
@@ -351,6 +363,9 @@ impl Index {
         }
         if !added.is_empty() {
             self.all_embedded = None;
+        }
+        if !added.is_empty() || !removed.is_empty() {
+            self.pieces.set(None);
         }
         self.attach(&added)?;
         Ok(synced)
@@ -523,8 +538,55 @@ impl Index {
     }
 
     /// The `limit` pieces best matching `words` by BM25, with their word scores.
+    ///
+    /// In a large index, ranking every piece that holds a common word is what makes a search
+    /// slow, and such words hardly move BM25 anyway: words found in more than one piece in
+    /// [`COMMON`] are left out of the match (still counted in the score) when rarer ones remain;
+    /// a query of common words only matches the pieces holding all of them, then any of them if
+    /// those are too few.
     fn keyword(&self, words: &[String], limit: usize) -> Result<Vec<(Piece, f64)>, MemoryError> {
-        let Some(fts) = terms::fts_query(words) else { return Ok(Vec::new()) };
+        let pieces = self.piece_count()?;
+        if pieces < PRUNE_FROM || words.len() < 2 {
+            return self.ranked(terms::fts_query(words), words, limit);
+        }
+        let mut rare = Vec::new();
+        {
+            let mut df = self.db.prepare_cached("SELECT doc FROM chunks_vocab WHERE term = ?1")?;
+            for w in words {
+                let docs: i64 = df.query_row([w], |r| r.get(0)).optional()?.unwrap_or(0);
+                if docs * COMMON <= pieces {
+                    rare.push(w.clone());
+                }
+            }
+        }
+        if !rare.is_empty() {
+            return self.ranked(terms::fts_query(&rare), words, limit);
+        }
+        let mut found = self.ranked(terms::fts_query_all(words), words, limit)?;
+        if found.len() < limit {
+            let seen: std::collections::HashSet<i64> = found.iter().map(|(p, _)| p.id).collect();
+            let more = self.ranked(terms::fts_query(words), words, limit)?;
+            found.extend(more.into_iter().filter(|(p, _)| !seen.contains(&p.id)).take(limit - seen.len()));
+        }
+        Ok(found)
+    }
+
+    /// How many pieces the index holds (counted again only after a change).
+    fn piece_count(&self) -> Result<i64, MemoryError> {
+        let version: i64 = self.db.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if let Some((count, v)) = self.pieces.get()
+            && v == version
+        {
+            return Ok(count);
+        }
+        let count: i64 = self.db.prepare_cached("SELECT count(*) FROM chunks")?.query_row([], |r| r.get(0))?;
+        self.pieces.set(Some((count, version)));
+        Ok(count)
+    }
+
+    /// The `limit` pieces best matching the FTS5 query `fts` by BM25, with their scores for `words`.
+    fn ranked(&self, fts: Option<String>, words: &[String], limit: usize) -> Result<Vec<(Piece, f64)>, MemoryError> {
+        let Some(fts) = fts else { return Ok(Vec::new()) };
         let mut stmt = self.db.prepare_cached(
             "SELECT c.id, c.path, c.start_line, c.end_line, c.text, bm25(chunks_fts) AS rank
              FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
@@ -537,6 +599,8 @@ impl Index {
             let score = score(rank, words, &piece.text);
             out.push((piece, score));
         }
+        // The word score, not BM25 alone, orders them (BM25 leaves the common words out).
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(out)
     }
 
@@ -567,6 +631,12 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
+
+/// An index of fewer pieces ranks every match (it is fast enough), and orders results exactly as
+/// BM25 does.
+const PRUNE_FROM: i64 = 5_000;
+/// A word in more than one piece in this many is common ([`Index::keyword`]).
+const COMMON: i64 = 50;
 
 /// Results considered per result asked for, from each side of a hybrid search.
 const CANDIDATES: usize = 4;

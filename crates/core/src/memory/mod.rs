@@ -433,8 +433,17 @@ impl Memory {
             }
         };
         let mut index = lock(&shared);
-        fill(&mut index, &sources)?;
+        let in_memory = |why: &MemoryError| -> Result<T, MemoryError> {
+            tracing::warn!(error = %why, "the memory index is held by another process; searching an index built in memory");
+            let mut index = Index::in_memory()?;
+            index.sync(&self.sources())?;
+            f(&mut index, &self.sources())
+        };
+        if let Err(e) = fill(&mut index, &sources) {
+            return if busy(&e) { in_memory(&e) } else { Err(e) };
+        }
         match f(&mut index, &given) {
+            Err(e) if busy(&e) => in_memory(&e),
             Err(e) if broken(&e) => {
                 tracing::warn!(error = %e, "the memory index is damaged; rebuilding it");
                 drop(index);
@@ -475,6 +484,11 @@ pub struct Status {
     pub counts: index::Counts,
     pub files: Vec<(String, u64)>,
     pub skipped: Vec<(String, String)>,
+}
+
+/// Whether an index error means another connection holds the file too long.
+fn busy(e: &MemoryError) -> bool {
+    e.0.contains("database is locked") || e.0.contains("database is busy")
 }
 
 /// Whether an index error means the file is damaged (rather than busy, or a bad query).

@@ -75,11 +75,20 @@ pub fn query_words(query: &str) -> Vec<String> {
 /// rarer, words first); each word quoted, so nothing in it is read as query syntax. `None`
 /// without words.
 pub fn fts_query(words: &[String]) -> Option<String> {
+    joined(words, " OR ")
+}
+
+/// The FTS5 query matching pieces that hold every one of `words`.
+pub fn fts_query_all(words: &[String]) -> Option<String> {
+    joined(words, " AND ")
+}
+
+fn joined(words: &[String], by: &str) -> Option<String> {
     if words.is_empty() {
         return None;
     }
     let quoted: Vec<String> = words.iter().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect();
-    Some(quoted.join(" OR "))
+    Some(quoted.join(by))
 }
 
 #[cfg(test)]

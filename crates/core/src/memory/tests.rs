@@ -200,3 +200,45 @@ fn an_index_built_anew_is_filled_before_it_is_trusted() {
     let hits = m.with_open(|index| index.search("irrigation timer", 5, 0.0)).unwrap();
     assert_eq!(paths(&hits), ["MEMORY.md"]);
 }
+
+#[test]
+fn a_large_index_still_finds_rare_words_among_common_ones_and_all_common_queries() {
+    let home = tempfile::tempdir().unwrap();
+    let m = memory(home.path());
+    let mut text = String::new();
+    for n in 0..6_000 {
+        text.push_str(&format!("## Entry {n}\n\nthe project status update number{n}\n\n"));
+    }
+    text.push_str("## Special\n\nthe project moved to the harbour office\n\n");
+    text.push_str("## Plain\n\nstatus project update\n");
+    write(&m.workspace().join("memory/log.md"), &text);
+    m.sync().unwrap();
+    // "the", "project", "status" are in nearly every piece: the rare word decides.
+    let (hits, _) = m.search("the project harbour", 3, 0.0).unwrap();
+    assert!(hits[0].snippet.contains("harbour office"), "{hits:?}");
+    assert!(hits[0].score > 0.8, "every word held: {hits:?}");
+    // Common words only: the pieces holding all of them.
+    let (hits, _) = m.search("project status update", 3, 0.0).unwrap();
+    assert_eq!(hits.len(), 3);
+    assert!(hits.iter().all(|h| h.score >= 0.8), "{hits:?}");
+    let (hits, _) = m.search("number42", 3, 0.0).unwrap();
+    assert!(hits[0].snippet.contains("number42\n") || hits[0].snippet.ends_with("number42"), "{hits:?}");
+}
+
+#[test]
+fn an_index_another_process_holds_is_searched_in_memory_meanwhile() {
+    let home = tempfile::tempdir().unwrap();
+    let m = memory(home.path());
+    write(&m.workspace().join("MEMORY.md"), "# Keys\n\nThe spare key is with the neighbour.\n");
+    m.sync().unwrap();
+    write(&m.workspace().join("memory/new.md"), "The boiler was serviced in May.\n");
+    // Another process writes the index and does not let go.
+    let other = rusqlite::Connection::open(m.index_path()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE; DELETE FROM meta WHERE key = 'none';").unwrap();
+    let (hits, _) = m.search("boiler serviced", 3, 0.0).unwrap();
+    assert_eq!(paths(&hits), ["memory/new.md"]);
+    other.execute_batch("COMMIT").unwrap();
+    drop(other);
+    let (hits, synced) = m.search("boiler serviced", 3, 0.0).unwrap();
+    assert_eq!((paths(&hits), synced.added), (vec!["memory/new.md"], 1), "the file again, brought up to date");
+}
