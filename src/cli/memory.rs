@@ -92,10 +92,19 @@ async fn run(
         MemoryCommand::Index { json } => {
             let started = std::time::Instant::now();
             let synced = memory.sync().map_err(|e| e.to_string())?;
+            let words = format!(
+                "{} added, {} changed, {} removed, {} unchanged",
+                synced.added, synced.changed, synced.removed, synced.unchanged
+            );
             let embedded = match &embedder {
                 None => None,
-                Some(Ok(embedder)) => Some(memory.embed_all(embedder).await.map_err(|e| format!("embeddings: {e}"))?),
-                Some(Err(why)) => return Err(why.clone()),
+                Some(Ok(embedder)) => Some(
+                    memory
+                        .embed_all(embedder)
+                        .await
+                        .map_err(|e| format!("{words}; the pieces could not all be embedded: {e}"))?,
+                ),
+                Some(Err(why)) => return Err(format!("{words}; nothing embedded: {why}")),
             };
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             if json {
@@ -126,7 +135,7 @@ async fn run(
                 if json {
                     line(
                         json!({"path": hit.path, "startLine": hit.start_line, "endLine": hit.end_line,
-                               "score": hit.score, "snippet": hit.snippet})
+                               "bestLine": hit.best_line, "score": hit.score, "snippet": hit.snippet})
                         .to_string(),
                     )?;
                 } else {

@@ -61,15 +61,20 @@ impl Embedder {
     }
 
     pub fn new(name: &str, model: &str, provider: &ProviderConfig) -> Self {
-        let url = format!("{}/embeddings", provider.base_url.trim_end_matches('/'));
-        let shown = match reqwest::Url::parse(&url) {
+        // `{base_url}/embeddings`, a query in the base kept after the path.
+        let (url, shown) = match reqwest::Url::parse(&provider.base_url) {
             Ok(mut u) => {
+                let path = format!("{}/embeddings", u.path().trim_end_matches('/'));
+                u.set_path(&path);
+                let url = u.to_string();
                 let _ = u.set_username("");
                 let _ = u.set_password(None);
                 u.set_query(None);
-                u.to_string()
+                (url, u.to_string())
             }
-            Err(_) => "the embeddings URL".to_owned(),
+            Err(_) => {
+                (format!("{}/embeddings", provider.base_url.trim_end_matches('/')), "the embeddings URL".to_owned())
+            }
         };
         Self {
             name: name.to_owned(),
@@ -111,8 +116,10 @@ impl Embedder {
         for (name, value) in &self.headers {
             request = request.header(name.as_str(), value.as_str());
         }
-        let mut response =
-            request.send().await.map_err(|e| format!("{}: {}", self.url, crate::http::error_chain(&e)))?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| format!("{}: {}", self.shown, crate::http::error_chain(&e.without_url())))?;
         let status = response.status();
         let mut bytes = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| crate::http::error_chain(&e.without_url()))? {
@@ -209,5 +216,23 @@ mod tests {
         assert!(parse(huge.as_bytes(), 1).unwrap_err().contains("at most"));
         assert!(parse(br#"{"data":[{"embedding":[1e40]}]}"#, 1).unwrap_err().contains("not finite"));
         assert_eq!(cut(&"é".repeat(MAX_TEXT_CHARS + 5)).chars().count(), MAX_TEXT_CHARS);
+    }
+
+    #[test]
+    fn the_endpoint_keeps_the_base_query_and_is_shown_without_credentials() {
+        let provider = ProviderConfig {
+            id: "local".into(),
+            api: WireApi::OpenAiChat,
+            base_url: "http://user:secret@127.0.0.1:9/v1/?key=k123".into(),
+            api_key: None,
+            api_key_env: None,
+            key_required: false,
+            headers: Vec::new(),
+            models: Vec::new(),
+            prompt_cache_key: false,
+        };
+        let e = Embedder::new("local/embed", "embed", &provider);
+        assert_eq!(e.url, "http://user:secret@127.0.0.1:9/v1/embeddings?key=k123");
+        assert_eq!(e.shown, "http://127.0.0.1:9/v1/embeddings");
     }
 }

@@ -702,7 +702,7 @@ fn score(rank: f64, words: &[String], text: &str) -> f64 {
 
 /// The share of `words` that `text` holds.
 fn coverage(words: &[String], text: &str) -> f64 {
-    let held: std::collections::HashSet<String> = terms::query_words(text).into_iter().collect();
+    let held = terms::text_words(text);
     words.iter().filter(|w| held.contains(*w)).count() as f64 / words.len().max(1) as f64
 }
 
@@ -711,8 +711,8 @@ fn coverage(words: &[String], text: &str) -> f64 {
 fn snippet(text: &str, words: &[String], first_line: usize) -> (String, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let hits = |line: &str| {
-        let lower = terms::for_index(&line.to_lowercase());
-        words.iter().filter(|w| lower.contains(w.as_str())).count()
+        let held = terms::text_words(line);
+        words.iter().filter(|w| held.contains(w.as_str())).count()
     };
     let best = (0..lines.len()).max_by_key(|&i| (hits(lines[i]), std::cmp::Reverse(i))).unwrap_or(0);
     if text.chars().count() <= SNIPPET_CHARS {

@@ -90,16 +90,29 @@ impl Memory {
             }
         };
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        // A link is followed only to a file inside the memory's own places: one to anything else
+        // (`memory/x.md` → `/etc/passwd`, `~/.ssh/…`) would hand the model a file nobody put in
+        // its memory.
+        let places: Vec<PathBuf> =
+            std::iter::once(self.workspace.clone()).chain(self.extra.iter().cloned()).map(|p| real(&p)).collect();
+        let inside = |p: &Path| places.iter().any(|place| p.starts_with(place));
+        let is_link = |p: &Path| p.symlink_metadata().is_ok_and(|m| m.is_symlink());
         for name in [MEMORY_FILE, MEMORY_FILE_LOWER] {
             let path = self.workspace.join(name);
             if path.is_file() {
-                add(path.clone(), real(&path), &mut out);
+                let resolved = real(&path);
+                if !is_link(&path) || inside(&resolved) {
+                    add(path, resolved, &mut out);
+                }
             }
         }
         for dir in std::iter::once(self.workspace.join(MEMORY_DIR)).chain(self.extra.iter().cloned()) {
             if dir.is_file() {
                 if is_markdown(&dir) {
-                    add(dir.clone(), real(&dir), &mut out);
+                    let resolved = real(&dir);
+                    if !is_link(&dir) || inside(&resolved) {
+                        add(dir, resolved, &mut out);
+                    }
                 }
                 continue;
             }
@@ -112,6 +125,10 @@ impl Memory {
                     Ok(inner) if !link => root.join(inner),
                     _ => real(&path),
                 };
+                if link && !inside(&resolved) {
+                    tracing::debug!(path = %path.display(), "a memory file links out of the memory; left out");
+                    continue;
+                }
                 add(path, resolved, &mut out);
             }
         }
@@ -393,6 +410,8 @@ impl Memory {
                 }
             }
             Ok(None) => out.push_str("Index: not built yet.\n"),
+            // Being built by another connection this very moment.
+            Err(e) if e.0.contains("no such table") => out.push_str("Index: not built yet.\n"),
             Err(e) => out.push_str(&format!("Index: cannot be read ({e}); the next search rebuilds it.\n")),
         }
         out

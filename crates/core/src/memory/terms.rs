@@ -55,20 +55,57 @@ fn flush(run: &mut Vec<char>, out: &mut String) {
     run.clear();
 }
 
-/// The words of a query: what `unicode61` would index, each at most once, in order. A word is a
-/// run of letters, digits (or the pieces of a CJK run); everything else separates.
+/// The most words a query is read for (a longer one is cut: search time grows with them).
+pub const MAX_QUERY_WORDS: usize = 64;
+
+/// The words of a query: what `unicode61` would index, each at most once, in order, at most
+/// [`MAX_QUERY_WORDS`]. A word is a run of letters, digits (or the pieces of a CJK run);
+/// everything else separates.
 pub fn query_words(query: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
-    for word in for_index(query).split(|c: char| !c.is_alphanumeric()) {
-        if word.is_empty() {
-            continue;
-        }
-        let word = word.to_lowercase();
+    for word in words_of(query) {
         if !words.contains(&word) {
             words.push(word);
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
         }
     }
     words
+}
+
+/// Every word of `text`, as [`query_words`] reads them (for telling which a piece holds).
+pub fn text_words(text: &str) -> std::collections::HashSet<String> {
+    words_of(text).collect()
+}
+
+fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
+    let indexed = for_index(text);
+    let words: Vec<String> =
+        indexed.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(fold).collect();
+    words.into_iter()
+}
+
+/// A word lower-cased with its diacritics removed, as `unicode61` (`remove_diacritics 2`) does:
+/// `Café` → `cafe`. Only letters that decompose into a base and combining marks change (Hangul
+/// syllables, which decompose into letters, stay whole).
+pub fn fold(word: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    use unicode_normalization::char::is_combining_mark;
+    let mut out = String::with_capacity(word.len());
+    for c in word.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        let parts: Vec<char> = std::iter::once(c).nfd().collect();
+        if parts.iter().any(|p| is_combining_mark(*p)) {
+            out.extend(parts.into_iter().filter(|p| !is_combining_mark(*p)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// An FTS5 query matching a chunk that holds any of `words` (BM25 ranks those holding more, and
@@ -103,6 +140,9 @@ mod tests {
         assert_eq!(query_words("我喜欢用 Rust 写服务器"), ["我喜", "喜欢", "欢用", "rust", "写服", "服务", "务器"]);
         assert_eq!(query_words("カタカナ"), ["カタ", "タカ", "カナ"]);
         assert_eq!(query_words("한국어"), ["한국", "국어"]);
+        assert_eq!(query_words("Café RÉSUMÉ naïve"), ["cafe", "resume", "naive"]);
+        let long: String = (0..1_000).map(|n| format!("w{n} ")).collect();
+        assert_eq!(query_words(&long).len(), MAX_QUERY_WORDS);
     }
 
     #[test]

@@ -242,3 +242,22 @@ fn an_index_another_process_holds_is_searched_in_memory_meanwhile() {
     let (hits, synced) = m.search("boiler serviced", 3, 0.0).unwrap();
     assert_eq!((paths(&hits), synced.added), (vec!["memory/new.md"], 1), "the file again, brought up to date");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_link_out_of_the_memory_is_left_out_and_one_inside_it_is_read() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let m = memory(home.path());
+    let ws = m.workspace().to_path_buf();
+    write(&outside.path().join("secret.md"), "The root password is hunter2.\n");
+    write(&ws.join("notes/team.md"), "The team meets on Mondays.\n");
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.md"), ws.join("memory/secret.md")).unwrap();
+    std::os::unix::fs::symlink(ws.join("notes/team.md"), ws.join("memory/team.md")).unwrap();
+    let (hits, _) = m.search("root password hunter2", 5, 0.0).unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+    assert_eq!(m.resolve("memory/secret.md"), None);
+    let (hits, _) = m.search("team meets", 5, 0.0).unwrap();
+    assert_eq!(paths(&hits), ["memory/team.md"]);
+}
