@@ -69,12 +69,26 @@ async fn run(
     match command {
         MemoryCommand::Status { json } => {
             let status = memory.status().map_err(|e| e.to_string())?;
+            // Hybrid search: the model, and how much of the memory has vectors (or why none can).
+            let embeddings = match &embedder {
+                None => None,
+                Some(Ok(e)) => {
+                    let (with, all) = memory.vector_counts(&e.name).map_err(|e| e.to_string())?;
+                    Some((
+                        e.name.clone(),
+                        format!("{with} of {all} pieces embedded"),
+                        json!({"model": e.name, "embedded": with, "pieces": all}),
+                    ))
+                }
+                Some(Err(why)) => Some((String::new(), format!("not usable: {why}"), json!({"error": why}))),
+            };
             if json {
                 line(
                     json!({"workspace": memory.workspace(), "index": memory.index_path(), "files": status.counts.files,
                            "chunks": status.counts.chunks,
                            "paths": status.files.iter().map(|(p, s)| json!({"path": p, "bytes": s})).collect::<Vec<_>>(),
-                           "skipped": status.skipped.iter().map(|(p, why)| json!({"path": p, "why": why})).collect::<Vec<_>>()})
+                           "skipped": status.skipped.iter().map(|(p, why)| json!({"path": p, "why": why})).collect::<Vec<_>>(),
+                           "embeddings": embeddings.as_ref().map(|(_, _, j)| j.clone())})
                     .to_string(),
                 )?;
                 return Ok(());
@@ -82,6 +96,11 @@ async fn run(
             line(format!("workspace  {}", memory.workspace().display()))?;
             line(format!("index      {}", memory.index_path().display()))?;
             line(format!("indexed    {} files, {} pieces", status.counts.files, status.counts.chunks))?;
+            match &embeddings {
+                Some((model, said, _)) if !model.is_empty() => line(format!("embeddings {model}: {said}"))?,
+                Some((_, said, _)) => line(format!("embeddings {said}"))?,
+                None => line("embeddings none (search by words alone)".into())?,
+            }
             for (path, bytes) in &status.files {
                 line(format!("  {path}  ({bytes} bytes)"))?;
             }

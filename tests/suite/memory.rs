@@ -401,6 +401,9 @@ fn hybrid_search_finds_other_word_forms_embeds_each_piece_once_and_falls_back_to
     let out = acp(home.path(), &mock, cwd, &["memory", "index", "--json"]);
     let indexed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((indexed["added"].as_u64(), indexed["embedded"].as_u64()), (Some(1), Some(1)), "{indexed}");
+    let out = acp(home.path(), &mock, cwd, &["memory", "status", "--json"]);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["embeddings"], json!({"model": "local/embed-small", "embedded": 4, "pieces": 4}), "{status}");
 }
 
 /// The files the index at `path` holds, as it is on disk now.

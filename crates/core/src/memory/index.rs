@@ -624,6 +624,17 @@ impl Index {
         Ok(Counts { files: files as u64, chunks: chunks as u64 })
     }
 
+    /// Of the distinct pieces, how many have a vector from `model`, and how many there are.
+    pub fn vector_counts(&self, model: &str) -> Result<(u64, u64), MemoryError> {
+        let (with, all): (i64, i64) = self.db.query_row(
+            "SELECT count(v.hash), count(*) FROM (SELECT DISTINCT hash FROM chunks) c
+             LEFT JOIN vectors v ON v.model = ?1 AND v.hash = c.hash",
+            [model],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok((with as u64, all as u64))
+    }
+
     /// The indexed files, with their sizes.
     pub fn files(&self) -> Result<Vec<(String, u64)>, MemoryError> {
         let mut stmt = self.db.prepare("SELECT path, size FROM files ORDER BY path")?;

@@ -372,6 +372,11 @@ impl Memory {
         })
     }
 
+    /// How many distinct pieces have a vector from `model`, of how many (`acp memory status`).
+    pub fn vector_counts(&self, model: &str) -> Result<(u64, u64), MemoryError> {
+        self.with_open(|index| index.vector_counts(model))
+    }
+
     /// `/memory`: where the files are, what the index holds (as last brought up to date: this
     /// reads, it does not index), and whether the session reads the memory.
     pub fn report(&self, enabled: bool, reads: bool) -> String {
