@@ -12,6 +12,7 @@ mod approvals;
 pub mod channels;
 mod chat;
 mod conn;
+pub mod cron;
 pub mod discovery;
 pub mod guard;
 pub mod handshake;
