@@ -72,7 +72,9 @@ impl Schedule {
                 let parser = CronParser::builder().seconds(Seconds::Optional).build();
                 let cron = parser.parse(expr.trim()).map_err(|e| format!("schedule.expr {expr:?}: {e}"))?;
                 let tz = match tz.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-                    Some(name) => TimeZone::get(name).map_err(|_| format!("schedule.tz {name:?} is not a time zone"))?,
+                    Some(name) => {
+                        TimeZone::get(name).map_err(|_| format!("schedule.tz {name:?} is not a time zone"))?
+                    }
                     None => TimeZone::system(),
                 };
                 Ok(Timing::Cron { cron: Box::new(cron), tz })
@@ -145,15 +147,19 @@ mod tests {
 
     #[test]
     fn the_three_kinds_read_as_openclaw_writes_them() {
-        assert_eq!(schedule(json!({"kind": "at", "at": "2026-11-27T09:00:00Z"})), Schedule::At {
-            at: "2026-11-27T09:00:00Z".into()
-        });
-        assert_eq!(schedule(json!({"kind": "every", "everyMs": 2000})), Schedule::Every {
-            every_ms: 2000,
-            anchor_ms: None
-        });
+        assert_eq!(
+            schedule(json!({"kind": "at", "at": "2026-11-27T09:00:00Z"})),
+            Schedule::At { at: "2026-11-27T09:00:00Z".into() }
+        );
+        assert_eq!(
+            schedule(json!({"kind": "every", "everyMs": 2000})),
+            Schedule::Every { every_ms: 2000, anchor_ms: None }
+        );
         let cron = schedule(json!({"kind": "cron", "expr": "0 9 * * 1", "tz": "Europe/Berlin"}));
-        assert_eq!(serde_json::to_value(&cron).unwrap(), json!({"kind": "cron", "expr": "0 9 * * 1", "tz": "Europe/Berlin"}));
+        assert_eq!(
+            serde_json::to_value(&cron).unwrap(),
+            json!({"kind": "cron", "expr": "0 9 * * 1", "tz": "Europe/Berlin"})
+        );
         assert!(serde_json::from_value::<Schedule>(json!({"kind": "every", "every": 2})).is_err());
     }
 
@@ -189,7 +195,8 @@ mod tests {
         let t = schedule(json!({"kind": "cron", "expr": "0 9 * * 1", "tz": "Europe/Berlin"})).timing(0, None).unwrap();
         assert_eq!(t.next_after(ms("2026-11-27T12:00:00Z")), Some(ms("2026-11-30T08:00:00Z")));
         // 02:30 does not exist in New York on 2026-03-08: that day's run is at 03:00.
-        let t = schedule(json!({"kind": "cron", "expr": "30 2 * * *", "tz": "America/New_York"})).timing(0, None).unwrap();
+        let t =
+            schedule(json!({"kind": "cron", "expr": "30 2 * * *", "tz": "America/New_York"})).timing(0, None).unwrap();
         assert_eq!(t.next_after(ms("2026-03-08T05:00:00Z")), Some(ms("2026-03-08T07:00:00Z")));
         // Six fields: seconds first.
         let t = schedule(json!({"kind": "cron", "expr": "*/2 * * * * *", "tz": "UTC"})).timing(0, None).unwrap();
