@@ -446,27 +446,28 @@ impl Memory {
             }
             Ok(())
         };
-        let given = sources.clone().unwrap_or_default();
+        let given: &[Source] = sources.as_deref().unwrap_or(&[]);
         let shared = match open_shared(&self.index) {
             Ok(shared) => shared,
             Err(e) => {
                 tracing::warn!(error = %e, "the memory index cannot be opened; searching an index built in memory");
                 let mut index = Index::in_memory()?;
                 fill(&mut index, &sources)?;
-                return f(&mut index, &given);
+                return f(&mut index, given);
             }
         };
         let mut index = lock(&shared);
         let in_memory = |why: &MemoryError| -> Result<T, MemoryError> {
             tracing::warn!(error = %why, "the memory index is held by another process; searching an index built in memory");
             let mut index = Index::in_memory()?;
-            index.sync(&self.sources())?;
-            f(&mut index, &self.sources())
+            let all = self.sources();
+            index.sync(&all)?;
+            f(&mut index, &all)
         };
         if let Err(e) = fill(&mut index, &sources) {
             return if busy(&e) { in_memory(&e) } else { Err(e) };
         }
-        match f(&mut index, &given) {
+        match f(&mut index, given) {
             Err(e) if busy(&e) => in_memory(&e),
             Err(e) if broken(&e) => {
                 tracing::warn!(error = %e, "the memory index is damaged; rebuilding it");
@@ -477,7 +478,7 @@ impl Memory {
                 let shared = open_shared(&self.index)?;
                 let mut index = lock(&shared);
                 fill(&mut index, &sources)?;
-                f(&mut index, &given)
+                f(&mut index, given)
             }
             other => other,
         }
