@@ -59,6 +59,13 @@ enum Command {
         #[command(flatten)]
         target: acp::cli::pairing::GatewayTarget,
     },
+    /// The running gateway's cron jobs: list, add, rm, run, runs.
+    Cron {
+        #[command(subcommand)]
+        command: acp::cli::cron::CronCommand,
+        #[command(flatten)]
+        target: acp::cli::pairing::GatewayTarget,
+    },
     /// The running gateway's messaging channels.
     Channels {
         #[command(subcommand)]
@@ -184,6 +191,7 @@ fn main() -> ExitCode {
         Some(Command::Memory { command }) => return acp::cli::memory::memory(command),
         Some(Command::Pairing { command, target }) => return acp::cli::pairing::pairing(command, &target),
         Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
+        Some(Command::Cron { command, target }) => return acp::cli::cron::cron(command, &target),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),

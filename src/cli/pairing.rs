@@ -63,7 +63,7 @@ pub enum ChannelsCommand {
     Status,
 }
 
-fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, String> {
+pub(super) fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, String> {
     let running = crate::gateway::discovery::find(&config.home);
     let url = t.gateway.clone().or_else(|| running.as_ref().map(|r| r.url.clone())).unwrap_or_else(|| {
         format!("ws://{}", config.gateway.listen.clone().unwrap_or_else(|| super::gateway::DEFAULT_LISTEN.to_owned()))
@@ -99,7 +99,7 @@ fn target(config: &Config, t: &GatewayTarget) -> Result<crate::remote::Options, 
 }
 
 /// Asks the running gateway method `M`; its answer, or why not.
-fn ask<M: Method>(options: crate::remote::Options, params: M::Params) -> Result<M::Result, String> {
+pub(super) fn ask<M: Method>(options: crate::remote::Options, params: M::Params) -> Result<M::Result, String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let identity = crate::remote::identity::Identity::load_or_create(&options.home)?;
@@ -111,7 +111,7 @@ fn ask<M: Method>(options: crate::remote::Options, params: M::Params) -> Result<
     })
 }
 
-fn finish(result: Result<String, String>) -> ExitCode {
+pub(super) fn finish(result: Result<String, String>) -> ExitCode {
     match result {
         Ok(text) => {
             let _ = writeln!(std::io::stdout(), "{text}");

@@ -10,6 +10,7 @@ mod client;
 mod commands;
 mod conformance;
 mod context;
+mod cron;
 mod editor;
 mod errors;
 mod gateway;

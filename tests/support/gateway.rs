@@ -152,6 +152,13 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// Stops it (SIGKILL); its home, to start another on.
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.home, tempfile::tempdir().unwrap())
+    }
+
     /// Stops it (SIGKILL) and starts another on the same port and home.
     pub fn restart(mut self, mock_base: &str) -> Self {
         let home = std::mem::replace(&mut self.home, tempfile::tempdir().unwrap());

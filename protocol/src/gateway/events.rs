@@ -19,6 +19,8 @@ pub mod name {
     pub const APPROVAL_REQUESTED: &str = "exec.approval.requested";
     pub const APPROVAL_RESOLVED: &str = "exec.approval.resolved";
     pub const SHUTDOWN: &str = "shutdown";
+    pub const CRON: &str = "cron";
+    pub const HEARTBEAT: &str = "heartbeat";
 }
 
 /// Every event this gateway sends (`features.events` in `hello-ok`).
@@ -34,6 +36,8 @@ pub const EVENTS: &[&str] = &[
     name::APPROVAL_REQUESTED,
     name::APPROVAL_RESOLVED,
     name::SHUTDOWN,
+    name::CRON,
+    name::HEARTBEAT,
 ];
 
 /// `connect.challenge`: what a device signs.

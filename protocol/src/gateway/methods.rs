@@ -9,70 +9,21 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::Schema;
 pub use super::config_view::*;
 pub use super::connect::*;
+pub use super::cron::*;
 use super::events::ChatMessage;
-
-/// A gateway method: its name, params, result and params' schema.
-pub trait Method {
-    const NAME: &'static str;
-    type Params: Serialize + DeserializeOwned + Default;
-    type Result: Serialize + DeserializeOwned + Default;
-    fn schema() -> Schema;
-}
-
-/// A field as the sender gave it, or its default when it is of another type.
-pub fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(d: D) -> Result<T, D::Error> {
-    let value = Value::deserialize(d)?;
-    Ok(serde_json::from_value(value).unwrap_or_default())
-}
+pub use super::method::{Method, NoParams, lenient};
+use super::method::{any, at_least, key, method, none};
 
 /// A field that was given, `null` included (`Some(Value::Null)`: "clear it").
 fn given<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
 }
-
-macro_rules! method {
-    ($(#[$doc:meta])* $ty:ident = $name:literal, $params:ty => $result:ty, $schema:expr) => {
-        $(#[$doc])*
-        pub struct $ty;
-        impl Method for $ty {
-            const NAME: &'static str = $name;
-            type Params = $params;
-            type Result = $result;
-            fn schema() -> Schema {
-                $schema
-            }
-        }
-    };
-}
-
-fn key() -> Schema {
-    Schema::NonEmptyString
-}
-
-/// Anything (methods whose params are not read).
-fn any() -> Schema {
-    Schema::open_object(&[])
-}
-
-/// No params at all.
-fn none() -> Schema {
-    Schema::object(&[])
-}
-
-fn at_least(min: i64) -> Schema {
-    Schema::Integer { min: Some(min), max: None }
-}
-
-/// Params not read.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NoParams {}
 
 method!(Health = "health", NoParams => HealthInfo, any());
 method!(Status = "status", NoParams => StatusInfo, any());

@@ -6,7 +6,9 @@
 
 mod config_view;
 mod connect;
+pub mod cron;
 pub mod events;
+mod method;
 pub mod methods;
 mod schema;
 

@@ -144,6 +144,8 @@ impl Config {
             skills: file.skills.unwrap_or_default(),
             subagents: file.subagents.unwrap_or_default(),
             memory: file.memory.unwrap_or_default(),
+            cron: file.cron.unwrap_or_default(),
+            heartbeat: file.heartbeat.unwrap_or_default(),
             load_error,
         }
     }
@@ -179,6 +181,8 @@ pub(super) struct FileConfig {
     pub(super) skills: Option<SkillsConfig>,
     pub(super) subagents: Option<SubagentsConfig>,
     pub(super) memory: Option<super::memory::MemoryConfig>,
+    pub(super) cron: Option<super::cron::CronConfig>,
+    pub(super) heartbeat: Option<super::cron::HeartbeatConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

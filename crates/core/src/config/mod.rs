@@ -334,6 +334,10 @@ pub struct Config {
     pub subagents: SubagentsConfig,
     /// `[memory]`: the memory files and their search.
     pub memory: memory::MemoryConfig,
+    /// `[cron]`: the gateway's scheduled jobs.
+    pub cron: cron::CronConfig,
+    /// `[heartbeat]`: the gateway's periodic turn in the main session.
+    pub heartbeat: cron::HeartbeatConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -636,6 +640,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
 mod channels;
 mod file;
 pub use channels::*;
+pub mod cron;
 pub mod mcp;
 pub mod memory;
 pub mod rules;

@@ -281,8 +281,8 @@ impl Runtime {
         Ok(self.on_store(move |store| store.titled(&title)).await?.map(SessionSummary::from))
     }
 
-    /// Runs `query` on the store, off the async threads.
-    async fn on_store<T: Send + 'static>(
+    /// Runs `query` on the store, off the async threads (the gateway's cron jobs are kept there).
+    pub async fn on_store<T: Send + 'static>(
         &self,
         query: impl FnOnce(&crate::store::Store) -> Result<T, crate::store::StoreError> + Send + 'static,
     ) -> Result<T, String> {

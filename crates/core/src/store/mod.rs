@@ -3,6 +3,7 @@
 //! see `transcript.rs`). Several `acp` processes may share one `$ACP_HOME`: SQLite serialises
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
+pub mod cron;
 mod error;
 pub mod export;
 mod find;
@@ -104,6 +105,26 @@ const MIGRATIONS: &[&str] = &[
         outcome TEXT
     );
     CREATE INDEX request_keys_by_age ON request_keys (created_at);",
+    // The gateway's cron jobs (JSON as it shapes them) and their run log: a run is claimed (its
+    // row inserted) before it starts, a scheduled one by (job, slot), so no slot runs twice.
+    "CREATE TABLE cron_jobs (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        job TEXT NOT NULL
+    );
+    CREATE TABLE cron_runs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        slot INTEGER,
+        run_id TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        status TEXT,
+        entry TEXT,
+        UNIQUE (job_id, slot)
+    );
+    CREATE INDEX cron_runs_by_job ON cron_runs (job_id, seq);
+    CREATE INDEX cron_runs_by_end ON cron_runs (ended_at);",
 ];
 
 pub struct Store {

@@ -64,6 +64,17 @@ methods! {
     PairingReject => ADMIN, pairing_reject;
     ApprovalGet => APPROVALS, approval_get;
     ApprovalResolve => APPROVALS, approval_resolve;
+    CronStatus => READ, cron_status;
+    CronList => READ, cron_list;
+    CronGet => READ, cron_get;
+    CronRuns => READ, cron_runs;
+    CronAdd => ADMIN, cron_add;
+    CronUpdate => ADMIN, cron_update;
+    CronRemove => ADMIN, cron_remove;
+    CronRun => ADMIN, cron_run;
+    LastHeartbeat => READ, last_heartbeat;
+    SetHeartbeats => ADMIN, set_heartbeats;
+    Wake => WRITE, wake;
 }
 
 /// `M`'s params, checked against its schema (the reference's messages) and read.
@@ -234,4 +245,61 @@ async fn approval_get(c: &Call<'_>, p: ApprovalGetParams) -> Answer<acp_protocol
 async fn approval_resolve(c: &Call<'_>, p: ApprovalResolveParams) -> Answer<ApprovalDone> {
     let by = c.client.info.display_name.as_deref().unwrap_or(&c.client.client_id);
     c.gw.approvals.resolve(&c.gw.hub, &p.id, &p.decision, by).map(Some).map_err(|e| *e)
+}
+
+async fn cron_status(c: &Call<'_>, _: NoParams) -> Answer<CronInfo> {
+    Ok(Some(c.gw.cron.status().await))
+}
+
+async fn cron_list(c: &Call<'_>, p: CronListParams) -> Answer<CronPage> {
+    Ok(Some(c.gw.cron.list(p).await))
+}
+
+async fn cron_get(c: &Call<'_>, p: JobIdParams) -> Answer<JobShown> {
+    c.gw.cron.get(&p).await.map(Some)
+}
+
+async fn cron_runs(c: &Call<'_>, p: CronRunsParams) -> Answer<CronRunsPage> {
+    c.gw.cron.runs(c.gw, p).await.map(Some)
+}
+
+async fn cron_add(c: &Call<'_>, p: CronAddParams) -> Answer<JobShown> {
+    c.gw.cron.add(c.gw, p).await.map(Some)
+}
+
+async fn cron_update(c: &Call<'_>, p: CronUpdateParams) -> Answer<JobShown> {
+    c.gw.cron.update(c.gw, p).await.map(Some)
+}
+
+async fn cron_remove(c: &Call<'_>, p: JobIdParams) -> Answer<CronRemoved> {
+    c.gw.cron.remove(c.gw, &p).await.map(Some)
+}
+
+async fn cron_run(c: &Call<'_>, p: CronRunParams) -> Answer<CronRunAck> {
+    let gw = c.gw.me.upgrade().ok_or_else(|| ErrorShape::new(code::UNAVAILABLE, "the gateway is stopping"))?;
+    c.gw.cron.run(gw, &p).await.map(Some)
+}
+
+async fn last_heartbeat(c: &Call<'_>, _: NoParams) -> Answer<Option<HeartbeatEvent>> {
+    Ok(Some(c.gw.cron.heartbeat.last()))
+}
+
+async fn set_heartbeats(c: &Call<'_>, p: SetHeartbeatsParams) -> Answer<HeartbeatsSet> {
+    let enabled =
+        p.enabled.ok_or_else(|| ErrorShape::invalid("invalid set-heartbeats params: enabled (boolean) required"))?;
+    c.gw.cron.heartbeat.set_enabled(enabled);
+    Ok(Some(HeartbeatsSet { ok: true, enabled }))
+}
+
+async fn wake(c: &Call<'_>, p: WakeParams) -> Answer<Woken> {
+    if !matches!(p.mode.as_str(), "now" | "next-heartbeat") {
+        return Err(ErrorShape::invalid(
+            "invalid wake params: at /mode: must be equal to constant; at /mode: must match a schema in anyOf",
+        ));
+    }
+    if p.text.trim().is_empty() {
+        return Err(ErrorShape::invalid("invalid wake params: at /text: must NOT have fewer than 1 characters"));
+    }
+    c.gw.cron.heartbeat.enqueue(&p.text, p.mode == "now");
+    Ok(Some(Woken { ok: true, reason: None }))
 }

@@ -91,6 +91,10 @@ pub struct Gateway {
     pub channels: Arc<channels::Channels>,
     /// Permission questions waiting for an answer.
     approvals: Arc<approvals::Approvals>,
+    /// Cron jobs and the heartbeat.
+    pub cron: Arc<cron::Cron>,
+    /// Itself (what runs after a method has answered holds it).
+    me: Weak<Gateway>,
 }
 
 /// What the runtime tells the gateway: its events (for the hub), and runs nobody asked for (a
@@ -120,6 +124,7 @@ impl Gateway {
     ) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
+        let cron = Arc::new(cron::Cron::new(&config));
         Arc::new_cyclic(|me| {
             let sink = Arc::new(Sink { hub: hub.clone(), gateway: me.clone() });
             let host =
@@ -140,6 +145,8 @@ impl Gateway {
                 ),
                 channels,
                 approvals,
+                cron,
+                me: me.clone(),
             }
         })
     }
@@ -414,6 +421,9 @@ impl channels::Host for Gateway {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let options = crate::runtime::TurnOptions { mode_cap, from_agent, ..self.open.run_options() };
             let (_, ended, outcome) = self.runs.begin(&handle, &key, &run_id, prompt, options, Some(tx));
+            if !from_agent {
+                self.channels.wrote_from(&key);
+            }
             tokio::spawn(async move {
                 outcome.await;
                 drop(ticket);
@@ -584,6 +594,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         eprintln!("acp gateway listening on ws://{local}/ (web chat: {web})");
     }
     let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
+    let cron = tokio::spawn(gateway.cron.clone().serve(Arc::downgrade(&gateway), stop.clone()));
     // Idle sessions are closed as they pass the idle time (checked at a quarter of it, at least
     // every minute).
     let sweeper = {
@@ -601,6 +612,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     stop.cancelled().await;
     tracing::info!("gateway stopping");
     sweeper.abort();
+    cron.abort();
     gateway.shut_down().await;
     serving.abort();
     Ok(())

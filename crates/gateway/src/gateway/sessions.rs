@@ -72,6 +72,11 @@ impl Open {
         crate::runtime::TurnOptions { lane: Some(self.lane.clone()), ..Default::default() }
     }
 
+    /// Whether session `key` has runs going or waiting.
+    pub(super) fn busy(&self, key: &str) -> bool {
+        self.admission.busy(key)
+    }
+
     pub(super) fn count(&self) -> usize {
         lock(&self.sessions).len()
     }
@@ -269,6 +274,16 @@ impl Gateway {
         handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: "/reset".into() }]).await;
         self.hub.changed(&key, "reset", None);
         Ok(SessionDone { ok: true, key, deleted: None })
+    }
+
+    /// Closes open session `key` (kept in the store), once its runs are done.
+    pub(super) async fn close_session(&self, key: &str) {
+        let open = lock(&self.open.sessions).remove(key);
+        if let Some((handle, _)) = open {
+            handle.send(Op::Shutdown);
+            handle.closed().await;
+            self.presence.health_changed();
+        }
     }
 
     pub(super) async fn delete(&self, key: &str) -> Result<SessionDone, ErrorShape> {

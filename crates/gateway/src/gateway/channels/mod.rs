@@ -69,6 +69,8 @@ pub struct Channels {
     webhooks: Mutex<HashMap<String, (String, mpsc::UnboundedSender<Value>)>>,
     /// `send` answers by idempotency key (a retried call sends nothing twice).
     sent: Mutex<VecDeque<(String, Sent)>>,
+    /// The chat someone last wrote to the agent from (where `last` delivers).
+    last: Mutex<Option<ChatTarget>>,
 }
 
 impl Channels {
@@ -80,7 +82,20 @@ impl Channels {
             status: Mutex::default(),
             webhooks: Mutex::default(),
             sent: Mutex::default(),
+            last: Mutex::default(),
         }
+    }
+
+    /// Someone wrote to session `key` from a chat: it is the last one (if a channel's).
+    pub fn wrote_from(&self, key: &str) {
+        if let Some(chat) = self.outbox.own_chat(key) {
+            *lock(&self.last) = Some(chat);
+        }
+    }
+
+    /// The chat someone last wrote to the agent from, since the gateway started.
+    pub fn last_chat(&self) -> Option<ChatTarget> {
+        lock(&self.last).clone()
     }
 
     /// Every channel's state.

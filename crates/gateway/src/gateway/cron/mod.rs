@@ -1,3 +1,463 @@
-//! Cron jobs on the gateway (OpenClaw's `cron.*`): when they run (`schedule.rs`).
+//! Cron jobs and the heartbeat on the gateway (OpenClaw's `cron.*`, `wake`, `set-heartbeats`,
+//! `last-heartbeat`): when jobs run (`schedule.rs`, read by croner), what a job may be
+//! (`jobs.rs`), the jobs held and the one timer over them all (`book.rs`), one run
+//! (`run.rs`), the heartbeat (`heartbeat.rs`); here, loading them at start with the restart
+//! policy, the timer's loop, and the methods. Jobs and their run log live in the store
+//! (`acp.db`): a run is claimed there before it starts, so no slot ever runs twice.
+//!
+//! After a restart: a run the stopped process left going is logged as interrupted (and not run
+//! again); a job whose time passed while the gateway was down runs once at start, however many
+//! times it was due (`[cron] missed = "run-once"`), or waits for its next time (`"skip"`,
+//! logged as skipped).
 
+// `ErrorShape` is the wire's error, made once per failed request.
+#![allow(clippy::result_large_err)]
+
+pub mod book;
+pub mod heartbeat;
+pub mod jobs;
+pub mod run;
 pub mod schedule;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use acp_protocol::gateway::cron::*;
+use acp_protocol::gateway::events::name;
+use acp_protocol::gateway::{ErrorShape, code};
+use serde_json::json;
+use tokio::sync::{Notify, Semaphore, watch};
+
+use super::Gateway;
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::config::cron::{CronConfig, Missed};
+
+pub struct Cron {
+    pub book: book::Book,
+    pub heartbeat: heartbeat::Heartbeat,
+    config: CronConfig,
+    /// The `cron` lane: runs going at once.
+    lane: Semaphore,
+    /// The timer looks again (a job was added or changed).
+    changed: Notify,
+    /// The jobs are loaded (methods wait for it).
+    loaded: watch::Sender<bool>,
+    /// Runs asked for (`manual:<job>:<ms>:<n>`).
+    asked: AtomicU64,
+    store_path: String,
+}
+
+/// A job that is not there, as the reference says it.
+fn not_found(id: &str) -> ErrorShape {
+    let mut error = ErrorShape::invalid(format!(
+        "cron job not found: {id}. List the jobs (cron.list) and retry with a current id."
+    ));
+    error.details = Some(json!({"code": "CRON_JOB_NOT_FOUND", "jobId": id}));
+    error
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ErrorShape {
+    ErrorShape::new(code::UNAVAILABLE, format!("the cron store: {e}"))
+}
+
+/// The job `id` or `jobId` names, or the reference's error.
+fn named(method: &str, id: Option<&str>, job_id: Option<&str>) -> Result<String, ErrorShape> {
+    id.or(job_id).filter(|s| !s.is_empty()).map(str::to_owned).ok_or_else(|| {
+        ErrorShape::invalid(format!(
+            "invalid {method} params: must have required property 'id'; must have required property 'jobId'; must match \
+             a schema in anyOf"
+        ))
+    })
+}
+
+impl Cron {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            book: book::Book::default(),
+            heartbeat: heartbeat::Heartbeat::new(config.heartbeat.clone()),
+            lane: Semaphore::new(config.cron.max_concurrent.max(1)),
+            config: config.cron.clone(),
+            changed: Notify::new(),
+            loaded: watch::channel(false).0,
+            asked: AtomicU64::new(0),
+            store_path: config.home.join("acp.db").display().to_string(),
+        }
+    }
+
+    /// Loads the jobs (the restart policy applied), then runs each when it is due, and the
+    /// heartbeat, until `stop`.
+    pub async fn serve(self: Arc<Self>, gw: std::sync::Weak<Gateway>, stop: tokio_util::sync::CancellationToken) {
+        let heartbeat = {
+            let (me, gw, stop) = (self.clone(), gw.clone(), stop.clone());
+            tokio::spawn(async move { me.heartbeat.run(gw, stop).await })
+        };
+        if let Some(gateway) = gw.upgrade()
+            && let Err(e) = self.load(&gateway).await
+        {
+            tracing::error!(error = %e, "could not load the cron jobs; none will run");
+        }
+        self.loaded.send_replace(true);
+        if self.config.enabled {
+            self.timer(&gw, &stop).await;
+        } else {
+            stop.cancelled().await;
+        }
+        heartbeat.abort();
+    }
+
+    /// The timer: sleeps until the next job is due (or the jobs change), begins those due.
+    async fn timer(self: &Arc<Self>, gw: &std::sync::Weak<Gateway>, stop: &tokio_util::sync::CancellationToken) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let now = now_ms();
+            let (due, next) = self.book.due(now, |id, at| format!("cron:{id}:{at}"));
+            for begun in due {
+                let Some(gateway) = gw.upgrade() else { return };
+                self.spawn_run(gateway, begun);
+            }
+            let wait = async {
+                match next {
+                    Some(at) => tokio::time::sleep(std::time::Duration::from_millis((at - now).max(0) as u64)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = wait => {}
+                () = &mut changed => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Claims `begun` in the store and runs it in the `cron` lane, then logs how it went.
+    fn spawn_run(self: &Arc<Self>, gw: Arc<Gateway>, begun: book::Begun) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let job = serde_json::to_string(&begun.job).unwrap_or_default();
+            let (id, slot, run_id, at) = (begun.job.id.clone(), begun.slot, begun.run_id.clone(), begun.at);
+            let claimed = gw.runtime.on_store(move |s| s.cron_claim(&id, slot, &run_id, at, &job)).await;
+            match claimed {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(job = %begun.job.id, slot = ?begun.slot, "a cron slot ran before; not again");
+                    me.book.abandon(&begun.job.id, &begun.run_id, now_ms());
+                    me.changed.notify_one();
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(job = %begun.job.id, error = %e, "could not record a cron run; it does not run");
+                    me.book.abandon(&begun.job.id, &begun.run_id, now_ms());
+                    me.changed.notify_one();
+                    return;
+                }
+            }
+            let entry = {
+                let _place = me.lane.acquire().await;
+                run::run(&gw, &begun, me.config.timeout).await
+            };
+            me.finish(&gw, &begun, entry).await;
+        });
+    }
+
+    /// Run `begun` ended as `entry` says: the job's state, the store, the events.
+    async fn finish(&self, gw: &Gateway, begun: &book::Begun, entry: RunEntry) {
+        let now = now_ms();
+        let after = self.book.finish(&begun.job.id, &begun.run_id, &entry, now);
+        self.changed.notify_one();
+        let text = serde_json::to_string(&entry).unwrap_or_default();
+        let kept = after
+            .as_ref()
+            .filter(|(_, removed)| !removed)
+            .map(|(job, _)| serde_json::to_string(job).unwrap_or_default());
+        let (id, run_id, status) = (begun.job.id.clone(), begun.run_id.clone(), entry.status.clone());
+        if let Err(e) =
+            gw.runtime.on_store(move |s| s.cron_finish(&id, &run_id, now, &status, &text, kept.as_deref())).await
+        {
+            tracing::error!(job = %begun.job.id, error = %e, "could not record how a cron run ended");
+        }
+        let job = after.as_ref().map_or_else(|| begun.job.clone(), |(job, _)| job.clone());
+        run::finished(gw, job.clone(), &entry);
+        if after.as_ref().is_some_and(|(_, removed)| *removed) {
+            self.event(gw, "removed", &job);
+        }
+    }
+
+    /// Loads the jobs, with the restart policy: runs left going are logged as interrupted,
+    /// jobs due while the gateway was down run once or skip to their next time.
+    async fn load(&self, gw: &Gateway) -> Result<(), String> {
+        let (stored, unfinished) = gw.runtime.on_store(|s| Ok((s.cron_jobs()?, s.cron_unfinished()?))).await?;
+        let now = now_ms();
+        let mut jobs: Vec<CronJob> = Vec::with_capacity(stored.len());
+        for text in stored {
+            match serde_json::from_str::<CronJob>(&text) {
+                Ok(job) => jobs.push(job),
+                Err(e) => tracing::warn!(error = %e, "a stored cron job does not read; left out"),
+            }
+        }
+        // (job, run, its entry, the job as it is now)
+        let mut writes: Vec<[String; 4]> = Vec::new();
+        for run in unfinished {
+            let Some(job) = jobs.iter_mut().find(|j| j.id == run.job_id) else { continue };
+            let entry = RunEntry {
+                ts: now,
+                job_id: job.id.clone(),
+                action: "finished".into(),
+                status: "error".into(),
+                error: Some("cron: job interrupted by gateway restart".into()),
+                run_id: Some(run.run_id.clone()),
+                run_at_ms: Some(run.started_at),
+                job_name: Some(job.name.clone()),
+                ..RunEntry::default()
+            };
+            job.state.running_at_ms = None;
+            job.state.last_run_at_ms = Some(run.started_at);
+            job.state.last_run_status = Some("error".into());
+            job.state.last_status = Some("error".into());
+            job.state.last_error = entry.error.clone();
+            job.state.consecutive_errors = Some(job.state.consecutive_errors.unwrap_or(0) + 1);
+            if matches!(job.schedule, Schedule::At { .. }) {
+                // It began once: never again on its own.
+                job.enabled = false;
+                job.state.next_run_at_ms = None;
+            }
+            let entry = serde_json::to_string(&entry).unwrap_or_default();
+            writes.push([job.id.clone(), run.run_id, entry, serde_json::to_string(&*job).unwrap_or_default()]);
+        }
+        let mut skipped = Vec::new();
+        for job in jobs.iter_mut().filter(|j| j.enabled) {
+            job.state.running_at_ms = None;
+            let missed = job.state.next_run_at_ms.is_some_and(|next| next <= now);
+            if missed && self.config.missed == Missed::Skip && !matches!(job.schedule, Schedule::At { .. }) {
+                let slot = job.state.next_run_at_ms.unwrap_or(now);
+                job.state.next_run_at_ms = book::next_time(job, now);
+                let entry = RunEntry {
+                    ts: now,
+                    job_id: job.id.clone(),
+                    action: "finished".into(),
+                    status: "skipped".into(),
+                    error: Some("missed while the gateway was down ([cron] missed = \"skip\")".into()),
+                    run_at_ms: Some(slot),
+                    next_run_at_ms: job.state.next_run_at_ms,
+                    job_name: Some(job.name.clone()),
+                    ..RunEntry::default()
+                };
+                skipped.push((
+                    job.id.clone(),
+                    serde_json::to_string(&entry).unwrap_or_default(),
+                    serde_json::to_string(&*job).unwrap_or_default(),
+                ));
+            }
+            // Missed and run once: due now, for the first slot it missed.
+        }
+        if !writes.is_empty() || !skipped.is_empty() {
+            gw.runtime
+                .on_store(move |s| {
+                    for [id, run_id, entry, job] in &writes {
+                        s.cron_finish(id, run_id, now, "error", entry, Some(job))?;
+                    }
+                    for (id, entry, job) in &skipped {
+                        s.cron_log(id, &format!("skipped:{id}:{now}"), now, entry, job)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+        }
+        let count = jobs.len();
+        self.book.load(jobs);
+        tracing::info!(jobs = count, "cron jobs loaded");
+        Ok(())
+    }
+
+    /// Waits until the jobs are loaded.
+    async fn ready(&self) {
+        let mut loaded = self.loaded.subscribe();
+        let _ = loaded.wait_for(|l| *l).await;
+    }
+
+    fn event(&self, gw: &Gateway, action: &str, job: &CronJob) {
+        let event = CronEvent {
+            job_id: job.id.clone(),
+            action: action.into(),
+            next_run_at_ms: job.state.next_run_at_ms.filter(|_| job.enabled),
+            job: Some(job.clone()),
+            ..CronEvent::default()
+        };
+        gw.hub.broadcast(name::CRON, &event, false);
+    }
+
+    // ---- the methods ----
+
+    pub async fn status(&self) -> CronInfo {
+        self.ready().await;
+        CronInfo {
+            enabled: self.config.enabled,
+            triggers_enabled: self.config.enabled,
+            store_path: self.store_path.clone(),
+            storage: "sqlite".into(),
+            sqlite_path: self.store_path.clone(),
+            jobs: self.book.count() as u64,
+            next_wake_at_ms: self.book.next_wake(),
+        }
+    }
+
+    pub async fn list(&self, p: CronListParams) -> CronPage {
+        self.ready().await;
+        let (jobs, revision) = self.book.all();
+        let which = p.enabled.as_deref().unwrap_or(if p.include_disabled == Some(true) { "all" } else { "enabled" });
+        let query = p.query.as_deref().map(str::to_lowercase).filter(|q| !q.trim().is_empty());
+        let mut jobs: Vec<CronJob> = jobs
+            .into_iter()
+            .filter(|j| match which {
+                "all" => true,
+                "disabled" => !j.enabled,
+                _ => j.enabled,
+            })
+            .filter(|j| {
+                query.as_deref().is_none_or(|q| {
+                    j.name.to_lowercase().contains(q)
+                        || j.id.contains(q)
+                        || j.description.as_deref().is_some_and(|d| d.to_lowercase().contains(q))
+                })
+            })
+            .collect();
+        let next = |j: &CronJob| j.state.next_run_at_ms.filter(|_| j.enabled).unwrap_or(i64::MAX);
+        match p.sort_by.as_deref() {
+            Some("name") => jobs.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id))),
+            Some("updatedAtMs") => jobs.sort_by_key(|j| (j.updated_at_ms, j.id.clone())),
+            _ => jobs.sort_by_key(|j| (next(j), j.created_at_ms, j.id.clone())),
+        }
+        if p.sort_dir.as_deref() == Some("desc") {
+            jobs.reverse();
+        }
+        let total = jobs.len() as u64;
+        let offset = p.offset.unwrap_or(0).min(total);
+        let limit = p.limit.unwrap_or(total.max(1));
+        let page: Vec<JobShown> =
+            jobs.into_iter().skip(offset as usize).take(limit as usize).map(JobShown::from).collect();
+        let end = offset + page.len() as u64;
+        let delivery_previews =
+            page.iter().map(|j| (j.job.id.clone(), DeliveryPreview::of(j.job.delivery.as_ref()))).collect();
+        CronPage {
+            delivery_previews,
+            jobs: page,
+            snapshot_revision: format!("rev:{revision}"),
+            total,
+            offset,
+            limit,
+            has_more: end < total,
+            next_offset: (end < total).then_some(end),
+        }
+    }
+
+    pub async fn get(&self, p: &JobIdParams) -> Result<JobShown, ErrorShape> {
+        self.ready().await;
+        let id = named("cron.get", p.id.as_deref(), p.job_id.as_deref())?;
+        self.book.get(&id).map(JobShown::from).ok_or_else(|| not_found(&id))
+    }
+
+    pub async fn add(&self, gw: &Gateway, p: CronAddParams) -> Result<JobShown, ErrorShape> {
+        self.ready().await;
+        let now = now_ms();
+        let job = jobs::new_job(p, uuid::Uuid::new_v4().to_string(), now).map_err(ErrorShape::invalid)?;
+        self.save(gw, &job).await?;
+        self.book.put(job.clone());
+        self.changed.notify_one();
+        self.event(gw, "added", &job);
+        Ok(job.into())
+    }
+
+    pub async fn update(&self, gw: &Gateway, p: CronUpdateParams) -> Result<JobShown, ErrorShape> {
+        self.ready().await;
+        let id = named("cron.update", p.id.as_deref(), p.job_id.as_deref())?;
+        let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
+        let job = jobs::patched(&job, &p.patch, now_ms()).map_err(ErrorShape::invalid)?;
+        self.save(gw, &job).await?;
+        self.book.put(job.clone());
+        self.changed.notify_one();
+        let job = self.book.get(&id).unwrap_or(job);
+        self.event(gw, "updated", &job);
+        Ok(job.into())
+    }
+
+    pub async fn remove(&self, gw: &Gateway, p: &JobIdParams) -> Result<CronRemoved, ErrorShape> {
+        self.ready().await;
+        let id = named("cron.remove", p.id.as_deref(), p.job_id.as_deref())?;
+        let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
+        let gone = id.clone();
+        gw.runtime.on_store(move |s| s.cron_remove(&gone)).await.map_err(unavailable)?;
+        self.book.remove(&id);
+        self.changed.notify_one();
+        self.event(gw, "removed", &job);
+        Ok(CronRemoved { ok: true, removed: true })
+    }
+
+    /// `cron.run`: runs the job now (`force`), or only if it is due (`due`).
+    pub async fn run(self: &Arc<Self>, gw: Arc<Gateway>, p: &CronRunParams) -> Result<CronRunAck, ErrorShape> {
+        self.ready().await;
+        let id = named("cron.run", p.id.as_deref(), p.job_id.as_deref())?;
+        let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
+        let now = now_ms();
+        let not_run = |reason: &str| CronRunAck {
+            ok: true,
+            ran: Some(false),
+            reason: Some(reason.into()),
+            ..CronRunAck::default()
+        };
+        let slot = match p.mode.as_deref() {
+            Some("due") => match job.state.next_run_at_ms.filter(|_| job.enabled) {
+                Some(next) if next <= now => Some(next),
+                _ => return Ok(not_run("not-due")),
+            },
+            _ => None,
+        };
+        let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
+        let run_id = format!("manual:{id}:{now}:{n}");
+        match self.book.begin(&id, slot, run_id.clone(), now) {
+            Ok(begun) => {
+                self.spawn_run(gw, begun);
+                Ok(CronRunAck { ok: true, enqueued: Some(true), run_id: Some(run_id), ..CronRunAck::default() })
+            }
+            Err(book::NotBegun::AlreadyRunning) => Ok(not_run("already-running")),
+            Err(book::NotBegun::NotFound) => Err(not_found(&id)),
+        }
+    }
+
+    pub async fn runs(&self, gw: &Gateway, p: CronRunsParams) -> Result<CronRunsPage, ErrorShape> {
+        self.ready().await;
+        let job = match (p.scope.as_deref(), p.id.as_deref().or(p.job_id.as_deref()).filter(|s| !s.is_empty())) {
+            (Some("all"), _) | (_, None) => None,
+            (_, Some(id)) => {
+                if self.book.get(id).is_none() {
+                    return Err(not_found(id));
+                }
+                Some(id.to_owned())
+            }
+        };
+        let status = p.status.filter(|s| s != "all");
+        let oldest_first = p.sort_dir.as_deref() == Some("asc");
+        let (offset, limit) = (p.offset.unwrap_or(0), p.limit.unwrap_or(50));
+        let (entries, total) = gw
+            .runtime
+            .on_store(move |s| s.cron_runs(job.as_deref(), status.as_deref(), oldest_first, offset, limit))
+            .await
+            .map_err(unavailable)?;
+        let entries: Vec<RunEntry> = entries.iter().filter_map(|e| serde_json::from_str(e).ok()).collect();
+        let end = offset + entries.len() as u64;
+        Ok(CronRunsPage {
+            entries,
+            total,
+            offset,
+            limit,
+            has_more: end < total,
+            next_offset: (end < total).then_some(end),
+        })
+    }
+
+    async fn save(&self, gw: &Gateway, job: &CronJob) -> Result<(), ErrorShape> {
+        let (id, created, text) = (job.id.clone(), job.created_at_ms, serde_json::to_string(job).unwrap_or_default());
+        gw.runtime.on_store(move |s| s.cron_put(&id, created, &text)).await.map_err(unavailable)
+    }
+}

@@ -6,38 +6,17 @@
 
 use std::str::FromStr;
 
+pub use crate::config::cron::parse_duration;
+pub use acp_protocol::gateway::cron::Schedule;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde::{Deserialize, Serialize};
 
 /// How far in the past an `at` time may be when the job is added (OpenClaw's rule).
 pub const AT_PAST_GRACE_MS: i64 = 60_000;
 /// The shortest interval of an `every` job.
 pub const MIN_EVERY_MS: u64 = 1_000;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
-pub enum Schedule {
-    At {
-        at: String,
-    },
-    #[serde(rename_all = "camelCase")]
-    Every {
-        every_ms: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        anchor_ms: Option<i64>,
-    },
-    #[serde(rename_all = "camelCase")]
-    Cron {
-        expr: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        tz: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stagger_ms: Option<u64>,
-    },
-}
 
 /// A schedule checked and ready to say when it comes next.
 #[derive(Debug, Clone)]
@@ -47,17 +26,26 @@ pub enum Timing {
     Cron { cron: Box<Cron>, tz: TimeZone },
 }
 
-impl Schedule {
+/// What a schedule says of its job's times.
+pub trait Timed {
+    fn timing(&self, created_ms: i64, now_ms: Option<i64>) -> Result<Timing, String>;
+}
+
+impl Timed for Schedule {
     /// Checks the schedule of a job created at `created_ms`; `now_ms`: the time it is added or
     /// changed (an `at` time long past is refused then).
-    pub fn timing(&self, created_ms: i64, now_ms: Option<i64>) -> Result<Timing, String> {
+    fn timing(&self, created_ms: i64, now_ms: Option<i64>) -> Result<Timing, String> {
         match self {
             Self::At { at } => {
                 let ms = parse_time(at)?;
                 if let Some(now) = now_ms
                     && ms < now - AT_PAST_GRACE_MS
                 {
-                    return Err(format!("schedule.at is in the past: {at}"));
+                    let ago = (now - ms) / 60_000;
+                    let current = Timestamp::from_millisecond(now).map(|t| t.to_string()).unwrap_or_default();
+                    return Err(format!(
+                        "schedule.at is in the past: {at} ({ago} minutes ago). Current time: {current}"
+                    ));
                 }
                 Ok(Timing::At(ms))
             }
@@ -113,23 +101,6 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     Timestamp::from_str(text)
         .map(|t| t.as_millisecond())
         .map_err(|_| format!("{text:?} is not a time (ISO 8601 with an offset, e.g. 2026-11-27T09:00:00Z)"))
-}
-
-/// A duration as people write it: `500ms`, `2s`, `5m`, `1h`, `1d`, or a number of milliseconds.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a duration (e.g. 30s, 5m, 2h)"))?;
-    let factor = match unit.trim() {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" | "min" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{text:?} is not a duration (e.g. 30s, 5m, 2h)")),
-    };
-    n.checked_mul(factor).ok_or_else(|| format!("{text:?} is too long"))
 }
 
 #[cfg(test)]
