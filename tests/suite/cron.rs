@@ -466,3 +466,48 @@ fn json_in(text: &str) -> Value {
     let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
     stream.next().unwrap().unwrap_or_else(|e| panic!("{e}:\n{text}"))
 }
+
+#[test]
+fn the_cron_tool_asks_in_the_chat_first_even_in_auto_mode_and_its_job_delivers_there() {
+    use crate::support::script::{calls, result_for};
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let gw = telegram_gateway(&mock, &fake, "dm_policy = \"open\"\nguest_mode = \"auto\"\n");
+    let mut admin = gw.client(&["operator.admin"]);
+    let r = admin.request("sessions.patch", json!({"key": "agent:main:main", "mode": "auto"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    let user = 777;
+    let add = json!({"action": "add", "schedule": "every 1h", "message": "Check the weather."});
+    mock.push(calls("anthropic", &[("c1", "cron", add)]));
+    mock.push(text("anthropic", "Scheduled."));
+    fake.message(user, "private", user, "check the weather every hour");
+    let question = fake.wait_sent(user, 1).remove(0);
+    assert!(question.starts_with("Permission needed: Add cron job: every 1h"), "{question}");
+    // What will be saved is shown: delivery to this chat included.
+    assert!(question.contains("\"to\": \"777\"") && question.contains("Check the weather."), "{question}");
+    assert!(!question.contains("Always"), "each change is asked about: {question}");
+    fake.message(user, "private", user, "1");
+    assert_eq!(fake.wait_sent(user, 3)[2], "Scheduled.");
+    assert!(result_for("anthropic", &mock.requests()[1].body, "c1").starts_with("Added: "));
+    let jobs = admin.request("cron.list", json!({}))["payload"]["jobs"].clone();
+    assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+    assert_eq!(jobs[0]["delivery"], json!({"mode": "announce", "channel": "telegram", "to": "777"}));
+    let id = jobs[0]["id"].as_str().unwrap().to_owned();
+
+    // Refused: nothing changes, and the model reads why.
+    mock.push(calls("anthropic", &[("c2", "cron", json!({"action": "remove", "id": id}))]));
+    mock.push(text("anthropic", "Kept it."));
+    fake.message(user, "private", user, "remove it");
+    assert!(fake.wait_sent(user, 4)[3].starts_with(&format!("Permission needed: Remove cron job {id}")));
+    fake.message(user, "private", user, "/deny");
+    assert_eq!(fake.wait_sent(user, 6)[5], "Kept it.");
+    assert!(!result_for("anthropic", &mock.requests()[3].body, "c2").starts_with("Removed"));
+    assert_eq!(admin.request("cron.get", json!({"id": id}))["payload"]["id"], id.as_str());
+    // Reading asks nothing.
+    mock.push(calls("anthropic", &[("c3", "cron", json!({"action": "list"}))]));
+    mock.push(text("anthropic", "One job."));
+    fake.message(user, "private", user, "what is scheduled?");
+    assert_eq!(fake.wait_sent(user, 7)[6], "One job.");
+    let listed = result_for("anthropic", &mock.requests()[5].body, "c3");
+    assert!(listed.contains(&id) && listed.contains("every 1h"), "{listed}");
+}

@@ -54,7 +54,18 @@ fn the_handshake_as_captured() {
             "pairing.approve",
             "pairing.reject",
             "exec.approval.get",
-            "exec.approval.resolve"
+            "exec.approval.resolve",
+            "cron.status",
+            "cron.list",
+            "cron.get",
+            "cron.runs",
+            "cron.add",
+            "cron.update",
+            "cron.remove",
+            "cron.run",
+            "last-heartbeat",
+            "set-heartbeats",
+            "wake"
         ]
     );
     assert_eq!(ok["auth"], json!({"method": "token", "role": "operator", "scopes": ["operator.read"]}));

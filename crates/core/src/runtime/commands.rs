@@ -527,7 +527,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
 fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
     let config = session.shared.config();
     let memory = turn::memory_use(&config, &session.id);
-    let mut registry = turn::registry(&config, session.shared.host().can_message(), memory);
+    let mut registry = turn::registry(&config, session.shared.host().as_ref(), memory);
     session.mcp.add_ready_tools(&mut registry);
     (turn::system_prompt(&config, &session.settings, memory), registry.specs())
 }
@@ -690,7 +690,7 @@ impl CompactJob {
         let (client, model) = self.shared.client_for(&self.settings.model).await?;
         let memory = turn::memory_use(&config, &self.events.session);
         let system = turn::system_prompt(&config, &self.settings, memory);
-        let tools = turn::registry(&config, self.shared.host().can_message(), memory).specs();
+        let tools = turn::registry(&config, self.shared.host().as_ref(), memory).specs();
         let env = CompactEnv {
             client: &client,
             model: &model,

@@ -356,6 +356,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         && access.network.is_none()
         && access.mcp.is_none()
         && access.message.is_none()
+        && access.control.is_none()
         && inside
         && access.writes.iter().all(|p| memory_file(&paths::real(p)));
     let writes_memory = access.writes.iter().any(|p| memory_file(&paths::real(p)));

@@ -53,11 +53,14 @@ pub(crate) struct TurnResult {
 }
 
 /// The tools a session under `config` is offered; `messaging`: the host delivers to chats.
-pub(crate) fn registry(config: &Config, messaging: bool, memory: MemoryUse) -> Registry {
+pub(crate) fn registry(config: &Config, host: &dyn crate::tools::host::AnyHost, memory: MemoryUse) -> Registry {
     let policy = ToolPolicy::new(&config.tools.allow, &config.tools.deny);
     let mut registry = Registry::new(&policy);
-    if messaging {
+    if host.can_message() {
         registry = registry.with_messaging(&policy);
+    }
+    if host.can_schedule() {
+        registry = registry.with_scheduling(&policy);
     }
     if memory == MemoryUse::Private {
         registry = registry.with_memory(&policy);
@@ -191,7 +194,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             return TurnResult { conversation, accounting, outcome, context: None };
         }
     };
-    let mut registry = registry(&config, outlet.host.can_message(), memory);
+    let mut registry = registry(&config, outlet.host.as_ref(), memory);
     if !outlet.child {
         super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live, options.mode_cap);
     }

@@ -81,6 +81,10 @@ pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Ru
     if !inside || matches!(confinement, Some(Confinement::Escape | Confinement::NoSandbox)) {
         return Decision::Ask;
     }
+    // What the agent will do on its own later is the user's to approve, whatever the mode.
+    if access.control.is_some() {
+        return Decision::Ask;
+    }
     // An MCP tool can do whatever its server does: it asks unless a rule allows it, or its
     // server says it only reads and the mode lets reads run.
     if let Some(mcp) = &access.mcp {
@@ -109,7 +113,8 @@ pub fn options(tool: &str, prepared: &Prepared, inside: bool) -> Vec<PermissionO
             super::exec::code_span(&super::exec::shown(&exec.command)),
             rememberable(exec) && exec.confinement != Confinement::Escape,
         ),
-        None => (format!("`{tool}`"), true),
+        // Each change to what the agent does on its own is asked about.
+        None => (format!("`{tool}`"), prepared.access.control.is_none()),
     };
     let always = inside && can_remember;
     let mut options =

@@ -201,6 +201,23 @@ pub trait Host: Send + Sync + 'static {
         async { Err(NO_CHANNELS.to_owned()) }
     }
 
+    /// Whether the agent's cron jobs are kept here (the gateway): then the `cron` tool is
+    /// offered.
+    fn can_schedule(&self) -> bool {
+        false
+    }
+
+    /// Calls the gateway's cron method `method` (`cron.list`, `cron.add`, …) with `params`
+    /// (the wire's); its result as the wire has it.
+    fn cron(
+        &self,
+        _session: &str,
+        _method: &str,
+        _params: serde_json::Value,
+    ) -> impl Future<Output = Result<serde_json::Value, String>> + Send {
+        async { Err(NO_CRON.to_owned()) }
+    }
+
     /// Whether the editor offers terminals it creates and shows (the `*_terminal` methods).
     fn has_terminals(&self) -> bool {
         false
@@ -243,6 +260,7 @@ pub trait Host: Send + Sync + 'static {
 
 const NO_TERMINALS: &str = "the editor offers no terminals";
 const NO_CHANNELS: &str = "no messaging channel is served here";
+const NO_CRON: &str = "cron jobs are kept by the gateway (acp gateway); this agent is not running in one";
 
 /// A chat on a messaging channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,6 +310,13 @@ pub trait AnyHost: Send + Sync {
         target: &'a ChatTarget,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), String>>;
+    fn can_schedule(&self) -> bool;
+    fn cron<'a>(
+        &'a self,
+        session: &'a str,
+        method: &'a str,
+        params: serde_json::Value,
+    ) -> BoxFuture<'a, Result<serde_json::Value, String>>;
     fn has_terminals(&self) -> bool;
     fn create_terminal<'a>(
         &'a self,
@@ -365,6 +390,19 @@ impl<H: Host> AnyHost for H {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(Host::send_message(self, session, target, text))
+    }
+
+    fn can_schedule(&self) -> bool {
+        Host::can_schedule(self)
+    }
+
+    fn cron<'a>(
+        &'a self,
+        session: &'a str,
+        method: &'a str,
+        params: serde_json::Value,
+    ) -> BoxFuture<'a, Result<serde_json::Value, String>> {
+        Box::pin(Host::cron(self, session, method, params))
     }
 
     fn has_terminals(&self) -> bool {

@@ -11,6 +11,7 @@ pub mod apply_patch;
 pub mod approval;
 pub mod args;
 pub mod call;
+pub mod cron;
 pub mod diff;
 pub mod edit;
 pub mod exec;
@@ -67,6 +68,8 @@ pub struct Access {
     pub mcp: Option<McpAccess>,
     /// A message to a chat other than the session's own (`telegram chat -100…`).
     pub message: Option<String>,
+    /// A change to what the agent does on its own (a cron job): asked in every mode.
+    pub control: Option<String>,
 }
 
 /// A call of a tool an MCP server provides.
@@ -319,6 +322,17 @@ impl Registry {
     pub fn with_messaging(mut self, policy: &policy::ToolPolicy) -> Self {
         static MESSAGE: std::sync::OnceLock<Entry> = std::sync::OnceLock::new();
         let entry = MESSAGE.get_or_init(|| Entry::new(Arc::new(message::Message)));
+        if policy.allows(entry.tool.name()) {
+            self.tools.push(entry.clone());
+        }
+        self
+    }
+
+    /// Adds `cron` (the agent runs in a gateway, which keeps its jobs), as far as the policy
+    /// allows it.
+    pub fn with_scheduling(mut self, policy: &policy::ToolPolicy) -> Self {
+        static CRON: std::sync::OnceLock<Entry> = std::sync::OnceLock::new();
+        let entry = CRON.get_or_init(|| Entry::new(Arc::new(cron::Cron)));
         if policy.allows(entry.tool.name()) {
             self.tools.push(entry.clone());
         }

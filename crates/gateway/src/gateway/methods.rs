@@ -78,7 +78,7 @@ methods! {
 }
 
 /// `M`'s params, checked against its schema (the reference's messages) and read.
-fn parse<M: Method>(params: &Value) -> Result<M::Params, ErrorShape> {
+pub(super) fn parse<M: Method>(params: &Value) -> Result<M::Params, ErrorShape> {
     let checked = check_params(M::NAME, &M::schema(), params).map_err(ErrorShape::invalid)?;
     serde_json::from_value(Value::Object(checked))
         .map_err(|e| ErrorShape::invalid(format!("invalid {} params: {e}", M::NAME)))

@@ -127,8 +127,12 @@ impl Gateway {
         let cron = Arc::new(cron::Cron::new(&config));
         Arc::new_cyclic(|me| {
             let sink = Arc::new(Sink { hub: hub.clone(), gateway: me.clone() });
-            let host =
-                Arc::new(GatewayHost { hub: hub.clone(), approvals: approvals.clone(), channels: channels.clone() });
+            let host = Arc::new(GatewayHost {
+                hub: hub.clone(),
+                approvals: approvals.clone(),
+                channels: channels.clone(),
+                gateway: me.clone(),
+            });
             let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
             Self {
                 runs: Arc::new(runs::Runs::new(runtime.clone(), hub.clone())),
@@ -461,6 +465,8 @@ struct GatewayHost {
     hub: Arc<Hub>,
     approvals: Arc<approvals::Approvals>,
     channels: Arc<channels::Channels>,
+    /// For the `cron` tool.
+    gateway: Weak<Gateway>,
 }
 
 pub use approvals::{DEFAULT_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT, UNASKABLE};
@@ -502,6 +508,15 @@ impl crate::runtime::host::Host for GatewayHost {
 
     fn own_chat(&self, session: &str) -> Option<crate::runtime::host::ChatTarget> {
         self.channels.outbox.own_chat(session)
+    }
+
+    fn can_schedule(&self) -> bool {
+        true
+    }
+
+    async fn cron(&self, _session: &str, method: &str, params: serde_json::Value) -> Result<serde_json::Value, String> {
+        let gateway = self.gateway.upgrade().ok_or("the gateway is stopping")?;
+        gateway.cron.clone().call(gateway, method, params).await.map_err(|e| e.message)
     }
 
     async fn send_message(

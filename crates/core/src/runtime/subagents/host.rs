@@ -93,6 +93,14 @@ impl Host for ChildHost {
         self.inner.send_message(self.parent(), target, text).await
     }
 
+    fn can_schedule(&self) -> bool {
+        self.inner.can_schedule()
+    }
+
+    async fn cron(&self, _session: &str, method: &str, params: serde_json::Value) -> Result<serde_json::Value, String> {
+        self.inner.cron(self.parent(), method, params).await
+    }
+
     fn has_terminals(&self) -> bool {
         self.inner.has_terminals()
     }

@@ -456,6 +456,32 @@ impl Cron {
         })
     }
 
+    /// Method `method` called by the `cron` tool of a session here, its params checked as a
+    /// client's are.
+    pub async fn call(
+        self: &Arc<Self>,
+        gw: Arc<Gateway>,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, ErrorShape> {
+        use super::methods::parse;
+        use acp_protocol::gateway::Method;
+        use acp_protocol::gateway::methods::{CronAdd, CronList, CronRemove, CronRun, CronRuns, CronUpdate};
+        let value = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| ErrorShape::invalid(e.to_string()));
+        match method {
+            CronList::NAME => value(serde_json::to_value(self.list(parse::<CronList>(&params)?).await)),
+            CronRuns::NAME => value(serde_json::to_value(self.runs(&gw, parse::<CronRuns>(&params)?).await?)),
+            CronAdd::NAME => value(serde_json::to_value(self.add(&gw, parse::<CronAdd>(&params)?).await?)),
+            CronUpdate::NAME => value(serde_json::to_value(self.update(&gw, parse::<CronUpdate>(&params)?).await?)),
+            CronRemove::NAME => value(serde_json::to_value(self.remove(&gw, &parse::<CronRemove>(&params)?).await?)),
+            CronRun::NAME => {
+                let p = parse::<CronRun>(&params)?;
+                value(serde_json::to_value(self.run(gw, &p).await?))
+            }
+            other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+        }
+    }
+
     async fn save(&self, gw: &Gateway, job: &CronJob) -> Result<(), ErrorShape> {
         let (id, created, text) = (job.id.clone(), job.created_at_ms, serde_json::to_string(job).unwrap_or_default());
         gw.runtime.on_store(move |s| s.cron_put(&id, created, &text)).await.map_err(unavailable)
