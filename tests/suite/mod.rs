@@ -25,6 +25,7 @@ mod mcp_cli;
 mod memory;
 mod persistence;
 mod protocol;
+mod resets;
 mod run;
 mod sandbox;
 mod scripts;

@@ -131,7 +131,7 @@ pub struct SendMatch {
 }
 
 /// `[session]`: how channel messages map to sessions.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
     /// `main` (default), `per-peer`, `per-channel-peer` or `per-account-channel-peer`.
@@ -142,6 +142,46 @@ pub struct SessionConfig {
     pub identity_links: std::collections::BTreeMap<String, Vec<String>>,
     /// `[session.send_policy]`.
     pub send_policy: Option<SendPolicyConfig>,
+    /// `[session.reset]`: when a chat's session starts afresh (default: daily at 4 am).
+    pub reset: Option<ResetPolicy>,
+    /// `[session.reset_by_type.direct|group|thread]`: the same, for one type of chat.
+    #[serde(default)]
+    pub reset_by_type: std::collections::BTreeMap<ChatType, ResetPolicy>,
+    /// `[session.reset_by_channel.telegram]`: the same, for one channel (before the others).
+    #[serde(default)]
+    pub reset_by_channel: std::collections::BTreeMap<String, ResetPolicy>,
+}
+
+/// When a chat's session starts afresh (a new transcript under the same key; the old one stays
+/// listed), checked when the next message arrives: after the day's reset time (`daily`), after
+/// a while without messages (`idle`), whichever comes first when both are set, or never (`off`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetPolicy {
+    /// `daily` (default), `idle` or `off`.
+    pub mode: Option<ResetMode>,
+    /// The hour of the daily reset, local time (default 4).
+    pub at_hour: Option<u8>,
+    /// The daily reset's time as `HH:MM` or `HH:MM:SS` (instead of `at_hour`).
+    pub at: Option<String>,
+    /// Minutes without a message after which the session starts afresh.
+    pub idle_minutes: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResetMode {
+    Daily,
+    Idle,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatType {
+    Direct,
+    Group,
+    Thread,
 }
 
 /// `[subagents]`: sessions the agent spawns (docs/subagents.md).

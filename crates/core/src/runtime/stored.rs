@@ -307,6 +307,12 @@ impl Runtime {
 
     /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
     /// another process is not deleted.
+    /// Moves closed session `id` aside to id `to` (its transcript and row): `id` starts afresh.
+    pub async fn archive_session(&self, id: &str, to: &str) -> Result<(), String> {
+        let (id, to) = (id.to_owned(), to.to_owned());
+        self.on_store(move |store| store.archive(&id, &to)).await
+    }
+
     /// Claims idempotency key `key` for a request on `session` (see [`Store::claim_key`]).
     pub async fn claim_key(&self, key: &str, session: &str) -> Result<Option<crate::store::keys::KeyRecord>, String> {
         let store = self.shared.store().await.map_err(|e| e.to_string())?;

@@ -3,6 +3,7 @@
 //! see `transcript.rs`). Several `acp` processes may share one `$ACP_HOME`: SQLite serialises
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
+mod archive;
 pub mod cron;
 mod error;
 pub mod export;

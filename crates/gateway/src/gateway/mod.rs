@@ -20,6 +20,7 @@ pub mod hub;
 pub mod limits;
 mod methods;
 mod presence;
+pub mod resets;
 mod runs;
 mod server;
 mod sessions;
@@ -418,6 +419,10 @@ impl channels::Host for Gateway {
     {
         let key = key.to_owned();
         Box::pin(async move {
+            // A chat's own message (not an agent's): its session may be due to start afresh.
+            if !from_agent {
+                self.reset_if_stale(&key).await;
+            }
             let bytes = prompt.iter().map(crate::runtime::UserBlock::size).sum();
             let ticket = self.open.admit(&key, bytes).map_err(|e| e.message.clone())?;
             let handle = self.open(&key).await?;
@@ -551,6 +556,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     if let Some(token) = &options.token {
         guard::check_token(token, "the gateway token")?;
     }
+    resets::check(&config)?;
     // Without a shared token, browsers still need one (loopback is not only the user's: any
     // web page can make the browser connect there).
     let browser_token = match options.token {
