@@ -31,6 +31,21 @@ pub fn start(mock: &MockModel) -> Gw {
 pub fn start_with(mock: &MockModel, config: &str) -> Gw {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("config.toml"), config).unwrap();
+    start_in(home, mock)
+}
+
+impl Gw {
+    /// Kills it (SIGKILL) and starts another on the same home.
+    pub fn restart(mut self, mock: &MockModel) -> Gw {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let home = std::mem::replace(&mut self._home, tempfile::tempdir().unwrap());
+        start_in(home, mock)
+    }
+}
+
+/// Starts it with `home` as its `$ACP_HOME` (and workspace).
+pub fn start_in(home: tempfile::TempDir, mock: &MockModel) -> Gw {
     let t = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["gateway", "--listen", "127.0.0.1:0", "--workspace"])

@@ -511,3 +511,173 @@ fn the_cron_tool_asks_in_the_chat_first_even_in_auto_mode_and_its_job_delivers_t
     let listed = result_for("anthropic", &mock.requests()[5].body, "c3");
     assert!(listed.contains(&id) && listed.contains("every 1h"), "{listed}");
 }
+
+/// The frames of the real OpenClaw's capture: (method or event, params, payload) in order.
+fn captured() -> Vec<(String, Value, Value)> {
+    let path = crate::support::mock_model::fixtures_dir().join("openclaw-wire/cron/12_cron.jsonl");
+    let mut asked = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let f: Value = serde_json::from_str(line).unwrap();
+        let frame = &f["frame"];
+        if f["conn"] != "main" || frame.is_null() {
+            continue;
+        }
+        match frame["type"].as_str() {
+            Some("req") => {
+                asked.insert(
+                    frame["id"].clone(),
+                    (frame["method"].as_str().unwrap().to_owned(), frame["params"].clone()),
+                );
+            }
+            Some("res") if frame["ok"] == true => {
+                let (method, params) = asked[&frame["id"]].clone();
+                out.push((method, params, frame["payload"].clone()));
+            }
+            Some("event") if frame["event"] == "cron" => {
+                let action = frame["payload"]["action"].as_str().unwrap_or_default();
+                out.push((format!("cron {action}"), Value::Null, frame["payload"].clone()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn keys(v: &Value) -> std::collections::BTreeSet<String> {
+    v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// Every field of `ours` is one the reference sends in `theirs`, and every field it always sends
+/// (`required`) is there.
+fn same_shape(what: &str, ours: &Value, theirs: &Value, required: &[&str]) {
+    let (ours_keys, theirs_keys) = (keys(ours), keys(theirs));
+    let extra: Vec<&String> = ours_keys.difference(&theirs_keys).collect();
+    assert!(extra.is_empty(), "{what}: fields the reference does not send: {extra:?}\nours: {ours}\ntheirs: {theirs}");
+    for field in required {
+        assert!(ours_keys.contains(*field), "{what}: `{field}` missing: {ours}");
+    }
+}
+
+#[test]
+fn results_and_events_have_the_shapes_the_real_openclaw_gave() {
+    let captured = captured();
+    let find = |what: &str, name: Option<&str>| {
+        captured
+            .iter()
+            .find(|(m, p, r)| m == what && name.is_none_or(|n| p["name"] == n || r["job"]["name"] == n))
+            .unwrap_or_else(|| panic!("{what} not captured"))
+            .clone()
+    };
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "cron job done"));
+    let gw = Gateway::start(&mock.base(), &[]);
+    let mut admin = gw.client(&["operator.admin"]);
+
+    let (_, _, status) = find("cron.status", None);
+    same_shape("cron.status", &admin.request("cron.status", json!({}))["payload"], &status, &["enabled", "jobs"]);
+    // The same jobs as the capture's, added the same way.
+    let (_, params, theirs) = find("cron.add", Some("cron-ny"));
+    let ours = admin.request("cron.add", params)["payload"].clone();
+    let job_fields = [
+        "id",
+        "name",
+        "enabled",
+        "createdAtMs",
+        "updatedAtMs",
+        "schedule",
+        "sessionTarget",
+        "wakeMode",
+        "payload",
+        "state",
+        "nextRunAtMs",
+    ];
+    same_shape("cron.add", &ours, &theirs, &job_fields);
+    assert_eq!(ours["nextRunAtMs"], ours["state"]["nextRunAtMs"]);
+    let id = ours["id"].as_str().unwrap().to_owned();
+    let (_, params, theirs) = find("cron.add", Some("main-event"));
+    let main = admin.request("cron.add", params)["payload"].clone();
+    same_shape("cron.add main", &main, &theirs, &job_fields);
+    assert_eq!(
+        (main["payload"].clone(), main["wakeMode"].clone()),
+        (theirs["payload"].clone(), theirs["wakeMode"].clone())
+    );
+    let (_, _, theirs) = find("cron.list", None);
+    let page = admin.request("cron.list", json!({}))["payload"].clone();
+    same_shape("cron.list", &page, &theirs, &["jobs", "total", "offset", "limit", "hasMore", "nextOffset"]);
+    same_shape("cron.list job", &page["jobs"][0], &theirs["jobs"][0], &job_fields);
+    let (_, _, theirs) = find("cron.update", None);
+    let updated = admin.request("cron.update", json!({"id": id, "patch": {"enabled": false}}))["payload"].clone();
+    same_shape("cron.update", &updated, &theirs, &["id", "enabled", "state"]);
+    assert_eq!(updated["enabled"], false);
+
+    // A run: its events and its log entry.
+    let ran = admin.request("cron.run", json!({"id": id, "mode": "force"}))["payload"].clone();
+    let (_, _, theirs) = find("cron.run", None);
+    same_shape("cron.run", &ran, &theirs, &["ok", "enqueued", "runId"]);
+    let frames = admin.until_event(|e| is_cron(e, "finished", &id));
+    let started = frames.iter().find(|e| is_cron(e, "started", &id)).unwrap()["payload"].clone();
+    same_shape("cron started", &started, &find("cron started", None).2, &["jobId", "action", "job", "runAtMs"]);
+    let finished = frames.last().unwrap()["payload"].clone();
+    let (_, _, theirs) = find("cron finished", Some("cron-ny"));
+    same_shape("cron finished", &finished, &theirs, &["jobId", "action", "status", "summary", "runAtMs", "durationMs"]);
+    assert_eq!((finished["status"].clone(), finished["summary"].clone()), (json!("ok"), json!("cron job done")));
+    let runs = admin.request("cron.runs", json!({"id": id, "limit": 5}))["payload"].clone();
+    let (_, _, theirs) = find("cron.runs", None);
+    same_shape("cron.runs", &runs, &theirs, &["entries", "total", "offset", "limit", "hasMore", "nextOffset"]);
+    let reference_entry = captured
+        .iter()
+        .filter(|(m, _, _)| m == "cron.runs")
+        .flat_map(|(_, _, r)| r["entries"].as_array().cloned().unwrap_or_default())
+        .find(|e| e["status"] == "ok")
+        .unwrap();
+    same_shape(
+        "cron.runs entry",
+        &runs["entries"][0],
+        &reference_entry,
+        &["ts", "jobId", "action", "status", "summary", "runId", "runAtMs", "durationMs", "sessionKey"],
+    );
+    let removed = admin.request("cron.remove", json!({"id": id}))["payload"].clone();
+    assert_eq!(removed, find("cron.remove", None).2);
+}
+
+#[test]
+fn the_sessions_of_old_runs_go_after_the_retention_time_and_their_log_stays() {
+    let mock = MockModel::start();
+    for i in 1..=4 {
+        mock.push(text("anthropic", &format!("Run {i}.")));
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[cron]\nsession_retention = \"1s\"\n").unwrap();
+    let gw = Gateway::start_in(home, &mock.base(), &[]);
+    let mut admin = gw.client(&["operator.admin"]);
+    let id = admin.request(
+        "cron.add",
+        json!({"name": "short-lived", "schedule": {"kind": "every", "everyMs": 2000}, "sessionTarget": "isolated",
+            "payload": {"kind": "agentTurn", "message": "Go."}}),
+    )["payload"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let runs = finished(&mut admin, &id, 3);
+    admin.request("cron.update", json!({"id": id, "patch": {"enabled": false}}));
+    let first = runs[0]["sessionKey"].as_str().unwrap().to_owned();
+    let listed = |admin: &mut Client| {
+        let page = admin.request("sessions.list", json!({"limit": 100}));
+        page["payload"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["key"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while listed(&mut admin).contains(&first) {
+        assert!(std::time::Instant::now() < deadline, "the first run's session was never deleted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let last = runs[2]["sessionKey"].as_str().unwrap();
+    assert!(listed(&mut admin).iter().any(|k| k == last), "the newest run's session is kept");
+    let log = admin.request("cron.runs", json!({"id": id, "sortDir": "asc"}));
+    assert_eq!(log["payload"]["entries"][0]["summary"], "Run 1.", "{log}");
+}

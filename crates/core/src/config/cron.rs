@@ -18,11 +18,21 @@ pub struct CronConfig {
     /// What a job whose time passed while the gateway was down does: `run-once` (default: it
     /// runs once at start, however many times it was due) or `skip` (to its next time).
     pub missed: Missed,
+    /// How long the sessions of isolated runs are kept after their last use (default a day; `0`:
+    /// for ever). The run log keeps their summaries regardless.
+    #[serde(deserialize_with = "duration_ms")]
+    pub session_retention: u64,
 }
 
 impl Default for CronConfig {
     fn default() -> Self {
-        Self { enabled: true, max_concurrent: 2, timeout: 10 * 60_000, missed: Missed::RunOnce }
+        Self {
+            enabled: true,
+            max_concurrent: 2,
+            timeout: 10 * 60_000,
+            missed: Missed::RunOnce,
+            session_retention: 24 * 60 * 60_000,
+        }
     }
 }
 

@@ -157,6 +157,18 @@ impl Store {
         Ok((entries, u64::try_from(total).unwrap_or(0)))
     }
 
+    /// The cron runs' sessions (ids starting `prefix`) last used before `before`, to be deleted,
+    /// at most `limit`.
+    pub fn cron_sessions_before(&self, prefix: &str, before: i64, limit: u64) -> Result<Vec<String>, StoreError> {
+        let db = self.db();
+        let mut query = db.prepare_cached(
+            "SELECT id FROM sessions WHERE id >= ?1 AND id < ?1 || char(1114111) AND updated_at < ?2 LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let ids = query.query_map(params![prefix, before, limit], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
+        Ok(ids)
+    }
+
     /// Job `id` as stored, if it is.
     pub fn cron_job(&self, id: &str) -> Result<Option<String>, StoreError> {
         Ok(self.db().query_row("SELECT job FROM cron_jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?)

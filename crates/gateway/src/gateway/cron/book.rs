@@ -1,11 +1,13 @@
 //! The jobs a gateway holds in memory and when each runs next: one heap ordered by next run for
 //! all of them (the timer sleeps until its top; no task per job), a job taken off it while it
 //! runs (so it never runs twice at once) and put back when it ends, its next time worked out
-//! then. Persisting is the caller's; this file only keeps the books.
+//! then. A job is held as its JSON (what `cron.get` and `cron.list` read back) beside the few
+//! fields scheduling reads: 10,000 jobs take a few megabytes. Persisting is the caller's; this
+//! file only keeps the books.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use acp_protocol::gateway::cron::{CronJob, RunEntry, Schedule};
 
@@ -23,19 +25,45 @@ pub struct Book {
 
 #[derive(Default)]
 struct State {
-    jobs: HashMap<String, Held>,
+    jobs: HashMap<Arc<str>, Held>,
     /// (next run, generation, job): an entry whose generation is not its job's is stale.
-    heap: BinaryHeap<Reverse<(i64, u64, String)>>,
+    heap: BinaryHeap<Reverse<(i64, u64, Arc<str>)>>,
     generation: u64,
     /// Bumped by every change (`cron.list`'s `snapshotRevision`).
     revision: u64,
 }
 
 struct Held {
-    job: CronJob,
+    /// The map's key, shared with the heap's entries.
+    id: Arc<str>,
+    /// The job, its state included.
+    json: Box<str>,
+    enabled: bool,
+    next: Option<i64>,
     generation: u64,
     /// The run going, if one is.
     running: Option<String>,
+}
+
+impl Held {
+    fn new(id: Arc<str>, job: &CronJob) -> Self {
+        let mut held = Self { id, json: Box::from(""), enabled: false, next: None, generation: 0, running: None };
+        held.set(job);
+        held
+    }
+
+    fn job(&self) -> CronJob {
+        serde_json::from_str(&self.json).unwrap_or_else(|e| {
+            tracing::error!(job = %self.id, error = %e, "a held cron job does not read back");
+            CronJob { id: self.id.to_string(), ..CronJob::default() }
+        })
+    }
+
+    fn set(&mut self, job: &CronJob) {
+        self.json = serde_json::to_string(job).unwrap_or_default().into_boxed_str();
+        self.enabled = job.enabled;
+        self.next = job.state.next_run_at_ms;
+    }
 }
 
 /// A run that has begun: the job as it is while it runs (saved with the claim).
@@ -59,29 +87,30 @@ impl Book {
     /// Holds `jobs` (loaded from the store) and schedules them.
     pub fn load(&self, jobs: Vec<CronJob>) {
         let mut state = lock(&self.state);
+        state.jobs.reserve(jobs.len());
         for job in jobs {
-            let id = job.id.clone();
-            state.jobs.insert(id.clone(), Held { job, generation: 0, running: None });
+            let id: Arc<str> = Arc::from(job.id.as_str());
+            state.jobs.insert(id.clone(), Held::new(id.clone(), &job));
             state.schedule(&id);
         }
+        state.jobs.shrink_to_fit();
         state.revision += 1;
     }
 
     /// Holds `job`, new or changed, and (re)schedules it; a run going on it goes on.
-    pub fn put(&self, job: CronJob) {
+    pub fn put(&self, mut job: CronJob) {
         let mut state = lock(&self.state);
-        let id = job.id.clone();
+        let id: Arc<str> = Arc::from(job.id.as_str());
         match state.jobs.get_mut(&id) {
             Some(held) => {
                 // Its run's state is the run's until it ends.
-                let running_at = held.job.state.running_at_ms;
-                held.job = job;
                 if held.running.is_some() {
-                    held.job.state.running_at_ms = running_at;
+                    job.state.running_at_ms = held.job().state.running_at_ms;
                 }
+                held.set(&job);
             }
             None => {
-                state.jobs.insert(id.clone(), Held { job, generation: 0, running: None });
+                state.jobs.insert(id.clone(), Held::new(id.clone(), &job));
             }
         }
         state.schedule(&id);
@@ -91,17 +120,27 @@ impl Book {
     pub fn remove(&self, id: &str) -> Option<CronJob> {
         let mut state = lock(&self.state);
         state.revision += 1;
-        state.jobs.remove(id).map(|held| held.job)
+        state.jobs.remove(id).map(|held| held.job())
     }
 
     pub fn get(&self, id: &str) -> Option<CronJob> {
-        lock(&self.state).jobs.get(id).map(|held| held.job.clone())
+        lock(&self.state).jobs.get(id).map(Held::job)
     }
 
     /// Every job, with the revision they are of.
     pub fn all(&self) -> (Vec<CronJob>, u64) {
-        let state = lock(&self.state);
-        (state.jobs.values().map(|held| held.job.clone()).collect(), state.revision)
+        let (texts, revision) = {
+            let state = lock(&self.state);
+            (state.jobs.values().map(|held| (held.id.clone(), held.json.clone())).collect::<Vec<_>>(), state.revision)
+        };
+        // Read back outside the lock.
+        let jobs = texts
+            .into_iter()
+            .map(|(id, json)| {
+                serde_json::from_str(&json).unwrap_or_else(|_| CronJob { id: id.to_string(), ..CronJob::default() })
+            })
+            .collect();
+        (jobs, revision)
     }
 
     pub fn count(&self) -> usize {
@@ -146,10 +185,12 @@ impl Book {
         let mut state = lock(&self.state);
         if let Some(held) = state.jobs.get_mut(id).filter(|h| h.running.as_deref() == Some(run_id)) {
             held.running = None;
-            held.job.state.running_at_ms = None;
-            if held.job.state.next_run_at_ms.is_some_and(|next| next <= now) {
-                held.job.state.next_run_at_ms = next_time(&held.job, now);
+            let mut job = held.job();
+            job.state.running_at_ms = None;
+            if job.state.next_run_at_ms.is_some_and(|next| next <= now) {
+                job.state.next_run_at_ms = next_time(&job, now);
             }
+            held.set(&job);
             state.schedule(id);
         }
     }
@@ -164,7 +205,7 @@ impl Book {
         if held.running.as_deref() == Some(run_id) {
             held.running = None;
         }
-        let job = &mut held.job;
+        let mut job = held.job();
         let s = &mut job.state;
         s.running_at_ms = None;
         s.last_run_at_ms = entry.run_at_ms;
@@ -177,14 +218,14 @@ impl Book {
         s.consecutive_errors = Some(if failed { s.consecutive_errors.unwrap_or(0) + 1 } else { 0 });
         if matches!(job.schedule, Schedule::At { .. }) {
             if !failed && job.delete_after_run.unwrap_or(true) {
-                let removed = state.jobs.remove(id).map(|h| h.job);
+                state.jobs.remove(id);
                 state.revision += 1;
-                return removed.map(|job| (job, true));
+                return Some((job, true));
             }
             job.enabled = false;
             job.state.next_run_at_ms = None;
         } else if job.enabled {
-            let mut next = job.state.next_run_at_ms.filter(|next| *next > now).or_else(|| next_time(job, now));
+            let mut next = job.state.next_run_at_ms.filter(|next| *next > now).or_else(|| next_time(&job, now));
             if failed {
                 let errors = job.state.consecutive_errors.unwrap_or(1) as usize;
                 let wait = BACKOFF_MS[errors.clamp(1, BACKOFF_MS.len()) - 1];
@@ -192,7 +233,7 @@ impl Book {
             }
             job.state.next_run_at_ms = next;
         }
-        let job = job.clone();
+        held.set(&job);
         state.schedule(id);
         state.revision += 1;
         Some((job, false))
@@ -209,16 +250,18 @@ impl State {
         // Off the heap while it runs; its next time is worked out now (and saved with the
         // claim, so a restart during the run does not run this slot again).
         held.generation = generation;
+        let mut job = held.job();
         if let Some(slot) = slot {
-            held.job.state.next_run_at_ms = match held.job.schedule {
+            job.state.next_run_at_ms = match job.schedule {
                 Schedule::At { .. } => None,
-                _ => next_time(&held.job, slot.max(now)),
+                _ => next_time(&job, slot.max(now)),
             };
         }
-        held.job.state.running_at_ms = Some(now);
+        job.state.running_at_ms = Some(now);
+        held.set(&job);
         held.running = Some(run_id.clone());
         self.revision += 1;
-        Ok(Begun { job: held.job.clone(), run_id, slot, at: now })
+        Ok(Begun { job, run_id, slot, at: now })
     }
 
     fn bump(&mut self) -> u64 {
@@ -231,11 +274,11 @@ impl State {
         let generation = self.bump();
         let Some(held) = self.jobs.get_mut(id) else { return };
         held.generation = generation;
-        if held.running.is_some() || !held.job.enabled {
+        if held.running.is_some() || !held.enabled {
             return;
         }
-        if let Some(next) = held.job.state.next_run_at_ms {
-            self.heap.push(Reverse((next, generation, id.to_owned())));
+        if let Some(next) = held.next {
+            self.heap.push(Reverse((next, generation, held.id.clone())));
         }
         // Stale entries (changed jobs) are dropped as they surface; past twice the jobs, now.
         if self.heap.len() > 2 * self.jobs.len() + 64 {

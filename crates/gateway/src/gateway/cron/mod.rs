@@ -98,6 +98,11 @@ impl Cron {
             tracing::error!(error = %e, "could not load the cron jobs; none will run");
         }
         self.loaded.send_replace(true);
+        // Old sessions of runs, those of removed jobs included, once the jobs are in.
+        if let Some(gateway) = gw.upgrade() {
+            let me = self.clone();
+            tokio::spawn(async move { me.sweep(&gateway, "agent:main:cron:").await });
+        }
         if self.config.enabled {
             self.timer(&gw, &stop).await;
         } else {
@@ -108,6 +113,9 @@ impl Cron {
 
     /// The timer: sleeps until the next job is due (or the jobs change), begins those due.
     async fn timer(self: &Arc<Self>, gw: &std::sync::Weak<Gateway>, stop: &tokio_util::sync::CancellationToken) {
+        // A second after the jobs last changed, what adding or changing them took (the requests
+        // parsed, the events sent) goes back to the system.
+        let mut trim_at: Option<tokio::time::Instant> = None;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -124,9 +132,19 @@ impl Cron {
                     None => std::future::pending().await,
                 }
             };
+            let trim = async {
+                match trim_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = wait => {}
-                () = &mut changed => {}
+                () = &mut changed => trim_at = Some(tokio::time::Instant::now() + std::time::Duration::from_secs(1)),
+                () = trim => {
+                    trim_at = None;
+                    super::limits::return_memory();
+                }
                 () = stop.cancelled() => return,
             }
         }
@@ -182,6 +200,30 @@ impl Cron {
         run::finished(gw, job.clone(), &entry);
         if after.as_ref().is_some_and(|(_, removed)| *removed) {
             self.event(gw, "removed", &job);
+        }
+        if entry.session_key.is_some() {
+            self.sweep(gw, &format!("agent:main:cron:{}:run:", begun.job.id)).await;
+        }
+    }
+
+    /// Deletes the sessions of isolated runs (ids starting `prefix`) unused for longer than
+    /// `[cron] session_retention`.
+    async fn sweep(&self, gw: &Gateway, prefix: &str) {
+        let keep = i64::try_from(self.config.session_retention).unwrap_or(i64::MAX);
+        if keep == 0 {
+            return;
+        }
+        let (prefix, before) = (prefix.to_owned(), now_ms().saturating_sub(keep));
+        let old = match gw.runtime.on_store(move |s| s.cron_sessions_before(&prefix, before, 500)).await {
+            Ok(old) => old,
+            Err(e) => return tracing::warn!(error = %e, "could not look for old cron sessions"),
+        };
+        for id in old {
+            if gw.open.handle(&id).is_none()
+                && let Err(e) = gw.runtime.delete_session(&id).await
+            {
+                tracing::warn!(error = %e, session = %id, "could not delete an old cron session");
+            }
         }
     }
 
@@ -267,6 +309,8 @@ impl Cron {
         }
         let count = jobs.len();
         self.book.load(jobs);
+        // What reading them took goes back to the system.
+        super::limits::return_memory();
         tracing::info!(jobs = count, "cron jobs loaded");
         Ok(())
     }
