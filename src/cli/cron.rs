@@ -176,8 +176,8 @@ fn add_params(when: When, what: What) -> Result<CronAddParams, String> {
             let ms = match parse_time(&at) {
                 Ok(ms) => ms,
                 Err(e) => {
-                    jiff::Timestamp::now().as_millisecond()
-                        + i64::try_from(parse_duration(&at).map_err(|_| e)?).unwrap_or(i64::MAX)
+                    let delay = i64::try_from(parse_duration(&at).map_err(|_| e)?).unwrap_or(i64::MAX);
+                    jiff::Timestamp::now().as_millisecond().checked_add(delay).ok_or("--at: too far ahead")?
                 }
             };
             let iso = jiff::Timestamp::from_millisecond(ms).map_err(|e| e.to_string())?.to_string();

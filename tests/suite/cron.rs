@@ -379,6 +379,17 @@ fn cron_and_heartbeat_errors_are_the_references() {
         message(error(&mut admin, "set-heartbeats", json!({}))),
         "invalid set-heartbeats params: enabled (boolean) required"
     );
+    // Numbers from outside that would overflow, and patches of fields a job does not have, are
+    // refused, and the gateway goes on.
+    let far = isolated(json!({"kind": "every", "everyMs": 60000, "anchorMs": i64::MIN}));
+    assert!(message(error(&mut admin, "cron.add", far)).contains("anchorMs"));
+    let far = isolated(json!({"kind": "at", "at": i64::MIN.to_string()}));
+    assert!(message(error(&mut admin, "cron.add", far)).contains("between 1970 and 9999"));
+    let plain =
+        admin.request("cron.add", isolated(json!({"kind": "every", "everyMs": 60000})))["payload"]["id"].clone();
+    let odd = error(&mut admin, "cron.update", json!({"id": plain, "patch": {"delivery": {"kind": "x"}}}));
+    assert_eq!(odd["code"], "INVALID_REQUEST", "{odd}");
+    admin.request("cron.remove", json!({"id": plain}));
     // Reading needs the read scope; changing, the admin scope.
     let mut reader = gw.client(&["operator.read"]);
     assert_eq!(reader.request("cron.list", json!({}))["ok"], true);
@@ -498,7 +509,9 @@ fn the_cron_tool_asks_in_the_chat_first_even_in_auto_mode_and_its_job_delivers_t
     mock.push(calls("anthropic", &[("c2", "cron", json!({"action": "remove", "id": id}))]));
     mock.push(text("anthropic", "Kept it."));
     fake.message(user, "private", user, "remove it");
-    assert!(fake.wait_sent(user, 4)[3].starts_with(&format!("Permission needed: Remove cron job {id}")));
+    let question = fake.wait_sent(user, 4).remove(3);
+    assert!(question.starts_with("Permission needed: Remove cron job \"Check the weather.\" (every 1h)"), "{question}");
+    assert!(question.contains(&id) && question.contains("\"to\": \"777\""), "what is removed is shown: {question}");
     fake.message(user, "private", user, "/deny");
     assert_eq!(fake.wait_sent(user, 6)[5], "Kept it.");
     assert!(!result_for("anthropic", &mock.requests()[3].body, "c2").starts_with("Removed"));

@@ -28,14 +28,16 @@ impl Store {
         Ok(jobs)
     }
 
-    /// Stores job `id` (new or changed).
+    /// Stores new job `id`.
     pub fn cron_put(&self, id: &str, created_at: i64, job: &str) -> Result<(), StoreError> {
-        self.db().execute(
-            "INSERT INTO cron_jobs (id, created_at, job) VALUES (?1, ?2, ?3)
-             ON CONFLICT (id) DO UPDATE SET job = excluded.job",
-            params![id, created_at, job],
-        )?;
+        self.db()
+            .execute("INSERT INTO cron_jobs (id, created_at, job) VALUES (?1, ?2, ?3)", params![id, created_at, job])?;
         Ok(())
+    }
+
+    /// Replaces stored job `id`; `false` when it is not stored (it was removed).
+    pub fn cron_replace(&self, id: &str, job: &str) -> Result<bool, StoreError> {
+        Ok(self.db().execute("UPDATE cron_jobs SET job = ?2 WHERE id = ?1", params![id, job])? == 1)
     }
 
     /// Removes job `id` and its run log; whether it was there.

@@ -69,12 +69,12 @@ pub enum Decision {
 pub fn decide(mode: Mode, tool: &str, access: &Access, inside: bool, rules: &[Rule]) -> Decision {
     let confinement = access.exec.as_ref().map(|e| e.confinement);
     // A "never" rule wins; an "always" rule is honoured only inside the workspace, and never lets
-    // a command out of the sandbox.
+    // a command out of the sandbox, nor a change to what the agent does on its own unasked.
     if let Some(rule) = rules.iter().rev().find(|r| rule_matches(r, tool, access)) {
         if !rule.allow {
             return Decision::Deny(format!("the user chose to always reject {}", rule_subject(rule)));
         }
-        if inside && confinement != Some(Confinement::Escape) {
+        if inside && confinement != Some(Confinement::Escape) && access.control.is_none() {
             return Decision::Allow;
         }
     }

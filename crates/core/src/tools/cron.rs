@@ -65,8 +65,14 @@ impl Tool for Cron {
                 };
                 ("cron.runs", params, "Read the cron run log".to_owned())
             }
-            CronAction::Remove => ("cron.remove", json!({"id": id()?}), format!("Remove cron job {}", id()?)),
-            CronAction::Run => ("cron.run", json!({"id": id()?}), format!("Run cron job {} now", id()?)),
+            CronAction::Remove => {
+                let job = current(ctx, &id()?).await?;
+                ("cron.remove", json!({"id": id()?}), format!("Remove cron job {}", named(&job)))
+            }
+            CronAction::Run => {
+                let job = current(ctx, &id()?).await?;
+                ("cron.run", json!({"id": id()?}), format!("Run cron job {} now", named(&job)))
+            }
             CronAction::Add => {
                 let job = add(&args, ctx)?;
                 let title =
@@ -74,19 +80,27 @@ impl Tool for Cron {
                 ("cron.add", job, title)
             }
             CronAction::Update => {
-                let patch = patch(&args, ctx)?;
+                let job = current(ctx, &id()?).await?;
+                let patch = patch(&args, job["sessionTarget"].as_str().unwrap_or("isolated"), ctx)?;
                 if patch.is_empty() {
                     return Err("nothing to change: give schedule, message, name, session, deliver or enabled".into());
                 }
-                ("cron.update", json!({"id": id()?, "patch": patch}), format!("Change cron job {}", id()?))
+                ("cron.update", json!({"id": id()?, "patch": patch}), format!("Change cron job {}", named(&job)))
             }
         };
         let changes =
             matches!(args.action, CronAction::Add | CronAction::Update | CronAction::Remove | CronAction::Run);
         let access = Access { control: changes.then(|| title.clone()), ..Access::default() };
-        // The question shows the job as it will be saved.
+        // The question shows the job as it will be saved (and, for a job there already, what it
+        // is now).
+        let shown = match args.action {
+            CronAction::Add => params.clone(),
+            CronAction::Update => json!({"job": essentials(&current(ctx, &id()?).await?), "changes": params["patch"]}),
+            CronAction::Remove | CronAction::Run => essentials(&current(ctx, &id()?).await?),
+            CronAction::List | CronAction::Runs => Value::Null,
+        };
         let preview = if changes {
-            vec![ToolContent::Text(serde_json::to_string_pretty(&params).unwrap_or_default())]
+            vec![ToolContent::Text(serde_json::to_string_pretty(&shown).unwrap_or_default())]
         } else {
             Vec::new()
         };
@@ -119,8 +133,29 @@ fn add(args: &CronArgs, ctx: &ToolContext) -> Result<Value, String> {
     Ok(Value::Object(job))
 }
 
-/// What `cron.update` changes.
-fn patch(args: &CronArgs, ctx: &ToolContext) -> Result<Map<String, Value>, String> {
+/// Job `id` as it is now (an unknown one is the model's to hear about, before any question).
+async fn current(ctx: &ToolContext, id: &str) -> Result<Value, String> {
+    ctx.host.cron(&ctx.session, "cron.get", json!({"id": id})).await
+}
+
+/// A job's name and when it runs, for a title.
+fn named(job: &Value) -> String {
+    format!("\"{}\" ({})", job["name"].as_str().unwrap_or_default(), schedule_text(&job["schedule"]))
+}
+
+/// What a job does, as a question shows it.
+fn essentials(job: &Value) -> Value {
+    let mut shown = Map::new();
+    for key in ["id", "name", "enabled", "schedule", "sessionTarget", "payload", "delivery"] {
+        if let Some(v) = job.get(key) {
+            shown.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(shown)
+}
+
+/// What `cron.update` changes (`target`: the job's session target, unless this changes it).
+fn patch(args: &CronArgs, target: &str, ctx: &ToolContext) -> Result<Map<String, Value>, String> {
     let mut patch = Map::new();
     if let Some(schedule) = &args.schedule {
         patch.insert("schedule".into(), self::schedule(schedule, args.tz.as_deref())?);
@@ -135,7 +170,7 @@ fn patch(args: &CronArgs, ctx: &ToolContext) -> Result<Map<String, Value>, Strin
         patch.insert("sessionTarget".into(), session.clone().into());
     }
     if let Some(message) = &args.message {
-        patch.insert("payload".into(), payload(args.session.as_deref().unwrap_or("isolated"), message)?);
+        patch.insert("payload".into(), payload(args.session.as_deref().unwrap_or(target), message)?);
     }
     if args.deliver.is_some() {
         patch.insert("delivery".into(), delivery(args.deliver.as_deref(), ctx)?.unwrap_or(json!({"mode": "none"})));

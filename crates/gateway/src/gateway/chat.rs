@@ -151,6 +151,7 @@ async fn start_run(
         }
     }
     c.conn.send_text(ok_text(c.id, &first(key)));
+    gw.open.driven_by_client(key);
     for op in ops {
         handle.send(op);
     }

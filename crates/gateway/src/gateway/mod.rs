@@ -431,7 +431,8 @@ impl channels::Host for Gateway {
             let options = crate::runtime::TurnOptions { mode_cap, from_agent, ..self.open.run_options() };
             let (_, ended, outcome) = self.runs.begin(&handle, &key, &run_id, prompt, options, Some(tx));
             if !from_agent {
-                self.channels.wrote_from(&key);
+                let direct = resets::chat_type(&key) == crate::config::ChatType::Direct;
+                self.channels.wrote_from(&key, direct);
             }
             tokio::spawn(async move {
                 outcome.await;

@@ -3,8 +3,9 @@
 //! local by default), or idle longer than its idle minutes, is moved aside — kept and listed as
 //! `<key>:reset:<when>` — and the message starts a new transcript under the same key. The policy
 //! is the channel's (`reset_by_channel`), else the chat type's (`reset_by_type`: direct, group,
-//! thread), else `[session.reset]`. Only channel chats are reset: a session an editor or a
-//! control client drives never changes behind its back.
+//! thread), else `[session.reset]`. Only channel chats are reset, and never a session a control
+//! client (an editor through the bridge, the web chat, `chat.send`) has run in since the gateway
+//! started: it does not change behind their backs.
 
 use jiff::Timestamp;
 use jiff::civil::Time;
@@ -112,8 +113,9 @@ impl Gateway {
                 return;
             }
         };
-        // A session with runs going or waiting is in use, whatever its time.
-        if self.open.busy(key) || !self.hub.turn_of(key, None).is_empty() {
+        // A session with runs going or waiting is in use, whatever its time; one a control
+        // client (an editor through the bridge, the web chat) runs in is theirs too.
+        if self.open.busy(key) || !self.hub.turn_of(key, None).is_empty() || self.open.client_driven(key) {
             return;
         }
         let used = match self.runtime.session_summary(key).await {

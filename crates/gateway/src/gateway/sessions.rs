@@ -34,6 +34,9 @@ pub(super) struct Open {
     limits: limits::RunLimits,
     /// The directory sessions work in.
     workspace: PathBuf,
+    /// Sessions a control client (the web chat, the bridge, a CLI) has run in since the gateway
+    /// started: a chat's session reset leaves them alone.
+    driven: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Open {
@@ -46,7 +49,21 @@ impl Open {
             lane: Arc::new(crate::runtime::Lane::new(options.runs.concurrent)),
             limits: options.runs,
             workspace: options.workspace.clone(),
+            driven: Mutex::default(),
         }
+    }
+
+    /// A control client runs something in session `key`.
+    pub(super) fn driven_by_client(&self, key: &str) {
+        let mut driven = lock(&self.driven);
+        if !driven.contains(key) {
+            driven.insert(key.to_owned());
+        }
+    }
+
+    /// Whether a control client has run something in session `key` since the gateway started.
+    pub(super) fn client_driven(&self, key: &str) -> bool {
+        lock(&self.driven).contains(key)
     }
 
     /// The open session `key`, if open (it counts as used now).

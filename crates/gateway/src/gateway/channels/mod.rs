@@ -86,14 +86,15 @@ impl Channels {
         }
     }
 
-    /// Someone wrote to session `key` from a chat: it is the last one (if a channel's).
-    pub fn wrote_from(&self, key: &str) {
-        if let Some(chat) = self.outbox.own_chat(key) {
+    /// Someone wrote to session `key` from a chat: it is the last one (if a channel's direct
+    /// chat: what goes to `last` is the agent's own, never for a group).
+    pub fn wrote_from(&self, key: &str, direct: bool) {
+        if let Some(chat) = self.outbox.own_chat(key).filter(|_| direct) {
             *lock(&self.last) = Some(chat);
         }
     }
 
-    /// The chat someone last wrote to the agent from, since the gateway started.
+    /// The direct chat someone last wrote to the agent from, since the gateway started.
     pub fn last_chat(&self) -> Option<ChatTarget> {
         lock(&self.last).clone()
     }

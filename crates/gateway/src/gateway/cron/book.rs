@@ -74,6 +74,8 @@ pub struct Begun {
     /// The scheduled time it runs for (`None`: asked for).
     pub slot: Option<i64>,
     pub at: i64,
+    /// Its next time before it began (given back if the run cannot be recorded).
+    pub was_next: Option<i64>,
 }
 
 /// Why a run asked for does not begin.
@@ -180,14 +182,17 @@ impl Book {
         lock(&self.state).begin(id, slot, run_id, now)
     }
 
-    /// A run that began did not happen (its claim failed): the job is as before, scheduled again.
-    pub fn abandon(&self, id: &str, run_id: &str, now: i64) {
+    /// A run that began did not happen: its slot was claimed before (`restore` `None`: the job
+    /// goes on to its next time), or the claim failed (`Some(next)`: the job is due then again).
+    pub fn abandon(&self, id: &str, run_id: &str, restore: Option<Option<i64>>, now: i64) {
         let mut state = lock(&self.state);
         if let Some(held) = state.jobs.get_mut(id).filter(|h| h.running.as_deref() == Some(run_id)) {
             held.running = None;
             let mut job = held.job();
             job.state.running_at_ms = None;
-            if job.state.next_run_at_ms.is_some_and(|next| next <= now) {
+            if let Some(next) = restore {
+                job.state.next_run_at_ms = next;
+            } else if job.state.next_run_at_ms.is_some_and(|next| next <= now) {
                 job.state.next_run_at_ms = next_time(&job, now);
             }
             held.set(&job);
@@ -251,6 +256,7 @@ impl State {
         // claim, so a restart during the run does not run this slot again).
         held.generation = generation;
         let mut job = held.job();
+        let was_next = job.state.next_run_at_ms;
         if let Some(slot) = slot {
             job.state.next_run_at_ms = match job.schedule {
                 Schedule::At { .. } => None,
@@ -261,7 +267,7 @@ impl State {
         held.set(&job);
         held.running = Some(run_id.clone());
         self.revision += 1;
-        Ok(Begun { job, run_id, slot, at: now })
+        Ok(Begun { job, run_id, slot, at: now, was_next })
     }
 
     fn bump(&mut self) -> u64 {
@@ -357,6 +363,21 @@ mod tests {
         let (job, _) = book.finish("a", "a@3000", &ended("error"), 3100).unwrap();
         assert_eq!(job.state.next_run_at_ms, Some(3100 + BACKOFF_MS[0]));
         assert_eq!(job.state.consecutive_errors, Some(1));
+    }
+
+    #[test]
+    fn a_run_that_could_not_be_recorded_leaves_its_time_due() {
+        let book = Book::default();
+        book.load(vec![every("a", 1000, 1000)]);
+        let (begun, _) = book.due(1000, |j, at| format!("{j}{at}"));
+        assert_eq!(begun[0].was_next, Some(1000));
+        book.abandon("a", &begun[0].run_id, Some(Some(6000)), 1000);
+        assert_eq!(book.get("a").unwrap().state.next_run_at_ms, Some(6000));
+        assert_eq!(book.next_wake(), Some(6000));
+        // Claimed before: it goes on to its next time.
+        let (begun, _) = book.due(6000, |j, at| format!("{j}{at}"));
+        book.abandon("a", &begun[0].run_id, None, 6000);
+        assert_eq!(book.next_wake(), Some(7000));
     }
 
     #[test]

@@ -33,6 +33,7 @@ const PENDING_MAX: usize = 32;
 const TOKEN_SLACK: usize = 300;
 /// How much of a reply the event shows.
 const PREVIEW_CHARS: usize = 200;
+const YEAR_MS: u64 = 365 * 24 * 60 * 60_000;
 
 const DEFAULT_PROMPT: &str = "This is a scheduled check-in (heartbeat), not a message from the user. Follow the \
      checklist from HEARTBEAT.md below strictly, and act on the events listed, if any; do not bring back tasks from \
@@ -48,11 +49,14 @@ pub struct Heartbeat {
     /// A heartbeat asked for now.
     wake: Notify,
     running: AtomicBool,
+    timeout: Duration,
 }
 
 impl Heartbeat {
-    pub fn new(config: HeartbeatConfig) -> Self {
+    /// `timeout_ms`: how long one heartbeat turn may take (`[cron] timeout`).
+    pub fn new(config: HeartbeatConfig, timeout_ms: u64) -> Self {
         Self {
+            timeout: Duration::from_millis(timeout_ms.clamp(1_000, YEAR_MS)),
             config,
             enabled: AtomicBool::new(true),
             pending: Mutex::default(),
@@ -85,7 +89,8 @@ impl Heartbeat {
 
     /// Beats every `[heartbeat] every`, and when woken, until `stop`.
     pub async fn run(&self, gw: std::sync::Weak<Gateway>, stop: tokio_util::sync::CancellationToken) {
-        let every = (self.config.every > 0).then(|| Duration::from_millis(self.config.every));
+        // Past a year it is as good as off (and `Instant` arithmetic stays in range).
+        let every = (self.config.every > 0).then(|| Duration::from_millis(self.config.every.min(YEAR_MS)));
         let mut next = every.map(|e| tokio::time::Instant::now() + e);
         loop {
             let tick = async {
@@ -151,13 +156,21 @@ impl Heartbeat {
             duration_ms: Some(now_ms() - started),
             ..HeartbeatEvent::default()
         };
-        let checklist = std::fs::read_to_string(gw.open.workspace().join(FILE)).unwrap_or_default();
+        let checklist = tokio::fs::read_to_string(gw.open.workspace().join(FILE)).await.unwrap_or_default();
         let events: Vec<String> = lock(&self.pending).drain(..).collect();
         if empty(&checklist) && events.is_empty() {
             return done("skipped", Some("empty-heartbeat-file"));
         }
         let prompt = prompt(self.config.prompt.as_deref().unwrap_or(DEFAULT_PROMPT), &checklist, &events);
-        let failed = |message: String| HeartbeatEvent { message: Some(message), ..done("failed", Some(reason)) };
+        // Not begun: the events wait for the next one.
+        let failed = |message: String| {
+            let mut pending = lock(&self.pending);
+            for event in events.iter().rev() {
+                pending.push_front(event.clone());
+            }
+            pending.truncate(PENDING_MAX);
+            HeartbeatEvent { message: Some(message), ..done("failed", Some(reason)) }
+        };
         let ticket = match gw.open.admit(MAIN_KEY, prompt.len()) {
             Ok(ticket) => ticket,
             Err(e) => return failed(e.message.clone()),
@@ -166,11 +179,18 @@ impl Heartbeat {
             Ok(handle) => handle,
             Err(e) => return failed(e),
         };
+        let failed = |message: String| HeartbeatEvent { message: Some(message), ..done("failed", Some(reason)) };
         let run_id = format!("heartbeat:{}", uuid::Uuid::new_v4());
         let options = TurnOptions { from_agent: true, ..gw.open.run_options() };
         let blocks = vec![UserBlock::Text { text: prompt }];
-        let (_, mut ended, outcome) = gw.runs.begin(&handle, MAIN_KEY, &run_id, blocks, options, None);
-        outcome.await;
+        let (turn, mut ended, outcome) = gw.runs.begin(&handle, MAIN_KEY, &run_id, blocks, options, None);
+        if !super::run::within(&handle, turn, outcome, self.timeout).await {
+            drop(ticket);
+            return failed(format!(
+                "the heartbeat's turn took longer than {} s and was stopped",
+                self.timeout.as_secs()
+            ));
+        }
         drop(ticket);
         let reply = match ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone()) {
             Some(RunEnd::Final { text, .. }) => text,

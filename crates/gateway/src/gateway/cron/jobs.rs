@@ -73,7 +73,7 @@ pub fn patched(job: &CronJob, patch: &Map<String, Value>, now: i64) -> Result<Cr
             // A payload of the same kind (or none said) changes the fields given; another kind
             // replaces it.
             ("payload" | "delivery", Value::Object(changes))
-                if changes.get("kind").is_none_or(|k| fields[key].get("kind") == Some(k)) =>
+                if changes.get("kind").is_none_or(|k| fields.get(key).and_then(|v| v.get("kind")) == Some(k)) =>
             {
                 let into = fields.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
                 if let Some(into) = into.as_object_mut() {

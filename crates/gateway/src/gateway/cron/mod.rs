@@ -45,6 +45,9 @@ pub struct Cron {
     loaded: watch::Sender<bool>,
     /// Runs asked for (`manual:<job>:<ms>:<n>`).
     asked: AtomicU64,
+    /// One change of a job at a time, from reading it in the book to saving it in the store
+    /// (an edit, a claim, a run's end): none overwrites another.
+    edit: tokio::sync::Mutex<()>,
     store_path: String,
 }
 
@@ -75,12 +78,13 @@ impl Cron {
     pub fn new(config: &Config) -> Self {
         Self {
             book: book::Book::default(),
-            heartbeat: heartbeat::Heartbeat::new(config.heartbeat.clone()),
-            lane: Semaphore::new(config.cron.max_concurrent.max(1)),
+            heartbeat: heartbeat::Heartbeat::new(config.heartbeat.clone(), config.cron.timeout),
+            lane: Semaphore::new(config.cron.max_concurrent.clamp(1, 1024)),
             config: config.cron.clone(),
             changed: Notify::new(),
             loaded: watch::channel(false).0,
             asked: AtomicU64::new(0),
+            edit: tokio::sync::Mutex::new(()),
             store_path: config.home.join("acp.db").display().to_string(),
         }
     }
@@ -128,7 +132,11 @@ impl Cron {
             }
             let wait = async {
                 match next {
-                    Some(at) => tokio::time::sleep(std::time::Duration::from_millis((at - now).max(0) as u64)).await,
+                    // At most a minute at a time: the wall clock may jump (a suspend, a new time).
+                    Some(at) => {
+                        let ms = at.saturating_sub(now).clamp(0, 60_000) as u64;
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    }
                     None => std::future::pending().await,
                 }
             };
@@ -154,20 +162,27 @@ impl Cron {
     fn spawn_run(self: &Arc<Self>, gw: Arc<Gateway>, begun: book::Begun) {
         let me = self.clone();
         tokio::spawn(async move {
-            let job = serde_json::to_string(&begun.job).unwrap_or_default();
-            let (id, slot, run_id, at) = (begun.job.id.clone(), begun.slot, begun.run_id.clone(), begun.at);
-            let claimed = gw.runtime.on_store(move |s| s.cron_claim(&id, slot, &run_id, at, &job)).await;
+            let claimed = {
+                let _editing = me.edit.lock().await;
+                // The job as the book has it now (an edit since it began included).
+                let job = me.book.get(&begun.job.id).unwrap_or_else(|| begun.job.clone());
+                let job = serde_json::to_string(&job).unwrap_or_default();
+                let (id, slot, run_id, at) = (begun.job.id.clone(), begun.slot, begun.run_id.clone(), begun.at);
+                gw.runtime.on_store(move |s| s.cron_claim(&id, slot, &run_id, at, &job)).await
+            };
             match claimed {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::info!(job = %begun.job.id, slot = ?begun.slot, "a cron slot ran before; not again");
-                    me.book.abandon(&begun.job.id, &begun.run_id, now_ms());
+                    me.book.abandon(&begun.job.id, &begun.run_id, None, now_ms());
                     me.changed.notify_one();
                     return;
                 }
                 Err(e) => {
-                    tracing::error!(job = %begun.job.id, error = %e, "could not record a cron run; it does not run");
-                    me.book.abandon(&begun.job.id, &begun.run_id, now_ms());
+                    // Not recorded, so not run: its time stays due, tried again a little later.
+                    tracing::error!(job = %begun.job.id, error = %e, "could not record a cron run; trying again in 5 s");
+                    let retry = begun.was_next.map(|next| next.max(now_ms() + 5_000));
+                    me.book.abandon(&begun.job.id, &begun.run_id, Some(retry), now_ms());
                     me.changed.notify_one();
                     return;
                 }
@@ -182,6 +197,7 @@ impl Cron {
 
     /// Run `begun` ended as `entry` says: the job's state, the store, the events.
     async fn finish(&self, gw: &Gateway, begun: &book::Begun, entry: RunEntry) {
+        let _editing = self.edit.lock().await;
         let now = now_ms();
         let after = self.book.finish(&begun.job.id, &begun.run_id, &entry, now);
         self.changed.notify_one();
@@ -201,6 +217,7 @@ impl Cron {
         if after.as_ref().is_some_and(|(_, removed)| *removed) {
             self.event(gw, "removed", &job);
         }
+        drop(_editing);
         if entry.session_key.is_some() {
             self.sweep(gw, &format!("agent:main:cron:{}:run:", begun.job.id)).await;
         }
@@ -214,15 +231,24 @@ impl Cron {
             return;
         }
         let (prefix, before) = (prefix.to_owned(), now_ms().saturating_sub(keep));
-        let old = match gw.runtime.on_store(move |s| s.cron_sessions_before(&prefix, before, 500)).await {
-            Ok(old) => old,
-            Err(e) => return tracing::warn!(error = %e, "could not look for old cron sessions"),
-        };
-        for id in old {
-            if gw.open.handle(&id).is_none()
-                && let Err(e) = gw.runtime.delete_session(&id).await
-            {
-                tracing::warn!(error = %e, session = %id, "could not delete an old cron session");
+        // 500 at a time, until none is left (or one cannot be deleted).
+        loop {
+            let (prefix, before) = (prefix.clone(), before);
+            let old = match gw.runtime.on_store(move |s| s.cron_sessions_before(&prefix, before, 500)).await {
+                Ok(old) => old,
+                Err(e) => return tracing::warn!(error = %e, "could not look for old cron sessions"),
+            };
+            let full = old.len() == 500;
+            for id in old {
+                if gw.open.handle(&id).is_some() {
+                    return;
+                }
+                if let Err(e) = gw.runtime.delete_session(&id).await {
+                    return tracing::warn!(error = %e, session = %id, "could not delete an old cron session");
+                }
+            }
+            if !full {
+                return;
             }
         }
     }
@@ -406,7 +432,8 @@ impl Cron {
         self.ready().await;
         let now = now_ms();
         let job = jobs::new_job(p, uuid::Uuid::new_v4().to_string(), now).map_err(ErrorShape::invalid)?;
-        self.save(gw, &job).await?;
+        let _editing = self.edit.lock().await;
+        self.save(gw, &job, true).await?;
         self.book.put(job.clone());
         self.changed.notify_one();
         self.event(gw, "added", &job);
@@ -416,9 +443,10 @@ impl Cron {
     pub async fn update(&self, gw: &Gateway, p: CronUpdateParams) -> Result<JobShown, ErrorShape> {
         self.ready().await;
         let id = named("cron.update", p.id.as_deref(), p.job_id.as_deref())?;
+        let _editing = self.edit.lock().await;
         let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
         let job = jobs::patched(&job, &p.patch, now_ms()).map_err(ErrorShape::invalid)?;
-        self.save(gw, &job).await?;
+        self.save(gw, &job, false).await?;
         self.book.put(job.clone());
         self.changed.notify_one();
         let job = self.book.get(&id).unwrap_or(job);
@@ -429,6 +457,7 @@ impl Cron {
     pub async fn remove(&self, gw: &Gateway, p: &JobIdParams) -> Result<CronRemoved, ErrorShape> {
         self.ready().await;
         let id = named("cron.remove", p.id.as_deref(), p.job_id.as_deref())?;
+        let _editing = self.edit.lock().await;
         let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
         let gone = id.clone();
         gw.runtime.on_store(move |s| s.cron_remove(&gone)).await.map_err(unavailable)?;
@@ -510,10 +539,11 @@ impl Cron {
     ) -> Result<serde_json::Value, ErrorShape> {
         use super::methods::parse;
         use acp_protocol::gateway::Method;
-        use acp_protocol::gateway::methods::{CronAdd, CronList, CronRemove, CronRun, CronRuns, CronUpdate};
+        use acp_protocol::gateway::methods::{CronAdd, CronGet, CronList, CronRemove, CronRun, CronRuns, CronUpdate};
         let value = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| ErrorShape::invalid(e.to_string()));
         match method {
             CronList::NAME => value(serde_json::to_value(self.list(parse::<CronList>(&params)?).await)),
+            CronGet::NAME => value(serde_json::to_value(self.get(&parse::<CronGet>(&params)?).await?)),
             CronRuns::NAME => value(serde_json::to_value(self.runs(&gw, parse::<CronRuns>(&params)?).await?)),
             CronAdd::NAME => value(serde_json::to_value(self.add(&gw, parse::<CronAdd>(&params)?).await?)),
             CronUpdate::NAME => value(serde_json::to_value(self.update(&gw, parse::<CronUpdate>(&params)?).await?)),
@@ -526,8 +556,16 @@ impl Cron {
         }
     }
 
-    async fn save(&self, gw: &Gateway, job: &CronJob) -> Result<(), ErrorShape> {
+    /// Saves `job`: a new one, or a change of one still stored (else it is not found).
+    async fn save(&self, gw: &Gateway, job: &CronJob, new: bool) -> Result<(), ErrorShape> {
         let (id, created, text) = (job.id.clone(), job.created_at_ms, serde_json::to_string(job).unwrap_or_default());
-        gw.runtime.on_store(move |s| s.cron_put(&id, created, &text)).await.map_err(unavailable)
+        let saved = gw
+            .runtime
+            .on_store(
+                move |s| if new { s.cron_put(&id, created, &text).map(|()| true) } else { s.cron_replace(&id, &text) },
+            )
+            .await
+            .map_err(unavailable)?;
+        if saved { Ok(()) } else { Err(not_found(&job.id)) }
     }
 }

@@ -143,15 +143,12 @@ async fn agent_turn(
     }
     let blocks = vec![UserBlock::Text { text: message.to_owned() }];
     let (turn, mut ended, outcome) = gw.runs.begin(&handle, &key, run_id, blocks, gw.open.run_options(), None);
-    tokio::pin!(outcome);
-    let timed_out = tokio::time::timeout(Duration::from_millis(limit_ms), &mut outcome).await.is_err();
-    if timed_out {
-        handle.send(Op::CancelTurn(turn));
-        outcome.await;
-    }
+    let timed_out = !within(&handle, turn, outcome, Duration::from_millis(limit_ms)).await;
     drop(ticket);
-    let end = ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone());
-    gw.close_session(&key).await;
+    let end = if timed_out { None } else { ended.wait_for(Option::is_some).await.ok().and_then(|e| e.clone()) };
+    if tokio::time::timeout(CANCEL_GRACE, gw.close_session(&key)).await.is_err() {
+        tracing::warn!(session = %key, "a cron run's session did not close");
+    }
     let mut done = Done { session_key: Some(key), model: chosen, ..Done::default() };
     match end {
         _ if timed_out => done.error = Some(format!("timed out after {}", seconds(limit_ms))),
@@ -162,6 +159,28 @@ async fn agent_turn(
     }
     done
 }
+
+/// Waits for a turn's `outcome` up to `limit`; past it, the turn is cancelled and given a little
+/// longer to end (a turn that does not is left behind). Whether it ended within `limit`.
+pub async fn within(
+    handle: &crate::runtime::SessionHandle,
+    turn: crate::runtime::TurnId,
+    outcome: impl std::future::Future<Output = Option<crate::runtime::TurnOutcome>>,
+    limit: Duration,
+) -> bool {
+    tokio::pin!(outcome);
+    if tokio::time::timeout(limit, &mut outcome).await.is_ok() {
+        return true;
+    }
+    handle.send(Op::CancelTurn(turn));
+    if tokio::time::timeout(CANCEL_GRACE, &mut outcome).await.is_err() {
+        tracing::warn!("a turn past its time limit did not stop when cancelled; left behind");
+    }
+    false
+}
+
+/// How long a cancelled turn is given to end.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
 
 /// Delivers `reply` as `delivery` asks, and says how in `entry`. A failed delivery fails the
 /// run unless the job said `bestEffort`.

@@ -39,9 +39,9 @@ impl Timed for Schedule {
             Self::At { at } => {
                 let ms = parse_time(at)?;
                 if let Some(now) = now_ms
-                    && ms < now - AT_PAST_GRACE_MS
+                    && ms < now.saturating_sub(AT_PAST_GRACE_MS)
                 {
-                    let ago = (now - ms) / 60_000;
+                    let ago = now.saturating_sub(ms) / 60_000;
                     let current = Timestamp::from_millisecond(now).map(|t| t.to_string()).unwrap_or_default();
                     return Err(format!(
                         "schedule.at is in the past: {at} ({ago} minutes ago). Current time: {current}"
@@ -53,8 +53,14 @@ impl Timed for Schedule {
                 if *every_ms < MIN_EVERY_MS {
                     return Err(format!("schedule.everyMs must be at least {MIN_EVERY_MS}"));
                 }
-                let every = i64::try_from(*every_ms).map_err(|_| "schedule.everyMs is too large".to_owned())?;
-                Ok(Timing::Every { every, anchor: anchor_ms.unwrap_or(created_ms) })
+                if *every_ms > MAX_TIME_MS as u64 {
+                    return Err("schedule.everyMs is too large".to_owned());
+                }
+                let anchor = anchor_ms.unwrap_or(created_ms);
+                if !(0..=MAX_TIME_MS).contains(&anchor) {
+                    return Err("schedule.anchorMs is not a time between 1970 and 9999".to_owned());
+                }
+                Ok(Timing::Every { every: *every_ms as i64, anchor })
             }
             Self::Cron { expr, tz, .. } => {
                 let parser = CronParser::builder().seconds(Seconds::Optional).build();
@@ -80,7 +86,7 @@ impl Timing {
                 if after_ms < *anchor {
                     return Some(*anchor);
                 }
-                let passed = (after_ms - anchor) / every + 1;
+                let passed = after_ms.checked_sub(*anchor)? / every + 1;
                 anchor.checked_add(passed.checked_mul(*every)?)
             }
             Self::Cron { cron, tz } => {
@@ -95,13 +101,20 @@ impl Timing {
 /// An ISO 8601 time with an offset (`2026-11-27T09:00:00Z`, `…+01:00`), or Unix milliseconds.
 pub fn parse_time(text: &str) -> Result<i64, String> {
     let text = text.trim();
-    if let Ok(ms) = text.parse::<i64>() {
-        return Ok(ms);
+    let ms = match text.parse::<i64>() {
+        Ok(ms) => ms,
+        Err(_) => Timestamp::from_str(text)
+            .map(|t| t.as_millisecond())
+            .map_err(|_| format!("{text:?} is not a time (ISO 8601 with an offset, e.g. 2026-11-27T09:00:00Z)"))?,
+    };
+    if !(0..=MAX_TIME_MS).contains(&ms) {
+        return Err(format!("{text:?} is not a time between 1970 and 9999"));
     }
-    Timestamp::from_str(text)
-        .map(|t| t.as_millisecond())
-        .map_err(|_| format!("{text:?} is not a time (ISO 8601 with an offset, e.g. 2026-11-27T09:00:00Z)"))
+    Ok(ms)
 }
+
+/// The last millisecond of the year 9999: no time of a job is later (or before 1970).
+pub const MAX_TIME_MS: i64 = 253_402_300_799_999;
 
 #[cfg(test)]
 mod tests {
