@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use acp_protocol::gateway::cron::{CronJob, JobShown, Payload, RunEntry, Schedule};
 use acp_protocol::gateway::methods::{
     CronAdd, CronAddParams, CronList, CronListParams, CronRemove, CronRun, CronRunParams, CronRuns, CronRunsParams,
-    JobIdParams,
+    CronUpdate, CronUpdateParams, JobIdParams,
 };
 use serde_json::{Value, json};
 
@@ -31,7 +31,7 @@ pub enum CronCommand {
     /// Adds a job: when (--every, --at or --cron), and what (--message).
     #[command(group = clap::ArgGroup::new("when").required(true).args(["every", "at", "cron"]))]
     Add {
-        /// Every interval: 30s, 5m, 2h, 1d.
+        /// Every interval, with its unit: 30s, 5m, 2h, 1d (at least 1s).
         #[arg(long, value_name = "DURATION")]
         every: Option<String>,
         /// Once: an ISO time with an offset (2026-12-24T09:00:00+01:00), or a delay (20m).
@@ -50,10 +50,12 @@ pub enum CronCommand {
         /// heartbeat).
         #[arg(long, value_name = "TARGET", default_value = "isolated", value_parser = ["isolated", "main"])]
         session: String,
-        /// Sends each run's reply to a chat: telegram:CHAT (telegram:CHAT:TOPIC for a forum topic).
+        /// Sends each run's reply to a chat (isolated jobs): telegram:CHAT (telegram:CHAT:TOPIC for a
+        /// forum topic), or `last`: the direct chat someone last wrote to the agent from.
         #[arg(long, value_name = "CHANNEL:CHAT")]
         deliver: Option<String>,
-        /// A main job's event wakes the heartbeat `now` (default) or waits for the `next-heartbeat`.
+        /// A main job's event wakes the heartbeat `now` (default) or waits for the `next-heartbeat`
+        /// (main jobs only).
         #[arg(long, value_name = "WHEN", value_parser = ["now", "next-heartbeat"])]
         wake: Option<String>,
         /// The job's name (default: the start of its message).
@@ -62,7 +64,7 @@ pub enum CronCommand {
         /// The model of its runs (default: the gateway's).
         #[arg(long, value_name = "PROVIDER/MODEL")]
         model: Option<String>,
-        /// How long a run may take (default: `[cron] timeout`, 10m).
+        /// How long a run may take (default: `[cron] timeout`, 10m; at least 1s).
         #[arg(long, value_name = "DURATION")]
         timeout: Option<String>,
         /// Added turned off.
@@ -79,6 +81,7 @@ pub enum CronCommand {
     },
     /// Runs a job now (its schedule goes on as before).
     Run {
+        /// The job's id (as `acp cron list` shows it).
         id: String,
         /// Only if it is due.
         #[arg(long)]
@@ -91,8 +94,19 @@ pub enum CronCommand {
         /// How many.
         #[arg(long, default_value_t = 20)]
         limit: u64,
+        /// As JSON (the gateway's `cron.runs`).
         #[arg(long)]
         json: bool,
+    },
+    /// Turns a job on (it runs at its next time).
+    Enable {
+        /// The job's id.
+        id: String,
+    },
+    /// Turns a job off (kept, listed with --all; `acp cron run` still runs it).
+    Disable {
+        /// The job's id.
+        id: String,
     },
 }
 
@@ -103,7 +117,11 @@ pub fn cron(command: CronCommand, t: &GatewayTarget) -> ExitCode {
         Ok(options) => options,
         Err(e) => return finish(Err(e)),
     };
-    finish(match command {
+    let command_kind = match &command {
+        CronCommand::Enable { .. } => Kind::Enable,
+        _ => Kind::Other,
+    };
+    finish(for_people(match command {
         CronCommand::List { all, json } => {
             let params = CronListParams { include_disabled: Some(all), ..CronListParams::default() };
             ask::<CronList>(options, params).map(|page| if json { pretty(&page) } else { list(&page.jobs) })
@@ -130,6 +148,15 @@ pub fn cron(command: CronCommand, t: &GatewayTarget) -> ExitCode {
                 .map(|job| format!("Added {} ({}): {}", job.job.id, job.job.name, describe(&job)))
         }
         CronCommand::Rm { id } => ask::<CronRemove>(options, JobIdParams::of(&id)).map(|_| format!("Removed {id}.")),
+        CronCommand::Enable { id } | CronCommand::Disable { id } => {
+            let on = matches!(command_kind, Kind::Enable);
+            let mut patch = serde_json::Map::new();
+            patch.insert("enabled".into(), on.into());
+            let params = CronUpdateParams { id: Some(id.clone()), job_id: None, patch };
+            ask::<CronUpdate>(options, params).map(|job| {
+                format!("{} {id} ({}): {}", if on { "Turned on" } else { "Turned off" }, job.job.name, describe(&job))
+            })
+        }
         CronCommand::Run { id, due } => {
             let params = CronRunParams { id: Some(id.clone()), job_id: None, mode: due.then(|| "due".into()) };
             ask::<CronRun>(options, params).map(|ack| match (ack.run_id, ack.reason) {
@@ -147,7 +174,23 @@ pub fn cron(command: CronCommand, t: &GatewayTarget) -> ExitCode {
             };
             ask::<CronRuns>(options, params).map(|page| if json { pretty(&page) } else { runs(&page.entries) })
         }
+    }))
+}
+
+/// The gateway's words for a job not found, in the command line's.
+fn for_people(result: Result<String, String>) -> Result<String, String> {
+    result.map_err(|e| match e.find("cron job not found: ") {
+        Some(at) => {
+            let id = e[at + 20..].split(['.', ' ']).next().unwrap_or_default();
+            format!("no cron job {id} (acp cron list --all shows them)")
+        }
+        None => e,
     })
+}
+
+enum Kind {
+    Enable,
+    Other,
 }
 
 struct When {
@@ -170,19 +213,43 @@ struct What {
 }
 
 fn add_params(when: When, what: What) -> Result<CronAddParams, String> {
-    let schedule = match (when.every, when.at, when.cron) {
-        (Some(every), _, _) => json!({"kind": "every", "everyMs": parse_duration(&every)?}),
-        (_, Some(at), _) => {
-            let ms = match parse_time(&at) {
-                Ok(ms) => ms,
-                Err(e) => {
-                    let delay = i64::try_from(parse_duration(&at).map_err(|_| e)?).unwrap_or(i64::MAX);
-                    jiff::Timestamp::now().as_millisecond().checked_add(delay).ok_or("--at: too far ahead")?
-                }
-            };
-            let iso = jiff::Timestamp::from_millisecond(ms).map_err(|e| e.to_string())?.to_string();
-            json!({"kind": "at", "at": iso})
+    let span = |flag: &str, given: &str| -> Result<u64, String> {
+        if given.trim().chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("{flag} {given}: give a unit (30s, 5m, 2h, 1d)"));
         }
+        let ms = parse_duration(given).map_err(|e| format!("{flag}: {e}"))?;
+        if ms < 1000 {
+            return Err(format!("{flag} {given}: at least 1s"));
+        }
+        Ok(ms)
+    };
+    if what.message.trim().is_empty() {
+        return Err("--message is empty: say what the agent should do".into());
+    }
+    if what.session == "main" && what.deliver.is_some() {
+        return Err("--deliver is for isolated jobs: a main job's event is read at the heartbeat, which delivers to [heartbeat] target".into());
+    }
+    if what.session == "isolated" && what.wake.is_some() {
+        return Err("--wake is for main jobs (--session main)".into());
+    }
+    if what.session == "main" && (what.model.is_some() || what.timeout.is_some()) {
+        return Err("--model and --timeout are for isolated jobs".into());
+    }
+    let schedule = match (when.every, when.at, when.cron) {
+        (Some(every), _, _) => json!({"kind": "every", "everyMs": span("--every", &every)?}),
+        (_, Some(at), _) => match parse_time(&at) {
+            // As given: its offset is how it is shown.
+            Ok(_) => json!({"kind": "at", "at": at.trim()}),
+            Err(_) => {
+                let delay = parse_duration(&at).map_err(|_| {
+                    format!("--at {at}: a time with an offset (2026-12-24T09:00:00+01:00) or a delay (20m, 2h)")
+                })?;
+                let delay = i64::try_from(delay).unwrap_or(i64::MAX);
+                let ms = jiff::Timestamp::now().as_millisecond().checked_add(delay).ok_or("--at: too far ahead")?;
+                let iso = jiff::Timestamp::from_millisecond(ms).map_err(|e| e.to_string())?.to_string();
+                json!({"kind": "at", "at": iso})
+            }
+        },
         (_, _, Some(expr)) => json!({"kind": "cron", "expr": expr, "tz": when.tz}),
         _ => return Err("say when: --every, --at or --cron".into()),
     };
@@ -190,18 +257,21 @@ fn add_params(when: When, what: What) -> Result<CronAddParams, String> {
     let payload = if what.session == "main" {
         json!({"kind": "systemEvent", "text": message})
     } else {
-        let timeout = what.timeout.map(|t| parse_duration(&t).map(|ms| ms.div_ceil(1000).max(1))).transpose()?;
+        let timeout = what.timeout.map(|t| span("--timeout", &t).map(|ms| ms.div_ceil(1000))).transpose()?;
         json!({"kind": "agentTurn", "message": message, "model": what.model, "timeoutSeconds": timeout})
     };
     let delivery = what
         .deliver
         .map(|d| {
+            if d.trim() == "last" {
+                return Ok(json!({"mode": "announce", "channel": "last"}));
+            }
             let mut parts = d.splitn(3, ':');
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(channel), Some(to), thread) if !channel.is_empty() && !to.is_empty() => {
                     Ok(json!({"mode": "announce", "channel": channel, "to": to, "threadId": thread}))
                 }
-                _ => Err(format!("--deliver {d}: write it as channel:chat (telegram:123456)")),
+                _ => Err(format!("--deliver {d}: write it as channel:chat (telegram:123456), or last")),
             }
         })
         .transpose()?;
@@ -236,7 +306,7 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// A time as the host reads it.
 fn local(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S %Z").to_string())
         .unwrap_or_else(|_| ms.to_string())
 }
 
@@ -304,12 +374,21 @@ fn runs(entries: &[RunEntry]) -> String {
             let at = e.run_at_ms.map_or_else(String::new, local);
             let took = e.duration_ms.map(|ms| format!(" in {:.1}s", ms as f64 / 1000.0)).unwrap_or_default();
             let said = e.error.as_deref().or(e.summary.as_deref()).unwrap_or_default();
-            let said: String = said.lines().next().unwrap_or_default().chars().take(100).collect();
+            let line = said.lines().next().unwrap_or_default();
+            let mut said: String = line.chars().take(160).collect();
+            if line.chars().count() > 160 {
+                said.push('…');
+            }
             let delivered = match e.delivery_status.as_deref() {
                 Some("delivered") => " · delivered",
                 _ => "",
             };
-            format!("{at}  {}  {}{took}{delivered}  {said}", e.job_name.as_deref().unwrap_or(&e.job_id), e.status)
+            let short: String = e.job_id.chars().take(8).collect();
+            format!(
+                "{at}  {} ({short})  {}{took}{delivered}  {said}",
+                e.job_name.as_deref().unwrap_or(&e.job_id),
+                e.status
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -98,7 +98,14 @@ fn a_job_every_two_seconds_runs_at_each_of_its_times_and_its_runs_are_listed() {
     assert_eq!(logged, [(anchor + 2000, "ok"), (anchor + 4000, "ok"), (anchor + 6000, "ok")], "{log}");
     assert!(log["payload"]["total"].as_u64().unwrap() >= 3);
     let (ok, out) = cli(&gw, &["cron", "runs", &id]);
-    assert!(ok && out.matches("tick  ok").count() >= 3 && out.contains("Run 2 done."), "{out}");
+    let short: String = id.chars().take(8).collect();
+    assert!(ok && out.matches(&format!("tick ({short})  ok")).count() >= 3 && out.contains("Run 2 done."), "{out}");
+    // Off and on again from the command line.
+    let (ok, off) = cli(&gw, &["cron", "disable", &id]);
+    assert!(ok && off.starts_with(&format!("Turned off {id} (tick)")), "{off}");
+    let (ok, on) = cli(&gw, &["cron", "enable", &id]);
+    assert!(ok && on.starts_with(&format!("Turned on {id} (tick)")), "{on}");
+    admin.request("cron.update", json!({"id": id, "patch": {"enabled": false}}));
     let (ok, out) = cli(&gw, &["cron", "list", "--all"]);
     assert!(ok && out.contains(&id) && out.contains("tick [off]") && out.contains("every 2s"), "{out}");
     // Each run had a session of its own, kept and listed.
@@ -168,6 +175,9 @@ fn a_killed_gateway_runs_a_missed_at_job_once_never_repeats_an_interrupted_run_a
     // Done and removed, as `at` jobs are.
     let gone = admin.request("cron.get", json!({"id": once_id}));
     assert_eq!(gone["error"]["details"]["code"], "CRON_JOB_NOT_FOUND", "{gone}");
+    // Its run stays in the log.
+    let log = admin.request("cron.runs", json!({"id": once_id}));
+    assert_eq!(log["payload"]["entries"][0]["summary"], "At done.", "{log}");
 
     let log = admin.request("cron.runs", json!({"id": every_id, "sortDir": "asc"}));
     let entries = log["payload"]["entries"].as_array().unwrap().clone();
@@ -241,7 +251,22 @@ fn an_isolated_jobs_reply_is_delivered_to_a_telegram_chat() {
     let (ok, out) = cli(&gw, &["cron", "rm", &id]);
     assert!(ok && out.contains("Removed"), "{out}");
     let (ok, out) = cli(&gw, &["cron", "rm", &id]);
-    assert!(!ok && out.contains("cron job not found"), "{out}");
+    assert!(!ok && out.contains(&format!("no cron job {id} (acp cron list --all shows them)")), "{out}");
+    // Mistakes are said in the command line's words, before anything reaches the gateway.
+    for (args, said) in [
+        (&["cron", "add", "--every", "5", "--message", "x"][..], "--every 5: give a unit"),
+        (&["cron", "add", "--every", "500ms", "--message", "x"][..], "--every 500ms: at least 1s"),
+        (&["cron", "add", "--every", "1h", "--message", " "][..], "--message is empty"),
+        (&["cron", "add", "--at", "yesterday", "--message", "x"][..], "or a delay (20m, 2h)"),
+        (
+            &["cron", "add", "--every", "1h", "--message", "x", "--session", "main", "--deliver", "telegram:1"][..],
+            "--deliver is for isolated jobs",
+        ),
+        (&["cron", "add", "--every", "1h", "--message", "x", "--model", "nope/none"][..], "at /payload/model"),
+    ] {
+        let (ok, out) = cli(&gw, args);
+        assert!(!ok && out.contains(said), "{args:?}: {out}");
+    }
 }
 
 fn heartbeat(client: &mut Client) -> Value {
@@ -257,7 +282,10 @@ fn the_heartbeat_reads_its_checklist_keeps_heartbeat_ok_to_itself_and_never_wait
     assert_eq!(admin.request("last-heartbeat", json!({}))["payload"], Value::Null);
     // No checklist, nothing queued: no model call.
     assert_eq!(admin.request("wake", json!({"mode": "now", "text": " "}))["error"]["code"], "INVALID_REQUEST");
-    std::fs::write(gw.workspace.path().join("HEARTBEAT.md"), "# Checklist\n- Check the build status\n").unwrap();
+    // The agent workspace's, beside MEMORY.md.
+    let agent_workspace = gw.home.path().join("workspace");
+    std::fs::create_dir_all(&agent_workspace).unwrap();
+    std::fs::write(agent_workspace.join("HEARTBEAT.md"), "# Checklist\n- Check the build status\n").unwrap();
 
     mock.push(text("anthropic", "HEARTBEAT_OK"));
     let woke = admin.request("wake", json!({"mode": "now", "text": "The nightly build finished."}));

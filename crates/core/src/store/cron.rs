@@ -10,6 +10,8 @@ use super::{Store, StoreError};
 
 /// Runs kept per job in the run log (the oldest go first).
 pub const RUNS_KEPT: i64 = 200;
+/// How long the runs of a job that removed itself (an `at` job done) stay in the log.
+pub const ORPHAN_RUNS_KEPT_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
 /// A run the store holds as started but never finished (its process stopped during it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +78,8 @@ impl Store {
     }
 
     /// Run `run_id` of job `id` ended: how (`entry`, JSON, and its `status`), and the job as it is
-    /// now (`None`: removed), in one transaction. The oldest runs past [`RUNS_KEPT`] go.
+    /// now (`None`: it removed itself; its log stays), in one transaction. The oldest runs past
+    /// [`RUNS_KEPT`] go.
     pub fn cron_finish(
         &self,
         id: &str,
@@ -98,8 +101,13 @@ impl Store {
                 prune(&tx, id)?;
             }
             None => {
+                // Done and gone (an `at` job): its runs stay in the log, those of jobs gone a
+                // month ago go.
                 tx.execute("DELETE FROM cron_jobs WHERE id = ?1", [id])?;
-                tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
+                tx.execute(
+                    "DELETE FROM cron_runs WHERE ended_at < ?1 AND job_id NOT IN (SELECT id FROM cron_jobs)",
+                    [ended_at - ORPHAN_RUNS_KEPT_MS],
+                )?;
             }
         }
         tx.commit()?;

@@ -1,5 +1,5 @@
 //! The heartbeat: every `[heartbeat] every` (and when woken), a turn in the main session that
-//! reads `HEARTBEAT.md` in the workspace as its checklist, with the system events queued since
+//! reads `HEARTBEAT.md` of the agent workspace (`$ACP_HOME/workspace`) as its checklist, with the system events queued since
 //! the last one (cron jobs of the main session, `wake`). A reply of `HEARTBEAT_OK` or
 //! `NO_REPLY` (or nothing) is not delivered; any other goes to `[heartbeat] target`. It never
 //! waits behind a busy session (skipped, and logged), never runs twice at once, and costs
@@ -35,9 +35,9 @@ const TOKEN_SLACK: usize = 300;
 const PREVIEW_CHARS: usize = 200;
 const YEAR_MS: u64 = 365 * 24 * 60 * 60_000;
 
-const DEFAULT_PROMPT: &str = "This is a scheduled check-in (heartbeat), not a message from the user. Follow the \
-     checklist from HEARTBEAT.md below strictly, and act on the events listed, if any; do not bring back tasks from \
-     earlier chats. If nothing needs the user's attention, reply HEARTBEAT_OK and nothing else.";
+const DEFAULT_PROMPT: &str = "This is a scheduled check-in (heartbeat), not a message from the user. Work through \
+     what is below (the HEARTBEAT.md checklist, the events since the last check) strictly; do not bring back tasks \
+     from earlier chats. If nothing needs the user's attention, reply HEARTBEAT_OK and nothing else.";
 
 pub struct Heartbeat {
     config: HeartbeatConfig,
@@ -109,6 +109,7 @@ impl Heartbeat {
             }
             let Some(gw) = gw.upgrade() else { return };
             if let Some(event) = self.beat(&gw, reason).await {
+                tracing::info!(status = %event.status, reason = event.reason.as_deref().unwrap_or(""), "heartbeat");
                 *lock(&self.last) = Some(event.clone());
                 gw.hub.broadcast(name::HEARTBEAT, &event, false);
             }
@@ -156,7 +157,9 @@ impl Heartbeat {
             duration_ms: Some(now_ms() - started),
             ..HeartbeatEvent::default()
         };
-        let checklist = tokio::fs::read_to_string(gw.open.workspace().join(FILE)).await.unwrap_or_default();
+        // The agent workspace's (`$ACP_HOME/workspace`), beside MEMORY.md and AGENTS.md.
+        let path = gw.runtime.config().home.join("workspace").join(FILE);
+        let checklist = tokio::fs::read_to_string(path).await.unwrap_or_default();
         let events: Vec<String> = lock(&self.pending).drain(..).collect();
         if empty(&checklist) && events.is_empty() {
             return done("skipped", Some("empty-heartbeat-file"));

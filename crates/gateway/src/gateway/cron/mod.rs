@@ -64,6 +64,19 @@ fn unavailable(e: impl std::fmt::Display) -> ErrorShape {
     ErrorShape::new(code::UNAVAILABLE, format!("the cron store: {e}"))
 }
 
+/// A job's model, if it names one, is one this gateway can run.
+fn model_known(gw: &Gateway, job: &CronJob) -> Result<(), ErrorShape> {
+    match &job.payload {
+        Payload::AgentTurn { model: Some(model), .. } => gw
+            .runtime
+            .config()
+            .resolve_model(model)
+            .map(|_| ())
+            .map_err(|e| ErrorShape::invalid(format!("invalid cron params: at /payload/model: {e}"))),
+        _ => Ok(()),
+    }
+}
+
 /// The job `id` or `jobId` names, or the reference's error.
 fn named(method: &str, id: Option<&str>, job_id: Option<&str>) -> Result<String, ErrorShape> {
     id.or(job_id).filter(|s| !s.is_empty()).map(str::to_owned).ok_or_else(|| {
@@ -102,17 +115,25 @@ impl Cron {
             tracing::error!(error = %e, "could not load the cron jobs; none will run");
         }
         self.loaded.send_replace(true);
-        // Old sessions of runs, those of removed jobs included, once the jobs are in.
-        if let Some(gateway) = gw.upgrade() {
-            let me = self.clone();
-            tokio::spawn(async move { me.sweep(&gateway, "agent:main:cron:").await });
-        }
+        // Old sessions of runs, those of removed jobs included: once the jobs are in, then hourly.
+        let sweeper = {
+            let (me, gw) = (self.clone(), gw.clone());
+            tokio::spawn(async move {
+                loop {
+                    let Some(gateway) = gw.upgrade() else { return };
+                    me.sweep(&gateway, "agent:main:cron:").await;
+                    drop(gateway);
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                }
+            })
+        };
         if self.config.enabled {
             self.timer(&gw, &stop).await;
         } else {
             stop.cancelled().await;
         }
         heartbeat.abort();
+        sweeper.abort();
     }
 
     /// The timer: sleeps until the next job is due (or the jobs change), begins those due.
@@ -213,6 +234,8 @@ impl Cron {
             tracing::error!(job = %begun.job.id, error = %e, "could not record how a cron run ended");
         }
         let job = after.as_ref().map_or_else(|| begun.job.clone(), |(job, _)| job.clone());
+        tracing::info!(job = %job.id, name = %job.name, run = %begun.run_id, status = %entry.status,
+            error = entry.error.as_deref().unwrap_or(""), "cron run finished");
         run::finished(gw, job.clone(), &entry);
         if after.as_ref().is_some_and(|(_, removed)| *removed) {
             self.event(gw, "removed", &job);
@@ -432,6 +455,7 @@ impl Cron {
         self.ready().await;
         let now = now_ms();
         let job = jobs::new_job(p, uuid::Uuid::new_v4().to_string(), now).map_err(ErrorShape::invalid)?;
+        model_known(gw, &job)?;
         let _editing = self.edit.lock().await;
         self.save(gw, &job, true).await?;
         self.book.put(job.clone());
@@ -446,6 +470,7 @@ impl Cron {
         let _editing = self.edit.lock().await;
         let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
         let job = jobs::patched(&job, &p.patch, now_ms()).map_err(ErrorShape::invalid)?;
+        model_known(gw, &job)?;
         self.save(gw, &job, false).await?;
         self.book.put(job.clone());
         self.changed.notify_one();
@@ -502,12 +527,7 @@ impl Cron {
         self.ready().await;
         let job = match (p.scope.as_deref(), p.id.as_deref().or(p.job_id.as_deref()).filter(|s| !s.is_empty())) {
             (Some("all"), _) | (_, None) => None,
-            (_, Some(id)) => {
-                if self.book.get(id).is_none() {
-                    return Err(not_found(id));
-                }
-                Some(id.to_owned())
-            }
+            (_, Some(id)) => Some(id.to_owned()),
         };
         let status = p.status.filter(|s| s != "all");
         let oldest_first = p.sort_dir.as_deref() == Some("asc");
@@ -517,6 +537,13 @@ impl Cron {
             .on_store(move |s| s.cron_runs(job.as_deref(), status.as_deref(), oldest_first, offset, limit))
             .await
             .map_err(unavailable)?;
+        // A job neither held nor in the log (an `at` job done and gone keeps its log).
+        if let Some(id) =
+            p.id.as_deref().or(p.job_id.as_deref()).filter(|_| total == 0 && p.scope.as_deref() != Some("all"))
+            && self.book.get(id).is_none()
+        {
+            return Err(not_found(id));
+        }
         let entries: Vec<RunEntry> = entries.iter().filter_map(|e| serde_json::from_str(e).ok()).collect();
         let end = offset + entries.len() as u64;
         Ok(CronRunsPage {
