@@ -315,6 +315,9 @@ fn the_heartbeat_reads_its_checklist_keeps_heartbeat_ok_to_itself_and_never_wait
     assert_eq!(heartbeat(&mut admin)["status"], "ok-token");
     let asked = mock.requests()[2].body.to_string();
     assert!(asked.contains("Queued while off.") && asked.contains("Back on."), "{asked}");
+    // A heartbeat that came to nothing is left out of what later turns send; one that spoke stays.
+    assert!(!asked.contains("The nightly build finished."), "{asked}");
+    assert!(asked.contains("CI reported.") && asked.contains("The build is red"), "{asked}");
 
     // A main job's event wakes it now, and is in what it reads.
     let job = admin.request(

@@ -144,6 +144,39 @@ fn reserve(model: &ModelInfo) -> u64 {
     u64::from(model.max_output_tokens.unwrap_or(4_096)).min(model.context_window / 4)
 }
 
+/// The first line of a heartbeat turn's prompt (the gateway's), by which a quiet one is known.
+pub const HEARTBEAT_MARK: &str = "[heartbeat]";
+
+/// The heartbeat turns before `before` that came to nothing — the prompt, then only
+/// `HEARTBEAT_OK` or `NO_REPLY` (or nothing) —: left out of what the model is sent, so that a
+/// heartbeat every half hour does not fill the context with them. The transcript keeps them.
+pub fn quiet_heartbeats(messages: &[Message], before: usize) -> std::collections::HashSet<usize> {
+    let mut quiet = std::collections::HashSet::new();
+    let end = before.min(messages.len());
+    for i in 0..end.saturating_sub(1) {
+        let Message::User(parts) = &messages[i] else { continue };
+        let [UserPart::Text(prompt)] = parts.as_slice() else { continue };
+        if !prompt.starts_with(HEARTBEAT_MARK) {
+            continue;
+        }
+        let Message::Assistant(reply) = &messages[i + 1] else { continue };
+        if reply.iter().any(|part| matches!(part, AssistantPart::ToolCall { .. })) {
+            continue;
+        }
+        let said: String = reply
+            .iter()
+            .filter_map(|part| if let AssistantPart::Text(text) = part { Some(text.as_str()) } else { None })
+            .collect();
+        let said = said.trim();
+        let rest = said.strip_prefix("HEARTBEAT_OK").or_else(|| said.strip_suffix("HEARTBEAT_OK"));
+        if said.is_empty() || said == "NO_REPLY" || rest.is_some_and(|r| r.trim().chars().count() <= 300) {
+            quiet.insert(i);
+            quiet.insert(i + 1);
+        }
+    }
+    quiet
+}
+
 /// Replacements for old large tool results, by message index, when the context is past half the
 /// window; empty otherwise.
 pub fn prune(messages: &[Message], estimate: u64, window: u64) -> HashMap<usize, Message> {

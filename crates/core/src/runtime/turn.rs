@@ -345,7 +345,13 @@ impl Turn<'_> {
     async fn send(&self, conversation: &Conversation, quiet: bool) -> (Result<(), Failure>, Received) {
         let estimate = self.accounting.estimate(self.compact.fixed_chars, conversation.messages());
         let pruned = compaction::prune(conversation.messages(), estimate, self.model.context_window);
-        let messages = conversation.messages().iter().enumerate().map(|(i, m)| pruned.get(&i).unwrap_or(m));
+        let idle = compaction::quiet_heartbeats(conversation.messages(), conversation.turn_start());
+        let messages = conversation
+            .messages()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !idle.contains(i))
+            .map(|(i, m)| pruned.get(&i).unwrap_or(m));
         let request = ModelRequest {
             model: &self.model.id,
             system: self.system,

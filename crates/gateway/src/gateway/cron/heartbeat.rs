@@ -280,9 +280,9 @@ pub fn empty(checklist: &str) -> bool {
     })
 }
 
-/// The heartbeat's prompt.
+/// The heartbeat's prompt: marked as one (a quiet one is left out of what later turns send).
 fn prompt(instruction: &str, checklist: &str, events: &[String]) -> String {
-    let mut prompt = instruction.trim().to_owned();
+    let mut prompt = format!("{}\n{}", crate::runtime::compaction::HEARTBEAT_MARK, instruction.trim());
     if !events.is_empty() {
         prompt.push_str("\n\nEvents since the last check:\n");
         for event in events {
