@@ -539,6 +539,34 @@ impl StreamSink for Collect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quiet_heartbeats_are_left_out_and_those_that_spoke_or_acted_stay() {
+        let user = |t: &str| Message::User(vec![UserPart::Text(t.into())]);
+        let said = |t: &str| Message::Assistant(vec![AssistantPart::Text(t.into())]);
+        let beat = format!("{HEARTBEAT_MARK}\ncheck");
+        let messages = vec![
+            user("hello"),
+            said("hi"),
+            user(&beat),
+            said("HEARTBEAT_OK"),
+            user(&beat),
+            said("The build is red."),
+            user(&beat),
+            said("All quiet. HEARTBEAT_OK"),
+            user(&beat),
+            said("NO_REPLY"),
+            // The running turn: never left out.
+            user(&beat),
+            said("HEARTBEAT_OK"),
+        ];
+        let quiet = quiet_heartbeats(&messages, 10);
+        let mut quiet: Vec<usize> = quiet.into_iter().collect();
+        quiet.sort_unstable();
+        assert_eq!(quiet, [2, 3, 6, 7, 8, 9]);
+        // A user's own message that looks like one is kept unless the reply was silent.
+        assert!(quiet_heartbeats(&[user("[heartbeat] mine"), said("Sure, here it is.")], 2).is_empty());
+    }
     use crate::providers::ToolResult;
 
     fn user(t: &str) -> Message {
