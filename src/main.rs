@@ -59,6 +59,11 @@ enum Command {
         #[command(flatten)]
         target: acp::cli::pairing::GatewayTarget,
     },
+    /// The hooks in config.toml: list them, or feed one event to them.
+    Hooks {
+        #[command(subcommand)]
+        command: acp::cli::hooks::HooksCommand,
+    },
     /// The running gateway's cron jobs: list, add, rm, run, runs.
     Cron {
         #[command(subcommand)]
@@ -192,6 +197,7 @@ fn main() -> ExitCode {
         Some(Command::Pairing { command, target }) => return acp::cli::pairing::pairing(command, &target),
         Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
         Some(Command::Cron { command, target }) => return acp::cli::cron::cron(command, &target),
+        Some(Command::Hooks { command }) => return acp::cli::hooks::hooks(command),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),

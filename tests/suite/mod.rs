@@ -18,6 +18,7 @@ mod gateway_approvals;
 mod gateway_guard;
 mod gateway_limits;
 mod golden;
+mod hooks;
 mod hostile;
 mod lifecycle;
 mod mcp;

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod config;
 pub mod files;
 pub mod history;
+pub mod hooks;
 pub mod http;
 pub mod mcp;
 pub mod memory;

@@ -146,6 +146,7 @@ impl Config {
             memory: file.memory.unwrap_or_default(),
             cron: file.cron.unwrap_or_default(),
             heartbeat: file.heartbeat.unwrap_or_default(),
+            hooks: file.hooks,
             load_error,
         }
     }
@@ -183,6 +184,8 @@ pub(super) struct FileConfig {
     pub(super) memory: Option<super::memory::MemoryConfig>,
     pub(super) cron: Option<super::cron::CronConfig>,
     pub(super) heartbeat: Option<super::cron::HeartbeatConfig>,
+    #[serde(default)]
+    pub(super) hooks: Vec<super::hooks::HookConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

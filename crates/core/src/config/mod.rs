@@ -338,6 +338,8 @@ pub struct Config {
     pub cron: cron::CronConfig,
     /// `[heartbeat]`: the gateway's periodic turn in the main session.
     pub heartbeat: cron::HeartbeatConfig,
+    /// `[[hooks]]`: the user's programs at the agent's lifecycle points.
+    pub hooks: Vec<hooks::HookConfig>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -641,6 +643,7 @@ mod channels;
 mod file;
 pub use channels::*;
 pub mod cron;
+pub mod hooks;
 pub mod mcp;
 pub mod memory;
 pub mod rules;

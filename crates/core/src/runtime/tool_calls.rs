@@ -431,10 +431,34 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
     }
 }
 
-/// Approval, then the run.
+/// The user's `PreToolUse` hooks for a call, then approval, then the run.
 async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
     let name = ready.call.name.clone();
-    let decision = approval::decide(env.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
+    let mut decision = approval::decide(env.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
+    if !matches!(decision, Decision::Deny(_)) {
+        let input = lock(&ready.state).raw_input.clone();
+        match pre_tool_use(env, &name, input).await {
+            crate::hooks::Verdict::Block(reason) => {
+                let shown = format!("Blocked by a hook: {reason}");
+                return finish_unrun(env, &ready, &shown, &format!("a hook blocked this call: {reason}")).into();
+            }
+            crate::hooks::Verdict::Ask(_) => decision = Decision::Ask,
+            // As an "always allow" rule would: inside the workspace and the sandbox only.
+            crate::hooks::Verdict::Allow
+                if ready.inside
+                    && ready.prepared.access.control.is_none()
+                    && ready
+                        .prepared
+                        .access
+                        .exec
+                        .as_ref()
+                        .is_none_or(|e| e.confinement == crate::tools::Confinement::Sandboxed) =>
+            {
+                decision = Decision::Allow;
+            }
+            _ => {}
+        }
+    }
     match decision {
         Decision::Allow => execute(env, ready).await,
         Decision::Deny(why) => {
@@ -513,6 +537,26 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
         content: format!("Not run: {for_model}."),
         is_error: true,
     })
+}
+
+/// Runs the `PreToolUse` hooks that match the call (none configured: nothing runs); a
+/// cancelled turn stops waiting for them.
+async fn pre_tool_use(env: &CallEnv<'_>, name: &str, tool_input: Value) -> crate::hooks::Verdict {
+    let hooks = crate::hooks::matching(&env.config, crate::config::hooks::HookEvent::PreToolUse, Some(name));
+    if hooks.is_empty() {
+        return crate::hooks::Verdict::Go(None);
+    }
+    let input = serde_json::json!({
+        "hook_event_name": "PreToolUse",
+        "session_id": env.events.session.as_ref(),
+        "cwd": env.settings.cwd,
+        "tool_name": name,
+        "tool_input": tool_input,
+    });
+    tokio::select! {
+        ran = crate::hooks::run(&env.config, &hooks, &input, &env.settings.cwd) => crate::hooks::verdict(&ran),
+        () = env.cancel.cancelled() => crate::hooks::Verdict::Block("the turn was cancelled".into()),
+    }
 }
 
 /// Runs an approved call and reports it.

@@ -1,0 +1,233 @@
+//! The user's hooks (`[[hooks]]`, docs/hooks.md): the programs configured for an event, run with
+//! the user's shell in the session's directory, one JSON object on stdin, in parallel when several
+//! match. The contract is Claude Code's: exit 0 with optional JSON on stdout (`decision`,
+//! `reason`, `additionalContext`; plain text is context), exit 2 blocks with stderr as the
+//! reason, anything else is the hook's own error (logged, never a block). A hook that runs past
+//! its time is killed with its whole process group. What it prints is read up to a bound and the
+//! rest thrown away, and it gets no credential from the environment.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use globset::GlobBuilder;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::config::Config;
+use crate::config::hooks::{HookConfig, HookEvent};
+
+/// How long a hook may run unless its entry says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// What is kept of a hook's stdout and of its stderr.
+pub const OUTPUT_KEPT: usize = 64 << 10;
+
+/// How one hook went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookResult {
+    /// Exit 0: what it said, if anything.
+    Done(Said),
+    /// Exit 2: the call (or prompt, or turn end) is blocked, for this reason.
+    Blocked(String),
+    /// Any other ending: its own failure, which blocks nothing.
+    Failed(String),
+}
+
+/// What a hook that succeeded said (exit 0, on stdout).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Said {
+    /// `allow`, `deny`, `ask` (before a tool call), `block` (a prompt, a turn's end).
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    /// Text for the model.
+    pub context: Option<String>,
+    /// The JSON it printed, whole (for event-specific fields such as rewritten arguments).
+    pub json: Option<Value>,
+}
+
+/// One hook run: which, and how it went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    pub command: String,
+    pub result: HookResult,
+}
+
+/// What the hooks that ran on one event decide together: a block wins (exit 2, or a `deny` or
+/// `block` decision), then `ask`, then `allow`; a hook's own failure decides nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Block(String),
+    Ask(Option<String>),
+    Allow,
+    /// No decision; the context they added, if any (joined).
+    Go(Option<String>),
+}
+
+pub fn verdict(ran: &[Ran]) -> Verdict {
+    let said = || ran.iter().filter_map(|r| if let HookResult::Done(s) = &r.result { Some(s) } else { None });
+    if let Some(reason) = ran.iter().find_map(|r| match &r.result {
+        HookResult::Blocked(reason) => Some(reason.clone()),
+        HookResult::Done(s) if matches!(s.decision.as_deref(), Some("deny" | "block")) => {
+            Some(s.reason.clone().unwrap_or_else(|| "a hook said no".into()))
+        }
+        _ => None,
+    }) {
+        return Verdict::Block(reason);
+    }
+    if let Some(s) = said().find(|s| s.decision.as_deref() == Some("ask")) {
+        return Verdict::Ask(s.reason.clone());
+    }
+    if said().any(|s| matches!(s.decision.as_deref(), Some("allow" | "approve"))) {
+        return Verdict::Allow;
+    }
+    let context: Vec<&str> = said().filter_map(|s| s.context.as_deref()).collect();
+    Verdict::Go((!context.is_empty()).then(|| context.join("\n\n")))
+}
+
+/// The hooks configured for `event` that match `subject` (a tool's name, a command's, a
+/// channel's): an entry without a matcher matches every one.
+pub fn matching<'a>(config: &'a Config, event: HookEvent, subject: Option<&str>) -> Vec<&'a HookConfig> {
+    config
+        .hooks
+        .iter()
+        .filter(|h| h.event == event)
+        .filter(|h| match (h.matcher.as_deref().map(str::trim).filter(|m| !m.is_empty() && *m != "*"), subject) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(pattern), Some(subject)) => matches(pattern, subject),
+        })
+        .collect()
+}
+
+/// `pattern` (a glob; `a|b` for either) covers `subject`.
+fn matches(pattern: &str, subject: &str) -> bool {
+    pattern.split('|').map(str::trim).any(|one| {
+        GlobBuilder::new(one).literal_separator(false).build().is_ok_and(|g| g.compile_matcher().is_match(subject))
+    })
+}
+
+/// Runs `hooks` on `input` in `cwd`, all at once; how each went, in their order.
+pub async fn run(config: &Config, hooks: &[&HookConfig], input: &Value, cwd: &Path) -> Vec<Ran> {
+    let stdin = serde_json::to_vec(input).unwrap_or_default();
+    let env = crate::sandbox::unconfined_env(config);
+    let runs = hooks.iter().map(|hook| {
+        let limit = hook.timeout_sec.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, 24 * 3600)));
+        let (stdin, env) = (&stdin, &env);
+        async move {
+            let result = run_one(&hook.command, stdin, env, cwd, limit).await;
+            if let HookResult::Failed(e) = &result {
+                tracing::warn!(command = %hook.command, error = %e, "a hook failed");
+            }
+            Ran { command: hook.command.clone(), result }
+        }
+    });
+    futures_util::future::join_all(runs).await
+}
+
+async fn run_one(
+    command: &str,
+    stdin: &[u8],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    cwd: &Path,
+    limit: Duration,
+) -> HookResult {
+    let mut child = match tokio::process::Command::new(shell())
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return HookResult::Failed(format!("could not start it: {e}")),
+    };
+    let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(rustix::process::Pid::from_raw);
+    let (mut input, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let feed = async {
+        if let Some(pipe) = input.as_mut() {
+            // A hook that does not read its input is fine.
+            let _ = pipe.write_all(stdin).await;
+        }
+        drop(input);
+    };
+    let done = async {
+        let (_, out, err, status) = tokio::join!(feed, bounded(out), bounded(err), child.wait());
+        (out, err, status)
+    };
+    let (out, err, status) = match tokio::time::timeout(limit, done).await {
+        Ok(done) => done,
+        Err(_) => {
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+            return HookResult::Failed(format!("it ran past its {} s and was stopped", limit.as_secs()));
+        }
+    };
+    // What it left running in its group goes with it.
+    if let Some(group) = group {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let err = String::from_utf8_lossy(&err).trim().to_owned();
+    match status.map(|s| s.code()) {
+        Ok(Some(0)) => HookResult::Done(said(&String::from_utf8_lossy(&out))),
+        Ok(Some(2)) if err.is_empty() => HookResult::Blocked("a hook blocked it (it gave no reason)".into()),
+        Ok(Some(2)) => HookResult::Blocked(err),
+        Ok(Some(code)) => HookResult::Failed(format!(
+            "exit {code}{}",
+            if err.is_empty() { String::new() } else { format!(": {err}") }
+        )),
+        Ok(None) => HookResult::Failed("killed by a signal".into()),
+        Err(e) => HookResult::Failed(e.to_string()),
+    }
+}
+
+/// What a hook printed on success: JSON (its own fields and Claude Code's `hookSpecificOutput`),
+/// else plain text as context.
+fn said(out: &str) -> Said {
+    let out = out.trim();
+    if out.is_empty() {
+        return Said::default();
+    }
+    let Ok(json @ Value::Object(_)) = serde_json::from_str::<Value>(out) else {
+        return Said { context: Some(out.to_owned()), ..Said::default() };
+    };
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let specific = json.get("hookSpecificOutput").cloned().unwrap_or(Value::Null);
+    Said {
+        decision: text(&json, "decision").or_else(|| text(&specific, "permissionDecision")),
+        reason: text(&json, "reason").or_else(|| text(&specific, "permissionDecisionReason")),
+        context: text(&json, "additionalContext").or_else(|| text(&specific, "additionalContext")),
+        json: Some(json),
+    }
+}
+
+/// Reads `pipe` to its end, keeping [`OUTPUT_KEPT`] bytes (the rest is read and dropped, so the
+/// hook never blocks on a full pipe).
+async fn bounded(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
+    let Some(mut pipe) = pipe else { return Vec::new() };
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = OUTPUT_KEPT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// The user's shell: `$SHELL`, else `sh`.
+fn shell() -> std::ffi::OsString {
+    std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or_else(|| "sh".into())
+}
+
+#[cfg(test)]
+mod tests;
