@@ -93,3 +93,34 @@ command = 'if grep -q "\"rm "; then echo "deleting files is not allowed in this 
     assert_eq!(last["status"], "failed", "{last}");
     assert!(last.to_string().contains("Blocked by a hook: deleting files is not allowed"), "{last}");
 }
+
+#[test]
+fn user_prompt_submit_hooks_add_context_to_every_prompt_and_can_block_one() {
+    use crate::support::mock_model::MockModel;
+    use crate::support::script::text;
+    use serde_json::json;
+    let ws = crate::support::workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(text(api, "Noted."));
+    let hooks = r#"
+[[hooks]]
+event = "UserPromptSubmit"
+command = "echo 'Context from a hook: the team uses tabs.'"
+
+[[hooks]]
+event = "UserPromptSubmit"
+command = 'if grep -q "password"; then echo "prompts must not carry passwords" >&2; exit 2; fi'
+"#;
+    let mut agent = crate::support::agent::Agent::spawn(crate::support::options_for(api, &mock).config(hooks));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({}));
+    agent.prompt_answering(&session, "How should I indent?", crate::support::no_requests);
+    let body = mock.requests()[0].body.to_string();
+    assert!(body.contains("How should I indent?") && body.contains("the team uses tabs"), "{body}");
+    // Blocked: the model is never asked, and the user is told why.
+    let (msgs, _) = agent.prompt_answering(&session, "my password is hunter2", crate::support::no_requests);
+    assert_eq!(mock.requests().len(), 1, "the blocked prompt reached no model");
+    let shown = serde_json::to_string(&msgs).unwrap();
+    assert!(shown.contains("A hook blocked this prompt: prompts must not carry passwords"), "{shown}");
+}

@@ -74,6 +74,35 @@ pub(crate) fn memory_use(config: &Config, id: &str) -> MemoryUse {
     if config.memory.enabled && crate::memory::private_session(id) { MemoryUse::Private } else { MemoryUse::None }
 }
 
+/// Runs the `UserPromptSubmit` hooks on the turn's prompt; `None` when none is configured.
+async fn prompt_hooks(
+    config: &Config,
+    session: &str,
+    cwd: &std::path::Path,
+    conversation: &Conversation,
+    cancel: &CancellationToken,
+) -> Option<crate::hooks::Verdict> {
+    let hooks = crate::hooks::matching(config, crate::config::hooks::HookEvent::UserPromptSubmit, None);
+    if hooks.is_empty() {
+        return None;
+    }
+    let [Message::User(parts)] = conversation.turn_messages() else { return None };
+    let prompt: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| if let crate::providers::UserPart::Text(t) = p { Some(t.as_str()) } else { None })
+        .collect();
+    let input = serde_json::json!({
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": session,
+        "cwd": cwd,
+        "prompt": prompt.join("\n"),
+    });
+    Some(tokio::select! {
+        ran = crate::hooks::run(config, &hooks, &input, cwd) => crate::hooks::verdict(&ran),
+        () = cancel.cancelled() => crate::hooks::Verdict::Go(None),
+    })
+}
+
 /// The text of the turn's prompt when it is text alone and starts with `/`.
 fn slash_text(conversation: &Conversation) -> Option<String> {
     match conversation.turn_messages() {
@@ -180,6 +209,29 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         }
     }
     let config = shared.config();
+    // The user's `UserPromptSubmit` hooks (not for another agent's words): a block ends the turn
+    // with its reason shown, the prompt never sent; the context they add goes with the prompt.
+    if !options.from_agent
+        && let Some(verdict) = prompt_hooks(&config, &events.session, &settings.cwd, &conversation, &cancel).await
+    {
+        match verdict {
+            crate::hooks::Verdict::Block(reason) => {
+                conversation.discard_turn();
+                events.emit(EventKind::Notice(format!("A hook blocked this prompt: {reason}")));
+                let outcome = TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() };
+                return TurnResult { conversation, accounting, outcome, context: None };
+            }
+            crate::hooks::Verdict::Go(Some(context)) => {
+                if let [Message::User(parts)] = conversation.turn_messages() {
+                    let mut parts = parts.clone();
+                    parts.push(crate::providers::UserPart::Text(context));
+                    conversation.discard_turn();
+                    conversation.push(Message::User(parts));
+                }
+            }
+            _ => {}
+        }
+    }
     let memory = memory_use(&config, &events.session);
     // The system prompt reads files (instructions, skills): on the blocking pool, meanwhile.
     let system = system.unwrap_or_else(|| {
