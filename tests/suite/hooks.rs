@@ -124,3 +124,29 @@ command = 'if grep -q "password"; then echo "prompts must not carry passwords" >
     let shown = serde_json::to_string(&msgs).unwrap();
     assert!(shown.contains("A hook blocked this prompt: prompts must not carry passwords"), "{shown}");
 }
+
+#[test]
+fn a_post_tool_use_formatter_runs_after_a_write_and_its_note_reaches_the_model() {
+    use crate::support::mock_model::MockModel;
+    use crate::support::script::{calls, result_for, text};
+    use serde_json::json;
+    let ws = crate::support::workspace("calc");
+    let mock = MockModel::start();
+    let api = "anthropic";
+    mock.push(calls(api, &[("w", "write", json!({"path": "notes.txt", "content": "one  two\n"}))]));
+    mock.push(text(api, "Written."));
+    // A formatter: two spaces become a tab in the file the call wrote; it says so on stdout.
+    let hook = r#"
+[[hooks]]
+event = "PostToolUse"
+matcher = "write|edit"
+command = '''cat >/dev/null; sed -i 's/  /\t/g' notes.txt && echo "formatted notes.txt (tabs)"'''
+"#;
+    let mut agent = crate::support::agent::Agent::spawn(crate::support::options_for(api, &mock).config(hook));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "auto"}}));
+    agent.prompt_answering(&session, "write notes", crate::support::no_requests);
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "one\ttwo\n");
+    let result = result_for(api, &mock.requests()[1].body, "w");
+    assert!(result.ends_with("[hook] formatted notes.txt (tabs)"), "{result}");
+}

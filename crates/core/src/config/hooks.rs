@@ -62,7 +62,7 @@ impl HookEvent {
     /// Whether the agent runs this event's hooks yet (the others are accepted in config.toml and
     /// listed as waiting).
     pub fn wired(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::UserPromptSubmit)
+        matches!(self, Self::PreToolUse | Self::UserPromptSubmit | Self::PostToolUse)
     }
 
     /// The event named `name` (as in config.toml), if there is one.

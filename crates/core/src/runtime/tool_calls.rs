@@ -614,13 +614,48 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
             _ => None,
         })
         .collect();
-    let result = UserPart::ToolResult(ToolResult {
-        call_id: call.id,
-        name: call.name,
-        content: output.for_model,
-        is_error: output.is_error,
-    });
+    let mut content = output.for_model;
+    // The user's `PostToolUse` hooks: what they say is a note for the model, after the result.
+    if !cancelled {
+        let input = lock(&state).raw_input.clone();
+        if let Some(note) = post_tool_use(env, &call.name, input, &content, output.is_error).await {
+            content.push_str(&format!("\n\n[hook] {note}"));
+        }
+    }
+    let result =
+        UserPart::ToolResult(ToolResult { call_id: call.id, name: call.name, content, is_error: output.is_error });
     Done { result, images }
+}
+
+/// Runs the `PostToolUse` hooks that match a call that ran; their note for the model (a block's
+/// reason, or the context they add), if any.
+async fn post_tool_use(
+    env: &CallEnv<'_>,
+    name: &str,
+    tool_input: Value,
+    result: &str,
+    is_error: bool,
+) -> Option<String> {
+    let hooks = crate::hooks::matching(&env.config, crate::config::hooks::HookEvent::PostToolUse, Some(name));
+    if hooks.is_empty() {
+        return None;
+    }
+    let input = serde_json::json!({
+        "hook_event_name": "PostToolUse",
+        "session_id": env.events.session.as_ref(),
+        "cwd": env.settings.cwd,
+        "tool_name": name,
+        "tool_input": tool_input,
+        "tool_response": {"output": result, "is_error": is_error},
+    });
+    let verdict = tokio::select! {
+        ran = crate::hooks::run(&env.config, &hooks, &input, &env.settings.cwd) => crate::hooks::verdict(&ran),
+        () = env.cancel.cancelled() => return None,
+    };
+    match verdict {
+        crate::hooks::Verdict::Block(note) | crate::hooks::Verdict::Go(Some(note)) => Some(note),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
