@@ -1,7 +1,6 @@
 //! `acp hooks list|test EVENT`: the hooks config.toml configures, and a sample event fed to the
 //! ones that match it, with what each answered — to try a hook before a session relies on it.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -31,16 +30,7 @@ pub fn hooks(command: HooksCommand) -> ExitCode {
         HooksCommand::List => Ok(list(&config)),
         HooksCommand::Test { event, tool } => test(&config, &event, &tool),
     };
-    match said {
-        Ok(text) => {
-            let _ = writeln!(std::io::stdout(), "{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "acp: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::pairing::finish(said)
 }
 
 fn list(config: &Config) -> String {

@@ -11,12 +11,12 @@ mod mock_model;
 
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt as _, StreamExt as _};
+use futures_util::SinkExt as _;
 use mock_model::MockModel;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use gw::TOKEN;
+use gw::{Ws, connect, next};
 
 const JOBS: usize = 10_000;
 /// Jobs that come due during the measurement.
@@ -71,33 +71,6 @@ fn iso(ms: i64) -> String {
 fn percentile(mut v: Vec<i64>, p: f64) -> i64 {
     v.sort_unstable();
     v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
-
-async fn connect(port: u16) -> Ws {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://127.0.0.1:{port}/"), stream).await.unwrap();
-    let _challenge = ws.next().await.unwrap().unwrap();
-    let connect = json!({"type": "req", "id": "c", "method": "connect", "params": {"minProtocol": 4, "maxProtocol": 4,
-        "client": {"id": "cli", "version": "bench", "platform": "linux", "mode": "cli"},
-        "scopes": ["operator.admin"], "auth": {"token": TOKEN}}});
-    ws.send(Message::Text(connect.to_string().into())).await.unwrap();
-    loop {
-        let frame = next(&mut ws).await;
-        if frame["id"] == "c" {
-            assert_eq!(frame["ok"], true, "{frame}");
-            return ws;
-        }
-    }
-}
-
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        if let Message::Text(text) = ws.next().await.unwrap().unwrap() {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
 }
 
 /// Sends the requests, at most 200 waiting for their answers at a time (the gateway answers 256

@@ -16,7 +16,7 @@ use mock_model::{Chunking, MockModel};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use gw::{TOKEN, start};
+use gw::{connect, start};
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
@@ -39,26 +39,6 @@ fn kib(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
-
-async fn connect(port: u16) -> Ws {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://127.0.0.1:{port}/"), stream).await.unwrap();
-    let _challenge = ws.next().await.unwrap().unwrap();
-    let connect = json!({"type": "req", "id": "c", "method": "connect", "params": {"minProtocol": 4, "maxProtocol": 4,
-        "client": {"id": "cli", "version": "bench", "platform": "linux", "mode": "cli"},
-        "scopes": ["operator.admin"], "auth": {"token": TOKEN}}});
-    ws.send(Message::Text(connect.to_string().into())).await.unwrap();
-    loop {
-        let Message::Text(text) = ws.next().await.unwrap().unwrap() else { continue };
-        let frame: Value = serde_json::from_str(&text).unwrap();
-        if frame["id"] == "c" {
-            assert_eq!(frame["ok"], true, "{frame}");
-            return ws;
-        }
-    }
 }
 
 fn bench_start_and_idle() {

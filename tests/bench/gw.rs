@@ -5,6 +5,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
 use super::mock_model::MockModel;
 
 pub const TOKEN: &str = "bench-token-0123456789";
@@ -73,6 +77,35 @@ pub fn start_in(home: tempfile::TempDir, mock: &MockModel) -> Gw {
             gw.port = rest.split('/').next().unwrap().parse().unwrap();
             std::thread::spawn(move || while lines.read_line(&mut String::new()).unwrap_or(0) > 0 {});
             return gw;
+        }
+    }
+}
+
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+/// An admin client of the gateway on `port`, past its handshake.
+pub async fn connect(port: u16) -> Ws {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://127.0.0.1:{port}/"), stream).await.unwrap();
+    let _challenge = ws.next().await.unwrap().unwrap();
+    let connect = json!({"type": "req", "id": "c", "method": "connect", "params": {"minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "cli", "version": "bench", "platform": "linux", "mode": "cli"},
+        "scopes": ["operator.admin"], "auth": {"token": TOKEN}}});
+    ws.send(Message::Text(connect.to_string().into())).await.unwrap();
+    loop {
+        let frame = next(&mut ws).await;
+        if frame["id"] == "c" {
+            assert_eq!(frame["ok"], true, "{frame}");
+            return ws;
+        }
+    }
+}
+
+/// The next text frame, as JSON.
+pub async fn next(ws: &mut Ws) -> Value {
+    loop {
+        if let Message::Text(text) = ws.next().await.unwrap().unwrap() {
+            return serde_json::from_str(&text).unwrap();
         }
     }
 }

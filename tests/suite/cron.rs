@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Client, Gateway, TOKEN};
 use crate::support::mock_model::MockModel;
+use crate::support::openclaw::json_in;
 use crate::support::script::text;
 use crate::support::telegram::FakeTelegram;
 
@@ -454,18 +455,7 @@ fn the_real_openclaw_cron_cli_works_against_it() {
         json!({"gateway": {"mode": "remote", "remote": {"url": url, "token": TOKEN}}}).to_string(),
     )
     .unwrap();
-    let openclaw = |args: &[&str]| {
-        let line = crate::support::openclaw::command_line(args);
-        let out = std::process::Command::new(&line[0])
-            .args(&line[1..])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(crate::support::openclaw::env(state.path()))
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
-    };
+    let openclaw = |args: &[&str]| crate::support::openclaw::cli(state.path(), args);
     let (ok, out) = openclaw(&[
         "cron",
         "add",
@@ -500,13 +490,6 @@ fn the_real_openclaw_cron_cli_works_against_it() {
     assert!(ok, "{out}");
     let (ok, out) = openclaw(&["cron", "list", "--all"]);
     assert!(ok && !out.contains(&id), "{out}");
-}
-
-/// The JSON object in a CLI's output (after its banner lines).
-fn json_in(text: &str) -> Value {
-    let start = text.find('{').unwrap_or_else(|| panic!("no JSON in:\n{text}"));
-    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-    stream.next().unwrap().unwrap_or_else(|e| panic!("{e}:\n{text}"))
 }
 
 #[test]

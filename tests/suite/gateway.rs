@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Client, Device, Gateway, Read_, TOKEN, connect_params};
 use crate::support::mock_model::MockModel;
+use crate::support::openclaw::json_in;
 use crate::support::script::{calls, endless_text, result_for, text};
 
 fn names(list: &Value) -> Vec<String> {
@@ -474,25 +475,8 @@ fn the_agent_method_answers_twice_and_history_and_subscribers_see_the_run() {
 }
 
 /// The real OpenClaw CLI (tests/openclaw, installed by tests/run) against `acp gateway`.
-fn openclaw(gw: &Gateway, state: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let line = crate::support::openclaw::command_line(args);
-    let out = std::process::Command::new(&line[0])
-        .args(&line[1..])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(crate::support::openclaw::env(state))
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let _ = gw;
-    (out.status.success(), text)
-}
-
-/// The JSON object in a CLI's output (after its banner lines).
-fn json_in(text: &str) -> Value {
-    let start = text.find('{').unwrap_or_else(|| panic!("no JSON in:\n{text}"));
-    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-    stream.next().unwrap().unwrap_or_else(|e| panic!("{e}:\n{text}"))
+fn openclaw(_gw: &Gateway, state: &std::path::Path, args: &[&str]) -> (bool, String) {
+    crate::support::openclaw::cli(state, args)
 }
 
 #[test]

@@ -140,3 +140,24 @@ impl Drop for OpenClawGateway {
         let _ = self.child.wait();
     }
 }
+
+/// Runs the real OpenClaw CLI with `args`, its state in `state`: (succeeded, stdout and stderr).
+pub fn cli(state: &Path, args: &[&str]) -> (bool, String) {
+    let line = command_line(args);
+    let out = Command::new(&line[0])
+        .args(&line[1..])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env(state))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// The JSON object in a CLI's output (after its banner lines).
+pub fn json_in(text: &str) -> serde_json::Value {
+    let start = text.find('{').unwrap_or_else(|| panic!("no JSON in:\n{text}"));
+    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
+    stream.next().unwrap().unwrap_or_else(|e| panic!("{e}:\n{text}"))
+}
