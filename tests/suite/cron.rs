@@ -675,7 +675,7 @@ fn the_sessions_of_old_runs_go_after_the_retention_time_and_their_log_stays() {
         mock.push(text("anthropic", &format!("Run {i}.")));
     }
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.toml"), "[cron]\nsession_retention = \"1s\"\n").unwrap();
+    std::fs::write(home.path().join("config.toml"), "[cron]\nsession_retention = \"1s\"\nmax_jobs = 1\n").unwrap();
     let gw = Gateway::start_in(home, &mock.base(), &[]);
     let mut admin = gw.client(&["operator.admin"]);
     let id = admin.request(
@@ -686,6 +686,13 @@ fn the_sessions_of_old_runs_go_after_the_retention_time_and_their_log_stays() {
         .as_str()
         .unwrap()
         .to_owned();
+    // One job is the most this gateway keeps: another is refused, saying so.
+    let more = admin.request(
+        "cron.add",
+        json!({"name": "one too many", "schedule": {"kind": "every", "everyMs": 60000}, "sessionTarget": "isolated",
+            "payload": {"kind": "agentTurn", "message": "No."}}),
+    );
+    assert!(more["error"]["message"].as_str().unwrap().contains("[cron] max_jobs"), "{more}");
     let runs = finished(&mut admin, &id, 3);
     admin.request("cron.update", json!({"id": id, "patch": {"enabled": false}}));
     let first = runs[0]["sessionKey"].as_str().unwrap().to_owned();

@@ -22,6 +22,8 @@ pub struct CronConfig {
     /// for ever). The run log keeps their summaries regardless.
     #[serde(deserialize_with = "duration_ms")]
     pub session_retention: u64,
+    /// Jobs kept at most (default 100,000): more are refused.
+    pub max_jobs: usize,
 }
 
 impl Default for CronConfig {
@@ -32,6 +34,7 @@ impl Default for CronConfig {
             timeout: 10 * 60_000,
             missed: Missed::RunOnce,
             session_retention: 24 * 60 * 60_000,
+            max_jobs: 100_000,
         }
     }
 }

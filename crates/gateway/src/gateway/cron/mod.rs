@@ -457,6 +457,13 @@ impl Cron {
         let job = jobs::new_job(p, uuid::Uuid::new_v4().to_string(), now).map_err(ErrorShape::invalid)?;
         model_known(gw, &job)?;
         let _editing = self.edit.lock().await;
+        // A client cannot fill the gateway's memory with jobs.
+        let most = self.config.max_jobs;
+        if self.book.count() >= most {
+            return Err(ErrorShape::invalid(format!(
+                "{most} cron jobs are kept already, the most this gateway holds ([cron] max_jobs); remove some first"
+            )));
+        }
         self.save(gw, &job, true).await?;
         self.book.put(job.clone());
         self.changed.notify_one();
