@@ -72,7 +72,11 @@ impl Agent {
             session.handle.send(runtime::Op::Shutdown);
             session.handle.closed().await;
         }
-        let loaded = match self.runtime.load_session(&id, cwd, dirs, mcp_servers).await {
+        let loaded = match self
+            .runtime
+            .load_session(&id, cwd, dirs, mcp_servers, if how == Reopen::Load { "load" } else { "resume" })
+            .await
+        {
             Ok(loaded) => loaded,
             Err(LoadError::NotFound) => return Answer::from(Err(session_not_found(&id))),
             Err(e) => return Answer::from(Err(ErrorObject::internal(format!("could not open session {id}: {e}")))),

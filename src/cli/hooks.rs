@@ -1,5 +1,6 @@
-//! `acp hooks list|test EVENT`: the hooks config.toml configures, and a sample event fed to the
-//! ones that match it, with what each answered — to try a hook before a session relies on it.
+//! `acp hooks list|test EVENT|allow`: the hooks config.toml (and this workspace) configures, a
+//! sample event fed to the ones that match it, with what each answered — to try a hook before a
+//! session relies on it —, and allowing this workspace's `.acp/hooks.toml` as it is.
 
 use std::process::ExitCode;
 
@@ -7,18 +8,24 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::config::hooks::HookEvent;
+use crate::hooks::workspace::Workspace;
 use crate::hooks::{self, HookResult};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum HooksCommand {
-    /// The hooks configured in config.toml, by event.
+    /// The hooks configured in config.toml, and this workspace's (`.acp/hooks.toml`).
     List,
+    /// Allows this workspace's `.acp/hooks.toml` as it is now (read it first: its commands run
+    /// in your sessions here, inside the sandbox). A changed file must be allowed again.
+    Allow,
     /// Feeds a sample EVENT (PreToolUse, UserPromptSubmit, Stop, …) to the hooks that match it,
     /// in this directory, and prints what each answered.
     Test {
         /// The event, as config.toml names it.
         event: String,
-        /// The tool (or command, or channel) the sample names, for the hooks' matchers.
+        /// What the sample names, for the hooks' matchers: the tool (PreToolUse, PostToolUse),
+        /// the source (SessionStart: startup, load, resume), the trigger (PreCompact: manual,
+        /// auto), the channel (MessageReceived, MessageSent).
         #[arg(long, default_value = "exec")]
         tool: String,
     },
@@ -27,27 +34,29 @@ pub enum HooksCommand {
 pub fn hooks(command: HooksCommand) -> ExitCode {
     let config = Config::load();
     let said = match command {
-        HooksCommand::List => Ok(list(&config)),
+        HooksCommand::List => std::env::current_dir().map(|cwd| list(&config, &cwd)).map_err(|e| e.to_string()),
+        HooksCommand::Allow => std::env::current_dir()
+            .map_err(|e| e.to_string())
+            .and_then(|cwd| hooks::workspace::allow(&config.home, &cwd)),
         HooksCommand::Test { event, tool } => test(&config, &event, &tool),
     };
     super::pairing::finish(said)
 }
 
-fn list(config: &Config) -> String {
-    if config.hooks.is_empty() {
-        return "No hooks ([[hooks]] in config.toml adds one).".into();
+fn list(config: &Config, cwd: &std::path::Path) -> String {
+    let mut lines: Vec<String> = config.hooks.iter().map(hooks::describe).collect();
+    if lines.is_empty() {
+        lines.push("No hooks in config.toml ([[hooks]] adds one).".into());
     }
-    config
-        .hooks
-        .iter()
-        .map(|h| {
-            let matcher = h.matcher.as_deref().map(|m| format!(" [{m}]")).unwrap_or_default();
-            let timeout = h.timeout_sec.unwrap_or_else(|| hooks::DEFAULT_TIMEOUT.as_secs());
-            let waiting = if h.event.wired() { "" } else { " — not run by sessions yet (acp hooks test runs it)" };
-            format!("{}{matcher}: {} (timeout {timeout} s){waiting}", h.event.name(), h.command)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    match hooks::workspace::load(&config.home, cwd) {
+        Workspace::None => {}
+        Workspace::Allowed(found) => {
+            lines.push(format!("This workspace ({}, allowed; run in the sandbox):", hooks::workspace::FILE));
+            lines.extend(found.iter().map(|h| format!("  {}", hooks::describe(h))));
+        }
+        other => lines.extend(other.notice()),
+    }
+    lines.join("\n")
 }
 
 fn test(config: &Config, event: &str, tool: &str) -> Result<String, String> {
@@ -57,15 +66,33 @@ fn test(config: &Config, event: &str, tool: &str) -> Result<String, String> {
     let names = HookEvent::ALL.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ");
     let event = HookEvent::parse(event).ok_or_else(|| format!("no event `{event}` (events: {names})"))?;
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
-    let input = json!({
+    let mut input = json!({
         "hook_event_name": event.name(),
         "session_id": "hooks-test",
         "cwd": cwd,
-        "tool_name": tool,
-        "tool_input": {"command": "rm -rf build"},
-        "prompt": "A sample prompt.",
     });
-    let matched = hooks::matching(config, event, Some(tool));
+    let sample = match event {
+        HookEvent::PreToolUse => json!({"tool_name": tool, "tool_input": {"command": "rm -rf build"}}),
+        HookEvent::PostToolUse => json!({
+            "tool_name": tool,
+            "tool_input": {"path": "src/main.rs"},
+            "tool_response": {"output": "Wrote src/main.rs", "is_error": false},
+        }),
+        HookEvent::UserPromptSubmit => json!({"prompt": "A sample prompt."}),
+        HookEvent::Stop => json!({"stop_hook_active": false, "last_assistant_message": "Done."}),
+        HookEvent::SessionStart => json!({"source": tool}),
+        HookEvent::SessionEnd => json!({"reason": "close"}),
+        HookEvent::PreCompact => json!({"trigger": tool, "custom_instructions": ""}),
+        HookEvent::MessageReceived | HookEvent::MessageSent => {
+            json!({"channel": tool, "chat_id": "12345", "text": "A sample message."})
+        }
+        HookEvent::GatewayStart => json!({}),
+    };
+    if let (Some(input), serde_json::Value::Object(sample)) = (input.as_object_mut(), sample) {
+        input.extend(sample);
+    }
+    let workspace = hooks::workspace::load(&config.home, &cwd);
+    let matched = hooks::matching(config.hooks.iter().chain(workspace.hooks()), event, Some(tool));
     if matched.is_empty() {
         return Ok(format!("No hook matches {} ({tool}).", event.name()));
     }

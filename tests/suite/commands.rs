@@ -61,7 +61,8 @@ fn every_command_once() {
          - `/network [on|off]` — Let sandboxed commands use the network, or not (this session)\n\
          - `/mcp [restart NAME]` — MCP servers: their state, tools, prompts, resources and last error\n\
          - `/skills` — Skills: those offered to the model, where each comes from, and why others are not\n\
-         - `/memory` — Memory: the files indexed for memory_search, and whether this session reads them\n"
+         - `/memory` — Memory: the files indexed for memory_search, and whether this session reads them\n\
+         - `/hooks [allow]` — Hooks: those configured, the workspace's, and how each last went\n"
     );
 
     // Memory: where the files are, what the index holds (built already by the session's watcher,
@@ -180,9 +181,15 @@ fn every_command_once() {
     let first = body["messages"][0]["content"][0]["text"].as_str().unwrap();
     assert!(first.contains("The user said hello twice."), "{body}");
 
+    // `/reset` saves the ending conversation to the memory first, and says where.
     let (_, updates) = command(&mut agent, &session, "/reset");
+    let updates = turn(&updates);
+    let saved = updates[0]["content"]["text"].as_str().unwrap_or_default();
+    assert!(saved.starts_with("Saved the conversation's gist to memory/") && saved.contains(".md"), "{saved}");
+    let gist = std::fs::read_dir(agent.home.path().join("workspace/memory")).unwrap().count();
+    assert_eq!(gist, 1);
     assert_eq!(
-        turn(&updates),
+        json!(updates.as_array().unwrap()[1..]),
         json!([
             usage_update(0, 200_000),
             chunk("agent_message_chunk", "The context is cleared: the model sees an empty conversation from here on.")
@@ -193,8 +200,12 @@ fn every_command_once() {
     assert_eq!(mock.requests()[4].body["messages"].as_array().unwrap().len(), 1);
 
     let (_, updates) = command(&mut agent, &session, "/new anthropic/claude-haiku-4-5");
+    let updates = turn(&updates);
+    let saved = updates[0]["content"]["text"].as_str().unwrap_or_default();
+    assert!(saved.contains("-fresh-start.md"), "{saved}");
+    assert_eq!(std::fs::read_dir(agent.home.path().join("workspace/memory")).unwrap().count(), 2);
     assert_eq!(
-        turn(&updates),
+        json!(updates.as_array().unwrap()[1..]),
         json!([
             usage_update(0, 200_000),
             config_update("anthropic/claude-haiku-4-5", "medium"),

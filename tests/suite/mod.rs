@@ -19,6 +19,7 @@ mod gateway_guard;
 mod gateway_limits;
 mod golden;
 mod hooks;
+mod hooks_gateway;
 mod hostile;
 mod lifecycle;
 mod mcp;

@@ -107,6 +107,16 @@ impl Gateway {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits until its log holds `needle` (the log is read on a thread of its own, so a line can
+    /// come after the frame that followed it); panics after the timeout.
+    pub fn wait_stderr(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while !self.stderr().contains(needle) {
+            assert!(std::time::Instant::now() < deadline, "the log never said {needle:?}:\n{}", self.stderr());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// A WebSocket to it, the challenge already read.
     pub fn socket(&self) -> (Client, Value) {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();

@@ -26,3 +26,14 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     Ok(bytes)
 }
+
+/// Writes `bytes` to `path` whole or not at all: to a new file beside it, then renamed over it.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}", uuid::Uuid::new_v4().simple()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

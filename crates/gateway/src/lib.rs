@@ -5,6 +5,6 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use acp_core::{clock, config, runtime, sync};
+use acp_core::{clock, config, hooks, runtime, sync};
 
 pub mod gateway;

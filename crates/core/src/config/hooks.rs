@@ -14,6 +14,9 @@ pub struct HookConfig {
     pub command: String,
     /// Killed (its whole process group) after this long (default 60).
     pub timeout_sec: Option<u64>,
+    /// From a workspace's `.acp/hooks.toml` (allowed by the user): run inside the exec sandbox.
+    #[serde(skip)]
+    pub workspace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -59,10 +62,9 @@ impl HookEvent {
         }
     }
 
-    /// Whether the agent runs this event's hooks yet (the others are accepted in config.toml and
-    /// listed as waiting).
-    pub fn wired(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::UserPromptSubmit | Self::PostToolUse)
+    /// Whether only a gateway runs this event's hooks.
+    pub fn gateway_only(self) -> bool {
+        matches!(self, Self::MessageReceived | Self::MessageSent | Self::GatewayStart)
     }
 
     /// The event named `name` (as in config.toml), if there is one.

@@ -22,10 +22,20 @@ pub struct MemoryConfig {
     /// How many tokens before the compaction threshold that turn comes (default 4,000; at most a
     /// quarter of the threshold, so a small window does not flush almost at once).
     pub flush_margin: u64,
+    /// Whether `/new` and `/reset` in a session that reads the memory first save the ending
+    /// conversation's last messages to `memory/` (default true).
+    pub save_on_new: bool,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        Self { enabled: true, extra_paths: Vec::new(), embeddings: None, flush: true, flush_margin: 4_000 }
+        Self {
+            enabled: true,
+            extra_paths: Vec::new(),
+            embeddings: None,
+            flush: true,
+            flush_margin: 4_000,
+            save_on_new: true,
+        }
     }
 }

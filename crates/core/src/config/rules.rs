@@ -65,11 +65,5 @@ pub fn remember_rule(home: &Path, workspace: &Path, rule: &Rule) -> Result<(), S
     }
     entry.insert("decision", toml_edit::value(if rule.allow { "allow" } else { "reject" }));
     entries.push(entry);
-    let tmp = home.join(format!(".config.toml.{}", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    let renamed = std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    renamed
+    crate::files::write_atomic(&path, doc.to_string().as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }

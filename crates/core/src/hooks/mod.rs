@@ -4,11 +4,17 @@
 //! `reason`, `additionalContext`; plain text is context), exit 2 blocks with stderr as the
 //! reason, anything else is the hook's own error (logged, never a block). A hook that runs past
 //! its time is killed with its whole process group. What it prints is read up to a bound and the
-//! rest thrown away, and it gets no credential from the environment.
+//! rest thrown away, and it gets no credential from the environment. A workspace's own hooks
+//! (`.acp/hooks.toml`, [`workspace`]) run only once the user allowed that file, and then inside the
+//! exec sandbox.
 
-use std::path::Path;
+pub mod workspace;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use globset::GlobBuilder;
 use serde_json::Value;
@@ -50,6 +56,52 @@ pub struct Said {
 pub struct Ran {
     pub command: String,
     pub result: HookResult,
+    /// It failed, and had not failed the last time it ran: the user is told (once).
+    pub newly_failed: bool,
+}
+
+impl Ran {
+    /// What the user is told of a hook that newly failed.
+    pub fn failure_notice(&self, event: HookEvent) -> Option<String> {
+        match &self.result {
+            HookResult::Failed(e) if self.newly_failed => Some(format!(
+                "The {} hook `{}` failed: {e}. It blocks nothing; `/hooks` shows how each hook last went.",
+                event.name(),
+                self.command
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// How a hook last went, for `/hooks`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Last {
+    pub result: HookResult,
+    /// When it ended (ms since the epoch).
+    pub at_ms: i64,
+    pub took: Duration,
+}
+
+/// A hook, as its last result is kept: its event, command, and whether it is a workspace's.
+type HookId = (HookEvent, String, bool);
+
+/// The last result of every hook run in this process.
+fn lasts() -> &'static Mutex<HashMap<HookId, Last>> {
+    static LAST: std::sync::OnceLock<Mutex<HashMap<HookId, Last>>> = std::sync::OnceLock::new();
+    LAST.get_or_init(Mutex::default)
+}
+
+/// How `hook` last went in this process, if it ran.
+pub fn last(hook: &HookConfig) -> Option<Last> {
+    crate::sync::lock(lasts()).get(&(hook.event, hook.command.clone(), hook.workspace)).cloned()
+}
+
+/// Records how `hook` went; whether it newly failed.
+fn record(hook: &HookConfig, result: &HookResult, took: Duration) -> bool {
+    let last = Last { result: result.clone(), at_ms: crate::clock::now_ms(), took };
+    let before = crate::sync::lock(lasts()).insert((hook.event, hook.command.clone(), hook.workspace), last);
+    matches!(result, HookResult::Failed(_)) && !before.is_some_and(|b| matches!(b.result, HookResult::Failed(_)))
 }
 
 /// What the hooks that ran on one event decide together: a block wins (exit 2, or a `deny` or
@@ -84,12 +136,16 @@ pub fn verdict(ran: &[Ran]) -> Verdict {
     Verdict::Go((!context.is_empty()).then(|| context.join("\n\n")))
 }
 
-/// The hooks configured for `event` that match `subject` (a tool's name, a command's, a
-/// channel's): an entry without a matcher matches every one.
-pub fn matching<'a>(config: &'a Config, event: HookEvent, subject: Option<&str>) -> Vec<&'a HookConfig> {
-    config
-        .hooks
-        .iter()
+/// The hooks of `hooks` (config.toml's, then an allowed workspace file's) configured for `event`
+/// that match `subject` (a tool's name, a command's, a channel's, a session start's source): an
+/// entry without a matcher matches every one.
+pub fn matching<'a>(
+    hooks: impl IntoIterator<Item = &'a HookConfig>,
+    event: HookEvent,
+    subject: Option<&str>,
+) -> Vec<&'a HookConfig> {
+    hooks
+        .into_iter()
         .filter(|h| h.event == event)
         .filter(|h| match (h.matcher.as_deref().map(str::trim).filter(|m| !m.is_empty() && *m != "*"), subject) {
             (None, _) => true,
@@ -106,7 +162,8 @@ fn matches(pattern: &str, subject: &str) -> bool {
     })
 }
 
-/// Runs `hooks` on `input` in `cwd`, all at once; how each went, in their order.
+/// Runs `hooks` on `input` in `cwd`, all at once; how each went, in their order. A workspace's
+/// hook runs in the exec sandbox, `cwd` its one writable root besides the temp dir.
 pub async fn run(config: &Config, hooks: &[&HookConfig], input: &Value, cwd: &Path) -> Vec<Ran> {
     let stdin = serde_json::to_vec(input).unwrap_or_default();
     let env = crate::sandbox::unconfined_env(config);
@@ -114,26 +171,45 @@ pub async fn run(config: &Config, hooks: &[&HookConfig], input: &Value, cwd: &Pa
         let limit = hook.timeout_sec.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, 24 * 3600)));
         let (stdin, env) = (&stdin, &env);
         async move {
-            let result = run_one(&hook.command, stdin, env, cwd, limit).await;
+            let started = Instant::now();
+            let result = match program(config, hook, cwd) {
+                Ok(program) => run_one(program, stdin, env, cwd, limit).await,
+                Err(why) => HookResult::Failed(why),
+            };
             if let HookResult::Failed(e) = &result {
                 tracing::warn!(command = %hook.command, error = %e, "a hook failed");
             }
-            Ran { command: hook.command.clone(), result }
+            let newly_failed = record(hook, &result, started.elapsed());
+            Ran { command: hook.command.clone(), result, newly_failed }
         }
     });
     futures_util::future::join_all(runs).await
 }
 
+/// The program and arguments that run `hook`: the user's shell, through the sandbox's launcher
+/// for a workspace's hook (which never runs unconfined).
+fn program(config: &Config, hook: &HookConfig, cwd: &Path) -> Result<Vec<std::ffi::OsString>, String> {
+    let mut argv = Vec::new();
+    if hook.workspace {
+        let launcher = crate::sandbox::available(config)
+            .map_err(|why| format!("a workspace's hook runs only in the sandbox, and {why}"))?;
+        let policy = crate::sandbox::Policy::new(config, &[PathBuf::from(cwd)], config.sandbox.network);
+        argv.push(launcher.program.clone().into_os_string());
+        argv.extend(policy.launcher_args(launcher, None));
+    }
+    argv.extend([shell(), "-c".into(), hook.command.clone().into()]);
+    Ok(argv)
+}
+
 async fn run_one(
-    command: &str,
+    argv: Vec<std::ffi::OsString>,
     stdin: &[u8],
     env: &[(std::ffi::OsString, std::ffi::OsString)],
     cwd: &Path,
     limit: Duration,
 ) -> HookResult {
-    let mut child = match tokio::process::Command::new(shell())
-        .arg("-c")
-        .arg(command)
+    let mut child = match tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -222,6 +298,33 @@ async fn bounded(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
             }
         }
     }
+}
+
+/// One line for a hook in a listing (`/hooks`, `acp hooks list`): its event, matcher, command
+/// and time limit, and how it last went in this process, if it ran.
+pub fn describe(hook: &HookConfig) -> String {
+    let matcher = hook.matcher.as_deref().map(|m| format!(" [{m}]")).unwrap_or_default();
+    let timeout = hook.timeout_sec.unwrap_or_else(|| DEFAULT_TIMEOUT.as_secs());
+    let mut line = format!("{}{matcher}: `{}` (timeout {timeout} s)", hook.event.name(), hook.command);
+    if let Some(last) = last(hook) {
+        let ago = (crate::clock::now_ms() - last.at_ms).max(0) / 1000;
+        let how = match &last.result {
+            HookResult::Done(said) => match (&said.decision, &said.context) {
+                (Some(d), _) => format!("decided `{d}`"),
+                (None, Some(_)) => "added context".to_owned(),
+                (None, None) => "done".to_owned(),
+            },
+            HookResult::Blocked(reason) => format!("blocked: {}", first_line(reason)),
+            HookResult::Failed(e) => format!("**failed**: {}", first_line(e)),
+        };
+        line.push_str(&format!(" — last ran {ago} s ago, {} ms: {how}", last.took.as_millis()));
+    }
+    line
+}
+
+/// The first line of `text`, at most 200 characters.
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().chars().take(200).collect()
 }
 
 /// The user's shell: `$SHELL`, else `sh`.

@@ -14,6 +14,7 @@ fn config(hooks: &[(HookEvent, Option<&str>, &str, Option<u64>)]) -> Config {
             matcher: matcher.map(str::to_owned),
             command: (*command).to_owned(),
             timeout_sec: *timeout,
+            workspace: false,
         })
         .collect();
     config
@@ -22,7 +23,7 @@ fn config(hooks: &[(HookEvent, Option<&str>, &str, Option<u64>)]) -> Config {
 fn run_all(config: &Config, event: HookEvent, subject: Option<&str>, input: Value) -> Vec<HookResult> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let hooks = matching(config, event, subject);
+    let hooks = matching(&config.hooks, event, subject);
     rt.block_on(run(config, &hooks, &input, dir.path())).into_iter().map(|r| r.result).collect()
 }
 
@@ -90,7 +91,7 @@ fn hooks_of_one_event_run_at_once() {
 #[test]
 fn a_block_wins_then_ask_then_allow() {
     let ran = |results: Vec<HookResult>| -> Vec<Ran> {
-        results.into_iter().map(|result| Ran { command: "x".into(), result }).collect()
+        results.into_iter().map(|result| Ran { command: "x".into(), result, newly_failed: false }).collect()
     };
     let done = |decision: Option<&str>, context: Option<&str>| {
         HookResult::Done(Said {

@@ -13,6 +13,24 @@ pub enum Message {
     Assistant(Vec<AssistantPart>),
 }
 
+impl Message {
+    /// Its words: a user message's text parts (a line apart), a reply's text (no reasoning, no
+    /// tool calls or results).
+    pub fn text(&self) -> String {
+        match self {
+            Self::User(parts) => parts
+                .iter()
+                .filter_map(|p| if let UserPart::Text(t) = p { Some(t.as_str()) } else { None })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Self::Assistant(parts) => parts
+                .iter()
+                .filter_map(|p| if let AssistantPart::Text(t) = p { Some(t.as_str()) } else { None })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UserPart {

@@ -66,6 +66,10 @@ pub enum Command {
     Skills,
     /// The memory files, their index, and whether the session reads them.
     Memory,
+    /// The hooks and how each last went; `allow`: allow the workspace's hooks file as it is.
+    Hooks {
+        allow: bool,
+    },
 }
 
 impl Command {
@@ -81,6 +85,7 @@ impl Command {
                 | Self::Mcp { .. }
                 | Self::Skills
                 | Self::Memory
+                | Self::Hooks { .. }
         )
     }
 }
@@ -165,6 +170,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
         usage: "/memory",
     },
+    CommandInfo {
+        name: "hooks",
+        description: "Hooks: those configured, the workspace's, and how each last went",
+        hint: Some("allow (the workspace's hooks file, as it is now)"),
+        usage: "/hooks [allow]",
+    },
 ];
 
 /// A prompt, read as a command.
@@ -225,6 +236,11 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
         "stop" => no_args(Command::Stop),
         "skills" => no_args(Command::Skills),
         "memory" => no_args(Command::Memory),
+        "hooks" => match args {
+            "" => Parsed::Command(Command::Hooks { allow: false }),
+            "allow" => Parsed::Command(Command::Hooks { allow: true }),
+            other => bad(&format!("Unknown argument `{other}`: use `allow`, or nothing.")),
+        },
         "reset" => no_args(Command::Reset),
         "context" => match args {
             "" | "list" => Parsed::Command(Command::Context { detail: false }),
@@ -377,6 +393,7 @@ pub(super) fn run(
                 conversation: session.conversation.clone(),
                 accounting: session.accounting,
                 instructions,
+                hooks: super::hooks::Place::new(session.shared.config(), &session.live, session.settings.cwd.clone()),
             };
             return Ran::Job { seq, cancel, task: tokio::spawn(job.run()) };
         }
@@ -451,7 +468,8 @@ pub(super) fn run(
         | Command::Stop
         | Command::Mcp { .. }
         | Command::Skills
-        | Command::Memory => {}
+        | Command::Memory
+        | Command::Hooks { .. } => {}
     }
     Ran::Done { seq }
 }
@@ -467,7 +485,13 @@ fn settings_changed(session: &Session, turn: TurnId) {
     }));
 }
 
+/// Clears the context (`/new`, `/reset`): the ending conversation's gist saved to the memory
+/// first, and the hooks told (`SessionEnd`, then `SessionStart`, both `clear`).
 fn clear_context(session: &mut Session, turn: TurnId) {
+    if let Some(saved) = hooks::save_gist(session) {
+        session.emitter(turn, false).emit(EventKind::Notice(format!("Saved the conversation's gist to {saved}.")));
+    }
+    hooks::cleared(session);
     session.conversation.reset();
     session.accounting.forget_report();
     session.context_tokens = Some(0);
@@ -512,6 +536,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
             let config = session.shared.config();
             crate::skills::Catalog::load(&config.home, &session.settings.cwd, &config.skills).report()
         }
+        Command::Hooks { allow } => hooks::report(session, *allow),
         Command::Mcp { restart: Some(name) } => match session.mcp.get(name) {
             Some(server) => {
                 server.restart();
@@ -659,6 +684,7 @@ struct CompactJob {
     conversation: Conversation,
     accounting: Accounting,
     instructions: Option<String>,
+    hooks: super::hooks::Place,
 }
 
 impl CompactJob {
@@ -699,6 +725,8 @@ impl CompactJob {
             cancel: &self.cancel,
             events: &self.events,
             fixed_chars: turn::fixed_chars(&system.text, &tools),
+            hooks: &self.hooks,
+            manual: true,
         };
         let done =
             compaction::compact(&env, &mut self.conversation, &mut self.accounting, self.instructions.as_deref())
@@ -715,78 +743,7 @@ impl CompactJob {
     }
 }
 
+mod hooks;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(text: &str) -> Parsed {
-        parse(&[UserBlock::text(text)])
-    }
-
-    #[test]
-    fn commands_and_their_arguments() {
-        assert_eq!(p("/help"), Parsed::Command(Command::Help));
-        assert_eq!(p("  /status \n"), Parsed::Command(Command::Status));
-        assert_eq!(p("/context detail"), Parsed::Command(Command::Context { detail: true }));
-        assert_eq!(p("/context"), Parsed::Command(Command::Context { detail: false }));
-        assert_eq!(
-            p("/compact keep the API decisions"),
-            Parsed::Command(Command::Compact { instructions: Some("keep the API decisions".into()) })
-        );
-        assert_eq!(p("/model openai/gpt-5"), Parsed::Command(Command::Model(Some("openai/gpt-5".into()))));
-        assert_eq!(p("/think high"), Parsed::Command(Command::Think(Some(ReasoningEffort::High))));
-        assert_eq!(p("/think off"), Parsed::Command(Command::Think(None)));
-        assert_eq!(p("/thinking XHIGH"), Parsed::Command(Command::Think(Some(ReasoningEffort::XHigh))));
-        assert_eq!(
-            p("/think minimal /model a/b"),
-            Parsed::Command(Command::Directives {
-                reasoning: Some(Some(ReasoningEffort::Minimal)),
-                model: Some("a/b".into())
-            })
-        );
-        // With other words they are the message's own (taken out later, in `inline`).
-        assert_eq!(p("/think high why?"), Parsed::NotACommand);
-        assert_eq!(p("/model a/b explain this"), Parsed::NotACommand);
-        assert!(matches!(p("/verbose on"), Parsed::BadArgs(t) if t.contains("chat channel")));
-        assert_eq!(p("/new"), Parsed::Command(Command::New { model: None }));
-    }
-
-    #[test]
-    fn bad_arguments_get_the_usage() {
-        for (input, usage) in [
-            ("/think hard", "/think off|minimal|low|medium|high|xhigh"),
-            ("/think", "/think off|minimal|low|medium|high|xhigh"),
-            ("/context everything", "/context [list|detail]"),
-            ("/status now", "/status"),
-        ] {
-            let Parsed::BadArgs(text) = p(input) else { panic!("{input}") };
-            assert!(text.contains(&format!("Usage: `{usage}`")), "{input}: {text}");
-        }
-    }
-
-    #[test]
-    fn other_slashes_go_to_the_model() {
-        assert_eq!(p("/usr/bin/env is missing"), Parsed::NotACommand);
-        assert_eq!(p("/unknown"), Parsed::NotACommand);
-        assert_eq!(p("please /help"), Parsed::NotACommand);
-        let with_link = [
-            UserBlock::text("/help"),
-            UserBlock::ResourceLink {
-                uri: "file:///a".into(),
-                name: "a".into(),
-                title: None,
-                description: None,
-                mime_type: None,
-            },
-        ];
-        assert_eq!(parse(&with_link), Parsed::NotACommand);
-    }
-
-    #[test]
-    fn numbers_get_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
-    }
-}
+mod tests;

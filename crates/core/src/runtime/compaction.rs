@@ -259,6 +259,10 @@ pub(crate) struct CompactEnv<'a> {
     pub cancel: &'a CancellationToken,
     pub events: &'a Emitter,
     pub fixed_chars: usize,
+    /// Where the session's hooks run (`PreCompact`).
+    pub hooks: &'a super::hooks::Place,
+    /// Asked for (`/compact`), not automatic.
+    pub manual: bool,
 }
 
 /// What a compaction did.
@@ -288,6 +292,10 @@ pub(crate) async fn compact(
         ));
     };
     let before = accounting.estimate(env.fixed_chars, messages);
+    // The user's `PreCompact` hooks: what they say goes to the summary's instructions.
+    let trigger = if env.manual { "manual" } else { "auto" };
+    let from_hooks = super::hooks::pre_compact(env.hooks, env.events, env.cancel, trigger, instructions).await;
+    let messages = conversation.messages();
     env.events.emit(EventKind::Compaction(CompactionEvent { id: id.clone(), phase: CompactionPhase::Started }));
     env.events.flush();
 
@@ -305,6 +313,10 @@ pub(crate) async fn compact(
     if let Some(extra) = instructions {
         ask.push_str("\n\nThe user asks the summary to: ");
         ask.push_str(extra);
+    }
+    if let Some(extra) = from_hooks {
+        ask.push_str("\n\nThe user's hooks ask the summary to keep in mind: ");
+        ask.push_str(&extra);
     }
     ask.push_str("\n\n<conversation>\n");
     ask.push_str(&text);

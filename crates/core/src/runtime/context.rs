@@ -149,7 +149,7 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
 /// `/etc/localtime` link, named after its target — never by listing the whole zoneinfo
 /// database, which the generic lookup does on the first use (a few milliseconds on the first
 /// prompt of every process).
-fn local_zone() -> &'static jiff::tz::TimeZone {
+pub(crate) fn local_zone() -> &'static jiff::tz::TimeZone {
     static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
     ZONE.get_or_init(|| {
         zone_from(std::env::var("TZ").ok().as_deref(), Path::new("/etc/localtime"), Path::new("/usr/share/zoneinfo"))

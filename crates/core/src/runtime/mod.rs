@@ -10,6 +10,7 @@ pub mod directives;
 pub mod event;
 mod handle;
 mod head_start;
+mod hooks;
 mod mcp;
 pub mod op;
 mod persist;

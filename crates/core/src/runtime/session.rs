@@ -67,11 +67,25 @@ pub(crate) fn spawn(
     stored: Stored,
     outlet: Outlet,
     system_ahead: Option<turn::SystemAhead>,
+    start: Option<&'static str>,
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let rules = crate::config::rules::saved_rules(&shared.config().home, &settings.cwd);
-    let network = shared.config().sandbox.network;
-    let live = Arc::new(LiveState::new(settings.mode, rules, network));
+    let config = shared.config();
+    let rules = crate::config::rules::saved_rules(&config.home, &settings.cwd);
+    let network = config.sandbox.network;
+    let workspace_hooks = crate::hooks::workspace::load(&config.home, &settings.cwd);
+    let notices: Vec<String> = workspace_hooks.notice().into_iter().collect();
+    let live = Arc::new(LiveState::new(settings.mode, rules, network, workspace_hooks));
+    // The user's `SessionStart` hooks, meanwhile (not a subagent's session); the first model turn
+    // waits for what they say.
+    let ends = start.is_some() && !outlet.child;
+    let started = start.filter(|_| !outlet.child).and_then(|source| {
+        let place = super::hooks::Place::new(config.clone(), &live, settings.cwd.clone());
+        let id = id.clone();
+        place
+            .any(crate::config::hooks::HookEvent::SessionStart, Some(source))
+            .then(|| tokio::spawn(async move { super::hooks::session_start(&place, &id, source).await }))
+    });
     let (log, restored) = match stored {
         Stored::Memory => (Arc::new(SessionLog::new(id.clone(), None, shared.clone())), None),
         Stored::New(t) => (Arc::new(SessionLog::new(id.clone(), Some(t), shared.clone())), None),
@@ -106,6 +120,9 @@ pub(crate) fn spawn(
         outlet,
         system_ahead,
         _memory_watch: memory_watch,
+        started,
+        notices,
+        ends,
     };
     if let Some(r) = restored {
         session.conversation = r.conversation;
@@ -211,7 +228,8 @@ impl Actor {
             // A new session's index row may wait still (see `persist`): only a prompt for the
             // model (it answers later) and a cancellation go ahead of it.
             if let Some(Op::Prompt { turn, input, options, done }) = op {
-                let parsed = commands::parse(&input);
+                // Another agent's words are never a command (`/network on`, `/hooks allow`).
+                let parsed = if options.from_agent { Parsed::NotACommand } else { commands::parse(&input) };
                 if !matches!(parsed, Parsed::NotACommand) {
                     self.session.log.indexed().await;
                 }
@@ -267,6 +285,15 @@ impl Actor {
                     for turn in std::mem::take(&mut self.cancelled) {
                         self.end_cancelled(turn);
                     }
+                    if self.session.ends {
+                        let session = &self.session;
+                        let place = super::hooks::Place::new(
+                            session.shared.config(),
+                            &session.live,
+                            session.settings.cwd.clone(),
+                        );
+                        super::hooks::session_end(&place, &session.id, "close").await;
+                    }
                     self.session.log.flush();
                     tracing::debug!(session = %self.session.id, "session closed");
                     return;
@@ -296,6 +323,11 @@ impl Actor {
                     None => self.answer(turn, "Nothing is running.".into()),
                 };
             }
+            // Hooks are the user's own commands: only the user sees them or allows a workspace's
+            // (not a guest in a chat, whose runs are held to a mode).
+            Parsed::Command(Command::Hooks { .. }) if options.mode_cap.is_some() => {
+                return self.answer(turn, "Only the owner may see hooks or allow a workspace's.".into());
+            }
             Parsed::Command(c) => Some(c),
         };
         // Reports answer at once when the session is idle; behind running or queued prompts they
@@ -305,8 +337,10 @@ impl Actor {
         match command {
             Some(c)
                 if c.is_immediate()
-                    && (matches!(c, Command::Help | Command::Mcp { .. } | Command::Skills | Command::Memory)
-                        || idle) =>
+                    && (matches!(
+                        c,
+                        Command::Help | Command::Mcp { .. } | Command::Skills | Command::Memory | Command::Hooks { .. }
+                    ) || idle) =>
             {
                 let text = commands::report(&self.session, &c);
                 self.answer(turn, text);
@@ -365,7 +399,11 @@ impl Actor {
             steers: self.steers.clone(),
             outlet: session.outlet.clone(),
             options,
+            start: session.started.take(),
         };
+        for notice in std::mem::take(&mut session.notices) {
+            session.emitter(turn, false).emit(EventKind::Notice(notice));
+        }
         let task = tokio::spawn(turn::run(ctx, cancel.clone()));
         Some(Running { turn, seq, cancel, task, model: true })
     }

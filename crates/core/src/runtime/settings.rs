@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use super::op::Mode;
 use crate::config::ModelRef;
 use crate::config::mcp::McpServer;
+use crate::hooks::workspace::Workspace;
 use crate::settings::{ReasoningEffort, Rule};
 use crate::sync::lock;
 
@@ -30,18 +31,33 @@ impl SessionSettings {
     }
 }
 
-/// What a running turn must see change at once: the mode, "always" answers and whether
-/// sandboxed commands may use the network.
+/// What a running turn must see change at once: the mode, "always" answers, whether sandboxed
+/// commands may use the network, and the workspace's hooks file (allowed during the session).
 #[derive(Debug, Default)]
 pub(crate) struct LiveState {
     mode: Mutex<Mode>,
     rules: Mutex<Vec<Rule>>,
     network: std::sync::atomic::AtomicBool,
+    hooks: Mutex<std::sync::Arc<Workspace>>,
 }
 
 impl LiveState {
-    pub(crate) fn new(mode: Mode, rules: Vec<Rule>, network: bool) -> Self {
-        Self { mode: Mutex::new(mode), rules: Mutex::new(rules), network: network.into() }
+    pub(crate) fn new(mode: Mode, rules: Vec<Rule>, network: bool, hooks: Workspace) -> Self {
+        Self {
+            mode: Mutex::new(mode),
+            rules: Mutex::new(rules),
+            network: network.into(),
+            hooks: Mutex::new(std::sync::Arc::new(hooks)),
+        }
+    }
+
+    /// The workspace's hooks file, as the session sees it.
+    pub(crate) fn workspace_hooks(&self) -> std::sync::Arc<Workspace> {
+        lock(&self.hooks).clone()
+    }
+
+    pub(crate) fn set_workspace_hooks(&self, hooks: Workspace) {
+        *lock(&self.hooks) = std::sync::Arc::new(hooks);
     }
 
     pub(crate) fn network(&self) -> bool {

@@ -54,7 +54,15 @@ impl Runtime {
                 session::Stored::Memory
             }
         };
-        Some(session::spawn(id.clone(), settings.clone(), self.shared.clone(), stored, outlet, Some(system)))
+        Some(session::spawn(
+            id.clone(),
+            settings.clone(),
+            self.shared.clone(),
+            stored,
+            outlet,
+            Some(system),
+            Some("startup"),
+        ))
     }
 
     /// A new session's index row and the settings its transcript starts with.
@@ -94,7 +102,8 @@ impl Runtime {
             Ok(store) => store,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "sessions cannot be saved; this one lives in memory only");
-                return Ok(session::spawn(id, settings, self.shared.clone(), session::Stored::Memory, outlet, None));
+                let memory = session::Stored::Memory;
+                return Ok(session::spawn(id, settings, self.shared.clone(), memory, outlet, None, Some("startup")));
             }
         };
         let (row, record) = self.new_row(&id, &settings, parent);
@@ -110,18 +119,20 @@ impl Runtime {
                 session::Stored::Memory
             }
         };
-        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet, None))
+        Ok(session::spawn(id, settings, self.shared.clone(), stored, outlet, None, Some("startup")))
     }
 
     /// Reopens a stored session in `cwd`: its conversation, settings and everything it showed. A
     /// turn that never ended is closed first (see `store::replay`). Fails if another process has it
     /// open.
+    /// `source`: how it is opened, for the `SessionStart` hooks (`load`, `resume`).
     pub async fn load_session(
         &self,
         id: &str,
         cwd: PathBuf,
         additional_dirs: Vec<PathBuf>,
         mcp_servers: Vec<McpServer>,
+        source: &'static str,
     ) -> Result<LoadedSession, LoadError> {
         if !crate::store::valid_id(id) {
             return Err(LoadError::NotFound);
@@ -227,6 +238,7 @@ impl Runtime {
             session::Stored::Restored(restored),
             Outlet::of(&self.shared),
             None,
+            Some(source),
         );
         Ok(LoadedSession {
             handle,

@@ -58,6 +58,8 @@ pub(crate) struct CallEnv<'a> {
     pub mode_cap: Option<crate::settings::Mode>,
     /// Only calls that write memory files (or read inside the workspace) run: the memory flush's.
     pub memory_only: bool,
+    /// Where the session's hooks run.
+    pub hooks: super::hooks::Place,
 }
 
 impl<'a> CallEnv<'a> {
@@ -80,6 +82,7 @@ impl<'a> CallEnv<'a> {
             host: self.host.clone(),
             mode_cap: self.mode_cap,
             memory_only: true,
+            hooks: self.hooks.clone(),
         }
     }
 }
@@ -128,6 +131,8 @@ struct Ready {
     hidden: bool,
     /// It writes a memory file (the memory index is told when it has).
     writes_memory: bool,
+    /// What the `PreToolUse` hooks decided (`ask`, `allow`), if they ran.
+    hook: Option<crate::hooks::Verdict>,
 }
 
 /// Runs every call of one reply, in order; returns one result per call, then the images the
@@ -202,7 +207,8 @@ impl From<UserPart> for Done {
 /// Reads that may run without asking.
 fn is_free_read(env: &CallEnv<'_>, ready: &Ready) -> bool {
     let access = &ready.prepared.access;
-    !access.is_mutating()
+    !matches!(ready.hook, Some(crate::hooks::Verdict::Ask(_)))
+        && !access.is_mutating()
         && access.network.is_none()
         && approval::decide(env.mode(), &ready.call.name, access, ready.inside, &env.live.rules()) == Decision::Allow
 }
@@ -297,6 +303,25 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
         let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
         return Err(fail(title, kind, args, message));
     };
+    // The user's `PreToolUse` hooks, before anything else: a block fails the call with their
+    // reason; new arguments take the model's place only if they fit the tool's schema.
+    let (mut args, mut hook, mut rewritten) = (args, None, false);
+    if let Some(pre) = super::hooks::pre_tool_use(&env.hooks, &env.events, &env.cancel, &call.name, &args).await {
+        let refused = |reason: String, args: Value| {
+            let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
+            fail(title, kind, args, format!("Not run: a hook blocked this call: {reason}."))
+        };
+        if let crate::hooks::Verdict::Block(reason) = pre.verdict {
+            return Err(refused(reason, args));
+        }
+        if let Some(new) = pre.rewritten {
+            if let Err(why) = super::hooks::fits(&handler.spec().parameters, &new) {
+                return Err(refused(format!("the arguments it gave do not fit the tool's schema ({why})"), args));
+            }
+            (args, rewritten) = (new, true);
+        }
+        hook = Some(pre.verdict);
+    }
     let state = Arc::new(Mutex::new(ToolCallState {
         id: call.id.clone(),
         name: call.name.clone(),
@@ -312,6 +337,11 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
     let ctx = context(env, &call, state.clone()).await;
     let prepared = match handler.prepare(&args, &ctx).await {
         Ok(p) => p,
+        Err(message) if rewritten => {
+            let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
+            let message = format!("Not run: a hook rewrote the arguments and the tool refused them: {message}");
+            return Err(fail(title, kind, args, message));
+        }
         Err(message) => {
             let (kind, title, _) = kind::describe_foreign(&call.name, &args, &env.settings.cwd);
             return Err(fail(title, kind, args, message));
@@ -381,7 +411,7 @@ async fn prepare(env: &CallEnv<'_>, call: Call) -> Result<Ready, UserPart> {
             env.events.emit(EventKind::ToolCall(s.clone()));
         }
     }
-    Ok(Ready { call, prepared, ctx, state, inside, hidden, writes_memory })
+    Ok(Ready { call, prepared, ctx, state, inside, hidden, writes_memory, hook })
 }
 
 /// The tools a memory flush may call.
@@ -431,20 +461,15 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
     }
 }
 
-/// The user's `PreToolUse` hooks for a call, then approval, then the run.
+/// Approval (what the `PreToolUse` hooks said counted in), then the run.
 async fn decide_and_run(env: &CallEnv<'_>, ready: Ready) -> Done {
     let name = ready.call.name.clone();
     let mut decision = approval::decide(env.mode(), &name, &ready.prepared.access, ready.inside, &env.live.rules());
     if !matches!(decision, Decision::Deny(_)) {
-        let input = lock(&ready.state).raw_input.clone();
-        match pre_tool_use(env, &name, input).await {
-            crate::hooks::Verdict::Block(reason) => {
-                let shown = format!("Blocked by a hook: {reason}");
-                return finish_unrun(env, &ready, &shown, &format!("a hook blocked this call: {reason}")).into();
-            }
-            crate::hooks::Verdict::Ask(_) => decision = Decision::Ask,
+        match ready.hook {
+            Some(crate::hooks::Verdict::Ask(_)) => decision = Decision::Ask,
             // As an "always allow" rule would: inside the workspace and the sandbox only.
-            crate::hooks::Verdict::Allow
+            Some(crate::hooks::Verdict::Allow)
                 if ready.inside
                     && ready.prepared.access.control.is_none()
                     && ready
@@ -539,26 +564,6 @@ fn finish_unrun(env: &CallEnv<'_>, ready: &Ready, for_user: &str, for_model: &st
     })
 }
 
-/// Runs the `PreToolUse` hooks that match the call (none configured: nothing runs); a
-/// cancelled turn stops waiting for them.
-async fn pre_tool_use(env: &CallEnv<'_>, name: &str, tool_input: Value) -> crate::hooks::Verdict {
-    let hooks = crate::hooks::matching(&env.config, crate::config::hooks::HookEvent::PreToolUse, Some(name));
-    if hooks.is_empty() {
-        return crate::hooks::Verdict::Go(None);
-    }
-    let input = serde_json::json!({
-        "hook_event_name": "PreToolUse",
-        "session_id": env.events.session.as_ref(),
-        "cwd": env.settings.cwd,
-        "tool_name": name,
-        "tool_input": tool_input,
-    });
-    tokio::select! {
-        ran = crate::hooks::run(&env.config, &hooks, &input, &env.settings.cwd) => crate::hooks::verdict(&ran),
-        () = env.cancel.cancelled() => crate::hooks::Verdict::Block("the turn was cancelled".into()),
-    }
-}
-
 /// Runs an approved call and reports it.
 async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
     let Ready { call, prepared, ctx, state, hidden, writes_memory, .. } = ready;
@@ -618,44 +623,23 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
     // The user's `PostToolUse` hooks: what they say is a note for the model, after the result.
     if !cancelled {
         let input = lock(&state).raw_input.clone();
-        if let Some(note) = post_tool_use(env, &call.name, input, &content, output.is_error).await {
+        let note = super::hooks::post_tool_use(
+            &env.hooks,
+            &env.events,
+            &env.cancel,
+            &call.name,
+            input,
+            &content,
+            output.is_error,
+        )
+        .await;
+        if let Some(note) = note {
             content.push_str(&format!("\n\n[hook] {note}"));
         }
     }
     let result =
         UserPart::ToolResult(ToolResult { call_id: call.id, name: call.name, content, is_error: output.is_error });
     Done { result, images }
-}
-
-/// Runs the `PostToolUse` hooks that match a call that ran; their note for the model (a block's
-/// reason, or the context they add), if any.
-async fn post_tool_use(
-    env: &CallEnv<'_>,
-    name: &str,
-    tool_input: Value,
-    result: &str,
-    is_error: bool,
-) -> Option<String> {
-    let hooks = crate::hooks::matching(&env.config, crate::config::hooks::HookEvent::PostToolUse, Some(name));
-    if hooks.is_empty() {
-        return None;
-    }
-    let input = serde_json::json!({
-        "hook_event_name": "PostToolUse",
-        "session_id": env.events.session.as_ref(),
-        "cwd": env.settings.cwd,
-        "tool_name": name,
-        "tool_input": tool_input,
-        "tool_response": {"output": result, "is_error": is_error},
-    });
-    let verdict = tokio::select! {
-        ran = crate::hooks::run(&env.config, &hooks, &input, &env.settings.cwd) => crate::hooks::verdict(&ran),
-        () = env.cancel.cancelled() => return None,
-    };
-    match verdict {
-        crate::hooks::Verdict::Block(note) | crate::hooks::Verdict::Go(Some(note)) => Some(note),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub(crate) struct TurnContext {
     pub steers: Arc<tool_calls::Steers>,
     pub outlet: super::shared::Outlet,
     pub options: super::op::TurnOptions,
+    /// What the `SessionStart` hooks say (for the session's first model turn).
+    pub start: Option<tokio::task::JoinHandle<super::hooks::Started>>,
 }
 
 pub(crate) struct TurnResult {
@@ -74,33 +76,22 @@ pub(crate) fn memory_use(config: &Config, id: &str) -> MemoryUse {
     if config.memory.enabled && crate::memory::private_session(id) { MemoryUse::Private } else { MemoryUse::None }
 }
 
-/// Runs the `UserPromptSubmit` hooks on the turn's prompt; `None` when none is configured.
-async fn prompt_hooks(
-    config: &Config,
-    session: &str,
-    cwd: &std::path::Path,
-    conversation: &Conversation,
-    cancel: &CancellationToken,
-) -> Option<crate::hooks::Verdict> {
-    let hooks = crate::hooks::matching(config, crate::config::hooks::HookEvent::UserPromptSubmit, None);
-    if hooks.is_empty() {
-        return None;
+/// The text parts of the turn's prompt, joined.
+fn prompt_text(conversation: &Conversation) -> String {
+    match conversation.turn_messages() {
+        [prompt @ Message::User(_)] => prompt.text(),
+        _ => String::new(),
     }
-    let [Message::User(parts)] = conversation.turn_messages() else { return None };
-    let prompt: Vec<&str> = parts
-        .iter()
-        .filter_map(|p| if let crate::providers::UserPart::Text(t) = p { Some(t.as_str()) } else { None })
-        .collect();
-    let input = serde_json::json!({
-        "hook_event_name": "UserPromptSubmit",
-        "session_id": session,
-        "cwd": cwd,
-        "prompt": prompt.join("\n"),
-    });
-    Some(tokio::select! {
-        ran = crate::hooks::run(config, &hooks, &input, cwd) => crate::hooks::verdict(&ran),
-        () = cancel.cancelled() => crate::hooks::Verdict::Go(None),
-    })
+}
+
+/// Adds `text` to the turn's prompt, as a part of its own.
+fn add_to_prompt(conversation: &mut Conversation, text: String) {
+    if let [Message::User(parts)] = conversation.turn_messages() {
+        let mut parts = parts.clone();
+        parts.push(crate::providers::UserPart::Text(text));
+        conversation.discard_turn();
+        conversation.push(Message::User(parts));
+    }
 }
 
 /// The text of the turn's prompt when it is text alone and starts with `/`.
@@ -173,6 +164,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         steers,
         outlet,
         options,
+        start,
     } = ctx;
     // Its place in the lane first (held until the turn ends); cancelled while it waits, it ends
     // without having reached the model.
@@ -209,10 +201,24 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         }
     }
     let config = shared.config();
+    let hooks = super::hooks::Place::new(config.clone(), &live, settings.cwd.clone());
+    // What the `SessionStart` hooks said, with the session's first prompt.
+    if let Some(task) = start {
+        let said = tokio::select! {
+            said = task => said.unwrap_or_default(),
+            () = cancel.cancelled() => super::hooks::Started::default(),
+        };
+        for notice in said.notices {
+            events.emit(EventKind::Notice(notice));
+        }
+        if let Some(context) = said.context {
+            add_to_prompt(&mut conversation, context);
+        }
+    }
     // The user's `UserPromptSubmit` hooks (not for another agent's words): a block ends the turn
     // with its reason shown, the prompt never sent; the context they add goes with the prompt.
     if !options.from_agent
-        && let Some(verdict) = prompt_hooks(&config, &events.session, &settings.cwd, &conversation, &cancel).await
+        && let Some(verdict) = super::hooks::prompt_submit(&hooks, &events, &cancel, &prompt_text(&conversation)).await
     {
         match verdict {
             crate::hooks::Verdict::Block(reason) => {
@@ -221,14 +227,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
                 let outcome = TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() };
                 return TurnResult { conversation, accounting, outcome, context: None };
             }
-            crate::hooks::Verdict::Go(Some(context)) => {
-                if let [Message::User(parts)] = conversation.turn_messages() {
-                    let mut parts = parts.clone();
-                    parts.push(crate::providers::UserPart::Text(context));
-                    conversation.discard_turn();
-                    conversation.push(Message::User(parts));
-                }
-            }
+            crate::hooks::Verdict::Go(Some(context)) => add_to_prompt(&mut conversation, context),
             _ => {}
         }
     }
@@ -268,6 +267,8 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         cancel: &cancel,
         events: &events,
         fixed_chars,
+        hooks: &hooks,
+        manual: false,
     };
     let calls = CallEnv {
         events: events.clone(),
@@ -280,6 +281,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         host: outlet.host.clone(),
         mode_cap: options.mode_cap,
         memory_only: false,
+        hooks: hooks.clone(),
     };
     let may_flush = memory == MemoryUse::Private && config.memory.flush && config.compaction.auto;
     let mut turn = Turn {
@@ -299,6 +301,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         context: None,
         budget: options.request_budget.clone(),
         may_flush,
+        stop_hooks: !options.from_agent && !outlet.child,
     };
     let outcome = turn.drive().await;
     TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context }
@@ -326,6 +329,8 @@ struct Turn<'a> {
     budget: Option<Arc<std::sync::atomic::AtomicU32>>,
     /// Whether the session saves its memory before a compaction ([`Turn::flush_memory`]).
     may_flush: bool,
+    /// Whether the user's `Stop` hooks run when it ends (not for another agent's words).
+    stop_hooks: bool,
 }
 
 /// The most requests a memory flush makes.
@@ -344,6 +349,8 @@ impl Turn<'_> {
         let mut auto = AutoCompact::default();
         // Requests whose tool calls ran.
         let mut answered: u32 = 0;
+        // Whether a `Stop` hook made the turn go on already (it may once).
+        let mut stop_active = false;
         loop {
             if self.flush_due() && self.flush_memory().await.is_err() {
                 return self.stopped(StopReason::Cancelled);
@@ -356,7 +363,14 @@ impl Turn<'_> {
             }
             let (result, reply) = self.request().await;
             let calls = match self.settle(result, reply, answered > 0, &mut auto).await {
-                Next::Stop(outcome) => return outcome,
+                Next::Stop(outcome) => match self.stop_hooks(&outcome, stop_active).await {
+                    Some(more) => {
+                        stop_active = true;
+                        self.conversation.push(Message::User(vec![crate::providers::UserPart::Text(more)]));
+                        continue;
+                    }
+                    None => return outcome,
+                },
                 Next::Resend => continue,
                 Next::RunTools(calls) => calls,
             };
@@ -374,6 +388,24 @@ impl Turn<'_> {
                 return self.stopped(StopReason::Cancelled);
             }
         }
+    }
+
+    /// The user's `Stop` hooks, when the model ended the turn itself: what the model is asked
+    /// to do before it ends, when a hook blocks the stop (once a turn; see [`super::hooks::stop`]).
+    async fn stop_hooks(&self, outcome: &TurnOutcome, active: bool) -> Option<String> {
+        if !self.stop_hooks
+            || self.cancel.is_cancelled()
+            || !matches!(outcome, TurnOutcome::Stopped { reason: StopReason::EndTurn, .. })
+        {
+            return None;
+        }
+        let last = match self.conversation.messages().last() {
+            Some(reply @ Message::Assistant(_)) => reply.text(),
+            _ => String::new(),
+        };
+        let reason = super::hooks::stop(&self.calls.hooks, self.events, self.cancel, active, &last).await?;
+        self.events.emit(EventKind::Notice(format!("A Stop hook asks for more: {reason}")));
+        Some(format!("[Stop hook] Before you finish: {reason}"))
     }
 
     fn stopped(&self, reason: StopReason) -> TurnOutcome {

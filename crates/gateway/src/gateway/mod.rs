@@ -16,6 +16,7 @@ pub mod cron;
 pub mod discovery;
 pub mod guard;
 pub mod handshake;
+mod hooks;
 pub mod hub;
 pub mod limits;
 mod methods;
@@ -463,6 +464,15 @@ impl channels::Host for Gateway {
     fn channel_status(&self, channel: &str, change: &mut dyn FnMut(&mut serde_json::Map<String, serde_json::Value>)) {
         self.channels.change_status(channel, change);
     }
+
+    fn message_hooks(
+        &self,
+        event: crate::config::hooks::HookEvent,
+        channel: &str,
+        fields: serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'static, Option<crate::hooks::Verdict>> {
+        self.gateway_hooks(event, Some(channel), fields)
+    }
 }
 
 /// Files on disk; approval questions go to the connected clients that may answer them (with none
@@ -616,6 +626,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         eprintln!("acp gateway listening on ws://{local}/ (web chat: {web})");
     }
     let serving = tokio::spawn(server::serve(listener, gateway.clone(), stop.clone()));
+    tokio::spawn(gateway.clone().started());
     let cron = tokio::spawn(gateway.cron.clone().serve(Arc::downgrade(&gateway), stop.clone()));
     // Idle sessions are closed as they pass the idle time (checked at a quarter of it, at least
     // every minute).

@@ -199,7 +199,7 @@ impl Gateway {
             Ok(handle) => handle,
             Err(CreateError::Exists) => {
                 self.runtime
-                    .load_session(key, self.open.workspace.clone(), Vec::new(), Vec::new())
+                    .load_session(key, self.open.workspace.clone(), Vec::new(), Vec::new(), "resume")
                     .await
                     .map_err(|e| format!("could not open session {key}: {e}"))?
                     .handle

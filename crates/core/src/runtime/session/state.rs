@@ -17,7 +17,7 @@ use crate::runtime::turn::SystemAhead;
 /// What a session's index row still lacks.
 #[derive(Default)]
 pub(super) struct Unsaved {
-    pub(super) title: Option<String>,
+    pub(in crate::runtime) title: Option<String>,
     pub(super) prompted: bool,
 }
 
@@ -35,7 +35,7 @@ pub(in crate::runtime) struct Session {
     pub(in crate::runtime) log: Arc<SessionLog>,
     /// Whether the model ever answered in this session (then it is listed).
     pub(super) prompted: bool,
-    pub(super) title: Option<String>,
+    pub(in crate::runtime) title: Option<String>,
     /// What the index does not hold yet, written with the end of the running turn (one write
     /// instead of three on the way to the model and back).
     pub(super) unsaved: Unsaved,
@@ -51,6 +51,12 @@ pub(in crate::runtime) struct Session {
     pub(super) system_ahead: Option<SystemAhead>,
     /// Its share of the memory index's watcher (a session that reads the memory).
     pub(super) _memory_watch: Option<crate::memory::Watching>,
+    /// What its `SessionStart` hooks say, being worked out (for its first model turn).
+    pub(in crate::runtime) started: Option<tokio::task::JoinHandle<crate::runtime::hooks::Started>>,
+    /// What the user is told with the next model turn (a workspace's hooks waiting to be allowed).
+    pub(super) notices: Vec<String>,
+    /// Whether its `SessionEnd` hooks run when it closes (opened by a surface, not a subagent's).
+    pub(in crate::runtime) ends: bool,
 }
 
 impl Session {

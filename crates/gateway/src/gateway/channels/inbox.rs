@@ -23,7 +23,9 @@ use super::policy::{SendPolicy, SessionPrefs, Show};
 use super::queue::{self, Mode, Waiting};
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
+use crate::config::hooks::HookEvent;
 use crate::gateway::approvals::ChatAsker;
+use crate::hooks::Verdict;
 use crate::runtime::commands::{Command, Parsed};
 use crate::runtime::directives;
 use crate::runtime::host::PermissionOption;
@@ -277,6 +279,29 @@ impl<C: Channel> Inbox<C> {
         if !addressed {
             return;
         }
+        // The user's `MessageReceived` hooks: a block drops the message (logged); what they add
+        // goes with it to the agent (not with a command).
+        let fields = serde_json::json!({
+            "channel": self.channel.id(),
+            "account": env.account,
+            "chat_id": env.peer,
+            "thread_id": env.thread,
+            "chat_type": if env.kind == PeerKind::Direct { "direct" } else { "group" },
+            "sender": env.sender,
+            "sender_name": env.sender_name,
+            "message_id": env.message_id,
+            "text": text,
+            "session_key": key,
+        });
+        let hooks = self.host.message_hooks(HookEvent::MessageReceived, self.channel.id(), fields).await;
+        let added = match hooks {
+            Some(Verdict::Block(reason)) => {
+                tracing::info!(channel = self.channel.id(), sender = %env.sender, %reason, "a hook dropped a message");
+                return;
+            }
+            Some(Verdict::Go(context)) => context,
+            _ => None,
+        };
         if text.starts_with('/') && env.attachments.is_empty() {
             if let Some(reply) = self.chat_command(&key, &env.sender, &text, &route) {
                 return self.say(&route, &reply).await;
@@ -288,6 +313,10 @@ impl<C: Channel> Inbox<C> {
                 return self.dispatch(key, route, env.sender, text.into(), true);
             }
         }
+        let text = match added {
+            Some(context) => format!("{text}\n\n{context}"),
+            None => text,
+        };
         let prompt = self.prompt(text, &env.attachments).await;
         let wait = self.inbound_debounce();
         let burst = (key.clone(), env.sender.clone());
@@ -589,13 +618,29 @@ impl<C: Channel> Inbox<C> {
 
     async fn deliver(&self, peer: &str, thread: Option<&str>, text: &str) {
         match self.channel.send(peer, thread, text).await {
-            Ok(()) => self.status(|s| {
-                let n = s.get("messagesOut").and_then(Value::as_u64).unwrap_or(0);
-                s.insert("messagesOut".into(), (n + 1).into());
-                s.insert("lastOutboundAt".into(), now_ms().into());
-            }),
+            Ok(()) => {
+                self.status(|s| {
+                    let n = s.get("messagesOut").and_then(Value::as_u64).unwrap_or(0);
+                    s.insert("messagesOut".into(), (n + 1).into());
+                    s.insert("lastOutboundAt".into(), now_ms().into());
+                });
+                self.sent(peer, thread, text);
+            }
             Err(e) => tracing::warn!(channel = self.channel.id(), error = %e, "a message could not be delivered"),
         }
+    }
+
+    /// The user's `MessageSent` hooks for a message the channel sent, in the background (they
+    /// hold no reply back).
+    fn sent(&self, peer: &str, thread: Option<&str>, text: &str) {
+        let fields = serde_json::json!({
+            "channel": self.channel.id(),
+            "chat_id": peer,
+            "thread_id": thread,
+            "text": text,
+        });
+        let hooks = self.host.message_hooks(HookEvent::MessageSent, self.channel.id(), fields);
+        tokio::spawn(hooks);
     }
 
     /// A notice to the owners (`allow_from`), each in their direct chat with the bot (a chat they
@@ -638,7 +683,9 @@ impl<C: Channel> Inbox<C> {
         if !self.delivers(&key, &route) {
             return Err(format!("the send policy does not allow messages to {} `{to}`", self.channel.id()));
         }
-        self.channel.send(to, thread, text).await
+        self.channel.send(to, thread, text).await?;
+        self.sent(to, thread, text);
+        Ok(())
     }
 }
 

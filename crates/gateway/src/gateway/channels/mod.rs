@@ -51,6 +51,14 @@ pub trait Host: Send + Sync {
     fn answer_question(&self, id: &str, option: &str, by: &str) -> Result<String, String>;
     /// The channel's state, as `channels.status` shows it.
     fn channel_status(&self, channel: &str, change: &mut dyn FnMut(&mut Map<String, Value>));
+    /// Runs the user's hooks for a message `event` (`MessageReceived`, `MessageSent`) on
+    /// `channel`, with `fields`; what they decide (`None`: none matches).
+    fn message_hooks(
+        &self,
+        event: crate::config::hooks::HookEvent,
+        channel: &str,
+        fields: Value,
+    ) -> BoxFuture<'static, Option<crate::hooks::Verdict>>;
 }
 
 /// The gateway's side of its channels: who may talk through them, what chats chose, the
