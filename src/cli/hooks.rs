@@ -23,22 +23,26 @@ pub enum HooksCommand {
     Test {
         /// The event, as config.toml names it.
         event: String,
-        /// What the sample names, for the hooks' matchers: the tool (PreToolUse, PostToolUse),
-        /// the source (SessionStart: startup, load, resume), the trigger (PreCompact: manual,
-        /// auto), the channel (MessageReceived, MessageSent).
-        #[arg(long, default_value = "exec")]
-        tool: String,
+        /// What the sample names, for the hooks' matchers: the tool (PreToolUse, PostToolUse;
+        /// default exec), the source (SessionStart: startup, load, resume, clear; default
+        /// startup), the reason (SessionEnd: close, clear), the trigger (PreCompact: manual,
+        /// auto), the channel (MessageReceived, MessageSent: default telegram).
+        #[arg(long)]
+        tool: Option<String>,
     },
 }
 
 pub fn hooks(command: HooksCommand) -> ExitCode {
     let config = Config::load();
     let said = match command {
-        HooksCommand::List => std::env::current_dir().map(|cwd| list(&config, &cwd)).map_err(|e| e.to_string()),
+        HooksCommand::List => match &config.load_error {
+            Some(e) => Err(format!("the configuration file is broken: {e}")),
+            None => std::env::current_dir().map(|cwd| list(&config, &cwd)).map_err(|e| e.to_string()),
+        },
         HooksCommand::Allow => std::env::current_dir()
             .map_err(|e| e.to_string())
             .and_then(|cwd| hooks::workspace::allow(&config.home, &cwd)),
-        HooksCommand::Test { event, tool } => test(&config, &event, &tool),
+        HooksCommand::Test { event, tool } => test(&config, &event, tool.as_deref()),
     };
     super::pairing::finish(said)
 }
@@ -59,12 +63,13 @@ fn list(config: &Config, cwd: &std::path::Path) -> String {
     lines.join("\n")
 }
 
-fn test(config: &Config, event: &str, tool: &str) -> Result<String, String> {
+fn test(config: &Config, event: &str, tool: Option<&str>) -> Result<String, String> {
     if let Some(e) = &config.load_error {
         return Err(e.clone());
     }
     let names = HookEvent::ALL.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ");
     let event = HookEvent::parse(event).ok_or_else(|| format!("no event `{event}` (events: {names})"))?;
+    let tool = tool.unwrap_or(event.sample_subject());
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
     let mut input = json!({
         "hook_event_name": event.name(),
@@ -112,6 +117,13 @@ fn test(config: &Config, event: &str, tool: &str) -> Result<String, String> {
                     }
                     if let Some(context) = &said.context {
                         how.push_str(&format!(", context: {context}"));
+                    }
+                    let json = said.json.as_ref();
+                    let specific = json.and_then(|j| j.get("hookSpecificOutput"));
+                    if let Some(input) =
+                        specific.and_then(|s| s.get("updatedInput")).or(json.and_then(|j| j.get("updatedInput")))
+                    {
+                        how.push_str(&format!(", updatedInput: {input}"));
                     }
                     how
                 }

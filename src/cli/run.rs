@@ -11,6 +11,7 @@ use acp_repl::run::{Output, RunOptions, exit};
 use super::signals;
 use crate::acp::HeadStart;
 use crate::config::Config;
+use crate::config::hooks::HookEvent;
 
 /// How long the agent may take to close its session once the run is over, when it must (see the
 /// end of [`run`]).
@@ -26,8 +27,10 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         let _ = writeln!(std::io::stderr(), "acp run: the configuration file is broken: {err}");
         return exit::CONFIG;
     }
-    // The agent stops the MCP servers it started as it closes its session.
-    let servers = !config.mcp_servers.is_empty();
+    // The agent stops the MCP servers it started as it closes its session, and runs the
+    // `SessionEnd` hooks (and those `/new` starts).
+    let servers = !config.mcp_servers.is_empty()
+        || config.hooks.iter().any(|h| matches!(h.event, HookEvent::SessionEnd | HookEvent::SessionStart));
     // First: a new session, its id made up here, begins without waiting for the session store;
     // continuing one (`--session`), the store opens on a thread of its own meanwhile.
     let head = HeadStart::begin(config.home.clone(), options.new_session_id.clone());
@@ -55,8 +58,8 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr());
     let ended = acp_repl::run::run(&tx, &rx, options, &mut Output { out: &mut stdout, err: &mut stderr });
     // End of input. With the prompt answered the turn is saved already, and without MCP servers
-    // to stop the process may exit at once; otherwise the agent is given time to save what it has
-    // (a cancelled turn's end) and to stop the servers.
+    // to stop or session hooks to run the process may exit at once; otherwise the agent is given
+    // time to save what it has (a cancelled turn's end), stop the servers and run the hooks.
     drop(tx);
     if (!ended.answered || servers) && done_rx.recv_timeout(AGENT_WIND_DOWN).is_err() {
         tracing::warn!("the agent did not finish within {} s of the end of the run", AGENT_WIND_DOWN.as_secs());

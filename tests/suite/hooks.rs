@@ -36,6 +36,14 @@ event = "PreToolUse"
 matcher = "read"
 command = "echo never"
 
+# As written for Claude Code: its tool name, `type`, `timeout`.
+[[hooks]]
+event = "PreToolUse"
+matcher = "Bash"
+type = "command"
+command = """echo '{"hookSpecificOutput": {"updatedInput": {"command": "ls"}}}'"""
+timeout = 7
+
 [[hooks]]
 event = "Stop"
 command = "echo broken >&2; exit 7"
@@ -49,6 +57,7 @@ command = "echo broken >&2; exit 7"
     assert!(out.contains("blocks: no rm -rf here"), "{out}");
     assert!(out.contains("done, decision ask, reason: commands are reviewed"), "{out}");
     assert!(!out.contains("never"), "the read hook does not match exec: {out}");
+    assert!(out.contains(r#"updatedInput: {"command":"ls"}"#), "Claude Code's names carry over: {out}");
     let (ok, out) = acp(home.path(), &["hooks", "test", "Stop"]);
     assert!(ok && out.contains("failed (blocks nothing): exit 7: broken"), "{out}");
     // A workspace's own file: listed as waiting, then allowed from the command line.
@@ -68,6 +77,8 @@ command = "echo broken >&2; exit 7"
         .unwrap();
     let (ok, out) = acp(home.path(), &["hooks", "test", "Stop"]);
     assert!(!ok && out.contains("BeforeEverything"), "{out}");
+    let (ok, out) = acp(home.path(), &["hooks", "list"]);
+    assert!(!ok && out.contains("the configuration file is broken") && out.contains("BeforeEverything"), "{out}");
 }
 
 #[test]
@@ -129,8 +140,9 @@ command = 'if grep -q "password"; then echo "prompts must not carry passwords" >
     let body = mock.requests()[0].body.to_string();
     assert!(body.contains("How should I indent?") && body.contains("the team uses tabs"), "{body}");
     // Blocked: the model is never asked, and the user is told why.
-    let (msgs, _) = agent.prompt_answering(&session, "my password is hunter2", crate::support::no_requests);
+    let (msgs, response) = agent.prompt_answering(&session, "my password is hunter2", crate::support::no_requests);
     assert_eq!(mock.requests().len(), 1, "the blocked prompt reached no model");
+    assert_eq!(response["result"]["stopReason"], "refusal", "a script tells it from a reply: {response}");
     let shown = serde_json::to_string(&msgs).unwrap();
     assert!(shown.contains("A hook blocked this prompt: prompts must not carry passwords"), "{shown}");
 }
@@ -398,4 +410,42 @@ command = "echo 'keep the list of failing tests'"
     agent.prompt_answering(&session, "/compact", crate::support::no_requests);
     let body = mock.requests()[2].body.to_string();
     assert!(body.contains("Summarise the conversation") && body.contains("keep the list of failing tests"), "{body}");
+}
+
+#[test]
+fn acp_run_waits_for_the_session_end_hooks_before_it_exits() {
+    use crate::support::script::text;
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("end.log");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[[hooks]]\nevent = \"SessionEnd\"\ncommand = '''grep -o '\"reason\":\"[a-z]*\"' >> {}'''\n\n\
+             [[hooks]]\nevent = \"PreToolUse\"\nmatcher = \"Bash\"\ncommand = \"echo 'not in this repo' >&2; exit 2\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let mock = crate::support::mock_model::MockModel::start();
+    mock.push(crate::support::script::calls(
+        "anthropic",
+        &[("x", "exec", serde_json::json!({"command": "rm -r src"}))],
+    ));
+    mock.push(text("anthropic", "Hi."));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["run", "hello"])
+        .current_dir(home.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ACP_HOME", home.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.base())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The blocked call is shown failed, with the hook's reason.
+    assert!(stderr.contains("✗ ") && stderr.contains("a hook blocked this call: not in this repo"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "\"reason\":\"close\"\n");
 }

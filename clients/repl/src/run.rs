@@ -317,7 +317,15 @@ impl State<'_> {
                     kind: update["kind"].as_str().map(str::to_owned),
                     title: update["title"].as_str().unwrap_or("tool").to_owned(),
                 };
-                self.progress(output, &format!("· {}", tool.title));
+                // A call refused before it ran (a hook's block, broken arguments) arrives failed.
+                let line = match update["status"].as_str() {
+                    Some("failed") => {
+                        let why = update["content"][0]["content"]["text"].as_str().unwrap_or_default();
+                        format!("✗ {}{}", tool.title, if why.is_empty() { String::new() } else { format!(" — {why}") })
+                    }
+                    _ => format!("· {}", tool.title),
+                };
+                self.progress(output, &line);
                 self.tools.insert(id, tool);
             }
             Some("tool_call_update") => {

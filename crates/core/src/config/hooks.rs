@@ -12,11 +12,23 @@ pub struct HookConfig {
     pub matcher: Option<String>,
     /// Run with the user's shell (`sh -c`), in the session's directory.
     pub command: String,
-    /// Killed (its whole process group) after this long (default 60).
+    /// Killed (its whole process group) after this long (default 60). `timeout`, as Claude Code
+    /// names it, is read too.
+    #[serde(alias = "timeout")]
     pub timeout_sec: Option<u64>,
+    /// Claude Code's `type`: `command`, the one kind there is here.
+    #[serde(rename = "type", default)]
+    pub kind: Option<CommandKind>,
     /// From a workspace's `.acp/hooks.toml` (allowed by the user): run inside the exec sandbox.
     #[serde(skip)]
     pub workspace: bool,
+}
+
+/// The kinds of hook there are: a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommandKind {
+    Command,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -65,6 +77,17 @@ impl HookEvent {
     /// Whether only a gateway runs this event's hooks.
     pub fn gateway_only(self) -> bool {
         matches!(self, Self::MessageReceived | Self::MessageSent | Self::GatewayStart)
+    }
+
+    /// What the sample of `acp hooks test` names for the matchers, unless told.
+    pub fn sample_subject(self) -> &'static str {
+        match self {
+            Self::SessionStart => "startup",
+            Self::SessionEnd => "close",
+            Self::PreCompact => "manual",
+            Self::MessageReceived | Self::MessageSent => "telegram",
+            _ => "exec",
+        }
     }
 
     /// The event named `name` (as in config.toml), if there is one.

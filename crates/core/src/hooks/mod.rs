@@ -58,6 +58,9 @@ pub struct Ran {
     pub result: HookResult,
     /// It failed, and had not failed the last time it ran: the user is told (once).
     pub newly_failed: bool,
+    /// A workspace's hook: its `allow` and new arguments are not followed (the model can change
+    /// what it runs), only its blocks, `ask` and context.
+    pub workspace: bool,
 }
 
 impl Ran {
@@ -129,7 +132,12 @@ pub fn verdict(ran: &[Ran]) -> Verdict {
     if let Some(s) = said().find(|s| s.decision.as_deref() == Some("ask")) {
         return Verdict::Ask(s.reason.clone());
     }
-    if said().any(|s| matches!(s.decision.as_deref(), Some("allow" | "approve"))) {
+    let user_said = || {
+        ran.iter()
+            .filter(|r| !r.workspace)
+            .filter_map(|r| if let HookResult::Done(s) = &r.result { Some(s) } else { None })
+    };
+    if user_said().any(|s| matches!(s.decision.as_deref(), Some("allow" | "approve"))) {
         return Verdict::Allow;
     }
     let context: Vec<&str> = said().filter_map(|s| s.context.as_deref()).collect();
@@ -156,9 +164,19 @@ pub fn matching<'a>(
 }
 
 /// `pattern` (a glob; `a|b` for either) covers `subject`.
+/// A plain name is compared as it is; a glob is compiled once per process.
 fn matches(pattern: &str, subject: &str) -> bool {
     pattern.split('|').map(str::trim).any(|one| {
-        GlobBuilder::new(one).literal_separator(false).build().is_ok_and(|g| g.compile_matcher().is_match(subject))
+        if !one.contains(['*', '?', '[', '{', '\\']) {
+            return one == subject || claude_code_name(one) == Some(subject);
+        }
+        static GLOBS: std::sync::OnceLock<Mutex<HashMap<String, Option<globset::GlobMatcher>>>> =
+            std::sync::OnceLock::new();
+        let mut globs = crate::sync::lock(GLOBS.get_or_init(Mutex::default));
+        let glob = globs.entry(one.to_owned()).or_insert_with(|| {
+            GlobBuilder::new(one).literal_separator(false).build().ok().map(|g| g.compile_matcher())
+        });
+        glob.as_ref().is_some_and(|g| g.is_match(subject))
     })
 }
 
@@ -180,7 +198,7 @@ pub async fn run(config: &Config, hooks: &[&HookConfig], input: &Value, cwd: &Pa
                 tracing::warn!(command = %hook.command, error = %e, "a hook failed");
             }
             let newly_failed = record(hook, &result, started.elapsed());
-            Ran { command: hook.command.clone(), result, newly_failed }
+            Ran { command: hook.command.clone(), result, newly_failed, workspace: hook.workspace }
         }
     });
     futures_util::future::join_all(runs).await
@@ -223,7 +241,9 @@ async fn run_one(
         Ok(child) => child,
         Err(e) => return HookResult::Failed(format!("could not start it: {e}")),
     };
-    let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(rustix::process::Pid::from_raw);
+    // Killed when the hook ends, runs past its time, or is no longer waited for (a cancelled
+    // turn): what it started in the background goes with it.
+    let group = Group(child.id().and_then(|id| i32::try_from(id).ok()).and_then(rustix::process::Pid::from_raw));
     let (mut input, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let feed = async {
         if let Some(pipe) = input.as_mut() {
@@ -232,23 +252,32 @@ async fn run_one(
         }
         drop(input);
     };
-    let done = async {
-        let (_, out, err, status) = tokio::join!(feed, bounded(out), bounded(err), child.wait());
-        (out, err, status)
+    let waiting = async {
+        let ((), status) = tokio::join!(feed, child.wait());
+        status
     };
-    let (out, err, status) = match tokio::time::timeout(limit, done).await {
-        Ok(done) => done,
-        Err(_) => {
-            if let Some(group) = group {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            }
-            return HookResult::Failed(format!("it ran past its {} s and was stopped", limit.as_secs()));
+    let reading = async { tokio::join!(bounded(out), bounded(err)) };
+    tokio::pin!(waiting, reading);
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut read = None;
+    // Its output is read while it runs (it never blocks on a full pipe); it is done when it exits,
+    // whatever it left holding its output.
+    let status = loop {
+        tokio::select! {
+            output = &mut reading, if read.is_none() => read = Some(output),
+            status = &mut waiting => break Some(status),
+            () = tokio::time::sleep_until(deadline) => break None,
         }
     };
-    // What it left running in its group goes with it.
-    if let Some(group) = group {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-    }
+    group.kill();
+    let Some(status) = status else {
+        return HookResult::Failed(format!("it ran past its {} s and was stopped", limit.as_secs()));
+    };
+    let (out, err) = match read {
+        Some(output) => output,
+        // The group is gone, so its pipes close; one that escaped it (`setsid`) is not waited for.
+        None => tokio::time::timeout(Duration::from_secs(1), &mut reading).await.unwrap_or_default(),
+    };
     let err = String::from_utf8_lossy(&err).trim().to_owned();
     match status.map(|s| s.code()) {
         Ok(Some(0)) => HookResult::Done(said(&String::from_utf8_lossy(&out))),
@@ -260,6 +289,23 @@ async fn run_one(
         )),
         Ok(None) => HookResult::Failed("killed by a signal".into()),
         Err(e) => HookResult::Failed(e.to_string()),
+    }
+}
+
+/// A hook's process group, killed when dropped.
+struct Group(Option<rustix::process::Pid>);
+
+impl Group {
+    fn kill(&self) {
+        if let Some(group) = self.0 {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -320,6 +366,23 @@ pub fn describe(hook: &HookConfig) -> String {
         line.push_str(&format!(" — last ran {ago} s ago, {} ms: {how}", last.took.as_millis()));
     }
     line
+}
+
+/// The tool Claude Code calls `name`, as it is named here (a matcher written for it carries over).
+fn claude_code_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "Bash" => "exec",
+        "Read" => "read",
+        "Write" => "write",
+        "Edit" | "MultiEdit" => "edit",
+        "Grep" => "grep",
+        "Glob" => "glob",
+        "LS" => "ls",
+        "WebFetch" => "web_fetch",
+        "TodoWrite" => "update_plan",
+        "Task" => "sessions_spawn",
+        _ => return None,
+    })
 }
 
 /// The first line of `text`, at most 200 characters.

@@ -14,6 +14,7 @@ fn config(hooks: &[(HookEvent, Option<&str>, &str, Option<u64>)]) -> Config {
             matcher: matcher.map(str::to_owned),
             command: (*command).to_owned(),
             timeout_sec: *timeout,
+            kind: None,
             workspace: false,
         })
         .collect();
@@ -75,6 +76,20 @@ fn a_hook_past_its_time_is_killed_with_its_group_and_output_is_bounded() {
 }
 
 #[test]
+fn a_hook_is_done_when_it_exits_whatever_it_left_holding_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("left");
+    // Its background child holds stdout open: the answer still counts, and the child goes.
+    let leaves =
+        format!(r#"(sleep 2; touch {}) & echo '{{"decision": "deny", "reason": "not today"}}'"#, marker.display());
+    let c = config(&[(HookEvent::PreToolUse, None, &leaves, Some(600))]);
+    let [HookResult::Done(said)] = &run_all(&c, HookEvent::PreToolUse, Some("exec"), json!({}))[..] else { panic!() };
+    assert_eq!((said.decision.as_deref(), said.reason.as_deref()), (Some("deny"), Some("not today")));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!marker.exists(), "what it left running was killed");
+}
+
+#[test]
 fn hooks_of_one_event_run_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let flag = dir.path().join("flag");
@@ -91,7 +106,10 @@ fn hooks_of_one_event_run_at_once() {
 #[test]
 fn a_block_wins_then_ask_then_allow() {
     let ran = |results: Vec<HookResult>| -> Vec<Ran> {
-        results.into_iter().map(|result| Ran { command: "x".into(), result, newly_failed: false }).collect()
+        results
+            .into_iter()
+            .map(|result| Ran { command: "x".into(), result, newly_failed: false, workspace: false })
+            .collect()
     };
     let done = |decision: Option<&str>, context: Option<&str>| {
         HookResult::Done(Said {
@@ -108,4 +126,9 @@ fn a_block_wins_then_ask_then_allow() {
     assert_eq!(verdict(&ran(vec![done(Some("allow"), None), HookResult::Failed("x".into())])), Verdict::Allow);
     assert_eq!(verdict(&ran(vec![done(None, Some("a")), done(None, Some("b"))])), Verdict::Go(Some("a\n\nb".into())));
     assert_eq!(verdict(&ran(vec![HookResult::Failed("x".into())])), Verdict::Go(None));
+    // A workspace's hook may block or ask, never allow (the model can change what it runs).
+    let workspace = |result| Ran { command: "w".into(), result, newly_failed: false, workspace: true };
+    assert_eq!(verdict(&[workspace(done(Some("allow"), Some("c")))]), Verdict::Go(Some("c".into())));
+    assert_eq!(verdict(&[workspace(done(Some("ask"), None))]), Verdict::Ask(None));
+    assert_eq!(verdict(&[workspace(HookResult::Blocked("no".into()))]), Verdict::Block("no".into()));
 }

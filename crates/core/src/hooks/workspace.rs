@@ -99,6 +99,10 @@ pub fn allow(home: &Path, cwd: &Path) -> Result<String, String> {
         crate::files::read_capped(&path, MAX_BYTES).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let hooks = parse(&bytes).map_err(|e| format!("{} is not a hooks file: {e}", path.display()))?;
     let real = std::fs::canonicalize(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // One line per file in the list: a path with a line break in it could add a second.
+    if real.to_string_lossy().contains(['\n', '\r']) {
+        return Err(format!("{} has a line break in its path; it cannot be allowed", real.display()));
+    }
     let mut list: Vec<(String, PathBuf)> = allowed(home).into_iter().filter(|(_, p)| *p != real).collect();
     list.push((digest(&bytes), real.clone()));
     let text: String = list.iter().map(|(d, p)| format!("{d} {}\n", p.display())).collect();

@@ -121,9 +121,11 @@ pub(crate) async fn pre_tool_use(
         return Some(PreTool { verdict: Verdict::Block("the turn was cancelled".into()), rewritten: None });
     }
     let verdict = hooks::verdict(&ran);
-    // The last hook that rewrote the arguments wins; a blocked call runs with none.
+    // The last of the user's own hooks that rewrote the arguments wins (never a workspace's: the
+    // model can change what those run); a blocked call runs with none.
     let rewritten = ran
         .iter()
+        .filter(|r| !r.workspace)
         .filter_map(|r| match &r.result {
             HookResult::Done(said) => said.json.as_ref(),
             _ => None,
@@ -187,7 +189,7 @@ pub(crate) async fn stop(
 }
 
 /// What the `SessionStart` hooks said, for the session's first model turn.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Started {
     pub context: Option<String>,
     /// Failures the user is told of.
@@ -207,6 +209,28 @@ pub(crate) async fn session_start(place: &Place, session: &str, source: &str) ->
         _ => None,
     };
     Started { context, notices }
+}
+
+/// What the `SessionStart` hooks will say, worked out in the background: every model turn awaits
+/// it until one reaches the model with it (so a first prompt that fails or is blocked loses none).
+pub(crate) type StartSaid = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Started>>;
+
+/// Runs the `SessionStart` hooks (`source`) in the background, after the `SessionEnd` ones
+/// (`clear`) if `ended`; `None` when no hook would run.
+pub(crate) fn start_later(place: Place, session: &str, source: &'static str, ended: bool) -> Option<StartSaid> {
+    use futures_util::FutureExt;
+    let end = ended && place.any(HookEvent::SessionEnd, Some("clear"));
+    if !end && !place.any(HookEvent::SessionStart, Some(source)) {
+        return None;
+    }
+    let session = session.to_owned();
+    let task = tokio::spawn(async move {
+        if end {
+            session_end(&place, &session, "clear").await;
+        }
+        session_start(&place, &session, source).await
+    });
+    Some(async move { task.await.unwrap_or_default() }.boxed().shared())
 }
 
 /// `SessionEnd`: the session closes (`reason`); what the hooks say is not used.

@@ -38,6 +38,9 @@ use crate::store::transcript::Transcript;
 use state::Session;
 use state::Unsaved;
 
+/// How long a closing session waits for its `SessionEnd` hooks before it is gone (they go on).
+const END_HOOKS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a session reopened from the store starts with.
 pub(crate) struct Restored {
     pub conversation: Conversation,
@@ -81,10 +84,7 @@ pub(crate) fn spawn(
     let ends = start.is_some() && !outlet.child;
     let started = start.filter(|_| !outlet.child).and_then(|source| {
         let place = super::hooks::Place::new(config.clone(), &live, settings.cwd.clone());
-        let id = id.clone();
-        place
-            .any(crate::config::hooks::HookEvent::SessionStart, Some(source))
-            .then(|| tokio::spawn(async move { super::hooks::session_start(&place, &id, source).await }))
+        super::hooks::start_later(place, &id, source, false)
     });
     let (log, restored) = match stored {
         Stored::Memory => (Arc::new(SessionLog::new(id.clone(), None, shared.clone())), None),
@@ -285,6 +285,9 @@ impl Actor {
                     for turn in std::mem::take(&mut self.cancelled) {
                         self.end_cancelled(turn);
                     }
+                    self.session.log.flush();
+                    // The user's `SessionEnd` hooks, once everything is saved: waited for a little
+                    // (an exiting process gives them that long), then left to finish on their own.
                     if self.session.ends {
                         let session = &self.session;
                         let place = super::hooks::Place::new(
@@ -292,9 +295,10 @@ impl Actor {
                             &session.live,
                             session.settings.cwd.clone(),
                         );
-                        super::hooks::session_end(&place, &session.id, "close").await;
+                        let id = session.id.clone();
+                        let end = tokio::spawn(async move { super::hooks::session_end(&place, &id, "close").await });
+                        let _ = tokio::time::timeout(END_HOOKS_WAIT, end).await;
                     }
-                    self.session.log.flush();
                     tracing::debug!(session = %self.session.id, "session closed");
                     return;
                 }
@@ -399,7 +403,7 @@ impl Actor {
             steers: self.steers.clone(),
             outlet: session.outlet.clone(),
             options,
-            start: session.started.take(),
+            start: session.started.clone(),
         };
         for notice in std::mem::take(&mut session.notices) {
             session.emitter(turn, false).emit(EventKind::Notice(notice));
@@ -415,6 +419,10 @@ impl Actor {
             Ok(result) => {
                 session.conversation = result.conversation;
                 session.accounting = result.accounting;
+                // A model turn that kept its prompt took what the `SessionStart` hooks said.
+                if r.model && !session.conversation.turn_messages().is_empty() {
+                    session.started = None;
+                }
                 if session.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
                     session.mark_prompted_by_turn();
                 }

@@ -43,7 +43,7 @@ pub(crate) struct TurnContext {
     pub outlet: super::shared::Outlet,
     pub options: super::op::TurnOptions,
     /// What the `SessionStart` hooks say (for the session's first model turn).
-    pub start: Option<tokio::task::JoinHandle<super::hooks::Started>>,
+    pub start: Option<super::hooks::StartSaid>,
 }
 
 pub(crate) struct TurnResult {
@@ -202,10 +202,12 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     }
     let config = shared.config();
     let hooks = super::hooks::Place::new(config.clone(), &live, settings.cwd.clone());
+    // The prompt's own words, for the `UserPromptSubmit` hooks (not what hooks add to it).
+    let words = prompt_text(&conversation);
     // What the `SessionStart` hooks said, with the session's first prompt.
     if let Some(task) = start {
         let said = tokio::select! {
-            said = task => said.unwrap_or_default(),
+            said = task => said,
             () = cancel.cancelled() => super::hooks::Started::default(),
         };
         for notice in said.notices {
@@ -218,13 +220,14 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     // The user's `UserPromptSubmit` hooks (not for another agent's words): a block ends the turn
     // with its reason shown, the prompt never sent; the context they add goes with the prompt.
     if !options.from_agent
-        && let Some(verdict) = super::hooks::prompt_submit(&hooks, &events, &cancel, &prompt_text(&conversation)).await
+        && let Some(verdict) = super::hooks::prompt_submit(&hooks, &events, &cancel, &words).await
     {
         match verdict {
             crate::hooks::Verdict::Block(reason) => {
                 conversation.discard_turn();
                 events.emit(EventKind::Notice(format!("A hook blocked this prompt: {reason}")));
-                let outcome = TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() };
+                // As a refusal is (the prompt leaves the context): a script can tell it from a reply.
+                let outcome = TurnOutcome::Stopped { reason: StopReason::Refusal, usage: Usage::default() };
                 return TurnResult { conversation, accounting, outcome, context: None };
             }
             crate::hooks::Verdict::Go(Some(context)) => add_to_prompt(&mut conversation, context),

@@ -1,9 +1,8 @@
 //! What the session commands do with the user's hooks: `/hooks` (and `/hooks allow`), the
 //! ending conversation's gist `/new` and `/reset` save to the memory, and the hooks they tell.
 
-use crate::config::hooks::HookEvent;
 use crate::hooks::workspace::Workspace;
-use crate::runtime::hooks::{Place, session_end, session_start};
+use crate::runtime::hooks::Place;
 use crate::runtime::session::state::Session;
 
 /// `/hooks`: config.toml's hooks and the workspace's, each with how it last went; `allow` first
@@ -76,7 +75,7 @@ pub(in crate::runtime) fn save_gist(session: &Session) -> Option<String> {
     // Titled by the user's first words in it (not a compaction's summary, nor a hook's note).
     let first = said.iter().find(|(who, text)| *who == "User" && !text.starts_with('[')).unwrap_or(&said[0]);
     let title: String = first.1.lines().next().unwrap_or_default().chars().take(80).collect();
-    let slug: String = title
+    let mut slug: String = title
         .chars()
         .map(|c| if c.is_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
         .collect::<String>()
@@ -85,6 +84,10 @@ pub(in crate::runtime) fn save_gist(session: &Session) -> Option<String> {
         .take(6)
         .collect::<Vec<_>>()
         .join("-");
+    // File names are bytes, and few systems take more than 255 of them.
+    while slug.len() > 60 {
+        slug.pop();
+    }
     let dir = config.home.join("workspace").join(crate::memory::MEMORY_DIR);
     let stem = format!("{}-{}", now.strftime("%Y-%m-%d-%H%M"), if slug.is_empty() { "session" } else { &slug });
     // Never over another conversation saved the same minute under the same words.
@@ -119,14 +122,5 @@ pub(in crate::runtime) fn cleared(session: &mut Session) {
         return;
     }
     let place = Place::new(session.shared.config(), &session.live, session.settings.cwd.clone());
-    let (end, start) =
-        (place.any(HookEvent::SessionEnd, Some("clear")), place.any(HookEvent::SessionStart, Some("clear")));
-    if !end && !start {
-        return;
-    }
-    let id = session.id.clone();
-    session.started = Some(tokio::spawn(async move {
-        session_end(&place, &id, "clear").await;
-        session_start(&place, &id, "clear").await
-    }));
+    session.started = crate::runtime::hooks::start_later(place, &session.id, "clear", true);
 }

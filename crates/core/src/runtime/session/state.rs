@@ -51,8 +51,8 @@ pub(in crate::runtime) struct Session {
     pub(super) system_ahead: Option<SystemAhead>,
     /// Its share of the memory index's watcher (a session that reads the memory).
     pub(super) _memory_watch: Option<crate::memory::Watching>,
-    /// What its `SessionStart` hooks say, being worked out (for its first model turn).
-    pub(in crate::runtime) started: Option<tokio::task::JoinHandle<crate::runtime::hooks::Started>>,
+    /// What its `SessionStart` hooks say, being worked out (until a model turn took it).
+    pub(in crate::runtime) started: Option<crate::runtime::hooks::StartSaid>,
     /// What the user is told with the next model turn (a workspace's hooks waiting to be allowed).
     pub(super) notices: Vec<String>,
     /// Whether its `SessionEnd` hooks run when it closes (opened by a surface, not a subagent's).
