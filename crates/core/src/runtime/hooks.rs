@@ -115,6 +115,10 @@ pub(crate) async fn pre_tool_use(
     name: &str,
     args: &Value,
 ) -> Option<PreTool> {
+    // On every call: nothing is built when no hook matches.
+    if !place.any(HookEvent::PreToolUse, Some(name)) {
+        return None;
+    }
     let fields = json!({"tool_name": name, "tool_input": args});
     let ran = place.fire(events, Some(cancel), HookEvent::PreToolUse, Some(name), fields).await?;
     if cancel.is_cancelled() {
@@ -141,7 +145,7 @@ pub(crate) async fn pre_tool_use(
 }
 
 /// `PostToolUse`: the hooks' note for the model after a call's result (a block's reason, or the
-/// context they add), if any.
+/// context they add), if any. The caller checks [`Place::any`] first (the result is copied here).
 pub(crate) async fn post_tool_use(
     place: &Place,
     events: &Emitter,

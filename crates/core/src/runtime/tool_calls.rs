@@ -621,7 +621,7 @@ async fn execute(env: &CallEnv<'_>, ready: Ready) -> Done {
         .collect();
     let mut content = output.for_model;
     // The user's `PostToolUse` hooks: what they say is a note for the model, after the result.
-    if !cancelled {
+    if !cancelled && env.hooks.any(crate::config::hooks::HookEvent::PostToolUse, Some(&call.name)) {
         let input = lock(&state).raw_input.clone();
         let note = super::hooks::post_tool_use(
             &env.hooks,
