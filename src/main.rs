@@ -59,6 +59,9 @@ enum Command {
         #[command(flatten)]
         target: acp::cli::pairing::GatewayTarget,
     },
+    /// The models acp can use (configured and found on this machine); `status`: credentials and
+    /// cool-downs.
+    Models(acp::cli::models::ModelsArgs),
     /// The hooks in config.toml: list them, or feed one event to them.
     Hooks {
         #[command(subcommand)]
@@ -198,6 +201,7 @@ fn main() -> ExitCode {
         Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
         Some(Command::Cron { command, target }) => return acp::cli::cron::cron(command, &target),
         Some(Command::Hooks { command }) => return acp::cli::hooks::hooks(command),
+        Some(Command::Models(args)) => return acp::cli::models::models(args),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),
         Some(Command::Client(args)) => return client(args, cli.verbose),

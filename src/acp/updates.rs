@@ -261,6 +261,14 @@ impl EventSink for AcpSink {
                 let notice = chunk(format!("{text}\n\n"), &message_id).meta(meta(json!({ "notice": true })));
                 self.update(&session, SessionUpdate::AgentMessageChunk(notice));
             }
+            // A notice, marked as a failover: which model answers instead of which, and why.
+            EventKind::Failover(f) => {
+                let message_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+                let failover = json!({ "from": f.from, "to": f.to, "reason": f.reason });
+                let notice = chunk(format!("{}\n\n", f.text), &message_id)
+                    .meta(meta(json!({ "notice": true, "failover": failover })));
+                self.update(&session, SessionUpdate::AgentMessageChunk(notice));
+            }
             EventKind::Usage { used, size } => {
                 self.update(&session, SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)))
             }

@@ -27,6 +27,16 @@ pub fn run(options: &RunOptions, config: Config, verbose: bool) -> u8 {
         let _ = writeln!(std::io::stderr(), "acp run: the configuration file is broken: {err}");
         return exit::CONFIG;
     }
+    // No provider is usable: the model servers on this machine are looked for before the session
+    // starts (a bounded wait a one-shot run can afford; `acp serve` never waits for it).
+    let config = match config.wants_discovery().then(|| super::models::look(&config)) {
+        Some(Ok(found)) => config.with_found(&found),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "could not look for model servers on this machine");
+            config
+        }
+        None => config,
+    };
     // The agent stops the MCP servers it started as it closes its session, and runs the
     // `SessionEnd` hooks (and those `/new` starts).
     let servers = !config.mcp_servers.is_empty()

@@ -161,6 +161,7 @@ fn long_session(store: &Store, id: &str, cwd: &Path) -> (usize, u64) {
             error: None,
             usage: Usage { input: 30_000, output: 900, ..Usage::default() },
             context: Some(30_900),
+            model: None,
             interrupted: false,
             at: 2,
         });

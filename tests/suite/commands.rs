@@ -142,7 +142,7 @@ fn every_command_once() {
     // An unknown model changes nothing, and says what there is.
     let (_, updates) = command(&mut agent, &session, "/model nope/x");
     let unknown = format!(
-        "unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses\n\n{}",
+        "unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses, gemini\n\n{}",
         available(opus)
     );
     assert_eq!(turn(&updates), json!([chunk("agent_message_chunk", &unknown)]));

@@ -23,6 +23,7 @@ fn provider(api: &str) -> &'static str {
     match api {
         "anthropic" => "anthropic",
         "openai-chat" => "openai",
+        "gemini" => "gemini",
         _ => "openai-responses",
     }
 }
@@ -57,19 +58,22 @@ fn unauthorized_is_not_retried_and_asks_for_a_key() {
         let (updates, response) = agent.prompt(&session, "hi");
         let error = failed(api, &updates, &response);
         // Auth failures are auth_required, and say which key.
+        // Gemini says a wrong key with a 400 (`API_KEY_INVALID`).
+        let status = if api == "gemini" { 400 } else { 401 };
         let (said, var, request) = match api {
-            "anthropic" => ("invalid x-api-key", "ANTHROPIC_API_KEY", "req_011CSHoEeqs5C35K2UUqR7Fy"),
+            "anthropic" => ("invalid x-api-key.", "ANTHROPIC_API_KEY", json!("req_011CSHoEeqs5C35K2UUqR7Fy")),
+            "gemini" => ("API key not valid. Please pass a valid API key.", "GEMINI_API_KEY", Value::Null),
             _ => (
                 "Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.",
                 "OPENAI_API_KEY",
-                "req_8a1b2c3d4e5f",
+                json!("req_8a1b2c3d4e5f"),
             ),
         };
         let message = format!(
-            " (HTTP 401): {said}. Check the API key in {var} (it must be set in acp's environment: your shell's, \
+            " (HTTP {status}): {said} Check the API key in {var} (it must be set in acp's environment: your shell's, \
              or the one your editor starts acp with), then try again."
         );
-        let data = json!({"kind": "auth", "status": 401, "retryable": false, "requestId": request});
+        let data = json!({"kind": "auth", "status": status, "retryable": false, "requestId": request});
         assert_eq!(error, provider_error(api, -32000, &message, data), "{api}");
         assert_eq!(mock.requests().len(), 1, "{api}: a 401 is never retried");
         // The session still works, and the failed prompt left no trace in the history.
@@ -121,19 +125,22 @@ fn overload_is_retried_with_backoff_until_the_budget_runs_out() {
         }
         let (updates, response) = agent.prompt(&session, "hi");
         let error = failed(api, &updates, &response);
-        let (said, request) = match api {
-            "anthropic" => ("Overloaded", json!("req_011CSHoEeqs5C35K2UUqR7G0")),
-            _ => ("The server is overloaded or not ready yet.", Value::Null),
+        // Gemini says it with a 503.
+        let (said, request, status) = match api {
+            "anthropic" => ("Overloaded.", json!("req_011CSHoEeqs5C35K2UUqR7G0"), 529),
+            "gemini" => ("The model is overloaded. Please try again later.", Value::Null, 503),
+            _ => ("The server is overloaded or not ready yet.", Value::Null, 529),
         };
-        let data = json!({"kind": "overloaded", "status": 529, "retryable": true, "requestId": request});
-        assert_eq!(error, provider_error(api, -32603, &format!(" (HTTP 529): {said}. {TRY_LATER}"), data), "{api}");
+        let data = json!({"kind": "overloaded", "status": status, "retryable": true, "requestId": request});
+        let message = format!(" (HTTP {status}): {said} {TRY_LATER}");
+        assert_eq!(error, provider_error(api, -32603, &message, data), "{api}");
         assert_eq!(mock.requests().len(), 5, "{api}: 1 attempt + 2 retries");
     }
 }
 
 #[test]
 fn non_retryable_client_errors_fail_at_once() {
-    let quota = " (HTTP 429): You exceeded your current quota, please check your plan and billing details.. The \
+    let quota = " (HTTP 429): You exceeded your current quota, please check your plan and billing details. The \
                  account is out of credit or quota; check billing with the provider.";
     let cases = [
         (
@@ -154,6 +161,13 @@ fn non_retryable_client_errors_fail_at_once() {
             "429_quota",
             quota,
             json!({"kind": "billing", "status": 429, "retryable": false, "requestId": null}),
+        ),
+        (
+            "gemini",
+            "400",
+            " (HTTP 400): * GenerateContentRequest.contents: contents is not specified. The provider refused the \
+             request; check the model and provider settings.",
+            json!({"kind": "invalid_request", "status": 400, "retryable": false, "requestId": null}),
         ),
     ];
     for (api, fixture, message, data) in cases {
@@ -194,14 +208,18 @@ fn failures_after_output_are_never_retried() {
         assert!(told.starts_with("Partial"), "{api}: the partial reply stays: {told:?}");
         // Retryable in itself, yet not retried.
         let (said, kind) = match api {
-            "anthropic" => ("Overloaded", "overloaded"),
+            "anthropic" => ("Overloaded.", "overloaded"),
             "openai-chat" => {
                 ("The server had an error while processing your request. Sorry about that!", "server_error")
             }
+            "gemini" => (
+                "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting.",
+                "server_error",
+            ),
             _ => ("The model produced invalid content.", "server_error"),
         };
         let data = json!({"kind": kind, "status": null, "retryable": true, "requestId": null});
-        assert_eq!(error, provider_error(api, -32603, &format!(": {said}. {TRY_LATER}"), data), "{api}");
+        assert_eq!(error, provider_error(api, -32603, &format!(": {said} {TRY_LATER}"), data), "{api}");
         assert_eq!(mock.requests().len(), 1, "{api}: output reached the client, so no retry");
         // What the user saw stays in the history.
         agent.prompt(&session, "go on");
@@ -222,6 +240,7 @@ fn truncated_streams_are_retried_then_reported() {
         let end = match api {
             "anthropic" => "ended before `message_stop`",
             "openai-chat" => "ended before `[DONE]`",
+            "gemini" => "ended before a chunk with `finishReason`",
             _ => "closed before `response.completed`",
         };
         let data = json!({"kind": "truncated", "status": null, "retryable": true, "requestId": null});

@@ -416,7 +416,13 @@ fn mistakes_are_said_plainly_with_one_exit_code_per_kind() {
     };
     let r = with(&[("ACP_MODEL", "sonnet-please")], &["hi"], None);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("ACP_MODEL=sonnet-please: `sonnet-please` is not a model reference"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "ACP_MODEL=sonnet-please: `sonnet-please` is neither a model a configured provider offers nor an alias"
+        ),
+        "{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("authentication"), "{}", r.stderr);
     let r = with(&[("ACP_MODEL", "nope/x")], &["hi"], None);
     assert_eq!(r.code, 2, "{}", r.stderr);

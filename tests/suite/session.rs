@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::agent::{Agent, Options};
 use crate::support::expect::{
-    ANTHROPIC_MODELS, BLANK, OPENAI_MODELS, all_models, blank, commands_update, config_options, ended,
+    ANTHROPIC_MODELS, BLANK, GEMINI_MODELS, OPENAI_MODELS, all_models, blank, commands_update, config_options, ended,
     initialize_result, invalid_params, modes, new_session, not_found, result, text_usage, update,
 };
 use crate::support::mock_model::{MockModel, Reply};
@@ -34,7 +34,7 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
     let cwd = agent.home.path().display().to_string();
     let config = agent.home.path().join("config.toml");
     let how = format!(
-        "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in acp's environment (your \
+        "no model provider is configured. Set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY in acp's environment (your \
          shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n[providers.ollama]\napi = \"openai-chat\"\n\
          base_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\nthen choose it with \
          ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
@@ -96,7 +96,7 @@ fn a_broken_config_file_is_reported_on_session_new() {
     agent.initialize();
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     let known = "`model`, `mode`, `reasoning`, `tools`, `max_turn_requests`, `max_reply_bytes`, `bootstrap_max_chars`, \
-                 `compaction`, `permissions`, `max_line_bytes`, `timeouts`, `retry`, `sandbox`, `web_fetch`, `providers`, `mcp_servers`, `gateway`, `channels`, `session`, `messages`, `skills`, `subagents`, `memory`, `cron`, `heartbeat`, `hooks`";
+                 `compaction`, `permissions`, `max_line_bytes`, `timeouts`, `retry`, `sandbox`, `web_fetch`, `providers`, `mcp_servers`, `gateway`, `channels`, `session`, `messages`, `skills`, `subagents`, `memory`, `cron`, `heartbeat`, `hooks`, `fallbacks`, `models`";
     assert_eq!(r["error"], broken(&agent, &format!("3:1: unknown field `modle`, expected one of {known}")));
 }
 
@@ -195,7 +195,7 @@ fn modes_and_config_options_stay_in_sync() {
             "session/set_config_option",
             json!({"sessionId": session, "configId": "model", "value": "nope/x"}),
             invalid_params(
-                "`value`: unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses",
+                "`value`: unknown provider `nope` in `nope/x`; known providers: anthropic, openai, openai-responses, gemini",
             ),
         ),
         (
@@ -277,6 +277,7 @@ fn thought_level_reaches_every_wire_api() {
         let (model, models): (&str, &[&str]) = match api {
             "anthropic" => ("anthropic/claude-sonnet-4-5", &ANTHROPIC_MODELS),
             "openai-chat" => ("openai/gpt-4.1", &OPENAI_MODELS),
+            "gemini" => ("gemini/gemini-2.5-flash", &GEMINI_MODELS),
             _ => ("openai-responses/gpt-5-codex", &OPENAI_MODELS),
         };
         assert_eq!(r["result"], json!({"configOptions": config_options(model, models, "code", "high")}), "{api}");
@@ -292,6 +293,13 @@ fn thought_level_reaches_every_wire_api() {
             "openai-chat" => {
                 assert!(plain.get("reasoning_effort").is_none());
                 assert_eq!(thinking["reasoning_effort"], "high");
+            }
+            "gemini" => {
+                assert!(plain["generationConfig"].get("thinkingConfig").is_none());
+                assert_eq!(
+                    thinking["generationConfig"]["thinkingConfig"],
+                    json!({"thinkingBudget": 24576, "includeThoughts": true})
+                );
             }
             _ => {
                 assert!(plain.get("reasoning").is_none());
@@ -310,6 +318,10 @@ fn thought_level_reaches_every_wire_api() {
             match (api, level) {
                 ("anthropic", "minimal") => assert_eq!(body["thinking"]["budget_tokens"], 1024),
                 ("anthropic", _) => assert_eq!(body["thinking"]["budget_tokens"], 32768),
+                ("gemini", "minimal") => {
+                    assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 1024)
+                }
+                ("gemini", _) => assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 32768),
                 ("openai-chat", "minimal") => assert_eq!(body["reasoning_effort"], "low", "{sent}"),
                 ("openai-chat", _) => assert_eq!(body["reasoning_effort"], "high", "{sent}"),
                 (_, level) => assert_eq!(body["reasoning"]["effort"], level, "{sent}"),
@@ -320,6 +332,7 @@ fn thought_level_reaches_every_wire_api() {
         let body = &mock.requests()[4].body;
         let effort = match api {
             "anthropic" => body["thinking"]["budget_tokens"].clone(),
+            "gemini" => body["generationConfig"]["thinkingConfig"]["thinkingBudget"].clone(),
             "openai-chat" => body["reasoning_effort"].clone(),
             _ => body["reasoning"]["effort"].clone(),
         };

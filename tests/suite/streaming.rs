@@ -21,6 +21,7 @@ fn window(api: &str) -> u64 {
     match api {
         "anthropic" => 200_000,
         "openai-chat" => 1_047_576,
+        "gemini" => 1_048_576,
         _ => 400_000,
     }
 }
@@ -60,7 +61,7 @@ fn framing_variants_parse_the_same() {
         let mock = MockModel::start();
         let (mut agent, session) = agent_for(api, &mock);
         let mut fixtures = vec!["bom", "cr"];
-        if api == "anthropic" {
+        if api == "anthropic" || api == "gemini" {
             fixtures.push("crlf");
         }
         if api == "openai-chat" {
@@ -154,6 +155,25 @@ fn requests_carry_auth_model_system_and_history() {
                     ]))
                 );
             }
+            "gemini" => {
+                assert_eq!(reqs[0].header("x-goog-api-key"), Some("test-key"));
+                assert_eq!(reqs[0].header("authorization"), None);
+                let system = first["systemInstruction"]["parts"][0]["text"].as_str().unwrap();
+                assert!(system.contains("Working directory: "));
+                let declarations = first["tools"][0]["functionDeclarations"].as_array().unwrap();
+                assert!(declarations.iter().all(|d| d["parametersJsonSchema"]["type"] == "object"));
+                let body = |contents: Value| json!({"systemInstruction": BLANK, "contents": contents, "tools": BLANK, "generationConfig": {}});
+                let user = |text: &str| json!({"role": "user", "parts": [{"text": text}]});
+                assert_eq!(shape(api, first), body(json!([user("first question")])));
+                assert_eq!(
+                    shape(api, second),
+                    body(json!([
+                        user("first question"),
+                        {"role": "model", "parts": [{"text": "Hello, wörld! 👋"}]},
+                        user("second question"),
+                    ]))
+                );
+            }
             _ => {
                 assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key"));
                 assert!(first["instructions"].as_str().unwrap().contains("Working directory: "));
@@ -186,7 +206,7 @@ fn requests_carry_auth_model_system_and_history() {
 /// A request body with what every request carries and other tests look into blanked: the system
 /// prompt and the tool schemas.
 fn shape(api: &str, body: &Value) -> Value {
-    let mut body = blank(body, &["system", "instructions", "tools"]);
+    let mut body = blank(body, &["system", "instructions", "tools", "systemInstruction"]);
     if api == "openai-chat" {
         body["messages"][0]["content"] = json!(BLANK);
     }
@@ -238,6 +258,10 @@ fn thinking_streams_as_thought_chunks_and_replays_where_the_api_allows() {
                 // Chat Completions has no way to send reasoning back.
                 assert_eq!(second["messages"][2], json!({"role": "assistant", "content": answer}));
             }
+            "gemini" => {
+                // Thought summaries are not sent back (only signatures, of which there are none here).
+                assert_eq!(second["contents"][1], json!({"role": "model", "parts": [{"text": answer}]}));
+            }
             _ => {
                 assert_eq!(
                     second["input"].as_array().unwrap()[1..3],
@@ -264,7 +288,7 @@ fn max_tokens_and_refusal_stop_reasons() {
         // The token counts as each fixture has them (Chat Completions' carry none): (total, output).
         let counts = |total: u64, output: u64| match api {
             "openai-chat" => None,
-            "anthropic" => {
+            "anthropic" | "gemini" => {
                 Some(json!({"totalTokens": total, "inputTokens": 112, "outputTokens": output, "cachedReadTokens": 100}))
             }
             _ => Some(
@@ -291,8 +315,14 @@ fn max_tokens_and_refusal_stop_reasons() {
 
         mock.push(Reply::fixture(api, "refusal"));
         let (updates, response) = agent.prompt(&session, "Something forbidden");
-        let refusal = if api == "anthropic" { counts(119, 7) } else { counts(121, 9) };
-        let (shown, answer) = expect("refusal", refusal, vec![chunk("agent_message_chunk", "I can't help with that.")]);
+        let (shown, answer) = match api {
+            "anthropic" => {
+                expect("refusal", counts(119, 7), vec![chunk("agent_message_chunk", "I can't help with that.")])
+            }
+            // A safety stop: no words, the reason alone.
+            "gemini" => expect("refusal", counts(112, 0), vec![]),
+            _ => expect("refusal", counts(121, 9), vec![chunk("agent_message_chunk", "I can't help with that.")]),
+        };
         assert_eq!((turn(&updates), response["result"].clone()), (shown, answer), "{api}");
 
         // A refused prompt and its reply leave the context.

@@ -272,6 +272,11 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 
 fn broken_chat_or_responses(api: &str) -> Vec<u8> {
     let args = "{\"path\": \"should-not-exist.txt\", \"content\": \"unterminated";
+    if api == "gemini" {
+        // Gemini's calls carry their arguments parsed; a proxy's may carry them as text.
+        let call = json!({"candidates": [{"content": {"parts": [{"functionCall": {"id": "bad", "name": "write", "args": args}}], "role": "model"}, "finishReason": "STOP", "index": 0}]});
+        return format!("data: {call}\r\n\r\n").into_bytes();
+    }
     if api == "openai-chat" {
         let c = |d: Value, f: Value| {
             format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": d, "finish_reason": f}]}))

@@ -66,6 +66,13 @@ impl Options {
         self.env("ANTHROPIC_API_KEY", "test-key").env("ANTHROPIC_BASE_URL", base)
     }
 
+    /// Point the built-in `gemini` provider at a mock server.
+    pub fn gemini(self, base: &str) -> Self {
+        self.env("GEMINI_API_KEY", "test-key")
+            .env("GEMINI_BASE_URL", &format!("{base}/v1beta"))
+            .env("ACP_MODEL", "gemini/gemini-2.5-flash")
+    }
+
     /// Point the built-in `openai` / `openai-responses` providers at a mock server.
     pub fn openai(self, base_v1: &str, responses: bool) -> Self {
         let model = if responses { "openai-responses/gpt-5-codex" } else { "openai/gpt-4.1" };

@@ -13,6 +13,8 @@ pub const BLANK: &str = "…";
 
 pub const ANTHROPIC_MODELS: [&str; 3] =
     ["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-6", "anthropic/claude-haiku-4-5"];
+/// The models on offer with a Gemini key.
+pub const GEMINI_MODELS: [&str; 2] = ["gemini/gemini-2.5-pro", "gemini/gemini-2.5-flash"];
 /// The models on offer with both an Anthropic and an OpenAI key.
 pub fn all_models() -> Vec<&'static str> {
     ANTHROPIC_MODELS.iter().chain(&OPENAI_MODELS).copied().collect()
@@ -90,7 +92,8 @@ pub fn without_usage(answer: &Value) -> Value {
 /// The token counts of a wire API's `text` fixture (the OpenAI APIs also count reasoning).
 pub fn text_usage(api: &str) -> Value {
     let mut usage = json!({"totalTokens": 121, "inputTokens": 112, "outputTokens": 9, "cachedReadTokens": 100});
-    if api != "anthropic" {
+    // Anthropic and Gemini report no reasoning count for a reply without reasoning.
+    if api != "anthropic" && api != "gemini" {
         usage["thoughtTokens"] = json!(0);
     }
     usage

@@ -14,7 +14,7 @@ pub mod telegram;
 use mock_model::MockModel;
 
 /// The three wire APIs, by fixture directory name.
-pub const APIS: [&str; 3] = ["anthropic", "openai-chat", "openai-responses"];
+pub const APIS: [&str; 4] = ["anthropic", "openai-chat", "openai-responses", "gemini"];
 
 /// Fast retries so error tests take milliseconds, not seconds.
 pub const FAST_RETRY: &str = "[retry]\ninitial_delay = 0.01\nmax_backoff = 0.05\n";
@@ -26,6 +26,7 @@ pub fn options_for(api: &str, mock: &MockModel) -> agent::Options {
         "anthropic" => options.anthropic(&mock.base()),
         "openai-chat" => options.openai(&mock.base_v1(), false),
         "openai-responses" => options.openai(&mock.base_v1(), true),
+        "gemini" => options.gemini(&mock.base()),
         other => panic!("unknown api {other}"),
     }
 }
@@ -35,6 +36,7 @@ pub fn path_for(api: &str) -> &'static str {
     match api {
         "anthropic" => "/v1/messages",
         "openai-chat" => "/v1/chat/completions",
+        "gemini" => "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
         _ => "/v1/responses",
     }
 }

@@ -32,6 +32,7 @@ pub fn calls(api: &str, calls: &[Call<'_>]) -> Reply {
     Reply::sse(match api {
         "anthropic" => anthropic(calls, None),
         "openai-chat" => chat(calls, None, 50),
+        "gemini" => gemini(calls, None, 50),
         _ => responses(calls, None, 50),
     })
 }
@@ -41,6 +42,7 @@ pub fn text_then_calls(api: &str, text: &str, calls: &[Call<'_>]) -> Reply {
     Reply::sse(match api {
         "anthropic" => anthropic(calls, Some(text)),
         "openai-chat" => chat(calls, Some(text), 50),
+        "gemini" => gemini(calls, Some(text), 50),
         _ => responses(calls, Some(text), 50),
     })
 }
@@ -55,6 +57,7 @@ pub fn text_with_usage(api: &str, text: &str, input_tokens: u64) -> Reply {
     Reply::sse(match api {
         "anthropic" => anthropic_full(None, &[], Some(text), input_tokens),
         "openai-chat" => chat(&[], Some(text), input_tokens),
+        "gemini" => gemini(&[], Some(text), input_tokens),
         _ => responses(&[], Some(text), input_tokens),
     })
 }
@@ -159,6 +162,37 @@ fn chat(calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
     s
 }
 
+/// Gemini's grammar: each call whole in one part (the first with a thought signature), CRLF
+/// framing, cumulative usage, `finishReason` on the last chunk.
+fn gemini(calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
+    let chunk = |parts: Value, finish: Option<&str>, output: u64| {
+        let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+        if let Some(f) = finish {
+            candidate["finishReason"] = json!(f);
+        }
+        let data = json!({"candidates": [candidate], "usageMetadata": {"promptTokenCount": input_tokens,
+            "candidatesTokenCount": output, "totalTokenCount": input_tokens + output}, "modelVersion": "gemini-2.5-flash"});
+        format!("data: {}\r\n\r\n", serde_json::to_string(&data).unwrap())
+    };
+    let mut s = String::new();
+    if let Some(t) = text {
+        s.push_str(&chunk(json!([{"text": t}]), None, 5));
+    }
+    let parts: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            let mut part = json!({"functionCall": {"id": id, "name": name, "args": args}});
+            if i == 0 {
+                part["thoughtSignature"] = json!(format!("sig-{id}"));
+            }
+            part
+        })
+        .collect();
+    s.push_str(&chunk(Value::Array(parts), Some("STOP"), 20));
+    s
+}
+
 fn responses(calls: &[Call<'_>], text: Option<&str>, input_tokens: u64) -> String {
     let mut seq = 0;
     let mut ev = |name: &str, mut data: Value| {
@@ -223,6 +257,17 @@ pub fn tool_results(api: &str, body: &Value) -> Vec<(String, String)> {
                 }
             }
         }
+        "gemini" => {
+            for c in body["contents"].as_array().into_iter().flatten() {
+                for part in c["parts"].as_array().into_iter().flatten() {
+                    let r = &part["functionResponse"];
+                    if r.is_object() {
+                        let text = r["response"]["output"].as_str().or(r["response"]["error"].as_str());
+                        out.push((r["id"].as_str().unwrap().to_owned(), text.unwrap_or("").to_owned()));
+                    }
+                }
+            }
+        }
         "openai-chat" => {
             for m in body["messages"].as_array().into_iter().flatten() {
                 if m["role"] == "tool" {
@@ -259,6 +304,14 @@ pub fn result_for(api: &str, body: &Value, call_id: &str) -> String {
 
 /// The names of the tools offered in a request body.
 pub fn offered_tools(api: &str, body: &Value) -> Vec<String> {
+    if api == "gemini" {
+        return body["tools"][0]["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+    }
     body["tools"]
         .as_array()
         .into_iter()

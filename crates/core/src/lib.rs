@@ -38,6 +38,7 @@ pub mod hooks;
 pub mod http;
 pub mod mcp;
 pub mod memory;
+pub mod models;
 pub mod openlang;
 pub mod providers;
 pub mod runtime;

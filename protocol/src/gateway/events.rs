@@ -298,6 +298,9 @@ pub enum AgentData {
     Usage(UsageData),
     Notice {
         text: String,
+        /// Set when the notice tells of a failover: `{from, to, reason}`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        failover: Option<Value>,
     },
 }
 

@@ -29,6 +29,9 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
         let mut providers = builtin_providers(env);
+        for provider in &mut providers {
+            own_profile(provider);
+        }
         for (id, section) in file.providers {
             let result = match providers.iter_mut().find(|p| p.id == id) {
                 Some(existing) => apply_section(section, existing, env),
@@ -147,8 +150,38 @@ impl Config {
             cron: file.cron.unwrap_or_default(),
             heartbeat: file.heartbeat.unwrap_or_default(),
             hooks: file.hooks,
+            fallbacks: file.fallbacks,
+            models: file.models.unwrap_or_default(),
+            ollama_host: env("OLLAMA_HOST"),
             load_error,
         }
+        .checked()
+    }
+
+    /// A fallback or alias that names no provider is a mistake in the file, said at once (one
+    /// whose provider lacks a key is not: it is skipped while it does).
+    fn checked(mut self) -> Self {
+        let path = self.config_path();
+        let mut wrong = None;
+        for (alias, target) in &self.models.aliases {
+            if ModelRef::parse(target).is_none() {
+                wrong.get_or_insert(format!(
+                    "{}: [models.aliases] {alias} = \"{target}\": an alias names a provider/model",
+                    path.display()
+                ));
+            }
+        }
+        for fallback in &self.fallbacks {
+            if let Err(e) = self.resolve_model(fallback)
+                && !e.setup
+            {
+                wrong.get_or_insert(format!("{}: fallbacks: {e}", path.display()));
+            }
+        }
+        if let Some(e) = wrong {
+            self.load_error.get_or_insert(e);
+        }
+        self
     }
 }
 
@@ -186,6 +219,9 @@ pub(super) struct FileConfig {
     pub(super) heartbeat: Option<super::cron::HeartbeatConfig>,
     #[serde(default)]
     pub(super) hooks: Vec<super::hooks::HookConfig>,
+    #[serde(default)]
+    pub(super) fallbacks: Vec<String>,
+    pub(super) models: Option<super::models::ModelsConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -225,6 +261,9 @@ pub(super) struct FileProvider {
     pub(super) models: Option<Vec<FileModel>>,
     pub(super) max_tokens: Option<u32>,
     pub(super) prompt_cache_key: Option<bool>,
+    #[serde(default)]
+    pub(super) profiles: Vec<super::models::FileProfile>,
+    pub(super) rotation: Option<super::models::Rotation>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,6 +319,7 @@ pub(super) fn apply_section(
     if let Some(url) = &section.base_url {
         let env_name = match provider.id.as_str() {
             "anthropic" => "ANTHROPIC_BASE_URL",
+            "gemini" => "GEMINI_BASE_URL",
             _ => "OPENAI_BASE_URL",
         };
         if env(env_name).is_none() {
@@ -293,6 +333,8 @@ pub(super) fn apply_section(
     if let Some(key) = &section.api_key {
         provider.api_key = Some(key.clone());
     }
+    own_profile(provider);
+    add_profiles(provider, &section, env)?;
     provider.headers.extend(section.headers());
     if let Some(on) = section.prompt_cache_key {
         provider.prompt_cache_key = on;
@@ -314,15 +356,16 @@ pub(super) fn new_provider(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProviderConfig, String> {
     let section = FileProvider::parse(value)?;
-    let api = section.api.ok_or("missing `api` (\"anthropic\", \"openai-chat\" or \"openai-responses\")")?;
+    let api =
+        section.api.ok_or("missing `api` (\"anthropic\", \"openai-chat\", \"openai-responses\" or \"gemini\")")?;
     let base_url = section.base_url.as_deref().map(trim_base).ok_or("missing `base_url`")?;
     let api_key = section.api_key.clone().or_else(|| section.api_key_env.as_deref().and_then(env));
-    let key_required = section.api_key.is_some() || section.api_key_env.is_some();
+    let key_required = section.api_key.is_some() || section.api_key_env.is_some() || !section.profiles.is_empty();
     let models = section.models(api).unwrap_or_default();
     if models.is_empty() {
         return Err("missing `models` (a list of model ids)".into());
     }
-    Ok(ProviderConfig {
+    let mut provider = ProviderConfig {
         id,
         api,
         base_url,
@@ -332,5 +375,45 @@ pub(super) fn new_provider(
         headers: section.headers(),
         models,
         prompt_cache_key: section.prompt_cache_key.unwrap_or(false),
-    })
+        profiles: Vec::new(),
+        rotation: models::Rotation::default(),
+        discovered: false,
+    };
+    own_profile(&mut provider);
+    add_profiles(&mut provider, &section, env)?;
+    Ok(provider)
+}
+
+/// The provider's own key as its first credential, `default` (or none, without a key).
+fn own_profile(provider: &mut ProviderConfig) {
+    provider.profiles.retain(|p| p.id != "default");
+    if let Some(key) = &provider.api_key {
+        let source = provider.api_key_env.clone().unwrap_or_else(|| "config.toml".into());
+        let profile =
+            models::AuthProfile::new("default".into(), Some(key.clone()), provider.api_key_env.clone(), source);
+        provider.profiles.insert(0, profile);
+    }
+}
+
+/// `[[providers.NAME.profiles]]`, after the provider's own key; `api_key` becomes the first key
+/// of them all.
+fn add_profiles(
+    provider: &mut ProviderConfig,
+    section: &FileProvider,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    if let Some(rotation) = section.rotation {
+        provider.rotation = rotation;
+    }
+    for (i, profile) in section.profiles.iter().enumerate() {
+        let profile = profile.resolve(i + 1, env)?;
+        if provider.profiles.iter().any(|p| p.id == profile.id) {
+            return Err(format!("two profiles are called `{}`", profile.id));
+        }
+        provider.profiles.push(profile);
+    }
+    if provider.api_key.is_none() {
+        provider.api_key = provider.profiles.iter().find_map(|p| p.key.clone());
+    }
+    Ok(())
 }

@@ -21,6 +21,9 @@ pub enum WireApi {
     /// OpenAI Responses (`POST {base}/responses`).
     #[serde(rename = "openai-responses")]
     OpenAiResponses,
+    /// Google Gemini (`POST {base}/models/{model}:streamGenerateContent?alt=sse`).
+    #[serde(rename = "gemini")]
+    Gemini,
 }
 
 impl WireApi {
@@ -29,6 +32,7 @@ impl WireApi {
             Self::Anthropic => "anthropic",
             Self::OpenAiChat => "openai-chat",
             Self::OpenAiResponses => "openai-responses",
+            Self::Gemini => "gemini",
         }
     }
 }
@@ -62,6 +66,12 @@ impl ConfigCell {
     pub fn set(&self, config: Config) {
         *crate::sync::write(&self.0) = std::sync::Arc::new(config);
     }
+
+    /// Replaces the configuration with `f` of it, nothing replacing it meanwhile.
+    pub fn update(&self, f: impl FnOnce(&Config) -> Config) {
+        let mut held = crate::sync::write(&self.0);
+        *held = std::sync::Arc::new(f(&held));
+    }
 }
 
 /// A resolved provider: built-in defaults, the config file and the environment merged.
@@ -82,6 +92,12 @@ pub struct ProviderConfig {
     /// off for other servers unless `prompt_cache_key = true` (a strict server may refuse fields
     /// it does not know).
     pub prompt_cache_key: bool,
+    /// Its credentials, in order: its own key (`default`), then `[[providers.NAME.profiles]]`.
+    /// `api_key` is the first of them that has a key.
+    pub profiles: Vec<models::AuthProfile>,
+    pub rotation: models::Rotation,
+    /// Found on this machine rather than configured (`[models] discover`).
+    pub discovered: bool,
 }
 
 impl ProviderConfig {
@@ -340,6 +356,12 @@ pub struct Config {
     pub heartbeat: cron::HeartbeatConfig,
     /// `[[hooks]]`: the user's programs at the agent's lifecycle points.
     pub hooks: Vec<hooks::HookConfig>,
+    /// `fallbacks`: the models a turn moves to, in order, when the session's model fails.
+    pub fallbacks: Vec<String>,
+    /// `[models]`: aliases and the search for local model servers.
+    pub models: models::ModelsConfig,
+    /// `OLLAMA_HOST`: where Ollama listens, as Ollama reads it.
+    pub ollama_host: Option<String>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -437,29 +459,43 @@ impl Config {
         self.providers.iter().any(ProviderConfig::is_usable)
     }
 
-    /// Resolves a model reference to a usable provider and model. A bare model name (no '/') is
-    /// looked up in the model lists of the usable providers.
-    pub fn resolve_model(&self, reference: &str) -> Result<(ModelRef, &ProviderConfig), NoModel> {
-        let parsed = match ModelRef::parse(reference) {
-            Some(r) => r,
-            None => {
-                let name = reference.trim();
-                let found =
-                    self.providers.iter().filter(|p| p.is_usable()).find(|p| p.models.iter().any(|m| m.id == name));
-                match found {
-                    Some(p) => ModelRef { provider: p.id.clone(), model: name.to_owned() },
-                    None => {
-                        return Err(NoModel::wrong(format!(
-                            "`{name}` is not a model reference: write it as provider/model, e.g. anthropic/claude-sonnet-4-5"
-                        )));
-                    }
-                }
+    /// Whether acp should look for model servers on this machine: nothing else is usable, the
+    /// file does not say no, and the file is not broken.
+    pub fn wants_discovery(&self) -> bool {
+        self.models.discover
+            && self.load_error.is_none()
+            && !self.providers.iter().any(|p| p.is_usable() && !p.discovered)
+    }
+
+    /// This configuration with `found` (servers found on this machine) as providers, in place of
+    /// those found before; a configured provider of the same name wins.
+    #[must_use]
+    pub fn with_found(&self, found: &[ProviderConfig]) -> Config {
+        let mut config = self.clone();
+        config.providers.retain(|p| !p.discovered);
+        for provider in found {
+            if config.provider(&provider.id).is_none() {
+                config.providers.push(provider.clone());
             }
+        }
+        config
+    }
+
+    /// Resolves a model reference to a usable provider and model: `provider/model`, an alias
+    /// (`sonnet`, `[models.aliases]`), or a bare model id that one usable provider offers (more
+    /// than one is an error that names them).
+    pub fn resolve_model(&self, reference: &str) -> Result<(ModelRef, &ProviderConfig), NoModel> {
+        let name = reference.trim();
+        let target = self.models.alias(name).unwrap_or(name);
+        let parsed = match ModelRef::parse(target) {
+            Some(r) => r,
+            None => self.bare_model(target)?,
         };
         let Some(provider) = self.provider(&parsed.provider) else {
             let known: Vec<&str> = self.providers.iter().map(|p| p.id.as_str()).collect();
+            let via = if target == name { String::new() } else { format!(" (the alias `{name}`)") };
             return Err(NoModel::wrong(format!(
-                "unknown provider `{}` in `{parsed}`; known providers: {}",
+                "unknown provider `{}` in `{parsed}`{via}; known providers: {}",
                 parsed.provider,
                 known.join(", ")
             )));
@@ -468,6 +504,24 @@ impl Config {
             return Err(NoModel::setup(reason));
         }
         Ok((parsed, provider))
+    }
+
+    /// The one usable provider that lists model `name`.
+    fn bare_model(&self, name: &str) -> Result<ModelRef, NoModel> {
+        let offering: Vec<&ProviderConfig> =
+            self.providers.iter().filter(|p| p.is_usable() && p.models.iter().any(|m| m.id == name)).collect();
+        match offering.as_slice() {
+            [p] => Ok(ModelRef { provider: p.id.clone(), model: name.to_owned() }),
+            [] => Err(NoModel::wrong(format!(
+                "`{name}` is neither a model a configured provider offers nor an alias: write it as provider/model, \
+                 e.g. anthropic/claude-sonnet-4-5, or use an alias ({})",
+                self.models.all_aliases().keys().copied().collect::<Vec<_>>().join(", ")
+            ))),
+            several => Err(NoModel::wrong(format!(
+                "`{name}` is offered by more than one provider; write one of {}",
+                several.iter().map(|p| format!("`{}/{name}`", p.id)).collect::<Vec<_>>().join(", ")
+            ))),
+        }
     }
 
     /// The model new sessions start with.
@@ -515,7 +569,7 @@ impl Config {
     /// What to do when no provider is usable.
     pub fn setup_help(&self) -> String {
         format!(
-            "no model provider is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY in acp's environment \
+            "no model provider is configured. Set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY in acp's environment \
              (your shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n\
              [providers.ollama]\napi = \"openai-chat\"\nbase_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\n\
              then choose it with ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
@@ -570,6 +624,8 @@ fn default_context_window(model: &str) -> u64 {
     let m = model.to_ascii_lowercase();
     if m.contains("claude") {
         200_000
+    } else if m.starts_with("gemini") {
+        1_048_576
     } else if m.starts_with("gpt-5") {
         400_000
     } else if m.starts_with("gpt-4.1") {
@@ -582,7 +638,7 @@ fn default_context_window(model: &str) -> u64 {
 fn default_max_output(api: WireApi) -> Option<u32> {
     match api {
         WireApi::Anthropic => Some(16_384),
-        WireApi::OpenAiChat | WireApi::OpenAiResponses => None,
+        WireApi::OpenAiChat | WireApi::OpenAiResponses | WireApi::Gemini => None,
     }
 }
 
@@ -613,6 +669,9 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             headers: Vec::new(),
             models: model_list(WireApi::Anthropic, &["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"]),
             prompt_cache_key: false,
+            profiles: Vec::new(),
+            rotation: models::Rotation::default(),
+            discovered: false,
         },
         ProviderConfig {
             id: "openai".into(),
@@ -624,6 +683,9 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             headers: Vec::new(),
             models: model_list(WireApi::OpenAiChat, &["gpt-5", "gpt-5-mini", "gpt-4.1"]),
             prompt_cache_key: true,
+            profiles: Vec::new(),
+            rotation: models::Rotation::default(),
+            discovered: false,
         },
         ProviderConfig {
             id: "openai-responses".into(),
@@ -635,6 +697,25 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
             headers: Vec::new(),
             models: model_list(WireApi::OpenAiResponses, &["gpt-5-codex", "gpt-5", "gpt-5-mini"]),
             prompt_cache_key: true,
+            profiles: Vec::new(),
+            rotation: models::Rotation::default(),
+            discovered: false,
+        },
+        ProviderConfig {
+            id: "gemini".into(),
+            api: WireApi::Gemini,
+            base_url: env("GEMINI_BASE_URL")
+                .map(|u| trim_base(&u))
+                .unwrap_or_else(|| "https://generativelanguage.googleapis.com/v1beta".into()),
+            api_key: env("GEMINI_API_KEY"),
+            api_key_env: Some("GEMINI_API_KEY".into()),
+            key_required: true,
+            headers: Vec::new(),
+            models: model_list(WireApi::Gemini, &["gemini-2.5-pro", "gemini-2.5-flash"]),
+            prompt_cache_key: false,
+            profiles: Vec::new(),
+            rotation: models::Rotation::default(),
+            discovered: false,
         },
     ]
 }
@@ -646,6 +727,7 @@ pub mod cron;
 pub mod hooks;
 pub mod mcp;
 pub mod memory;
+pub mod models;
 pub mod rules;
 
 #[cfg(test)]

@@ -279,3 +279,97 @@ fn the_editors_servers_win_by_name() {
         mcp::merge(&configured, given).into_iter().map(|s| (s.name, s.transport)).collect();
     assert_eq!(names, [("b".into(), stdio("b")), ("a".into(), stdio("from-editor")), ("c".into(), stdio("c"))]);
 }
+
+#[test]
+fn aliases_and_bare_ids_resolve_and_ambiguity_names_the_choices() {
+    let c = load(
+        Some("[models.aliases]\nfast = \"openai/gpt-5-mini\"\nsonnet = \"anthropic/claude-opus-4-6\"\n"),
+        &[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")],
+    );
+    let resolved = |name: &str| c.resolve_model(name).map(|(r, _)| r.to_string());
+    assert_eq!(resolved("haiku").unwrap(), "anthropic/claude-haiku-4-5");
+    assert_eq!(resolved("gpt").unwrap(), "openai/gpt-5");
+    assert_eq!(resolved("fast").unwrap(), "openai/gpt-5-mini");
+    assert_eq!(resolved("sonnet").unwrap(), "anthropic/claude-opus-4-6", "the user's alias wins");
+    assert_eq!(resolved("claude-haiku-4-5").unwrap(), "anthropic/claude-haiku-4-5", "one provider offers it");
+    let err = resolved("gpt-5").unwrap_err();
+    assert!(!err.setup, "{err}");
+    assert!(err.message.contains("`openai/gpt-5`") && err.message.contains("`openai-responses/gpt-5`"), "{err}");
+    let err = resolved("nonesuch").unwrap_err().message;
+    assert!(err.contains("provider/model") && err.contains("haiku"), "{err}");
+    // An alias to a provider without a key says so.
+    let c = load(None, &[("OPENAI_API_KEY", "k")]);
+    let err = c.resolve_model("opus").unwrap_err();
+    assert!(err.setup && err.message.contains("ANTHROPIC_API_KEY"), "{err}");
+}
+
+#[test]
+fn profiles_come_after_the_providers_own_key_and_a_wrong_fallback_is_a_broken_file() {
+    let home = tempfile::tempdir().unwrap();
+    let key_file = home.path().join("work.key");
+    std::fs::write(&key_file, "sk-work\nignored\n").unwrap();
+    let file = format!(
+        "fallbacks = [\"gpt\"]\n\
+         [providers.anthropic]\nrotation = \"last-good\"\n\
+         [[providers.anthropic.profiles]]\nid = \"work\"\nkey_file = \"{}\"\n\
+         [[providers.anthropic.profiles]]\napi_key_env = \"ANTHROPIC_KEY_2\"\n\
+         [[providers.anthropic.profiles]]\napi_key_env = \"UNSET_KEY\"\n",
+        key_file.display()
+    );
+    let c = load(Some(&file), &[("ANTHROPIC_API_KEY", "sk-own"), ("ANTHROPIC_KEY_2", "sk-two")]);
+    assert_eq!(c.load_error, None);
+    let p = c.provider("anthropic").unwrap();
+    let seen: Vec<(&str, Option<&str>, &str)> =
+        p.profiles.iter().map(|p| (p.id.as_str(), p.key.as_deref(), p.source.as_str())).collect();
+    let path = key_file.display().to_string();
+    assert_eq!(
+        seen,
+        [
+            ("default", Some("sk-own"), "ANTHROPIC_API_KEY"),
+            ("work", Some("sk-work"), path.as_str()),
+            ("2", Some("sk-two"), "ANTHROPIC_KEY_2"),
+            ("3", None, "UNSET_KEY")
+        ]
+    );
+    assert_eq!(p.profiles[3].missing.as_deref(), Some("UNSET_KEY is not set"));
+    assert_ne!(p.profiles[0].fingerprint, p.profiles[1].fingerprint);
+    assert!(!p.profiles[0].fingerprint.contains("sk-"), "a fingerprint is a hash, not the key");
+    assert_eq!(p.rotation, models::Rotation::LastGood);
+    assert_eq!(c.fallbacks, ["gpt"]);
+    // Profiles alone make a provider usable.
+    let c = load(Some("[[providers.anthropic.profiles]]\napi_key_env = \"K\"\n"), &[("K", "sk")]);
+    assert_eq!(c.default_model_ref().unwrap().provider, "anthropic");
+    // A fallback naming no provider, or a profile with two keys, is a mistake said at once.
+    let c = load(Some("fallbacks = [\"nowhere/x\"]\n"), &[("ANTHROPIC_API_KEY", "k")]);
+    assert!(c.load_error.unwrap().contains("fallbacks: unknown provider `nowhere`"));
+    let c = load(Some("[[providers.anthropic.profiles]]\napi_key = \"a\"\napi_key_env = \"B\"\n"), &[]);
+    assert!(c.load_error.unwrap().contains("exactly one of"));
+    // A fallback whose provider has no key is not a mistake: it waits for one.
+    let c = load(Some("fallbacks = [\"gemini/gemini-2.5-pro\"]\n"), &[("ANTHROPIC_API_KEY", "k")]);
+    assert_eq!(c.load_error, None);
+}
+
+#[test]
+fn discovery_is_wanted_only_without_a_usable_provider() {
+    assert!(load(None, &[]).wants_discovery());
+    assert!(!load(None, &[("ANTHROPIC_API_KEY", "k")]).wants_discovery());
+    assert!(!load(Some("[models]\ndiscover = false\n"), &[]).wants_discovery());
+    let found = ProviderConfig {
+        id: "ollama".into(),
+        api: WireApi::OpenAiChat,
+        base_url: "http://127.0.0.1:11434/v1".into(),
+        api_key: None,
+        api_key_env: None,
+        key_required: false,
+        headers: Vec::new(),
+        models: model_list(WireApi::OpenAiChat, &["qwen3:8b"]),
+        prompt_cache_key: false,
+        profiles: Vec::new(),
+        rotation: models::Rotation::default(),
+        discovered: true,
+    };
+    let c = load(None, &[]).with_found(&[found]);
+    assert_eq!(c.default_model_ref().unwrap().to_string(), "ollama/qwen3:8b");
+    assert!(c.wants_discovery(), "found servers do not count as configured");
+    assert_eq!(c.resolve_model("qwen3:8b").unwrap().0.to_string(), "ollama/qwen3:8b");
+}

@@ -102,6 +102,10 @@ pub enum Record {
         /// Tokens in the context after the turn's last model request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context: Option<u64>,
+        /// `provider/model` of the model that answered the turn's last request (the session's
+        /// own, or the fallback it failed over to).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         /// The turn never ended: acp stopped during it (recorded when the session was next opened).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         interrupted: bool,

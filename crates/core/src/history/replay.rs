@@ -315,6 +315,7 @@ impl Builder {
             error: None,
             usage: Usage::default(),
             context: None,
+            model: None,
             interrupted: true,
             at: now_ms(),
         });

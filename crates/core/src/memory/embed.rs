@@ -230,6 +230,9 @@ mod tests {
             headers: Vec::new(),
             models: Vec::new(),
             prompt_cache_key: false,
+            profiles: Vec::new(),
+            rotation: Default::default(),
+            discovered: false,
         };
         let e = Embedder::new("local/embed", "embed", &provider);
         assert_eq!(e.url, "http://user:secret@127.0.0.1:9/v1/embeddings?key=k123");

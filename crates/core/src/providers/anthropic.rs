@@ -25,7 +25,7 @@ pub fn body(req: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
             // Thinking is replayable only with its signature; other APIs' reasoning not at all.
             AssistantPart::Thinking { signature, .. } => signature.is_some(),
             AssistantPart::RedactedThinking { .. } | AssistantPart::ToolCall { .. } => true,
-            AssistantPart::Reasoning { .. } => false,
+            AssistantPart::Reasoning { .. } | AssistantPart::Signature { .. } => false,
         },
     );
     let mut max_tokens = req.max_output_tokens.unwrap_or(16_384);
@@ -206,7 +206,7 @@ fn message<'a>(turn: &Turn<'a>) -> MessageOut<'a> {
                     AssistantPart::ToolCall { id, name, arguments } => {
                         Some(Block::ToolUse { id, name, input: super::wire::arguments_raw(arguments) })
                     }
-                    AssistantPart::Reasoning { .. } => None,
+                    AssistantPart::Reasoning { .. } | AssistantPart::Signature { .. } => None,
                 })
                 .map(Cached::from)
                 .collect(),

@@ -15,7 +15,7 @@ use super::error::{ErrorKind, ProviderError};
 use super::error::{retry_after, snippet};
 use super::sse::{SseEvent, SseParser};
 use super::wire::{ModelRequest, ResponseEvent};
-use super::{anthropic, openai_chat, openai_responses};
+use super::{anthropic, gemini, openai_chat, openai_responses};
 use crate::config::{ProviderConfig, Timeouts, WireApi};
 use crate::http::error_chain;
 
@@ -61,6 +61,7 @@ impl ProviderClient {
             WireApi::OpenAiResponses => {
                 (openai_responses::url(&p.base_url), openai_responses::body(req, p.prompt_cache_key))
             }
+            WireApi::Gemini => (gemini::url(&p.base_url, req.model), gemini::body(req)),
         };
         let body = body.map_err(|e| ProviderError::new(ErrorKind::Protocol, e.to_string()))?;
         let mut headers = HeaderMap::new();
@@ -76,6 +77,11 @@ impl ProviderClient {
             WireApi::OpenAiChat | WireApi::OpenAiResponses => {
                 if let Some(key) = &p.api_key {
                     headers.insert(reqwest::header::AUTHORIZATION, header_value(&format!("Bearer {key}"))?);
+                }
+            }
+            WireApi::Gemini => {
+                if let Some(key) = &p.api_key {
+                    headers.insert("x-goog-api-key", header_value(key)?);
                 }
             }
         }
@@ -117,8 +123,9 @@ impl ProviderClient {
                 WireApi::Anthropic => anthropic::error_from_body(status, &text),
                 WireApi::OpenAiChat => openai_chat::error_from_body(status, &text),
                 WireApi::OpenAiResponses => openai_responses::error_from_body(status, &text),
+                WireApi::Gemini => gemini::error_from_body(status, &text),
             };
-            e.retry_after = retry_after.or_else(|| super::error::delay_from_message(&e.message));
+            e.retry_after = retry_after.or(e.retry_after).or_else(|| super::error::delay_from_message(&e.message));
             e.should_retry = should_retry;
             e.request_id = e.request_id.or(request_id);
             return Err(e);
@@ -154,6 +161,7 @@ impl ProviderClient {
                 WireApi::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
                 WireApi::OpenAiChat => Decoder::Chat(openai_chat::Decoder::default()),
                 WireApi::OpenAiResponses => Decoder::Responses(openai_responses::Decoder::default()),
+                WireApi::Gemini => Decoder::Gemini(gemini::Decoder::default()),
             },
             queue: VecDeque::new(),
             error: None,
@@ -173,6 +181,7 @@ enum Decoder {
     Anthropic(anthropic::Decoder),
     Chat(openai_chat::Decoder),
     Responses(openai_responses::Decoder),
+    Gemini(gemini::Decoder),
 }
 
 impl Decoder {
@@ -181,6 +190,7 @@ impl Decoder {
             Self::Anthropic(d) => d.event(ev, out),
             Self::Chat(d) => d.event(ev, out),
             Self::Responses(d) => d.event(ev, out),
+            Self::Gemini(d) => d.event(ev, out),
         }
     }
 
@@ -189,6 +199,7 @@ impl Decoder {
             Self::Anthropic(d) => d.finish(out),
             Self::Chat(d) => d.finish(out),
             Self::Responses(d) => d.finish(out),
+            Self::Gemini(d) => d.finish(),
         }
     }
 }

@@ -160,7 +160,8 @@ impl ProviderError {
     pub fn user_message(&self) -> String {
         let who = if self.provider.is_empty() { "the model provider" } else { self.provider.as_str() };
         let status = self.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-        let detail = if self.message.is_empty() { String::new() } else { format!(": {}", self.message) };
+        let message = self.message.trim();
+        let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
         let what = format!("{who} request failed{status}{detail}");
         let advice = match self.kind {
             ErrorKind::Auth => match &self.key_env {
@@ -199,7 +200,9 @@ impl ProviderError {
                     .to_owned()
             }
         };
-        format!("{what}. {advice}")
+        // The provider's words may end their own sentence.
+        let stop = if what.ends_with(['.', '!', '?']) { "" } else { "." };
+        format!("{what}{stop} {advice}")
     }
 }
 

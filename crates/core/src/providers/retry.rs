@@ -53,6 +53,69 @@ pub trait StreamSink {
     }
 }
 
+/// How one attempt at a request ended.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The stream completed (or the sink took no more).
+    Done,
+    Cancelled,
+    Failed {
+        error: ProviderError,
+        /// Output reached the user before it failed: it must not be tried again.
+        delivered: bool,
+        /// Events reached the sink: they must be forgotten ([`ResponseEvent::Restarted`]) before
+        /// another attempt.
+        emitted: bool,
+    },
+}
+
+/// Sends `request` once, handing every event to `sink`, until the stream completes, fails, or
+/// `cancel` fires (dropping the connection, which stops the generation).
+pub async fn attempt(
+    client: &ProviderClient,
+    request: &ModelRequest<'_>,
+    cancel: &CancellationToken,
+    sink: &mut impl StreamSink,
+) -> Attempt {
+    let started = tokio::select! {
+        () = cancel.cancelled() => return Attempt::Cancelled,
+        r = client.start(request) => r,
+    };
+    let mut stream = match started {
+        Err(error) => return Attempt::Failed { error, delivered: false, emitted: false },
+        Ok(stream) => stream,
+    };
+    let mut delivered = false;
+    let mut emitted = false;
+    loop {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return Attempt::Cancelled,
+            n = stream.next() => n,
+        };
+        match next {
+            None => return Attempt::Done,
+            Some(Ok(event)) => {
+                delivered |= event.is_output();
+                emitted = true;
+                sink.event(event);
+                if sink.full() {
+                    sink.idle();
+                    return Attempt::Done;
+                }
+                if !stream.has_buffered() {
+                    sink.idle();
+                }
+            }
+            Some(Err(error)) => {
+                if delivered {
+                    tracing::warn!(error = %error, "model stream failed after output was shown; not retrying");
+                }
+                return Attempt::Failed { error, delivered, emitted };
+            }
+        }
+    }
+}
+
 /// Runs `request`, handing every event to `sink`, retrying per `policy` while nothing has been
 /// shown to the user yet. Returns when the stream completed, failed for good, or `cancel` fired
 /// (dropping the connection, which stops the generation).
@@ -64,63 +127,43 @@ pub async fn stream_with_retry(
     sink: &mut impl StreamSink,
 ) -> Result<(), Failure> {
     let mut retries = 0;
-    let mut emitted = false;
     loop {
-        if emitted {
-            sink.event(ResponseEvent::Restarted);
-            emitted = false;
-        }
-        let started = tokio::select! {
-            () = cancel.cancelled() => return Err(Failure::Cancelled),
-            r = client.start(request) => r,
-        };
-        let error = match started {
-            Err(e) => e,
-            Ok(mut stream) => {
-                let mut delivered = false;
-                loop {
-                    let next = tokio::select! {
-                        () = cancel.cancelled() => return Err(Failure::Cancelled),
-                        n = stream.next() => n,
-                    };
-                    match next {
-                        None => return Ok(()),
-                        Some(Ok(event)) => {
-                            delivered |= event.is_output();
-                            emitted = true;
-                            sink.event(event);
-                            if sink.full() {
-                                sink.idle();
-                                return Ok(());
-                            }
-                            if !stream.has_buffered() {
-                                sink.idle();
-                            }
-                        }
-                        Some(Err(e)) if delivered => {
-                            tracing::warn!(error = %e, "model stream failed after output was shown; not retrying");
-                            return Err(Failure::Provider(e));
-                        }
-                        Some(Err(e)) => break e,
-                    }
+        let error = match attempt(client, request, cancel, sink).await {
+            Attempt::Done => return Ok(()),
+            Attempt::Cancelled => return Err(Failure::Cancelled),
+            Attempt::Failed { error, delivered: true, .. } => return Err(Failure::Provider(error)),
+            Attempt::Failed { error, emitted, .. } => {
+                if emitted {
+                    sink.event(ResponseEvent::Restarted);
                 }
+                error
             }
         };
         let Some(delay) = delay_for(policy, &error, retries) else {
             return Err(Failure::Provider(error));
         };
         retries += 1;
-        tracing::warn!(
-            provider = %error.provider,
-            error = %error,
-            attempt = retries,
-            delay_ms = delay.as_millis() as u64,
-            "model request failed; retrying"
-        );
-        tokio::select! {
-            () = cancel.cancelled() => return Err(Failure::Cancelled),
-            () = tokio::time::sleep(delay) => {}
-        }
+        wait(&error, retries, delay, cancel).await?;
+    }
+}
+
+/// Waits `delay` before retry number `attempt` (logged), unless `cancel` fires first.
+pub async fn wait(
+    error: &ProviderError,
+    attempt: u32,
+    delay: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), Failure> {
+    tracing::warn!(
+        provider = %error.provider,
+        error = %error,
+        attempt,
+        delay_ms = delay.as_millis() as u64,
+        "model request failed; retrying"
+    );
+    tokio::select! {
+        () = cancel.cancelled() => Err(Failure::Cancelled),
+        () = tokio::time::sleep(delay) => Ok(()),
     }
 }
 

@@ -73,6 +73,10 @@ pub enum AssistantPart {
         encrypted_content: Option<String>,
         summary: Vec<String>,
     },
+    /// Gemini's `thoughtSignature` for the part after it, given back to Gemini alone.
+    Signature {
+        signature: String,
+    },
     /// A tool call; `arguments` is the JSON text exactly as the model produced it.
     ToolCall {
         id: String,
@@ -159,6 +163,8 @@ pub enum ResponseEvent {
         name: String,
         arguments: String,
     },
+    /// Gemini's `thoughtSignature` for the part that follows.
+    PartSignature(String),
     /// Usage so far (cumulative for this request; the latest value wins).
     Usage(Usage),
     /// The terminal event: the stream ended properly.

@@ -394,6 +394,7 @@ pub(super) fn run(
                 accounting: session.accounting,
                 instructions,
                 hooks: super::hooks::Place::new(session.shared.config(), &session.live, session.settings.cwd.clone()),
+                live: session.live.clone(),
             };
             return Ran::Job { seq, cancel, task: tokio::spawn(job.run()) };
         }
@@ -509,6 +510,12 @@ fn model_list(session: &Session) -> String {
         let name = if name == model { String::new() } else { format!(" — {name}") };
         let mark = if model == current { " ← current" } else { "" };
         out.push_str(&format!("- `{model}`{name}{mark}\n"));
+    }
+    let held = |provider: &str| session.live.held.get(provider);
+    let state = crate::models::report(&config, &session.shared.models, &held, crate::store::now_ms());
+    if !state.is_empty() {
+        out.push('\n');
+        out.push_str(&state);
     }
     out
 }
@@ -685,6 +692,7 @@ struct CompactJob {
     accounting: Accounting,
     instructions: Option<String>,
     hooks: super::hooks::Place,
+    live: Arc<super::settings::LiveState>,
 }
 
 impl CompactJob {
@@ -704,6 +712,7 @@ impl CompactJob {
             accounting: self.accounting,
             outcome: TurnOutcome::Stopped { reason, usage: Usage::default() },
             context,
+            model: None,
         }
     }
 
@@ -712,13 +721,16 @@ impl CompactJob {
         if self.conversation.len() < 2 {
             return Ok(("Nothing to compact yet.".into(), None));
         }
+        self.shared.discovered().await;
         let config = self.shared.config();
-        let (client, model) = self.shared.client_for(&self.settings.model).await?;
+        let router =
+            super::failover::Router::new(&self.shared, &config, &self.settings.model, &self.live.held, &self.events)?;
+        let model = router.primary().clone();
         let memory = turn::memory_use(&config, &self.events.session);
         let system = turn::system_prompt(&config, &self.settings, memory);
         let tools = turn::registry(&config, self.shared.host().as_ref(), memory).specs();
         let env = CompactEnv {
-            client: &client,
+            router: &router,
             model: &model,
             retry: &config.retry,
             config: &config.compaction,

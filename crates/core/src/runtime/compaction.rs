@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::event::{CompactionEvent, CompactionPhase, Emitter, EventKind, TurnError};
 use crate::config::{CompactionConfig, ModelInfo, RetryConfig};
 use crate::history::conversation::{Conversation, is_tool_results};
-use crate::providers::retry::{self, Failure, StreamSink};
-use crate::providers::{AssistantPart, Message, ModelRequest, ProviderClient, ResponseEvent, UserPart};
+use crate::providers::retry::{Failure, StreamSink};
+use crate::providers::{AssistantPart, Message, ModelRequest, ResponseEvent, UserPart};
 
 /// The characters-per-token ratio before any report calibrates it.
 pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.5;
@@ -70,6 +70,7 @@ fn message_chars(message: &Message) -> (usize, u64) {
                     AssistantPart::Text(t) => t.len(),
                     AssistantPart::Thinking { text, .. } => text.len(),
                     AssistantPart::RedactedThinking { data } => data.len() / 4,
+                    AssistantPart::Signature { signature } => signature.len() / 4,
                     AssistantPart::Reasoning { summary, encrypted_content, .. } => {
                         summary.iter().map(String::len).sum::<usize>()
                             + encrypted_content.as_ref().map_or(0, |e| e.len() / 4)
@@ -252,7 +253,7 @@ pub fn choose_cut(accounting: &Accounting, messages: &[Message], keep_tokens: u6
 
 /// What a compaction needs.
 pub(crate) struct CompactEnv<'a> {
-    pub client: &'a ProviderClient,
+    pub router: &'a super::failover::Router<'a>,
     pub model: &'a ModelInfo,
     pub retry: &'a RetryConfig,
     pub config: &'a CompactionConfig,
@@ -326,13 +327,13 @@ pub(crate) async fn compact(
         model: &env.model.id,
         system: "You write precise summaries of conversations between a user and an AI coding assistant.",
         messages: request_messages.iter().collect(),
-        max_output_tokens: Some(env.model.max_output_tokens.unwrap_or(4_096).min(4_096)),
+        max_output_tokens: None,
         reasoning: None,
         tools: &[],
         cache_key: None,
     };
     let mut sink = Collect::default();
-    let result = retry::stream_with_retry(env.client, &request, env.retry, env.cancel, &mut sink).await;
+    let result = env.router.stream(&request, Some(4_096), env.retry, env.cancel, &mut sink).await;
     let failed = |message: String, error: Option<crate::providers::ProviderError>| {
         env.events.emit(EventKind::Compaction(CompactionEvent {
             id: id.clone(),

@@ -53,6 +53,9 @@ pub enum EventKind {
     Usage { used: u64, size: u64 },
     /// The conversation was (or is being) summarised to fit the context window.
     Compaction(CompactionEvent),
+    /// Another model than the session's answers this turn (said once a turn; never saved, never
+    /// sent to the model).
+    Failover(Failover),
     /// The session's model, mode or reasoning changed from inside (a slash command).
     Settings(SettingsChange),
     /// The session has a title now.
@@ -63,6 +66,18 @@ pub enum EventKind {
     Subagent(SubagentEvent),
     /// The last event of every turn, exactly once.
     TurnEnded(TurnOutcome),
+}
+
+/// A turn moved from the session's model to another.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failover {
+    /// `provider/model` of the session's model, and of the one that answers instead.
+    pub from: String,
+    pub to: String,
+    /// Why: the failure's kind (`overloaded`, `rate_limited`, …).
+    pub reason: String,
+    /// The sentence for the user.
+    pub text: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

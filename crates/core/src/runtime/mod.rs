@@ -8,6 +8,7 @@ pub mod compaction;
 pub mod context;
 pub mod directives;
 pub mod event;
+pub mod failover;
 mod handle;
 mod head_start;
 mod hooks;
@@ -25,7 +26,7 @@ mod tool_calls;
 pub mod turn;
 
 pub use crate::tools::plan::{PlanEntry, PlanPriority, PlanStatus};
-pub use event::{CompactionEvent, CompactionPhase, SettingsChange, SubagentChange, SubagentEvent};
+pub use event::{CompactionEvent, CompactionPhase, Failover, SettingsChange, SubagentChange, SubagentEvent};
 pub use event::{Event, EventKind, EventSink, SessionId, StopReason, TurnError, TurnOutcome};
 pub use handle::{SessionCommand, SessionHandle};
 pub use head_start::{HeadStart, StoreOpening};

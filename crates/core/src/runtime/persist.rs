@@ -199,6 +199,7 @@ impl SessionLog {
         seq: u64,
         outcome: &TurnOutcome,
         context: Option<u64>,
+        model: Option<String>,
         title: Option<&str>,
         prompted: bool,
     ) {
@@ -206,7 +207,7 @@ impl SessionLog {
             TurnOutcome::Stopped { reason, usage } => (Some(*reason), None, *usage),
             TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
         };
-        self.record(&Record::End { turn: seq, stop, error, usage, context, interrupted: false, at: now_ms() });
+        self.record(&Record::End { turn: seq, stop, error, usage, context, model, interrupted: false, at: now_ms() });
         // Inline: one small write (WAL, no fsync), in order with the others.
         self.index("update the session index", |store, id| {
             store.finish_turn(id, usage.input, usage.output, context, title, prompted)

@@ -176,6 +176,8 @@ impl retry::StreamSink for Reply<'_> {
                     encrypted_content.as_ref().map_or(0, String::len) + summary.iter().map(String::len).sum::<usize>(),
                 ) => {}
             ResponseEvent::ToolCall { ref arguments, .. } if !self.admit_other(arguments.len()) => {}
+            ResponseEvent::PartSignature(ref sig) if !self.admit_other(sig.len()) => {}
+            ResponseEvent::PartSignature(signature) => self.parts.push(AssistantPart::Signature { signature }),
             ResponseEvent::ThinkingSignature(sig) => match self.parts.last_mut() {
                 Some(AssistantPart::Thinking { signature: s @ None, .. }) => *s = Some(sig),
                 // A signature for an empty thinking block.

@@ -363,7 +363,7 @@ impl Actor {
                 }
                 Ran::Done { seq } => {
                     let outcome = TurnOutcome::Stopped { reason: StopReason::EndTurn, usage: Usage::default() };
-                    self.end_turn(turn, seq, outcome, None);
+                    self.end_turn(turn, seq, outcome, None, None);
                     None
                 }
                 Ran::Job { seq, cancel, task } => Some(Running { turn, seq, cancel, task, model: false }),
@@ -415,7 +415,7 @@ impl Actor {
     fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
         self.steers.refuse_all();
         let session = &mut self.session;
-        let (outcome, context) = match done {
+        let (outcome, context, model) = match done {
             Ok(result) => {
                 session.conversation = result.conversation;
                 session.accounting = result.accounting;
@@ -426,16 +426,16 @@ impl Actor {
                 if session.conversation.turn_messages().iter().any(|m| matches!(m, Message::Assistant(_))) {
                     session.mark_prompted_by_turn();
                 }
-                (result.outcome, result.context)
+                (result.outcome, result.context, result.model)
             }
             Err(e) => {
                 tracing::error!(session = %session.id, turn = r.turn, error = %e, "turn task failed");
                 session.conversation.discard_turn();
                 let error = TurnError::internal("the turn stopped unexpectedly (an internal error); please try again");
-                (TurnOutcome::Failed { error, usage: Usage::default() }, None)
+                (TurnOutcome::Failed { error, usage: Usage::default() }, None, None)
             }
         };
-        self.end_turn(r.turn, r.seq, outcome, context);
+        self.end_turn(r.turn, r.seq, outcome, context, model);
         for turn in std::mem::take(&mut self.cancelled) {
             self.end_cancelled(turn);
         }
@@ -445,7 +445,8 @@ impl Actor {
     }
 
     /// Records the end of a turn (before telling the surface, so an answered prompt is on disk).
-    fn end_turn(&mut self, turn: TurnId, seq: u64, outcome: TurnOutcome, context: Option<u64>) {
+    /// `model`: the model that answered, when the turn asked one.
+    fn end_turn(&mut self, turn: TurnId, seq: u64, outcome: TurnOutcome, context: Option<u64>, model: Option<String>) {
         let usage = match &outcome {
             TurnOutcome::Stopped { usage, .. } | TurnOutcome::Failed { usage, .. } => *usage,
         };
@@ -454,7 +455,7 @@ impl Actor {
             self.session.context_tokens = context;
         }
         let Unsaved { title, prompted } = std::mem::take(&mut self.session.unsaved);
-        self.session.log.turn_ended(seq, &outcome, context, title.as_deref(), prompted);
+        self.session.log.turn_ended(seq, &outcome, context, model, title.as_deref(), prompted);
         self.ended(turn, outcome);
     }
 

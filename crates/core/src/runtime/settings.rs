@@ -39,6 +39,8 @@ pub(crate) struct LiveState {
     rules: Mutex<Vec<Rule>>,
     network: std::sync::atomic::AtomicBool,
     hooks: Mutex<std::sync::Arc<Workspace>>,
+    /// The credentials the session holds, by provider ([`super::failover`]).
+    pub(crate) held: super::failover::Held,
 }
 
 impl LiveState {
@@ -48,6 +50,7 @@ impl LiveState {
             rules: Mutex::new(rules),
             network: network.into(),
             hooks: Mutex::new(std::sync::Arc::new(hooks)),
+            held: Default::default(),
         }
     }
 

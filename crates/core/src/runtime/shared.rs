@@ -11,9 +11,8 @@ use tokio::sync::OnceCell;
 use super::event::{EventSink, TurnError};
 use super::handle::SessionHandle;
 use super::head_start::Head;
-use crate::config::{Config, ConfigCell, ModelInfo, ModelRef};
+use crate::config::{Config, ConfigCell};
 use crate::http::build_http;
-use crate::providers::ProviderClient;
 use crate::store::{Store, StoreError, now_ms};
 use crate::sync::lock;
 use crate::tools::host::AnyHost;
@@ -47,6 +46,10 @@ pub(crate) struct Shared {
     pub(super) waits: Mutex<Vec<(String, String)>>,
     /// Subagents spawned in this process: child → (parent, what stops the child alone).
     pub(super) parents: Mutex<std::collections::HashMap<String, (String, tokio_util::sync::CancellationToken)>>,
+    /// What the models and credentials went through (cool-downs), read when first needed.
+    pub(crate) models: crate::models::ModelState,
+    /// The search for model servers on this machine, once it began ([`Runtime::discover`]).
+    pub(super) discovery: OnceCell<Vec<crate::config::ProviderConfig>>,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -132,14 +135,43 @@ impl Shared {
         provider.is_none_or(|p| !crate::http::is_plain(&p.base_url))
     }
 
-    /// A client for the provider of `model`, with the model's limits.
-    pub(crate) async fn client_for(&self, model: &ModelRef) -> Result<(ProviderClient, ModelInfo), TurnError> {
-        let config = self.config();
-        let (model, provider) =
-            config.resolve_model(&model.to_string()).map_err(|e| TurnError::config(e.to_string()))?;
-        let info = provider.model(&model.model);
-        let http = if crate::http::is_plain(&provider.base_url) { self.plain_http()? } else { self.http().await? };
-        Ok((ProviderClient::new(http, provider.clone(), config.timeouts), info))
+    /// Waits for the search for model servers on this machine when the configuration wants one
+    /// (it is bounded: [`crate::models::discover::PROBE_TIMEOUT`]).
+    pub(crate) async fn discovered(&self) {
+        if !self.discovery.initialized() && self.config().wants_discovery() {
+            self.discover().await;
+        }
+    }
+
+    /// Looks for model servers on this machine (once per process) and offers what it finds.
+    pub(super) async fn discover(&self) -> &[crate::config::ProviderConfig] {
+        self.discovery
+            .get_or_init(|| async {
+                let config = self.config();
+                let places = crate::models::discover::places(&config.models, config.ollama_host.as_deref());
+                let http = if places.iter().any(|(_, base, _)| !crate::http::is_plain(base)) {
+                    self.http().await.ok()
+                } else {
+                    self.plain_http().ok()
+                };
+                let Some(http) = http else { return Vec::new() };
+                let found = crate::models::discover::discover(&http, &places).await;
+                let names: Vec<String> =
+                    found.iter().map(|p| format!("{} ({} models)", p.id, p.models.len())).collect();
+                tracing::info!(found = ?names, "looked for model servers on this machine");
+                self.models.set_found(found.iter().map(crate::models::Found::of).collect());
+                // Servers offered before (last seen) and not found now stay offered for this run:
+                // a session on one hears that it cannot be reached, not that it never existed.
+                let mut offered = found.clone();
+                for earlier in config.providers.iter().filter(|p| p.discovered) {
+                    if !offered.iter().any(|p| p.id == earlier.id) {
+                        offered.push(earlier.clone());
+                    }
+                }
+                self.config.update(|c| if c.wants_discovery() { c.with_found(&offered) } else { c.clone() });
+                offered
+            })
+            .await
     }
 }
 

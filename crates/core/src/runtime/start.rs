@@ -16,6 +16,7 @@ impl Runtime {
     /// Creates the runtime: events go to `sink`, files, approvals and terminals through `host`.
     pub fn new(config: ConfigCell, sink: Arc<dyn EventSink>, host: Arc<dyn AnyHost>) -> Self {
         let lane = config.get().subagents.max_concurrent.unwrap_or(subagents::LANE).max(1);
+        let models = crate::models::ModelState::new(&config.get().home);
         let shared = Arc::new(Shared {
             config,
             http: OnceCell::new(),
@@ -33,6 +34,8 @@ impl Runtime {
             lane: tokio::sync::Semaphore::new(lane),
             waits: Mutex::default(),
             parents: Mutex::default(),
+            models,
+            discovery: OnceCell::new(),
         });
         Self { shared }
     }
@@ -61,7 +64,49 @@ impl Runtime {
 
     /// Replaces the configuration (used after `authenticate` re-reads it). Running turns keep theirs.
     pub fn set_config(&self, config: Config) {
+        let config = match self.shared.discovery.get() {
+            Some(found) if config.wants_discovery() => config.with_found(found),
+            _ => config,
+        };
         self.shared.config.set(config);
+    }
+
+    /// With no usable provider (and `[models] discover` not off): offers the model servers this
+    /// machine had last time at once, and looks for them again in the background — never on the
+    /// way of `initialize` or `session/new`, which answer from what is known. A turn that finds
+    /// no model waits for the search to end (at most a probe's timeout).
+    pub fn start_discovery(&self) {
+        let config = self.shared.config();
+        if !config.wants_discovery() {
+            return;
+        }
+        // Looked for just now by the command that started this (`acp run`): that is the search.
+        let given: Vec<crate::config::ProviderConfig> =
+            config.providers.iter().filter(|p| p.discovered).cloned().collect();
+        if !given.is_empty() {
+            let _ = self.shared.discovery.set(given);
+            return;
+        }
+        let cached: Vec<crate::config::ProviderConfig> =
+            self.shared.models.found().iter().map(crate::models::Found::provider).collect();
+        if !cached.is_empty() {
+            self.shared.config.update(|c| c.with_found(&cached));
+        }
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            shared.discover().await;
+        });
+    }
+
+    /// Looks for model servers on this machine now (`acp models`), whatever the configuration:
+    /// the providers found.
+    pub async fn discover_now(&self) -> Vec<crate::config::ProviderConfig> {
+        self.shared.discover().await.to_vec()
+    }
+
+    /// The models' and credentials' state report (`acp models status`).
+    pub fn models_report(&self) -> String {
+        crate::models::report(&self.shared.config(), &self.shared.models, &|_| None, crate::store::now_ms())
     }
 
     pub fn next_turn_id(&self) -> TurnId {

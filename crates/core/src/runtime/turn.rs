@@ -20,10 +20,8 @@ use super::shared::Shared;
 use super::tool_calls::{self, Call, CallEnv};
 use crate::config::{Config, ModelInfo};
 use crate::history::conversation::Conversation;
-use crate::providers::retry::{self, Failure};
-use crate::providers::{
-    AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderClient, ProviderError, Usage,
-};
+use crate::providers::retry::Failure;
+use crate::providers::{AssistantPart, ErrorKind, FinishReason, Message, ModelRequest, ProviderError, Usage};
 use crate::tools::Registry;
 use crate::tools::ToolSpec;
 use crate::tools::policy::ToolPolicy;
@@ -52,6 +50,8 @@ pub(crate) struct TurnResult {
     pub outcome: TurnOutcome,
     /// Tokens in the context after the turn's last model request.
     pub context: Option<u64>,
+    /// `provider/model` of the model that answered the turn's last request.
+    pub model: Option<String>,
 }
 
 /// The tools a session under `config` is offered; `messaging`: the host delivers to chats.
@@ -174,7 +174,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             () = cancel.cancelled() => {
                 conversation.discard_turn();
                 let outcome = TurnOutcome::Stopped { reason: StopReason::Cancelled, usage: Usage::default() };
-                return TurnResult { conversation, accounting, outcome, context: None };
+                return TurnResult { conversation, accounting, outcome, context: None, model: None };
             }
         },
         None => None,
@@ -196,7 +196,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
                     StopReason::EndTurn
                 };
                 let outcome = TurnOutcome::Stopped { reason, usage: Usage::default() };
-                return TurnResult { conversation, accounting, outcome, context: None };
+                return TurnResult { conversation, accounting, outcome, context: None, model: None };
             }
         }
     }
@@ -228,7 +228,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
                 events.emit(EventKind::Notice(format!("A hook blocked this prompt: {reason}")));
                 // As a refusal is (the prompt leaves the context): a script can tell it from a reply.
                 let outcome = TurnOutcome::Stopped { reason: StopReason::Refusal, usage: Usage::default() };
-                return TurnResult { conversation, accounting, outcome, context: None };
+                return TurnResult { conversation, accounting, outcome, context: None, model: None };
             }
             crate::hooks::Verdict::Go(Some(context)) => add_to_prompt(&mut conversation, context),
             _ => {}
@@ -240,14 +240,18 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         let (config, settings) = (config.clone(), settings.clone());
         tokio::task::spawn_blocking(move || system_prompt(&config, &settings, memory).text)
     });
-    let (client, model) = match shared.client_for(&settings.model).await {
-        Ok(found) => found,
+    shared.discovered().await;
+    let config = shared.config();
+    let holder = live.clone();
+    let router = match super::failover::Router::new(&shared, &config, &settings.model, &holder.held, &events) {
+        Ok(router) => router,
         Err(error) => {
             conversation.discard_turn();
             let outcome = TurnOutcome::Failed { error, usage: Usage::default() };
-            return TurnResult { conversation, accounting, outcome, context: None };
+            return TurnResult { conversation, accounting, outcome, context: None, model: None };
         }
     };
+    let model = router.primary().clone();
     let mut registry = registry(&config, outlet.host.as_ref(), memory);
     if !outlet.child {
         super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live, options.mode_cap);
@@ -263,7 +267,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     let tools = registry.specs();
     let fixed_chars = fixed_chars(&system, &tools);
     let compact = CompactEnv {
-        client: &client,
+        router: &router,
         model: &model,
         retry: &config.retry,
         config: &config.compaction,
@@ -289,7 +293,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
     let may_flush = memory == MemoryUse::Private && config.memory.flush && config.compaction.auto;
     let mut turn = Turn {
         config: &config,
-        client: &client,
+        router: &router,
         model: &model,
         settings: &settings,
         system: &system,
@@ -307,13 +311,14 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         stop_hooks: !options.from_agent && !outlet.child,
     };
     let outcome = turn.drive().await;
-    TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context }
+    let model = router.answered().map(|m| m.to_string());
+    TurnResult { conversation: turn.conversation, accounting: turn.accounting, outcome, context: turn.context, model }
 }
 
 /// A turn under way: what it uses, and the conversation it grows.
 struct Turn<'a> {
     config: &'a Config,
-    client: &'a ProviderClient,
+    router: &'a super::failover::Router<'a>,
     model: &'a ModelInfo,
     settings: &'a SessionSettings,
     system: &'a str,
@@ -449,7 +454,7 @@ impl Turn<'_> {
             cache_key: Some(&self.events.session),
         };
         let mut reply = Reply::new(self.events.clone(), conversation, self.config.max_reply_bytes, quiet);
-        let result = retry::stream_with_retry(self.client, &request, &self.config.retry, self.cancel, &mut reply).await;
+        let result = self.router.stream(&request, None, &self.config.retry, self.cancel, &mut reply).await;
         drop(request);
         self.events.flush();
         (result, reply.received(pruned.is_empty()))

@@ -274,6 +274,7 @@ fn a_fresh_session_left_unindexed_by_a_stopped_process_is_indexed_not_lost() {
         error: None,
         usage,
         context: Some(12),
+        model: None,
         interrupted: false,
         at: 12,
     });
@@ -333,6 +334,7 @@ fn left_over_transcripts_are_swept_after_a_day_indexed_if_they_hold_a_turn() {
                 error: Some("no key".into()),
                 usage: Default::default(),
                 context: None,
+                model: None,
                 interrupted: false,
                 at: 12,
             });
@@ -483,6 +485,7 @@ fn events_are_recorded_merged_and_replayed_in_order() {
         error: None,
         usage: Usage { input: 10, output: 3, ..Usage::default() },
         context: Some(13),
+        model: None,
         interrupted: false,
         at: 2,
     });
@@ -527,6 +530,7 @@ fn a_subagent_call_outlives_its_turn_and_is_closed_only_if_it_never_ended() {
             error: None,
             usage: Default::default(),
             context: None,
+            model: None,
             interrupted: false,
             at: 2,
         },

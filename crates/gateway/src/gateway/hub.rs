@@ -549,7 +549,13 @@ impl Hub {
             EventKind::TextDelta { message_id, text } => self.text(turn, message_id, text, false),
             EventKind::ThoughtDelta { message_id, text } => self.text(turn, message_id, text, true),
             // Not the model's words: a stream of its own, which clients that know it show apart.
-            EventKind::Notice(text) => self.agent(turn, "notice", AgentData::Notice { text: text.clone() }, false),
+            EventKind::Notice(text) => {
+                self.agent(turn, "notice", AgentData::Notice { text: text.clone(), failover: None }, false)
+            }
+            EventKind::Failover(f) => {
+                let failover = Some(serde_json::json!({ "from": f.from, "to": f.to, "reason": f.reason }));
+                self.agent(turn, "notice", AgentData::Notice { text: f.text.clone(), failover }, false)
+            }
             EventKind::Usage { used, size } => {
                 let usage =
                     UsageData { context_tokens: Some(*used), context_window: Some(*size), ..Default::default() };

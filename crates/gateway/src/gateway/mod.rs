@@ -604,6 +604,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         },
     };
     gateway.runtime.prewarm();
+    gateway.runtime.start_discovery();
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
         let host: Arc<dyn channels::Host> = gateway.clone();
