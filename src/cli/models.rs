@@ -51,7 +51,8 @@ pub fn look(config: &Config) -> Result<Vec<ProviderConfig>, String> {
         crate::http::build_http(&config.timeouts)?
     };
     let found = runtime.block_on(discover::discover(&http, &places));
-    ModelState::new(&config.home).set_found(found.iter().map(crate::models::Found::of).collect());
+    let written = ModelState::new(&config.home).set_found(found.iter().map(crate::models::Found::of).collect());
+    runtime.block_on(written.written());
     Ok(found)
 }
 

@@ -158,7 +158,7 @@ impl ModelState {
     }
 
     /// Keeps what this search found (written only when it differs).
-    pub fn set_found(&self, found: Vec<super::discover::Found>) {
+    pub fn set_found(&self, found: Vec<super::discover::Found>) -> Written {
         let changed = self.with(|i| {
             (i.saved.found != found).then(|| {
                 i.saved.found = found;
@@ -166,8 +166,9 @@ impl ModelState {
                 (i.changes, i.saved.clone())
             })
         });
-        if let Some(saved) = changed {
-            self.save(saved);
+        match changed {
+            Some(saved) => self.save(saved),
+            None => Written(None),
         }
     }
 
@@ -194,7 +195,7 @@ impl ModelState {
         profile: Option<(&str, &str)>,
         error: &ProviderError,
         now: i64,
-    ) -> Option<(Blame, Duration)> {
+    ) -> (Option<(Blame, Duration)>, Written) {
         let changed = self.with(|i| {
             let (blame, name) = match cooldown(error.kind, 1, None)?.0 {
                 Blame::Profile => (Blame::Profile, key(provider, profile?.0)),
@@ -217,14 +218,15 @@ impl ModelState {
             i.changes += 1;
             Some((blame, duration, (i.changes, i.saved.clone())))
         });
-        let (blame, duration, saved) = changed?;
-        self.save(saved);
-        Some((blame, duration))
+        match changed {
+            Some((blame, duration, saved)) => (Some((blame, duration)), self.save(saved)),
+            None => (None, Written(None)),
+        }
     }
 
     /// A request answered: its model and credential are well again, and the credential is the
     /// provider's last good one.
-    pub fn answered(&self, provider: &str, model: &str, profile: Option<&str>) {
+    pub fn answered(&self, provider: &str, model: &str, profile: Option<&str>) -> Written {
         let changed = self.with(|i| {
             let mut changed = i.saved.models.remove(&key(provider, model)).is_some();
             if let Some(profile) = profile {
@@ -239,14 +241,16 @@ impl ModelState {
                 (i.changes, i.saved.clone())
             })
         });
-        if let Some(saved) = changed {
-            self.save(saved);
+        match changed {
+            Some(saved) => self.save(saved),
+            None => Written(None),
         }
     }
 
-    /// Writes state number `count` out, off the async threads when there are some.
-    fn save(&self, (count, saved): (u64, Saved)) {
-        let Some(path) = self.path.clone() else { return };
+    /// Writes state number `count` out: on the blocking pool when there is a runtime (the
+    /// returned [`Written`] says when it is on disk), else at once.
+    fn save(&self, (count, saved): (u64, Saved)) -> Written {
+        let Some(path) = self.path.clone() else { return Written(None) };
         let write = self.write.clone();
         let job = move || {
             let mut written = lock(&write);
@@ -263,8 +267,25 @@ impl ModelState {
             }
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) => drop(handle.spawn_blocking(job)),
-            Err(_) => job(),
+            Ok(handle) => Written(Some(handle.spawn_blocking(job))),
+            Err(_) => {
+                job();
+                Written(None)
+            }
+        }
+    }
+}
+
+/// A change of the state on its way to disk.
+#[must_use = "await `written()` so the change is on disk before the process may end"]
+#[derive(Debug)]
+pub struct Written(Option<tokio::task::JoinHandle<()>>);
+
+impl Written {
+    /// Once the change is on disk (or could not be written, which is logged).
+    pub async fn written(self) {
+        if let Some(task) = self.0 {
+            let _ = task.await;
         }
     }
 }
@@ -304,18 +325,18 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let state = ModelState::new(home.path());
         let limited = ProviderError::from_status(429, "slow down");
-        let (blame, _) = state.failed("anthropic", "claude", Some(("work", "k1")), &limited, 1_000).unwrap();
-        assert_eq!(blame, Blame::Profile);
-        state.failed("anthropic", "claude", Some(("work", "k1")), &limited, 2_000).unwrap();
+        let (blamed, _) = state.failed("anthropic", "claude", Some(("work", "k1")), &limited, 1_000);
+        assert_eq!(blamed.unwrap().0, Blame::Profile);
+        let _ = state.failed("anthropic", "claude", Some(("work", "k1")), &limited, 2_000);
         let overloaded = ProviderError::from_status(529, "overloaded");
-        state.failed("anthropic", "claude", Some(("work", "k1")), &overloaded, 2_000).unwrap();
+        let _ = state.failed("anthropic", "claude", Some(("work", "k1")), &overloaded, 2_000);
         // Written off the caller's thread when there is a runtime; here, at once.
         let again = ModelState::new(home.path());
         let entry = again.profile("anthropic", "work", "k1").unwrap();
         assert_eq!((entry.errors, entry.until_ms, entry.reason.as_str()), (2, 2_000 + 300_000, "rate_limited"));
         assert!(again.profile("anthropic", "work", "another key").is_none(), "a new key starts afresh");
         assert_eq!(again.model("anthropic", "claude").unwrap().until_ms, 32_000);
-        again.answered("anthropic", "claude", Some("work"));
+        let _ = again.answered("anthropic", "claude", Some("work"));
         let healed = ModelState::new(home.path());
         assert!(healed.profile("anthropic", "work", "k1").is_none());
         assert!(healed.model("anthropic", "claude").is_none());

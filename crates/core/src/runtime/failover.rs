@@ -197,12 +197,12 @@ impl<'a> Router<'a> {
             };
             let (error, emitted) = match retry::attempt(&target.client, &sized, cancel, sink).await {
                 Attempt::Done => {
-                    self.succeeded(&target);
+                    self.succeeded(&target).written().await;
                     return Ok(());
                 }
                 Attempt::Cancelled => return Err(Failure::Cancelled),
                 Attempt::Failed { error, delivered, emitted } => {
-                    self.failed(&target, &error);
+                    self.failed(&target, &error).written().await;
                     if delivered {
                         return Err(Failure::Provider(error));
                     }
@@ -361,24 +361,31 @@ impl<'a> Router<'a> {
         }));
     }
 
-    fn succeeded(&self, target: &Target) {
+    /// The target answered: the session holds its key, the turn stays on its model, and the
+    /// state forgets their failures (on disk before the turn goes on, so a process that ends with
+    /// the turn keeps it).
+    fn succeeded(&self, target: &Target) -> crate::models::state::Written {
         let profile = target.profile.as_ref().map(|(id, _)| id.as_str());
-        self.state.answered(&target.model.provider, &target.model.model, profile);
         if let Some(profile) = profile {
             self.held.set(&target.model.provider, profile);
         }
-        let mut route = lock(&self.route);
-        route.at = target.index;
-        route.answered = Some(target.model.clone());
+        {
+            let mut route = lock(&self.route);
+            route.at = target.index;
+            route.answered = Some(target.model.clone());
+        }
+        self.state.answered(&target.model.provider, &target.model.model, profile)
     }
 
-    fn failed(&self, target: &Target, error: &ProviderError) {
+    /// The target failed: its key or model cools down.
+    fn failed(&self, target: &Target, error: &ProviderError) -> crate::models::state::Written {
         let profile = target.profile.as_ref().map(|(id, key)| (id.as_str(), key.as_str()));
-        if let Some((blame, cool)) =
-            self.state.failed(&target.model.provider, &target.model.model, profile, error, now_ms())
-        {
+        let (blamed, written) =
+            self.state.failed(&target.model.provider, &target.model.model, profile, error, now_ms());
+        if let Some((blame, cool)) = blamed {
             tracing::info!(model = %target.model, profile = ?profile.map(|p| p.0), ?blame, cooldown_s = cool.as_secs(), "cooling down");
         }
+        written
     }
 }
 

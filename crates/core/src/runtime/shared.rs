@@ -159,7 +159,7 @@ impl Shared {
                 let names: Vec<String> =
                     found.iter().map(|p| format!("{} ({} models)", p.id, p.models.len())).collect();
                 tracing::info!(found = ?names, "looked for model servers on this machine");
-                self.models.set_found(found.iter().map(crate::models::Found::of).collect());
+                self.models.set_found(found.iter().map(crate::models::Found::of).collect()).written().await;
                 // Servers offered before (last seen) and not found now stay offered for this run:
                 // a session on one hears that it cannot be reached, not that it never existed.
                 let mut offered = found.clone();
