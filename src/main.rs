@@ -232,12 +232,20 @@ fn client(args: ClientArgs, verbose: bool) -> ExitCode {
         Ok(dir) => return fail(format!("--cwd {}: not a directory", dir.display())),
         Err(e) => return fail(format!("--cwd: {e}")),
     };
-    // This acp as the agent: a broken file is said as such, with `acp run`'s code for it.
-    if args.agent.is_none()
-        && let Some(err) = Config::load().load_error
-    {
-        let _ = writeln!(std::io::stderr(), "acp client: the configuration file is broken: {err}");
-        return ExitCode::from(acp_repl::run::exit::CONFIG);
+    // This acp as the agent: a broken file is said as such, with `acp run`'s code for it; with no
+    // usable provider, the model servers on this machine are looked for first (kept, so the agent
+    // offers them from its first `session/new`).
+    if args.agent.is_none() {
+        let config = Config::load();
+        if let Some(err) = config.load_error {
+            let _ = writeln!(std::io::stderr(), "acp client: the configuration file is broken: {err}");
+            return ExitCode::from(acp_repl::run::exit::CONFIG);
+        }
+        if config.wants_discovery()
+            && let Err(e) = acp::cli::models::look(&config)
+        {
+            tracing::warn!(error = %e, "could not look for model servers on this machine");
+        }
     }
     let home = Config::home_dir();
     let options = ClientOptions {

@@ -148,6 +148,8 @@ impl Agent {
             if !e.setup {
                 return ErrorObject::invalid_params(e.message);
             }
+            // A model server started since the last search is found for the next try.
+            self.runtime.search_again();
             let message =
                 if config.load_error.is_some() { e.message } else { format!("authentication required: {}", e.message) };
             ErrorObject::new(code::AUTH_REQUIRED, message)

@@ -3,6 +3,7 @@
 //! and, with `status`, each credential's and model's state (cool-downs, the last good key).
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -28,7 +29,8 @@ pub enum ModelsCommand {
 pub fn models(args: ModelsArgs) -> ExitCode {
     let config = Config::load();
     if let Some(e) = &config.load_error {
-        return super::pairing::finish(Err(format!("the configuration file is broken: {e}")));
+        let _ = writeln!(std::io::stderr(), "acp: the configuration file is broken: {e}");
+        return ExitCode::from(acp_repl::run::exit::CONFIG);
     }
     let said = match args.command {
         Some(ModelsCommand::Status) => Ok(status(&config, args.json)),
@@ -89,6 +91,13 @@ fn list(config: &Config, json: bool) -> Result<String, String> {
     for provider in &config.providers {
         let why = provider.unusable_reason().map(|r| format!("  — cannot be used: {r}")).unwrap_or_default();
         let _ = writeln!(out, "  {} ({}, {}){why}", provider.id, provider.api.as_str(), provider.base_url);
+        if provider.is_usable() {
+            for profile in &provider.profiles {
+                if let Some(missing) = &profile.missing {
+                    let _ = writeln!(out, "    (its profile `{}` cannot be used: {missing})", profile.id);
+                }
+            }
+        }
         for model in &provider.models {
             let reference = format!("{}/{}", provider.id, model.id);
             let mark = if default.as_deref() == Some(reference.as_str()) { "  ← default" } else { "" };
@@ -152,9 +161,9 @@ fn status(config: &Config, json: bool) -> String {
         return serde_json::to_string_pretty(&json!({"providers": providers, "coolingModels": models}))
             .unwrap_or_default();
     }
-    let report = crate::models::report(config, &state, &|_| None, now);
+    let report = crate::models::report(config, &state, &|_| None, now, true);
     if report.is_empty() {
-        return "No provider has a key, and no model is cooling down.".into();
+        return "No provider has a key or profile, and no model is cooling down.".into();
     }
     report.trim_end().to_owned()
 }

@@ -66,7 +66,7 @@ fn an_overloaded_model_fails_over_mid_turn_with_the_tool_calls_converted_and_the
         told[0].1,
         json!({"from": "anthropic/claude-sonnet-4-5", "to": "openai/gpt-4.1", "reason": "overloaded"})
     );
-    assert!(told[0].0.contains("is overloaded (HTTP 529)") && told[0].0.contains("`openai/gpt-4.1` answers instead"));
+    assert!(told[0].0.contains("is overloaded (HTTP 529)") && told[0].0.contains("trying `openai/gpt-4.1` instead"));
     // The call made on Anthropic, in Chat Completions' words.
     let body = &mock.requests()[2].body;
     assert_eq!(body["model"], "gpt-4.1");
@@ -265,4 +265,33 @@ fn new_sessions_take_turns_with_the_keys_round_robin() {
         agent.prompt(&session, "hi");
     }
     assert_eq!(keys(&mock), ["test-key", "key-two", "test-key", "key-two"]);
+}
+
+#[test]
+fn when_every_model_fails_the_error_names_each_and_retries_count_once() {
+    let mock = MockModel::start();
+    let mut agent = Agent::in_process(two_providers(&mock, "max_retries = 2\n"));
+    agent.initialize();
+    let session = agent.new_session();
+    mock.push(Reply::fixture("anthropic", "529"));
+    for _ in 0..3 {
+        mock.push(Reply::fixture("openai-chat", "529"));
+    }
+    let (updates, response) = agent.prompt(&session, "hi");
+    // The last candidate is retried as `[retry]` says; the first is not tried again.
+    assert_eq!(paths(&mock), [MESSAGES, CHAT, CHAT, CHAT]);
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(
+            "retries did not help. Try again shortly, or switch model. Every model was tried, in turn: \
+             `anthropic/claude-sonnet-4-5` (overloaded), `openai/gpt-4.1` (overloaded)."
+        ),
+        "{message}"
+    );
+    assert!(notices(&updates)[0].0.contains("trying `openai/gpt-4.1` instead"));
+    // One request's retries are one failure in a row, not three.
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(agent.home.path().join("models-state.json")).unwrap()).unwrap();
+    assert_eq!(state["models"]["openai/gpt-4.1"]["errors"], 1, "{state}");
+    assert_eq!(state["models"]["anthropic/claude-sonnet-4-5"]["errors"], 1, "{state}");
 }

@@ -144,3 +144,34 @@ fn models_status_shows_each_credential_and_what_cools_down() {
     assert!(shown.contains("- `anthropic/claude-opus-4-6` —") && shown.contains("(overloaded, 2 in a row)"), "{shown}");
     assert!(!shown.contains("sk-own"), "a key is never shown: {shown}");
 }
+
+#[test]
+fn a_server_started_after_the_search_is_found_on_the_next_try() {
+    let home = tempfile::tempdir().unwrap();
+    only_ollama(home.path());
+    let mock = MockModel::start();
+    // Ollama is up but has no model yet; then it has one.
+    let mut empty = Reply::sse(json!({"models": []}).to_string());
+    empty.headers = vec![("content-type".into(), "application/json".into())];
+    mock.push(empty);
+    mock.push(tags());
+    let options = Options::default().env("OLLAMA_HOST", mock.base().trim_start_matches("http://")).home(home.path());
+    let mut agent = Agent::in_process(options);
+    agent.initialize();
+    let cwd = home.path().display().to_string();
+    let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let said = r["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(said.contains("has found none so far: one started now is found on the next try"), "{r}");
+    // The failed session/new asked for another search; once it has been answered, the next try
+    // finds the model.
+    mock.wait_done(1);
+    let deadline = std::time::Instant::now() + crate::support::agent::TIMEOUT;
+    loop {
+        let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        if r["result"]["sessionId"].is_string() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never found: {r}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

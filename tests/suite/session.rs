@@ -37,7 +37,9 @@ fn without_a_provider_session_new_requires_auth_and_says_how() {
         "no model provider is configured. Set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY in acp's environment (your \
          shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n[providers.ollama]\napi = \"openai-chat\"\n\
          base_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\nthen choose it with \
-         ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
+         ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file. acp also looks for a model server \
+         on this machine (Ollama at OLLAMA_HOST or 127.0.0.1:11434, llama.cpp, LM Studio, vLLM) and has found none so \
+         far: one started now is found on the next try",
         config.display()
     );
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));

@@ -164,11 +164,15 @@ impl Config {
         let path = self.config_path();
         let mut wrong = None;
         for (alias, target) in &self.models.aliases {
-            if ModelRef::parse(target).is_none() {
-                wrong.get_or_insert(format!(
-                    "{}: [models.aliases] {alias} = \"{target}\": an alias names a provider/model",
-                    path.display()
-                ));
+            let problem = if alias.contains('/') || alias.trim().is_empty() {
+                Some("an alias is a name without '/' (it would hide a provider/model)".to_owned())
+            } else if ModelRef::parse(target).is_none() {
+                Some("an alias names a provider/model".to_owned())
+            } else {
+                self.resolve_model(alias).err().filter(|e| !e.setup).map(|e| e.message)
+            };
+            if let Some(problem) = problem {
+                wrong.get_or_insert(format!("{}: [models.aliases] {alias} = \"{target}\": {problem}", path.display()));
             }
         }
         for fallback in &self.fallbacks {
@@ -275,7 +279,7 @@ pub(super) enum FileModel {
 
 impl FileProvider {
     fn parse(value: toml::Value) -> Result<Self, String> {
-        value.try_into::<FileProvider>().map_err(|e| e.to_string().trim().to_owned())
+        value.try_into::<FileProvider>().map_err(|e| e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
     fn models(&self, api: WireApi) -> Option<Vec<ModelInfo>> {
@@ -407,6 +411,12 @@ fn add_profiles(
     }
     for (i, profile) in section.profiles.iter().enumerate() {
         let profile = profile.resolve(i + 1, env)?;
+        if profile.id == "default" {
+            return Err(format!(
+                "a profile may not be called `default`: that is the provider's own key ({})",
+                provider.api_key_env.as_deref().unwrap_or("api_key")
+            ));
+        }
         if provider.profiles.iter().any(|p| p.id == profile.id) {
             return Err(format!("two profiles are called `{}`", profile.id));
         }

@@ -110,10 +110,19 @@ impl ProviderConfig {
         if self.is_usable() {
             return None;
         }
-        Some(match &self.api_key_env {
+        let mut reason = match &self.api_key_env {
             Some(var) => format!("provider `{}` needs an API key: set {var}", self.id),
             None => format!("provider `{}` needs an API key: set `api_key_env` or `api_key` in config.toml", self.id),
-        })
+        };
+        let broken: Vec<String> = self
+            .profiles
+            .iter()
+            .filter_map(|p| p.missing.as_ref().map(|why| format!("profile `{}`: {why}", p.id)))
+            .collect();
+        if !broken.is_empty() {
+            reason.push_str(&format!(", or mend its profiles ({})", broken.join("; ")));
+        }
+        Some(reason)
     }
 
     pub fn model(&self, id: &str) -> ModelInfo {
@@ -487,29 +496,47 @@ impl Config {
     pub fn resolve_model(&self, reference: &str) -> Result<(ModelRef, &ProviderConfig), NoModel> {
         let name = reference.trim();
         let target = self.models.alias(name).unwrap_or(name);
+        let via = if target == name { String::new() } else { format!(" (the alias `{name}`)") };
         let parsed = match ModelRef::parse(target) {
             Some(r) => r,
             None => self.bare_model(target)?,
         };
         let Some(provider) = self.provider(&parsed.provider) else {
             let known: Vec<&str> = self.providers.iter().map(|p| p.id.as_str()).collect();
-            let via = if target == name { String::new() } else { format!(" (the alias `{name}`)") };
+            // A model server this machine runs is offered only while no provider has a key.
+            let local =
+                if models::DEFAULT_LOCAL.iter().any(|(id, _)| *id == parsed.provider) || parsed.provider == "ollama" {
+                    format!(
+                        " (a model server found on this machine is offered only while no provider has a key: name it \
+                     with a [providers.{}] section to use it beside them)",
+                        parsed.provider
+                    )
+                } else {
+                    String::new()
+                };
             return Err(NoModel::wrong(format!(
-                "unknown provider `{}` in `{parsed}`{via}; known providers: {}",
+                "unknown provider `{}` in `{parsed}`{via}; known providers: {}{local}",
                 parsed.provider,
                 known.join(", ")
             )));
         };
         if let Some(reason) = provider.unusable_reason() {
-            return Err(NoModel::setup(reason));
+            let what =
+                if via.is_empty() && target.contains('/') { String::new() } else { format!("`{parsed}`{via}: ") };
+            return Err(NoModel::setup(format!("{what}{reason}")));
         }
         Ok((parsed, provider))
     }
 
-    /// The one usable provider that lists model `name`.
+    /// The one usable provider that lists model `name`; with none, the one provider (without
+    /// its key yet) that does.
     fn bare_model(&self, name: &str) -> Result<ModelRef, NoModel> {
-        let offering: Vec<&ProviderConfig> =
-            self.providers.iter().filter(|p| p.is_usable() && p.models.iter().any(|m| m.id == name)).collect();
+        let lists = |p: &&ProviderConfig| p.models.iter().any(|m| m.id == name);
+        let mut offering: Vec<&ProviderConfig> =
+            self.providers.iter().filter(|p| p.is_usable()).filter(lists).collect();
+        if offering.is_empty() {
+            offering = self.providers.iter().filter(lists).collect();
+        }
         match offering.as_slice() {
             [p] => Ok(ModelRef { provider: p.id.clone(), model: name.to_owned() }),
             [] => Err(NoModel::wrong(format!(
@@ -572,8 +599,14 @@ impl Config {
             "no model provider is configured. Set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY in acp's environment \
              (your shell's, or the one your editor starts acp with), or add a provider to {} — for example\n\n\
              [providers.ollama]\napi = \"openai-chat\"\nbase_url = \"http://localhost:11434/v1\"\nmodels = [\"qwen3:8b\"]\n\n\
-             then choose it with ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file",
-            self.config_path().display()
+             then choose it with ACP_MODEL=ollama/qwen3:8b or `model = \"ollama/qwen3:8b\"` in that file{}",
+            self.config_path().display(),
+            if self.models.discover {
+                ". acp also looks for a model server on this machine (Ollama at OLLAMA_HOST or 127.0.0.1:11434, \
+                 llama.cpp, LM Studio, vLLM) and has found none so far: one started now is found on the next try"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -373,3 +373,24 @@ fn discovery_is_wanted_only_without_a_usable_provider() {
     assert!(c.wants_discovery(), "found servers do not count as configured");
     assert_eq!(c.resolve_model("qwen3:8b").unwrap().0.to_string(), "ollama/qwen3:8b");
 }
+
+#[test]
+fn mistakes_in_aliases_and_profiles_are_said_and_keyless_bare_ids_say_which_key() {
+    let broken = |file: &str| load(Some(file), &[("ANTHROPIC_API_KEY", "k")]).load_error.unwrap_or_default();
+    assert!(broken("[models.aliases]\n\"anthropic/x\" = \"openai/gpt-5\"\n").contains("a name without '/'"));
+    assert!(broken("[models.aliases]\nbad = \"nope/x\"\n").contains("unknown provider `nope`"));
+    assert!(broken("[[providers.anthropic.profiles]]\nid = \"default\"\napi_key = \"x\"\n").contains("own key"));
+    let e = broken("fallbacks = [\"ollama/qwen3:8b\"]\n");
+    assert!(e.contains("unknown provider `ollama`") && e.contains("[providers.ollama]"), "{e}");
+    // A bare id only a provider without its key offers: that provider, and which key it needs.
+    let c = load(Some("fallbacks = [\"gemini-2.5-pro\"]\n"), &[("ANTHROPIC_API_KEY", "k")]);
+    assert_eq!(c.load_error, None);
+    let e = c.resolve_model("gemini-2.5-pro").unwrap_err();
+    assert!(e.setup && e.message.contains("`gemini/gemini-2.5-pro`") && e.message.contains("GEMINI_API_KEY"), "{e}");
+    let e = c.resolve_model("flash").unwrap_err();
+    assert!(e.message.starts_with("`gemini/gemini-2.5-flash` (the alias `flash`): provider `gemini`"), "{e}");
+    // The only key, unreadable: said, with the profile.
+    let c = load(Some("[[providers.anthropic.profiles]]\nid = \"p\"\nkey_file = \"/nonexistent/k\"\n"), &[]);
+    let e = c.provider("anthropic").unwrap().unusable_reason().unwrap();
+    assert!(e.contains("set ANTHROPIC_API_KEY, or mend its profiles (profile `p`: /nonexistent/k:"), "{e}");
+}

@@ -44,7 +44,11 @@ fn ollama_base(host: Option<&str>) -> String {
         None => ("http", host),
     };
     let rest = rest.trim_end_matches('/');
-    let rest = rest.strip_prefix("0.0.0.0").map_or_else(|| rest.to_owned(), |port| format!("127.0.0.1{port}"));
+    // `0.0.0.0` (every address) and no host at all (`:11434`) are reached on loopback.
+    let rest = match rest.strip_prefix("0.0.0.0").or_else(|| rest.starts_with(':').then_some(rest)) {
+        Some(port) => format!("127.0.0.1{port}"),
+        None => rest.to_owned(),
+    };
     let with_port = if rest.rsplit_once(':').is_some_and(|(_, p)| p.chars().all(|c| c.is_ascii_digit())) {
         rest
     } else {
@@ -164,6 +168,7 @@ mod tests {
         assert_eq!(ollama_base(None), "http://127.0.0.1:11434");
         assert_eq!(ollama_base(Some("127.0.0.1:5000")), "http://127.0.0.1:5000");
         assert_eq!(ollama_base(Some("0.0.0.0:5000")), "http://127.0.0.1:5000");
+        assert_eq!(ollama_base(Some(":5000")), "http://127.0.0.1:5000");
         assert_eq!(ollama_base(Some("http://box.lan")), "http://box.lan:11434");
         assert_eq!(ollama_base(Some("https://ollama.example:443/")), "https://ollama.example:443");
     }

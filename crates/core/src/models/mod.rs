@@ -21,10 +21,17 @@ pub fn span(ms: i64) -> String {
     }
 }
 
-/// What a session may ask about its models and their credentials: every usable provider's
-/// credentials with their state (`sticky`: the one the session holds, by provider), the models
-/// cooling down, and the fallbacks.
-pub fn report(config: &Config, state: &ModelState, sticky: &dyn Fn(&str) -> Option<String>, now: i64) -> String {
+/// What a session may ask about its models and their credentials: the providers' credentials
+/// with their state (`sticky`: the one the session holds, by provider; `every`: each provider with
+/// a key, else only those with several keys or a key in trouble), the models cooling down, and
+/// the fallbacks.
+pub fn report(
+    config: &Config,
+    state: &ModelState,
+    sticky: &dyn Fn(&str) -> Option<String>,
+    now: i64,
+    every: bool,
+) -> String {
     let mut out = String::new();
     if !config.fallbacks.is_empty() {
         let _ = writeln!(out, "Fallbacks, in order: {}.", config.fallbacks.join(" → "));
@@ -34,7 +41,8 @@ pub fn report(config: &Config, state: &ModelState, sticky: &dyn Fn(&str) -> Opti
         let cooling = |p: &crate::config::models::AuthProfile| {
             state.profile(&provider.id, &p.id, &p.fingerprint).is_some_and(|e| e.cooling(now))
         };
-        if provider.profiles.len() < 2 && !provider.profiles.iter().any(|p| p.missing.is_some() || cooling(p)) {
+        if !every && provider.profiles.len() < 2 && !provider.profiles.iter().any(|p| p.missing.is_some() || cooling(p))
+        {
             continue;
         }
         let _ = writeln!(out, "Credentials of `{}` ({}):", provider.id, provider.rotation.as_str());

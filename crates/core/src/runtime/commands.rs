@@ -512,7 +512,7 @@ fn model_list(session: &Session) -> String {
         out.push_str(&format!("- `{model}`{name}{mark}\n"));
     }
     let held = |provider: &str| session.live.held.get(provider);
-    let state = crate::models::report(&config, &session.shared.models, &held, crate::store::now_ms());
+    let state = crate::models::report(&config, &session.shared.models, &held, crate::store::now_ms(), false);
     if !state.is_empty() {
         out.push('\n');
         out.push_str(&state);

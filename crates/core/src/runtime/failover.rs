@@ -102,6 +102,8 @@ struct Route {
     answered: Option<ModelRef>,
     /// Where round-robin starts, by provider, for this turn.
     turn: HashMap<String, usize>,
+    /// The models the last request tried and how each failed, in order.
+    tried: Vec<(String, &'static str)>,
 }
 
 /// A turn's way to its models.
@@ -164,6 +166,9 @@ impl<'a> Router<'a> {
     ) -> Result<(), Failure> {
         // Candidates (or one of their credentials: `Some(profile)`) this request gave up on.
         let mut excluded: Vec<(usize, Option<String>)> = Vec::new();
+        // Those a failure was held against already: a retry's failure is not another in a row.
+        let mut blamed: Vec<(usize, Option<String>)> = Vec::new();
+        lock(&self.route).tried.clear();
         let mut retries = 0;
         let mut same: Option<Target> = None;
         let mut tries_here = 0;
@@ -202,7 +207,11 @@ impl<'a> Router<'a> {
                 }
                 Attempt::Cancelled => return Err(Failure::Cancelled),
                 Attempt::Failed { error, delivered, emitted } => {
-                    self.failed(&target, &error).written().await;
+                    let key = (target.index, target.profile.as_ref().map(|(id, _)| id.clone()));
+                    if !blamed.contains(&key) {
+                        blamed.push(key);
+                        self.failed(&target, &error).written().await;
+                    }
                     if delivered {
                         return Err(Failure::Provider(error));
                     }
@@ -357,7 +366,7 @@ impl<'a> Router<'a> {
             from: from.to_string(),
             to: to.to_string(),
             reason,
-            text: format!("`{from}` {because}: `{to}` answers instead."),
+            text: format!("`{from}` {because}: trying `{to}` instead."),
         }));
     }
 
@@ -377,8 +386,21 @@ impl<'a> Router<'a> {
         self.state.answered(&target.model.provider, &target.model.model, profile)
     }
 
+    /// When the last request tried more than one model and all failed: which, and how.
+    pub(crate) fn tried(&self) -> Option<String> {
+        let route = lock(&self.route);
+        let mut models: Vec<&str> = route.tried.iter().map(|(m, _)| m.as_str()).collect();
+        models.dedup();
+        if models.len() < 2 {
+            return None;
+        }
+        let each: Vec<String> = route.tried.iter().map(|(model, kind)| format!("`{model}` ({kind})")).collect();
+        Some(format!(" Every model was tried, in turn: {}.", each.join(", ")))
+    }
+
     /// The target failed: its key or model cools down.
     fn failed(&self, target: &Target, error: &ProviderError) -> crate::models::state::Written {
+        lock(&self.route).tried.push((target.model.to_string(), error.kind.as_str()));
         let profile = target.profile.as_ref().map(|(id, key)| (id.as_str(), key.as_str()));
         let (blamed, written) =
             self.state.failed(&target.model.provider, &target.model.model, profile, error, now_ms());

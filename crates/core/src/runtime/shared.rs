@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) models: crate::models::ModelState,
     /// The search for model servers on this machine, once it began ([`Runtime::discover`]).
     pub(super) discovery: OnceCell<Vec<crate::config::ProviderConfig>>,
+    /// Whether a search asked for again ([`Runtime::search_again`]) is under way.
+    pub(super) searching: std::sync::atomic::AtomicBool,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -143,35 +145,37 @@ impl Shared {
         }
     }
 
-    /// Looks for model servers on this machine (once per process) and offers what it finds.
+    /// Looks for model servers on this machine (the first search of the process, which turns
+    /// wait for) and offers what it finds.
     pub(super) async fn discover(&self) -> &[crate::config::ProviderConfig] {
-        self.discovery
-            .get_or_init(|| async {
-                let config = self.config();
-                let places = crate::models::discover::places(&config.models, config.ollama_host.as_deref());
-                let http = if places.iter().any(|(_, base, _)| !crate::http::is_plain(base)) {
-                    self.http().await.ok()
-                } else {
-                    self.plain_http().ok()
-                };
-                let Some(http) = http else { return Vec::new() };
-                let found = crate::models::discover::discover(&http, &places).await;
-                let names: Vec<String> =
-                    found.iter().map(|p| format!("{} ({} models)", p.id, p.models.len())).collect();
-                tracing::info!(found = ?names, "looked for model servers on this machine");
-                self.models.set_found(found.iter().map(crate::models::Found::of).collect()).written().await;
-                // Servers offered before (last seen) and not found now stay offered for this run:
-                // a session on one hears that it cannot be reached, not that it never existed.
-                let mut offered = found.clone();
-                for earlier in config.providers.iter().filter(|p| p.discovered) {
-                    if !offered.iter().any(|p| p.id == earlier.id) {
-                        offered.push(earlier.clone());
-                    }
-                }
-                self.config.update(|c| if c.wants_discovery() { c.with_found(&offered) } else { c.clone() });
-                offered
-            })
-            .await
+        self.discovery.get_or_init(|| self.search()).await
+    }
+
+    /// One search for model servers on this machine: what it finds is offered (with what was
+    /// found before, for this run) and kept for the next start.
+    pub(super) async fn search(&self) -> Vec<crate::config::ProviderConfig> {
+        let config = self.config();
+        let places = crate::models::discover::places(&config.models, config.ollama_host.as_deref());
+        let http = if places.iter().any(|(_, base, _)| !crate::http::is_plain(base)) {
+            self.http().await.ok()
+        } else {
+            self.plain_http().ok()
+        };
+        let Some(http) = http else { return Vec::new() };
+        let found = crate::models::discover::discover(&http, &places).await;
+        let names: Vec<String> = found.iter().map(|p| format!("{} ({} models)", p.id, p.models.len())).collect();
+        tracing::info!(found = ?names, "looked for model servers on this machine");
+        self.models.set_found(found.iter().map(crate::models::Found::of).collect()).written().await;
+        // Servers offered before (last seen) and not found now stay offered for this run:
+        // a session on one hears that it cannot be reached, not that it never existed.
+        let mut offered = found.clone();
+        for earlier in config.providers.iter().filter(|p| p.discovered) {
+            if !offered.iter().any(|p| p.id == earlier.id) {
+                offered.push(earlier.clone());
+            }
+        }
+        self.config.update(|c| if c.wants_discovery() { c.with_found(&offered) } else { c.clone() });
+        offered
     }
 }
 

@@ -36,6 +36,7 @@ impl Runtime {
             parents: Mutex::default(),
             models,
             discovery: OnceCell::new(),
+            searching: Default::default(),
         });
         Self { shared }
     }
@@ -98,15 +99,19 @@ impl Runtime {
         });
     }
 
-    /// Looks for model servers on this machine now (`acp models`), whatever the configuration:
-    /// the providers found.
-    pub async fn discover_now(&self) -> Vec<crate::config::ProviderConfig> {
-        self.shared.discover().await.to_vec()
-    }
-
-    /// The models' and credentials' state report (`acp models status`).
-    pub fn models_report(&self) -> String {
-        crate::models::report(&self.shared.config(), &self.shared.models, &|_| None, crate::store::now_ms())
+    /// No model could be offered (a `session/new` without one): looks for model servers on this
+    /// machine again, in the background — one started since the last search is offered on the next
+    /// try. One search at a time; never waited for.
+    pub fn search_again(&self) {
+        if !self.shared.config().wants_discovery() || self.shared.searching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            shared.discover().await;
+            shared.search().await;
+            shared.searching.store(false, Ordering::Release);
+        });
     }
 
     pub fn next_turn_id(&self) -> TurnId {

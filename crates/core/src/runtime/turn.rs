@@ -579,7 +579,11 @@ impl Turn<'_> {
         } else {
             self.conversation.discard_turn();
         }
-        Next::Stop(TurnOutcome::Failed { error: TurnError::from_provider(e), usage: self.usage })
+        let mut error = TurnError::from_provider(e);
+        if let Some(tried) = self.router.tried() {
+            error.message.push_str(&tried);
+        }
+        Next::Stop(TurnOutcome::Failed { error, usage: self.usage })
     }
 
     /// Adds the whole reply to the conversation (its text was recorded as it streamed); returns
