@@ -87,8 +87,10 @@ impl Agent {
             tracing::info!(client = %info.name, version = %info.version, "initialize");
         }
         self.state.caps.set(&req.client_capabilities);
-        // Sessions come next: have the store ready for them.
+        // Sessions come next: have the store ready for them (and, with no provider to use, the
+        // model servers of this machine looked for).
         self.runtime.open_store();
+        self.runtime.start_discovery();
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
@@ -136,6 +138,9 @@ impl Agent {
 
     fn handle_new_session(&self, req: NewSessionRequest) -> Reply<Handled<NewSessionResponse>> {
         check_workspace(&req.cwd, &req.additional_directories)?;
+        // No provider to use: the servers found here last time, if the search has not offered
+        // them yet (a file read; no network).
+        self.runtime.offer_found_before();
         let config = self.runtime.config();
         let meta = req.meta.as_ref();
         let model = match meta::read_string(meta, meta::MODEL) {

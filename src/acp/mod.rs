@@ -74,7 +74,6 @@ async fn serve_with(
         runtime = runtime.with_head_start(head);
         runtime.prewarm();
     }
-    runtime.start_discovery();
     let agent = Agent::new(state, runtime);
     serve_loop(incoming, &agent, shutdown).await
 }

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub(super) discovery: OnceCell<Vec<crate::config::ProviderConfig>>,
     /// Whether a search asked for again ([`Runtime::search_again`]) is under way.
     pub(super) searching: std::sync::atomic::AtomicBool,
+    /// Whether the servers found here last time were offered already.
+    pub(super) offered_before: std::sync::atomic::AtomicBool,
 }
 
 /// How long a session that was opened but never prompted is kept.
@@ -142,6 +144,20 @@ impl Shared {
     pub(crate) async fn discovered(&self) {
         if !self.discovery.initialized() && self.config().wants_discovery() {
             self.discover().await;
+        }
+    }
+
+    /// With no provider to use: offers the model servers this machine had last time (once per
+    /// process; a small file read, no network).
+    pub(super) fn offer_found_before(&self) {
+        if !self.config().wants_discovery() || self.offered_before.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let cached: Vec<crate::config::ProviderConfig> =
+            self.models.found().iter().map(crate::models::Found::provider).collect();
+        if !cached.is_empty() {
+            self.config
+                .update(|c| if c.providers.iter().any(|p| p.discovered) { c.clone() } else { c.with_found(&cached) });
         }
     }
 

@@ -37,6 +37,7 @@ impl Runtime {
             models,
             discovery: OnceCell::new(),
             searching: Default::default(),
+            offered_before: Default::default(),
         });
         Self { shared }
     }
@@ -73,9 +74,9 @@ impl Runtime {
     }
 
     /// With no usable provider (and `[models] discover` not off): offers the model servers this
-    /// machine had last time at once, and looks for them again in the background — never on the
-    /// way of `initialize` or `session/new`, which answer from what is known. A turn that finds
-    /// no model waits for the search to end (at most a probe's timeout).
+    /// machine had last time, and looks for them again, in the background — never on the way of
+    /// `initialize` or `session/new`, which answer from what is known. A turn that finds no model
+    /// waits for the search to end (at most a probe's timeout).
     pub fn start_discovery(&self) {
         let config = self.shared.config();
         if !config.wants_discovery() {
@@ -88,15 +89,16 @@ impl Runtime {
             let _ = self.shared.discovery.set(given);
             return;
         }
-        let cached: Vec<crate::config::ProviderConfig> =
-            self.shared.models.found().iter().map(crate::models::Found::provider).collect();
-        if !cached.is_empty() {
-            self.shared.config.update(|c| c.with_found(&cached));
-        }
         let shared = self.shared.clone();
         tokio::spawn(async move {
+            shared.offer_found_before();
             shared.discover().await;
         });
+    }
+
+    /// With no provider to use: offers the model servers this machine had last time (once).
+    pub fn offer_found_before(&self) {
+        self.shared.offer_found_before();
     }
 
     /// No model could be offered (a `session/new` without one): looks for model servers on this
