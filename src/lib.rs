@@ -57,7 +57,7 @@ pub mod rpc;
 // The agent below the surfaces (`acp-core`), and the gateway (`acp-gateway`), under the names the
 // surfaces use for them.
 pub use acp_core::{
-    clock, config, files, history, hooks, http, mcp, memory, models, openlang, providers, runtime, sandbox, settings,
-    skills, store, stream, sync, tools,
+    clock, config, files, history, hooks, http, lsp, mcp, memory, models, openlang, providers, runtime, sandbox,
+    settings, skills, store, stream, sync, tools,
 };
 pub use acp_gateway::gateway;

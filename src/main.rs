@@ -62,6 +62,11 @@ enum Command {
     /// The models acp can use (configured and found on this machine); `status`: credentials and
     /// cool-downs.
     Models(acp::cli::models::ModelsArgs),
+    /// Language servers: list those configured and found, or test the one for a file.
+    Lsp {
+        #[command(subcommand)]
+        command: acp::cli::lsp::LspCommand,
+    },
     /// The hooks in config.toml: list them, or feed one event to them.
     Hooks {
         #[command(subcommand)]
@@ -201,6 +206,7 @@ fn main() -> ExitCode {
         Some(Command::Channels { command, target }) => return acp::cli::pairing::channels(command, &target),
         Some(Command::Cron { command, target }) => return acp::cli::cron::cron(command, &target),
         Some(Command::Hooks { command }) => return acp::cli::hooks::hooks(command),
+        Some(Command::Lsp { command }) => return acp::cli::lsp::lsp(command),
         Some(Command::Models(args)) => return acp::cli::models::models(args),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),

@@ -7,6 +7,7 @@
 pub mod cron;
 pub mod gateway;
 pub mod hooks;
+pub mod lsp;
 pub mod mcp;
 pub mod memory;
 pub mod models;

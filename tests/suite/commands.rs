@@ -60,6 +60,7 @@ fn every_command_once() {
          - `/usage` — Tokens used by this session\n\
          - `/network [on|off]` — Let sandboxed commands use the network, or not (this session)\n\
          - `/mcp [restart NAME]` — MCP servers: their state, tools, prompts, resources and last error\n\
+         - `/lsp` — Language servers: their state, open files and problems\n\
          - `/skills` — Skills: those offered to the model, where each comes from, and why others are not\n\
          - `/memory` — Memory: the files indexed for memory_search, and whether this session reads them\n\
          - `/hooks [allow]` — Hooks: those configured, the workspace's, and how each last went\n"

@@ -23,6 +23,7 @@ mod hooks;
 mod hooks_gateway;
 mod hostile;
 mod lifecycle;
+mod lsp;
 mod mcp;
 mod mcp_cli;
 mod memory;

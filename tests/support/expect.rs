@@ -222,6 +222,7 @@ pub fn commands_update() -> Value {
         {"name": "usage", "description": "Tokens used by this session"},
         {"name": "network", "description": "Let sandboxed commands use the network, or not (this session)", "input": {"hint": "on | off"}},
         {"name": "mcp", "description": "MCP servers: their state, tools, prompts, resources and last error", "input": {"hint": "restart NAME (optional)"}},
+        {"name": "lsp", "description": "Language servers: their state, open files and problems"},
         {"name": "skills", "description": "Skills: those offered to the model, where each comes from, and why others are not"},
         {"name": "memory", "description": "Memory: the files indexed for memory_search, and whether this session reads them"},
         {"name": "hooks", "description": "Hooks: those configured, the workspace's, and how each last went", "input": {"hint": "allow (the workspace's hooks file, as it is now)"}}

@@ -36,6 +36,7 @@ pub mod files;
 pub mod history;
 pub mod hooks;
 pub mod http;
+pub mod lsp;
 pub mod mcp;
 pub mod memory;
 pub mod models;

@@ -121,6 +121,14 @@ impl Config {
                 parsed
             }
         };
+        let lsp = match file.lsp.map(super::lsp::FileLsp::resolve) {
+            None => super::lsp::LspConfig::default(),
+            Some(Ok(lsp)) => lsp,
+            Some(Err(e)) => {
+                load_error.get_or_insert(format!("{}: {e}", file_path.display()));
+                super::lsp::LspConfig::default()
+            }
+        };
         Self {
             home,
             default_model_from_env: env("ACP_MODEL").is_some(),
@@ -153,6 +161,7 @@ impl Config {
             fallbacks: file.fallbacks,
             models: file.models.unwrap_or_default(),
             ollama_host: env("OLLAMA_HOST"),
+            lsp,
             load_error,
         }
         .checked()
@@ -226,6 +235,7 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) fallbacks: Vec<String>,
     pub(super) models: Option<super::models::ModelsConfig>,
+    pub(super) lsp: Option<super::lsp::FileLsp>,
 }
 
 #[derive(Debug, Default, Deserialize)]

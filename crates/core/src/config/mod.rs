@@ -371,6 +371,8 @@ pub struct Config {
     pub models: models::ModelsConfig,
     /// `OLLAMA_HOST`: where Ollama listens, as Ollama reads it.
     pub ollama_host: Option<String>,
+    /// `[lsp]`: language servers for the files the agent edits.
+    pub lsp: lsp::LspConfig,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
 }
@@ -758,6 +760,7 @@ mod file;
 pub use channels::*;
 pub mod cron;
 pub mod hooks;
+pub mod lsp;
 pub mod mcp;
 pub mod memory;
 pub mod models;

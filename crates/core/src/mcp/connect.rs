@@ -1,65 +1,26 @@
 //! Reaching a server: a child process on stdio (spawned here, in its own process group, so the
-//! whole group goes when the connection does), streamable HTTP on the agent's HTTP client, or the
-//! legacy SSE transport (`sse.rs`). Each ends in an rmcp client service after `initialize`.
+//! whole group goes when the connection does: `sandbox::child`), streamable HTTP on the agent's
+//! HTTP client, or the legacy SSE transport (`sse.rs`). Each ends in an rmcp client service after `initialize`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use super::client::Handler;
 use crate::config::mcp::McpTransport;
-use crate::sync::lock;
 
 /// The longest message a server may send (a large file read, an image).
 const MAX_MESSAGE_BYTES: usize = 64 << 20;
-/// Lines of a server's stderr kept to explain why it stopped.
-const STDERR_KEPT: usize = 20;
 
 pub(crate) type Service = RunningService<RoleClient, Handler>;
 
-/// A server process, killed with its whole process group when dropped.
-pub(crate) struct Process {
-    /// Until whoever watches it for its exit takes it.
-    child: Option<Child>,
-    pgid: Option<rustix::process::Pid>,
-    /// The last lines it wrote to stderr.
-    pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
-}
-
-impl Process {
-    pub(crate) fn take_child(&mut self) -> Option<Child> {
-        self.child.take()
-    }
-
-    /// The last lines of its stderr, for an error message.
-    pub(crate) fn stderr_tail(stderr: &Mutex<VecDeque<String>>) -> String {
-        let lines = lock(stderr);
-        if lines.is_empty() {
-            return String::new();
-        }
-        let text: Vec<&str> = lines.iter().map(String::as_str).collect();
-        format!("; its last output: {}", text.join(" / "))
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        // Servers run through `npx`, `uvx` or a shell leave children of their own; the group goes
-        // at once (servers such as server-everything do not stop when their stdin closes).
-        if let Some(pgid) = self.pgid {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    }
-}
+pub(crate) use crate::sandbox::child::Process;
 
 /// A connection: the rmcp service, and the process behind it for stdio.
 pub(crate) struct Connection {
@@ -82,56 +43,17 @@ pub(crate) async fn connect(
             for name in crate::sandbox::env::OWN_CREDENTIALS {
                 cmd.env_remove(name);
             }
-            cmd.args(args)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .kill_on_drop(true);
-            // A server must not outlive an agent that is killed (and so cannot kill its group):
-            // it gets SIGKILL when the agent's thread that started it ends.
-            // SAFETY: between fork and exec the child makes one system call (prctl), which is
-            // async-signal-safe; nothing is allocated or locked.
-            #[allow(unsafe_code)]
-            unsafe {
-                cmd.pre_exec(|| {
-                    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-                    Ok(())
-                });
-            }
-            let mut child = cmd.spawn().map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!("`{command}` was not found"),
-                _ => format!("`{command}` could not be started: {e}"),
-            })?;
-            let pgid = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32));
-            let (Some(stdout), Some(stdin), Some(stderr)) =
-                (child.stdout.take(), child.stdin.take(), child.stderr.take())
-            else {
-                return Err("the server's standard streams could not be opened".into());
-            };
-            let kept = Arc::new(Mutex::new(VecDeque::new()));
-            let process = Process { child: Some(child), pgid, stderr: kept.clone() };
+            cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).current_dir(own_cwd.as_deref().unwrap_or(cwd));
             let server = name.to_owned();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::info!(target: "mcp", server = %server, "{line}");
-                    let mut kept = lock(&kept);
-                    if kept.len() == STDERR_KEPT {
-                        kept.pop_front();
-                    }
-                    kept.push_back(crate::tools::truncate::line(&line, 300).into_owned());
-                }
-            });
+            let log = move |line: &str| tracing::info!(target: "mcp", server = %server, "{line}");
+            let (process, stdin, stdout) = Process::spawn(cmd, command, log)?;
             let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
             match rmcp::serve_client(handler, transport).await {
                 Ok(service) => Ok(Connection { service, process: Some(process) }),
                 Err(e) => {
                     let mut process = process;
                     // Give it a moment to end, and its stderr to say why.
-                    let status = match process.child.as_mut() {
+                    let status = match process.child_mut() {
                         Some(child) => {
                             tokio::time::timeout(std::time::Duration::from_millis(200), child.wait()).await.ok()
                         }

@@ -62,6 +62,8 @@ pub enum Command {
     Mcp {
         restart: Option<String>,
     },
+    /// The session's language servers: their state, files and problems.
+    Lsp,
     /// The skills found, offered or not, and why.
     Skills,
     /// The memory files, their index, and whether the session reads them.
@@ -83,6 +85,7 @@ impl Command {
                 | Self::Context { .. }
                 | Self::Stop
                 | Self::Mcp { .. }
+                | Self::Lsp
                 | Self::Skills
                 | Self::Memory
                 | Self::Hooks { .. }
@@ -157,6 +160,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         description: "MCP servers: their state, tools, prompts, resources and last error",
         hint: Some("restart NAME (optional)"),
         usage: "/mcp [restart NAME]",
+    },
+    CommandInfo {
+        name: "lsp",
+        description: "Language servers: their state, open files and problems",
+        hint: None,
+        usage: "/lsp",
     },
     CommandInfo {
         name: "skills",
@@ -269,6 +278,8 @@ pub fn parse(blocks: &[UserBlock]) -> Parsed {
             ["restart", name] => Parsed::Command(Command::Mcp { restart: Some((*name).to_owned()) }),
             _ => bad("Use `/mcp` or `/mcp restart NAME`."),
         },
+        "lsp" if args.is_empty() => Parsed::Command(Command::Lsp),
+        "lsp" => bad("`/lsp` takes no argument."),
         "think" => match think_level(args) {
             Some(level) => Parsed::Command(Command::Think(level)),
             None if args.is_empty() => bad(&format!("Say how much: off, {}.", ReasoningEffort::CHOICES)),
@@ -468,6 +479,7 @@ pub(super) fn run(
         | Command::Context { .. }
         | Command::Stop
         | Command::Mcp { .. }
+        | Command::Lsp
         | Command::Skills
         | Command::Memory
         | Command::Hooks { .. } => {}
@@ -530,6 +542,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Usage => usage_report(session),
         Command::Context { detail } => context_report(session, *detail),
         Command::Mcp { restart: None } => session.mcp.report(),
+        Command::Lsp => session.lsp.report(),
         Command::Memory => {
             let config = session.shared.config();
             let reads = turn::memory_use(&config, &session.id) == context::MemoryUse::Private;

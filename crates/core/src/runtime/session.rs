@@ -95,6 +95,7 @@ pub(crate) fn spawn(
         }
     };
     let mcp = McpSet::start(&shared, &settings);
+    let lsp = Arc::new(crate::lsp::Servers::new(shared.lsp.clone(), config.clone(), settings.roots()));
     let commands = mcp.commands();
     // The memory index kept current while the session is open (not for `acp run`'s one prompt).
     let memory_watch = {
@@ -105,6 +106,7 @@ pub(crate) fn spawn(
     let mut session = Session {
         id: id.clone(),
         mcp,
+        lsp,
         settings,
         live,
         shared,
@@ -400,6 +402,7 @@ impl Actor {
             conversation: session.conversation.clone(),
             accounting: session.accounting,
             mcp: session.mcp.clone(),
+            lsp: session.lsp.clone(),
             steers: self.steers.clone(),
             outlet: session.outlet.clone(),
             options,

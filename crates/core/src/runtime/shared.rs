@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub(super) prewarmed: std::sync::atomic::AtomicBool,
     /// MCP servers, shared by the sessions that use the same ones.
     pub(super) mcp: crate::mcp::Pool,
+    /// Language servers, shared by the sessions that use the same server for the same project.
+    pub(super) lsp: Arc<crate::lsp::Pool>,
     /// The sessions open in this process, by id (subagent tools reach them through it).
     pub(super) sessions: Mutex<std::collections::HashMap<String, SessionHandle>>,
     /// Subagents running at once, at most `[subagents] max_concurrent`.

@@ -30,6 +30,7 @@ impl Runtime {
             swept: Default::default(),
             prewarmed: Default::default(),
             mcp: crate::mcp::Pool::default(),
+            lsp: Arc::default(),
             sessions: Mutex::default(),
             lane: tokio::sync::Semaphore::new(lane),
             waits: Mutex::default(),

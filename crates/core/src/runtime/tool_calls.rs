@@ -60,6 +60,8 @@ pub(crate) struct CallEnv<'a> {
     pub memory_only: bool,
     /// Where the session's hooks run.
     pub hooks: super::hooks::Place,
+    /// The session's language servers: what checks the files its edits write.
+    pub lsp: Option<Arc<crate::lsp::Servers>>,
 }
 
 impl<'a> CallEnv<'a> {
@@ -83,6 +85,7 @@ impl<'a> CallEnv<'a> {
             mode_cap: self.mode_cap,
             memory_only: true,
             hooks: self.hooks.clone(),
+            lsp: None,
         }
     }
 }
@@ -458,6 +461,7 @@ async fn context(env: &CallEnv<'_>, call: &Call, state: Arc<Mutex<ToolCallState>
         cancel: env.cancel.clone(),
         network: env.live.network(),
         progress: Box::new(progress),
+        checker: env.lsp.clone().map(|s| s as Arc<dyn crate::tools::check::Checker>),
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) struct TurnContext {
     pub conversation: Conversation,
     pub accounting: Accounting,
     pub mcp: Arc<McpSet>,
+    pub lsp: Arc<crate::lsp::Servers>,
     pub steers: Arc<tool_calls::Steers>,
     pub outlet: super::shared::Outlet,
     pub options: super::op::TurnOptions,
@@ -161,6 +162,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         mut conversation,
         accounting,
         mcp,
+        lsp,
         steers,
         outlet,
         options,
@@ -257,6 +259,9 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         super::subagents::add_tools(&mut registry, &shared, &events, &settings, &live, options.mode_cap);
     }
     mcp.add_tools(&mut registry, &events, &cancel).await;
+    if crate::tools::policy::ToolPolicy::new(&config.tools.allow, &config.tools.deny).allows("lsp") && lsp.available() {
+        registry.add(Arc::new(crate::lsp::tool::Lsp(lsp.clone())));
+    }
     let system = match system.await {
         Ok(text) => text,
         Err(e) => {
@@ -289,6 +294,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         mode_cap: options.mode_cap,
         memory_only: false,
         hooks: hooks.clone(),
+        lsp: Some(lsp),
     };
     let may_flush = memory == MemoryUse::Private && config.memory.flush && config.compaction.auto;
     let mut turn = Turn {

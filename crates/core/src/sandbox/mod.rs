@@ -16,6 +16,7 @@
 //! Where Landlock is missing (or `[sandbox] enabled = false`) nothing runs confined: every
 //! command asks first instead (`Confinement::NoSandbox` in the tools).
 
+pub mod child;
 pub mod env;
 pub mod launch;
 pub mod pids;

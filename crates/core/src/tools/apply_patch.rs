@@ -238,6 +238,7 @@ impl Tool for ApplyPatch {
             let line = if c.old.is_some() && c.new.is_some() { change.first_line } else { None };
             locations.push(Location { path: target.clone(), line });
             c.unified = change.unified;
+            super::check::before(ctx, &c.path, c.old.as_deref());
         }
         let (title, kind) = title_and_kind(ctx, &changes);
         Ok(Prepared {
@@ -362,7 +363,20 @@ impl Action for PatchAction {
             diffs.push_str(&c.unified);
         }
         let text = format!("Applied the patch:\n{}\n\n{diffs}", summary.join("\n"));
-        ToolOutput::ok(truncate::for_model(&text, truncate::MODEL_BUDGET, "read the changed files"), self.preview)
+        let output =
+            ToolOutput::ok(truncate::for_model(&text, truncate::MODEL_BUDGET, "read the changed files"), self.preview);
+        let mut written = Vec::new();
+        for c in self.changes {
+            match (c.new, c.new_path) {
+                (None, _) => written.push((c.path, None)),
+                (Some(new), Some(to)) if to != c.path => {
+                    written.push((c.path, None));
+                    written.push((to, Some(new)));
+                }
+                (Some(new), _) => written.push((c.path, Some(new))),
+            }
+        }
+        super::check::after(ctx, &written, output).await
     }
 }
 

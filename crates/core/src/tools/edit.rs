@@ -52,6 +52,7 @@ impl Tool for Edit {
             return Err(format!("{shown} does not exist; use `write` to create it"));
         };
         let (new, count) = replace(&old, old_string, new_string, replace_all).map_err(|e| format!("{shown}: {e}"))?;
+        super::check::before(ctx, &path, Some(&old));
         let change = diff::change(&path, &shown, Some(&old), &new);
         Ok(Prepared {
             title: format!("Edit {shown}"),
@@ -110,7 +111,8 @@ impl Action for EditAction {
         let plural = if self.count == 1 { "" } else { "s" };
         let text = format!("Edited {shown} ({} replacement{plural}):\n{}", self.count, self.change.unified);
         let for_model = truncate::for_model(&text, truncate::MODEL_BUDGET, &format!("read {shown}"));
-        ToolOutput::ok(for_model, self.change.contents)
+        let output = ToolOutput::ok(for_model, self.change.contents);
+        super::check::after(ctx, &[(self.path, Some(self.new))], output).await
     }
 }
 

@@ -11,6 +11,7 @@ pub mod apply_patch;
 pub mod approval;
 pub mod args;
 pub mod call;
+pub mod check;
 pub mod cron;
 pub mod diff;
 pub mod edit;
@@ -176,6 +177,8 @@ pub struct ToolContext {
     /// Whether sandboxed commands may use the network (the session's `/network` switch).
     pub network: bool,
     pub progress: Box<dyn Fn(Progress) + Send + Sync>,
+    /// Checks written files (the session's language servers), if any.
+    pub checker: Option<Arc<dyn check::Checker>>,
 }
 
 impl ToolContext {
@@ -282,6 +285,7 @@ pub const TOOL_NAMES: &[&str] = &[
     "sessions_history",
     "sessions_spawn",
     "sessions_send",
+    "lsp",
 ];
 
 /// The kinds ACP gives tool calls; permissions may name them too.

@@ -72,6 +72,9 @@ struct ReadAction {
 impl Action for ReadAction {
     async fn run(self, ctx: &ToolContext) -> ToolOutput {
         let shown = ctx.display(&self.path);
+        if let Some(checker) = &ctx.checker {
+            checker.warm(&self.path);
+        }
         if let Some(problem) = binary_guard(&self.path).await {
             return ToolOutput::error(format!("{shown}: {problem}"));
         }

@@ -189,6 +189,7 @@ fn tools_defined_at_run_time_join_the_registry_by_their_schema() {
         cancel: tokio_util::sync::CancellationToken::new(),
         network: false,
         progress: Box::new(|_| {}),
+        checker: None,
     };
     let args = json!({"path": "a"});
     let prepared = futures_util::FutureExt::now_or_never(tool.prepare(&args, &ctx)).expect("ready at once");

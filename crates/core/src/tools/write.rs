@@ -33,6 +33,7 @@ impl Tool for Write {
         let path = ctx.resolve(&args.path);
         let content = args.content;
         let old = current(ctx, &path).await?;
+        super::check::before(ctx, &path, old.as_deref());
         let shown = ctx.display(&path);
         let title = if old.is_some() { format!("Write {shown}") } else { format!("Create {shown}") };
         let change = diff::change(&path, &shown, old.as_deref(), &content);
@@ -76,6 +77,7 @@ impl Action for WriteAction {
         }
         let lines = self.content.lines().count();
         let verb = if self.old.is_some() { "Wrote" } else { "Created" };
-        ToolOutput::ok(format!("{verb} {shown} ({lines} lines)."), self.preview)
+        let output = ToolOutput::ok(format!("{verb} {shown} ({lines} lines)."), self.preview);
+        super::check::after(ctx, &[(self.path, Some(self.content))], output).await
     }
 }

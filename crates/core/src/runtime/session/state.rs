@@ -31,6 +31,8 @@ pub(in crate::runtime) struct Session {
     pub(in crate::runtime) accounting: Accounting,
     /// Its MCP servers.
     pub(in crate::runtime) mcp: Arc<McpSet>,
+    /// Its language servers (started as files of their languages are used).
+    pub(in crate::runtime) lsp: Arc<crate::lsp::Servers>,
     /// Where everything the session saves goes.
     pub(in crate::runtime) log: Arc<SessionLog>,
     /// Whether the model ever answered in this session (then it is listed).
