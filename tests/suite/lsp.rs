@@ -141,7 +141,12 @@ fn the_lsp_tool_finds_definitions_references_hovers_and_symbols() {
     let (updates, response) = agent.prompt(&session, "where is add?");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let body = &mock.requests()[1].body;
-    assert_eq!(result_for(API, body, "d"), "lib.ts:1:17: export function add(a: number, b: number): number {");
+    assert_eq!(
+        result_for(API, body, "d"),
+        "lib.ts:1:17: export function add(a: number, b: number): number {",
+        "{}",
+        agent.stderr()
+    );
     let references = result_for(API, body, "r");
     let lines: Vec<&str> = references.lines().map(|l| l.split(": ").next().unwrap()).collect();
     assert_eq!(lines, ["lib.ts:1:17", "main.ts:1:10", "main.ts:3:13", "main.ts:4:13"], "{references}");

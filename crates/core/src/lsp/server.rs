@@ -69,6 +69,8 @@ struct Conn {
     _process: Process,
     stderr: Arc<Mutex<std::collections::VecDeque<String>>>,
     capabilities: Value,
+    /// `initialize` was answered: documents may be sent.
+    initialized: bool,
 }
 
 #[derive(Default)]
@@ -142,13 +144,15 @@ impl Server {
 
     /// Starts it unless it runs, is starting, or waits to be started again.
     pub fn ensure(self: &Arc<Self>) {
-        let start = match &*self.state.borrow() {
-            State::Idle => true,
-            State::Failed { retry_at: None, .. } => true,
-            State::Failed { retry_at: Some(_), .. } | State::Starting | State::Ready => false,
-        };
+        // Checked and set at once: two sessions on two threads start it once.
+        let start = self.state.send_if_modified(|state| {
+            let idle = matches!(state, State::Idle | State::Failed { retry_at: None, .. });
+            if idle {
+                *state = State::Starting;
+            }
+            idle
+        });
         if start {
-            self.state.send_replace(State::Starting);
             tokio::spawn(start_task(Arc::downgrade(self)));
         }
     }
@@ -170,7 +174,8 @@ impl Server {
         self.ensure();
         let mut inner = lock(&self.inner);
         let seq = inner.seq;
-        let ready = inner.conn.is_some();
+        // Before `initialize` is answered nothing is sent: the documents go when it is.
+        let ready = inner.conn.as_ref().is_some_and(|c| c.initialized);
         let (version, message) = match inner.docs.get_mut(path) {
             Some(doc) if &*doc.text == content => return doc.version,
             Some(doc) => {
@@ -188,7 +193,7 @@ impl Server {
                 (1, message)
             }
         };
-        if let (Some(message), Some(conn)) = (message, &inner.conn) {
+        if let (Some(message), Some(conn)) = (message, inner.conn.as_ref().filter(|c| c.initialized)) {
             let _ = conn.out.send(wire::frame(&message));
             let saved = json!({"jsonrpc": "2.0", "method": "textDocument/didSave",
                 "params": {"textDocument": {"uri": text::uri(path)}}});
@@ -201,7 +206,7 @@ impl Server {
     pub fn close(&self, path: &Path) {
         let mut inner = lock(&self.inner);
         if inner.docs.remove(path).is_some_and(|d| d.sent)
-            && let Some(conn) = &inner.conn
+            && let Some(conn) = inner.conn.as_ref().filter(|c| c.initialized)
         {
             let message = json!({"jsonrpc": "2.0", "method": "textDocument/didClose",
                 "params": {"textDocument": {"uri": text::uri(path)}}});
@@ -522,7 +527,7 @@ async fn start_task(server: Weak<Server>) {
         let mut inner = lock(&this.inner);
         inner.generation += 1;
         let generation = inner.generation;
-        inner.conn = Some(Conn { out, _process: process, stderr, capabilities: Value::Null });
+        inner.conn = Some(Conn { out, _process: process, stderr, capabilities: Value::Null, initialized: false });
         generation
     };
     let reader = server.clone();
@@ -543,7 +548,9 @@ async fn start_task(server: Weak<Server>) {
         }
     });
     let params = json!({
-        "processId": std::process::id(),
+        // None: in the sandbox's PID namespace the agent's pid names no process (or another one),
+        // and servers that watch it would exit; the kernel ends them with the agent instead.
+        "processId": Value::Null,
         "clientInfo": {"name": "acp", "version": env!("CARGO_PKG_VERSION")},
         "rootUri": text::uri(&this.root),
         "rootPath": this.root,
@@ -565,6 +572,7 @@ async fn start_task(server: Weak<Server>) {
             let Inner { docs, conn, .. } = &mut *inner;
             let Some(conn) = conn.as_mut() else { return };
             conn.capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
+            conn.initialized = true;
             let _ = conn.out.send(wire::frame(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})));
             for (path, doc) in docs.iter_mut() {
                 doc.sent = true;
