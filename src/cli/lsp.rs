@@ -35,19 +35,18 @@ pub fn lsp(command: LspCommand) -> ExitCode {
     }
     match command {
         LspCommand::List => {
+            if !config.lsp.enabled {
+                let _ = writeln!(std::io::stderr(), "language servers are off (`[lsp] enabled = false`)");
+            }
             let mut out = String::new();
             for s in &config.lsp.servers {
                 let found = match find_program(&s.command) {
                     Some(p) => p.display().to_string(),
                     None => "not found".into(),
                 };
-                out.push_str(&format!(
-                    "{}\t.{}\t{} {}\t{found}\n",
-                    s.name,
-                    s.extensions.join(",."),
-                    s.command,
-                    s.args.join(" ")
-                ));
+                let command = std::iter::once(s.command.as_str()).chain(s.args.iter().map(String::as_str));
+                let command = command.collect::<Vec<_>>().join(" ");
+                out.push_str(&format!("{}\t.{}\t{command}\t{found}\n", s.name, s.extensions.join(",.")));
             }
             let _ = std::io::stdout().write_all(out.as_bytes());
             ExitCode::SUCCESS
@@ -76,10 +75,24 @@ fn test(config: Config, file: PathBuf, wait: Duration) -> ExitCode {
     let root = std::env::current_dir().unwrap_or_else(|_| file.parent().map(PathBuf::from).unwrap_or_default());
     let servers = Servers::new(Arc::default(), Arc::new(config), vec![root]);
     let Some(server) = servers.for_file(&file) else {
-        return fail(format!(
-            "no language server serves {} here (`acp lsp list` shows those configured and found)",
-            file.display()
-        ));
+        let config = servers.config();
+        let why = if !config.lsp.enabled {
+            "language servers are off (`[lsp] enabled = false`)".to_owned()
+        } else {
+            let missing: Vec<String> = config
+                .lsp
+                .servers
+                .iter()
+                .filter(|s| s.serves(&file))
+                .map(|s| format!("`{}` ({}) is not found", s.name, s.command))
+                .collect();
+            if missing.is_empty() {
+                "no server is configured for its extension (add one as [lsp.NAME])".to_owned()
+            } else {
+                missing.join("; ")
+            }
+        };
+        return fail(format!("no language server serves {} here: {why}", file.display()));
     };
     runtime.block_on(async {
         let cancel = CancellationToken::new();
@@ -106,7 +119,9 @@ fn test(config: Config, file: PathBuf, wait: Duration) -> ExitCode {
         };
         let shown = file.display().to_string();
         let mut out = String::new();
-        for d in found.iter() {
+        let mut found: Vec<_> = found.iter().collect();
+        found.sort_by_key(|d| (d.range.start.line, d.range.start.character));
+        for d in &found {
             out.push_str(&crate::lsp::text::diagnostic(&shown, d, Some(&content)));
             out.push('\n');
         }

@@ -288,3 +288,32 @@ fn lsp_test_prints_what_the_server_reports() {
     let said = String::from_utf8_lossy(&missing.stderr);
     assert!(said.contains("no language server serves"), "{said}");
 }
+
+#[test]
+fn a_server_pointing_into_the_agents_home_gets_no_line_of_it_quoted() {
+    let ws = project(&[("a.fk", "thing\n")]);
+    let mock = MockModel::start();
+    mock.push(calls(
+        API,
+        &[("d", "lsp", json!({"action": "definition", "path": "a.fk", "line": 1, "symbol": "thing"}))],
+    ));
+    mock.push(text(API, "ok"));
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lsp/fake_server.py");
+    // The server is told to point at the agent's own config.toml, whose first line is a secret.
+    let home = tempfile::tempdir().unwrap();
+    let secret = home.path().join("config.toml");
+    let config = format!(
+        "# secret-token-31337\n[lsp.fake]\ncommand = \"python3\"\nargs = [\"{}\"]\nextensions = [\"fk\"]\n\
+         env = {{ FAKE_TARGET = \"{}\" }}\n",
+        fake.display(),
+        secret.display()
+    );
+    let mut agent = Agent::spawn(options_for(API, &mock).home(home.path()).config(&config));
+    agent.initialize();
+    let session = agent.new_session_in(ws.path(), json!({"_meta": {"mode": "code"}}));
+    let (_, response) = agent.prompt(&session, "where?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let found = result_for(API, &mock.requests()[1].body, "d");
+    assert!(found.contains("config.toml:1:1"), "the location is given: {found}");
+    assert!(!found.contains("secret-token"), "never a line of the agent's own files: {found}");
+}

@@ -130,8 +130,9 @@ pub(super) struct FileLsp {
     enabled: Option<bool>,
     wait_ms: Option<u64>,
     unsandboxed: Option<bool>,
+    /// The `[lsp.NAME]` tables (anything else here is a mistake, said by name).
     #[serde(flatten)]
-    servers: BTreeMap<String, FileLspServer>,
+    servers: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,8 +166,15 @@ impl FileLsp {
             config.wait = Duration::from_millis(ms);
         }
         config.unsandboxed = self.unsandboxed.unwrap_or(false);
-        for (name, section) in self.servers {
+        for (name, value) in self.servers {
             let at = format!("[lsp.{name}]");
+            if !value.is_table() {
+                return Err(format!(
+                    "[lsp] {name}: unknown key (expected `enabled`, `wait_ms`, `unsandboxed` or a [lsp.NAME] table)"
+                ));
+            }
+            let section: FileLspServer =
+                value.try_into().map_err(|e: toml::de::Error| format!("{at}: {}", e.message()))?;
             let existing = config.servers.iter().position(|s| s.name == name);
             if section.disabled {
                 if let Some(i) = existing {
@@ -271,5 +279,6 @@ mod tests {
         assert!(parse("[lsp.zls]\ncommand = \"zls\"\n").unwrap_err().contains("`extensions` is required"));
         assert!(parse("[lsp.zls]\ncommand = \"zls\"\nextension = [\"zig\"]\n").unwrap_err().contains("extension"));
         assert!(parse("[lsp]\nwait_ms = 999999\n").unwrap_err().contains("at most"));
+        assert!(parse("[lsp]\nwiat_ms = 100\n").unwrap_err().contains("[lsp] wiat_ms: unknown key"));
     }
 }

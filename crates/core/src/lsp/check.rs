@@ -1,7 +1,8 @@
 //! Diagnostics after an edit: the file is opened at the server before it changes (so its problems
 //! then are known), the new text is sent, and the problems published for the new version that
 //! were not there before are what the model is told — errors and warnings, matched by severity,
-//! code and message wherever the edit moved them. Everything is bounded by `[lsp] wait_ms`.
+//! code and message wherever the edit moved them. Everything is bounded by `[lsp] wait_ms` (three
+//! times that for a server still starting).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,15 +39,15 @@ impl Checker for Servers {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + self.config().lsp.wait;
+            let wait = self.config().lsp.wait;
             let checks = written.iter().map(|(path, content)| async move {
-                let server = self.for_file(path)?;
                 match content {
+                    // A deleted file: the server that has it forgets it (none is started for it).
                     None => {
-                        server.close(path);
+                        self.held().iter().for_each(|s| s.close(path));
                         None
                     }
-                    Some(content) => new_problems(&server, path, content, deadline, cancel).await,
+                    Some(content) => new_problems(&self.for_file(path)?, path, content, wait, cancel).await,
                 }
             });
             let found: Vec<(PathBuf, String)> =
@@ -76,9 +77,16 @@ async fn new_problems(
     server: &Arc<Server>,
     path: &Path,
     content: &str,
-    deadline: tokio::time::Instant,
+    wait: std::time::Duration,
     cancel: &CancellationToken,
 ) -> Option<(PathBuf, String)> {
+    // A server still starting (the session's first file of its language) gets up to three waits
+    // to be ready, and its diagnostics one wait after that; a running one, one wait.
+    let begun = tokio::time::Instant::now();
+    if server.state() != super::server::State::Ready {
+        server.ready(wait * 3, cancel).await;
+    }
+    let deadline = (tokio::time::Instant::now() + wait).clamp(begun + wait, begun + wait * 3);
     // What was wrong before: published for the version the server holds now.
     let before = match server.version(path) {
         Some(version) if server.content(path).as_deref() != Some(content) => {
@@ -102,6 +110,8 @@ async fn new_problems(
             tracing::debug!(target: "lsp", "{what} {} µs after the diagnostics came", at.elapsed().as_micros());
         }
     };
+    let mut fresh = fresh;
+    fresh.sort_by_key(|d| (d.range.start.line, d.range.start.character));
     if fresh.is_empty() {
         told("nothing new, known");
         return None;

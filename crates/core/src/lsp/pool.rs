@@ -215,10 +215,11 @@ impl Servers {
                 n => format!(", restarted {n}×"),
             };
             lines.push(format!(
-                "- `{}` for {}: {state}; {} open files, {errors} errors, {warnings} warnings{restarts}",
+                "- `{}` for {}: {state}; {} open {}, {errors} errors, {warnings} warnings{restarts}",
                 server.spec.name,
                 server.root.display(),
-                server.open_documents()
+                server.open_documents(),
+                if server.open_documents() == 1 { "file" } else { "files" }
             ));
         }
         for (spec, program) in self.found() {

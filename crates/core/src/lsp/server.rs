@@ -64,13 +64,33 @@ struct Published {
     diagnostics: Arc<Vec<Diagnostic>>,
 }
 
+/// Bytes waiting for a server that does not read its input, at most (then messages are dropped:
+/// memory stays bounded, and what waits on the server ends with its time limit).
+const MAX_QUEUED: usize = 64 << 20;
+
 struct Conn {
     out: mpsc::UnboundedSender<Vec<u8>>,
+    /// Bytes handed to the writer and not yet written.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     _process: Process,
     stderr: Arc<Mutex<std::collections::VecDeque<String>>>,
     capabilities: Value,
     /// `initialize` was answered: documents may be sent.
     initialized: bool,
+}
+
+impl Conn {
+    /// Queues a message; false when the server is gone or not reading.
+    fn send(&self, message: &Value) -> bool {
+        let frame = wire::frame(message);
+        let len = frame.len();
+        if self.queued.fetch_add(len, Ordering::Relaxed) + len > MAX_QUEUED {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            tracing::warn!(target: "lsp", "a language server does not read what it is sent; a message was dropped");
+            return false;
+        }
+        self.out.send(frame).is_ok()
+    }
 }
 
 #[derive(Default)]
@@ -194,10 +214,14 @@ impl Server {
             }
         };
         if let (Some(message), Some(conn)) = (message, inner.conn.as_ref().filter(|c| c.initialized)) {
-            let _ = conn.out.send(wire::frame(&message));
+            let changed = message["method"] == "textDocument/didChange";
+            let _ = conn.send(&message);
+            if !changed {
+                return version;
+            }
             let saved = json!({"jsonrpc": "2.0", "method": "textDocument/didSave",
                 "params": {"textDocument": {"uri": text::uri(path)}}});
-            let _ = conn.out.send(wire::frame(&saved));
+            let _ = conn.send(&saved);
         }
         version
     }
@@ -210,7 +234,7 @@ impl Server {
         {
             let message = json!({"jsonrpc": "2.0", "method": "textDocument/didClose",
                 "params": {"textDocument": {"uri": text::uri(path)}}});
-            let _ = conn.out.send(wire::frame(&message));
+            let _ = conn.send(&message);
         }
         inner.published.remove(path);
     }
@@ -298,7 +322,7 @@ impl Server {
             let mut inner = lock(&self.inner);
             let Some(conn) = &inner.conn else { return Err(format!("{} is not running", self.spec.name)) };
             let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            if conn.out.send(wire::frame(&message)).is_err() {
+            if !conn.send(&message) {
                 return Err(format!("{} is not running", self.spec.name));
             }
             inner.pending.insert(id, tx);
@@ -315,7 +339,7 @@ impl Server {
         inner.pending.remove(&id);
         if let Some(conn) = &inner.conn {
             let message = json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}});
-            let _ = conn.out.send(wire::frame(&message));
+            let _ = conn.send(&message);
         }
         outcome
     }
@@ -414,7 +438,7 @@ impl Server {
                     Err((code, text)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
                 };
                 if let Some(conn) = &lock(&self.inner).conn {
-                    let _ = conn.out.send(wire::frame(&reply));
+                    let _ = conn.send(&reply);
                 }
             }
             (Some("textDocument/publishDiagnostics"), None) => {
@@ -516,18 +540,22 @@ async fn start_task(server: Weak<Server>) {
     };
     let stderr = process.stderr.clone();
     let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let written = queued.clone();
     tokio::spawn(async move {
         while let Some(frame) = outgoing.recv().await {
             if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
                 break;
             }
+            written.fetch_sub(frame.len(), Ordering::Relaxed);
         }
     });
     let generation = {
         let mut inner = lock(&this.inner);
         inner.generation += 1;
         let generation = inner.generation;
-        inner.conn = Some(Conn { out, _process: process, stderr, capabilities: Value::Null, initialized: false });
+        inner.conn =
+            Some(Conn { out, queued, _process: process, stderr, capabilities: Value::Null, initialized: false });
         generation
     };
     let reader = server.clone();
@@ -573,11 +601,11 @@ async fn start_task(server: Weak<Server>) {
             let Some(conn) = conn.as_mut() else { return };
             conn.capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
             conn.initialized = true;
-            let _ = conn.out.send(wire::frame(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})));
+            let _ = conn.send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
             for (path, doc) in docs.iter_mut() {
                 doc.sent = true;
                 doc.sent_at = seq;
-                let _ = conn.out.send(wire::frame(&open(path, doc)));
+                let _ = conn.send(&open(path, doc));
             }
             inner.ready_at = Some(Instant::now());
             tracing::info!(target: "lsp", server = %this.spec.name, root = %this.root.display(), "ready");

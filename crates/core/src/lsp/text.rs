@@ -116,7 +116,14 @@ pub fn diagnostic(shown: &str, d: &Diagnostic, text: Option<&str>) -> String {
         Some(l) => column(l, d.range.start.character),
         None => d.range.start.character as usize + 1,
     };
-    let message: String = d.message.split_whitespace().collect::<Vec<_>>().join(" ");
+    // One line: a message's own lines (pyright explains on the next ones) joined by "; ".
+    let message = d
+        .message
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
     let code = match &d.code {
         Some(NumberOrString::Number(n)) => format!(" [{n}]"),
         Some(NumberOrString::String(s)) => format!(" [{s}]"),

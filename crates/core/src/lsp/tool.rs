@@ -154,11 +154,11 @@ impl Ask {
                     .wait_diagnostics(path, version, deadline, &ctx.cancel)
                     .await
                     .ok_or_else(|| format!("`{}` published no diagnostics for {shown} in time", server.spec.name))?;
-                let lines: Vec<String> = found
-                    .iter()
-                    .filter(|d| text::severity(d) != "hint")
-                    .map(|d| text::diagnostic(&shown, d, Some(&content)))
-                    .collect();
+                let mut found: Vec<&lsp_types::Diagnostic> =
+                    found.iter().filter(|d| text::severity(d) != "hint").collect();
+                found.sort_by_key(|d| (d.range.start.line, d.range.start.character));
+                let lines: Vec<String> =
+                    found.into_iter().map(|d| text::diagnostic(&shown, d, Some(&content))).collect();
                 Ok(if lines.is_empty() { format!("No problems in {shown}.") } else { lines.join("\n") })
             }
             Question::Definition => {
@@ -269,11 +269,20 @@ async fn listed(ctx: &ToolContext, servers: &Servers, locations: &[Location], no
     if locations.is_empty() {
         return none.into();
     }
+    // What the sandbox hides ($ACP_HOME, `[sandbox] deny_read`) is not quoted, wherever a server
+    // points.
+    let hidden: Vec<PathBuf> = crate::sandbox::Policy::new(servers.config(), &[], false)
+        .hidden
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
     let mut out = String::new();
     for location in locations.iter().take(MAX_LOCATIONS) {
         let Some(path) = text::path(&location.uri) else { continue };
         let line = location.range.start.line as usize;
-        let source = match servers.for_file(&path).and_then(|s| s.content(&path)) {
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let source = match servers.held().iter().find_map(|s| s.content(&path)) {
+            _ if hidden.iter().any(|h| real.starts_with(h)) => None,
             Some(text) => Some(text.to_string()),
             None => crate::files::read_capped(&path, 8 << 20).ok().map(|b| String::from_utf8_lossy(&b).into_owned()),
         };
