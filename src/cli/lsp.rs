@@ -72,7 +72,14 @@ fn test(config: Config, file: PathBuf, wait: Duration) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("could not start: {e}")),
     };
-    let root = std::env::current_dir().unwrap_or_else(|_| file.parent().map(PathBuf::from).unwrap_or_default());
+    // The current directory is the workspace, as for a session started here; a file elsewhere is
+    // its own directory's.
+    let cwd = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
+    let file = std::fs::canonicalize(&file).unwrap_or(file);
+    let root = match cwd {
+        Some(cwd) if file.starts_with(&cwd) => cwd,
+        _ => file.parent().map(PathBuf::from).unwrap_or_default(),
+    };
     let servers = Servers::new(Arc::default(), Arc::new(config), vec![root]);
     let Some(server) = servers.for_file(&file) else {
         let config = servers.config();

@@ -317,3 +317,23 @@ fn a_server_pointing_into_the_agents_home_gets_no_line_of_it_quoted() {
     assert!(found.contains("config.toml:1:1"), "the location is given: {found}");
     assert!(!found.contains("secret-token"), "never a line of the agent's own files: {found}");
 }
+
+#[test]
+fn a_moved_file_is_judged_against_what_it_held() {
+    let ws = project(&[("pyproject.toml", "[project]\nname = \"calc\"\n"), ("calc.py", PY)]);
+    let mock = MockModel::start();
+    let patch = "*** Begin Patch\n*** Update File: calc.py\n*** Move to: sums.py\n@@\n-total = add(1, 2)\n+total = add(1, 3)\n*** End Patch";
+    mock.push(calls(API, &[("m", "apply_patch", json!({"patch": patch}))]));
+    let patch = "*** Begin Patch\n*** Update File: sums.py\n*** Move to: more.py\n@@\n-total = add(1, 3)\n+total: str = add(1, 3)\n*** End Patch";
+    mock.push(calls(API, &[("n", "apply_patch", json!({"patch": patch}))]));
+    mock.push(text(API, "moved"));
+    let (mut agent, session) = start(&mock, ws.path(), &config());
+    let (_, response) = agent.prompt(&session, "move it");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let moved = result_for(API, &mock.requests()[1].body, "m");
+    assert!(moved.starts_with("Applied the patch:"), "{moved}");
+    assert!(!moved.contains("new problems"), "the error it had before is not new: {moved}");
+    let broke = result_for(API, &mock.requests()[2].body, "n");
+    assert!(broke.contains("more.py:6:14: error: Type \"int\" is not assignable to declared type \"str\""), "{broke}");
+    assert!(!broke.contains("Literal['old']"), "{broke}");
+}

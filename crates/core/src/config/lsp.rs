@@ -92,24 +92,15 @@ fn server(name: &str, command: &str, args: &[&str], extensions: &[&str], markers
 
 /// The built-in servers, most wanted first for each language.
 pub fn builtin() -> Vec<LspServer> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cache = |sub: &str| home.iter().map(|h| h.join(sub)).collect::<Vec<_>>();
     let py = ["py", "pyi"];
     let py_markers = ["pyproject.toml", "pyrightconfig.json", "setup.py", "setup.cfg", "requirements.txt"];
-    let mut rust = server("rust-analyzer", "rust-analyzer", &[], &["rs"], &["Cargo.toml"]);
-    rust.writable = cache(".cargo");
+    // Nothing of the user's is writable by default (a cache there would let workspace code run
+    // by a server reach past the sandbox: `~/.cargo/config.toml`, the Go build cache); gopls
+    // keeps its build cache in the temp dir.
     let mut gopls = server("gopls", "gopls", &[], &["go"], &["go.work", "go.mod"]);
-    gopls.writable = [cache(".cache/go-build"), cache(".cache/gopls"), cache("go/pkg/mod")].concat();
-    let mut clangd = server(
-        "clangd",
-        "clangd",
-        &[],
-        &["c", "h", "cc", "cpp", "cxx", "hpp", "hh", "hxx"],
-        &["compile_commands.json", "compile_flags.txt", ".clangd"],
-    );
-    clangd.writable = cache(".cache/clangd");
+    gopls.env = vec![("GOCACHE".into(), std::env::temp_dir().join("acp-gopls-cache").display().to_string())];
     vec![
-        rust,
+        server("rust-analyzer", "rust-analyzer", &[], &["rs"], &["Cargo.toml"]),
         server("pyright", "pyright-langserver", &["--stdio"], &py, &py_markers),
         server("basedpyright", "basedpyright-langserver", &["--stdio"], &py, &py_markers),
         server(
@@ -120,7 +111,13 @@ pub fn builtin() -> Vec<LspServer> {
             &["tsconfig.json", "jsconfig.json", "package.json"],
         ),
         gopls,
-        clangd,
+        server(
+            "clangd",
+            "clangd",
+            &[],
+            &["c", "h", "cc", "cpp", "cxx", "hpp", "hh", "hxx"],
+            &["compile_commands.json", "compile_flags.txt", ".clangd"],
+        ),
     ]
 }
 

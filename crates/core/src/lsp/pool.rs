@@ -62,22 +62,20 @@ pub fn find_program(command: &str) -> Option<PathBuf> {
     found
 }
 
-/// The project root of `file` for `spec`: the nearest directory up with one of its markers,
-/// else the workspace root holding the file, else the file's directory.
-pub fn project_root(spec: &LspServer, file: &Path, roots: &[PathBuf]) -> PathBuf {
+/// The project root of `file` (inside workspace root `root`) for `spec`: the outermost
+/// directory from `root` down to the file holding one of its markers (a Cargo workspace, not one
+/// of its members; a monorepo's top `package.json`), else `root` itself. Never above the
+/// workspace: what a server's project is, it may write.
+pub fn project_root(spec: &LspServer, file: &Path, root: &Path) -> PathBuf {
+    let mut found = None;
     let mut dir = file.parent();
-    while let Some(d) = dir {
+    while let Some(d) = dir.filter(|d| d.starts_with(root)) {
         if spec.root_markers.iter().any(|m| d.join(m).exists()) {
-            return d.to_owned();
+            found = Some(d);
         }
         dir = d.parent();
     }
-    roots
-        .iter()
-        .find(|r| file.starts_with(r))
-        .cloned()
-        .or_else(|| file.parent().map(Path::to_owned))
-        .unwrap_or_else(|| PathBuf::from("/"))
+    found.unwrap_or(root).to_owned()
 }
 
 /// How `spec` starts for `root`: in the sandbox (no network unless it says so, writing only its
@@ -115,12 +113,28 @@ pub struct Servers {
     pool: Arc<Pool>,
     config: Arc<Config>,
     roots: Vec<PathBuf>,
+    /// The roots as they really are (symlinks followed), for placing files.
+    real_roots: Vec<PathBuf>,
+    /// What the sandbox hides ($ACP_HOME, `[sandbox] deny_read`): never given to a server.
+    hidden: Vec<PathBuf>,
     held: Mutex<Vec<Arc<Server>>>,
+}
+
+fn real(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
 impl Servers {
     pub fn new(pool: Arc<Pool>, config: Arc<Config>, roots: Vec<PathBuf>) -> Self {
-        Self { pool, config, roots, held: Mutex::default() }
+        let real_roots = roots.iter().map(|r| real(r)).collect();
+        let hidden = crate::sandbox::Policy::new(&config, &[], false).hidden.iter().map(|h| real(h)).collect();
+        Self { pool, config, roots, real_roots, hidden, held: Mutex::default() }
+    }
+
+    /// Whether what the sandbox hides holds `path`.
+    pub fn hides(&self, path: &Path) -> bool {
+        let path = real(path);
+        self.hidden.iter().any(|h| path.starts_with(h))
     }
 
     pub fn config(&self) -> &Config {
@@ -139,9 +153,20 @@ impl Servers {
 
     /// The server for `file` (shared with other sessions; started when first used), if one
     /// serves its language here.
+    /// Only files of the workspace are served (the model's edits elsewhere ask first, and start
+    /// nothing that runs code there), never what the sandbox hides.
     pub fn for_file(&self, file: &Path) -> Option<Arc<Server>> {
         let (spec, program) = self.found().find(|(s, _)| s.serves(file))?;
-        let root = project_root(spec, file, &self.roots);
+        let real_file = match file.parent() {
+            Some(dir) => real(dir).join(file.file_name()?),
+            None => return None,
+        };
+        let workspace =
+            self.real_roots.iter().filter(|r| real_file.starts_with(r)).max_by_key(|r| r.as_os_str().len())?;
+        if self.hidden.iter().any(|h| real_file.starts_with(h)) {
+            return None;
+        }
+        let root = project_root(spec, &real_file, workspace);
         let server = self.pool.acquire(spec, &root, || launch(&self.config, spec, &program, &root));
         let mut held = lock(&self.held);
         if !held.iter().any(|s| Arc::ptr_eq(s, &server)) {
@@ -159,7 +184,7 @@ impl Servers {
     pub fn for_workspace(&self) -> Vec<Arc<Server>> {
         let mut servers = self.held();
         for (spec, program) in self.found() {
-            for root in &self.roots {
+            for root in &self.real_roots {
                 if spec.root_markers.iter().any(|m| root.join(m).exists()) {
                     let server = self.pool.acquire(spec, root, || launch(&self.config, spec, &program, root));
                     let mut held = lock(&self.held);
@@ -249,5 +274,52 @@ impl Servers {
             text.push_str(&format!("\n\nNot found on PATH: {}.", missing.join(", ")));
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(home: &Path) -> Arc<Config> {
+        std::fs::write(
+            home.join("config.toml"),
+            "[lsp]\nunsandboxed = true\n[lsp.fake]\ncommand = \"sleep\"\nextensions = [\"fk\"]\nroot_markers = [\"fk.toml\"]\n",
+        )
+        .unwrap();
+        let home = home.to_owned();
+        Arc::new(Config::load_with(&move |name| (name == "ACP_HOME").then(|| home.display().to_string())))
+    }
+
+    #[test]
+    fn a_project_is_the_outermost_marked_directory_within_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("ws");
+        std::fs::create_dir_all(top.join("crates/a/src")).unwrap();
+        // Above the workspace: never a project (what a server's project is, it may write).
+        std::fs::write(dir.path().join("fk.toml"), "").unwrap();
+        let spec = &config(dir.path()).lsp.servers[0];
+        let file = top.join("crates/a/src/x.fk");
+        assert_eq!(project_root(spec, &file, &top), top);
+        std::fs::write(top.join("crates/a/fk.toml"), "").unwrap();
+        assert_eq!(project_root(spec, &file, &top), top.join("crates/a"));
+        std::fs::write(top.join("fk.toml"), "").unwrap();
+        assert_eq!(project_root(spec, &file, &top), top, "a workspace, not one of its members");
+    }
+
+    #[test]
+    fn only_the_workspaces_files_get_a_server_and_never_the_agents_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let config = config(&home);
+        let servers = Servers::new(Arc::default(), config, vec![ws.clone(), home.clone()]);
+        assert!(servers.for_file(&ws.join("sub/a.fk")).is_some());
+        assert!(servers.for_file(&ws.join("a.txt")).is_none(), "no server for it");
+        assert!(servers.for_file(&dir.path().join("elsewhere.fk")).is_none(), "outside the workspace");
+        assert!(servers.for_file(&home.join("x.fk")).is_none(), "$ACP_HOME, even as a workspace root");
+        assert_eq!(servers.held().len(), 1);
     }
 }

@@ -103,6 +103,8 @@ struct Inner {
     pending: HashMap<i64, oneshot::Sender<Result<Value, String>>>,
     failures: u32,
     ready_at: Option<Instant>,
+    /// The next version a newly opened document gets.
+    versions: i32,
     restarts: u32,
 }
 
@@ -207,12 +209,16 @@ impl Server {
                 (doc.version, message.or_else(|| ready.then(|| open(path, doc))))
             }
             None => {
-                let doc = Doc { version: 1, text: content.into(), sent_at: seq, sent: ready };
+                // Above every version this server saw, so a late publish for a file closed and
+                // made again never passes for the new one.
+                let version = inner.versions.max(1);
+                let doc = Doc { version, text: content.into(), sent_at: seq, sent: ready };
                 let message = ready.then(|| open(path, &doc));
                 inner.docs.insert(path.to_owned(), doc);
-                (1, message)
+                (version, message)
             }
         };
+        inner.versions = inner.versions.max(version + 1);
         if let (Some(message), Some(conn)) = (message, inner.conn.as_ref().filter(|c| c.initialized)) {
             let changed = message["method"] == "textDocument/didChange";
             let _ = conn.send(&message);
@@ -287,7 +293,7 @@ impl Server {
             if let Some(found) = self.diagnostics(path, version) {
                 return Some(found);
             }
-            if self.version(path) != Some(version) {
+            if self.version(path) != Some(version) || self.is_failed() {
                 return None;
             }
             tokio::select! {
@@ -316,17 +322,7 @@ impl Server {
         limit: Duration,
         cancel: &CancellationToken,
     ) -> Result<Value, String> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut inner = lock(&self.inner);
-            let Some(conn) = &inner.conn else { return Err(format!("{} is not running", self.spec.name)) };
-            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            if !conn.send(&message) {
-                return Err(format!("{} is not running", self.spec.name));
-            }
-            inner.pending.insert(id, tx);
-        }
+        let (id, rx) = self.send_request(method, params)?;
         let outcome = tokio::select! {
             r = tokio::time::timeout(limit, rx) => match r {
                 Ok(Ok(answer)) => return answer,
@@ -344,6 +340,32 @@ impl Server {
         outcome
     }
 
+    /// Sends a request; its answer comes on the receiver. Only `initialize` goes before the
+    /// server answered it.
+    fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<(i64, oneshot::Receiver<Result<Value, String>>), String> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let mut inner = lock(&self.inner);
+        let Some(conn) = inner.conn.as_ref().filter(|c| c.initialized || method == "initialize") else {
+            return Err(format!("{} is not running", self.spec.name));
+        };
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if !conn.send(&message) {
+            return Err(format!("{} is not running", self.spec.name));
+        }
+        inner.pending.insert(id, tx);
+        Ok((id, rx))
+    }
+
+    /// Whether it failed (and is not starting again).
+    fn is_failed(&self) -> bool {
+        matches!(*self.state.borrow(), State::Failed { .. })
+    }
+
     /// The reader saw the connection of `generation` end.
     fn lost(self: &Arc<Self>, generation: u64, why: &str) {
         let mut inner = lock(&self.inner);
@@ -359,7 +381,9 @@ impl Server {
         for doc in inner.docs.values_mut() {
             doc.sent = false;
         }
-        if inner.ready_at.is_some_and(|at| at.elapsed() >= HEALTHY_RUN) {
+        // A long healthy run forgives the failures before it (once: a crash while starting
+        // again counts).
+        if inner.ready_at.take().is_some_and(|at| at.elapsed() >= HEALTHY_RUN) {
             inner.failures = 0;
         }
         let error = format!("it stopped: {why}{tail}");
@@ -386,8 +410,9 @@ impl Server {
                 if let Some(server) = server.upgrade() {
                     lock(&server.inner).restarts += 1;
                     server.state.send_replace(State::Starting);
-                    start_task(Arc::downgrade(&server)).await;
                 }
+                // Holding only a weak handle: a server no session wants any more is not kept.
+                start_task(server).await;
             });
         }
     }
@@ -587,8 +612,19 @@ async fn start_task(server: Weak<Server>) {
         "initializationOptions": this.spec.initialization_options.as_deref()
             .and_then(|s| serde_json::from_str::<Value>(s).ok()),
     });
-    let stop = this.stop.clone();
-    let answer = this.request("initialize", params, INITIALIZE_LIMIT, &stop).await;
+    // Waited for holding only a weak handle: a server whose sessions all ended meanwhile goes.
+    let answer = match this.send_request("initialize", params) {
+        Ok((_, answer)) => {
+            drop(this);
+            match tokio::time::timeout(INITIALIZE_LIMIT, answer).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err("it stopped before answering".to_owned()),
+                Err(_) => Err(format!("no answer within {} s", INITIALIZE_LIMIT.as_secs())),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    let Some(this) = server.upgrade() else { return };
     let mut inner = lock(&this.inner);
     if inner.generation != generation || inner.conn.is_none() {
         // Lost meanwhile: already marked.
@@ -613,6 +649,9 @@ async fn start_task(server: Weak<Server>) {
         }
         Err(e) => {
             let tail = inner.conn.take().map(|c| Process::stderr_tail(&c.stderr)).unwrap_or_default();
+            for (_, waiter) in inner.pending.drain() {
+                let _ = waiter.send(Err(format!("{} did not start", this.spec.name)));
+            }
             this.failed(&mut inner, format!("initialize failed: {e}{tail}"));
         }
     }

@@ -238,7 +238,8 @@ impl Tool for ApplyPatch {
             let line = if c.old.is_some() && c.new.is_some() { change.first_line } else { None };
             locations.push(Location { path: target.clone(), line });
             c.unified = change.unified;
-            super::check::before(ctx, &c.path, c.old.as_deref());
+            // A move is checked where it ends up, against what it held before.
+            super::check::before(ctx, target, c.old.as_deref());
         }
         let (title, kind) = title_and_kind(ctx, &changes);
         Ok(Prepared {
