@@ -147,8 +147,19 @@ impl Servers {
 
     /// The configured servers whose programs are here.
     pub fn found(&self) -> impl Iterator<Item = (&LspServer, PathBuf)> {
+        self.found_where(|_| true)
+    }
+
+    /// The same, of the servers `wanted` picks: their programs are looked for on `PATH` only
+    /// then (a turn's first request and every read go through here).
+    fn found_where(&self, wanted: impl Fn(&LspServer) -> bool) -> impl Iterator<Item = (&LspServer, PathBuf)> {
         let on = self.config.lsp.enabled;
-        self.config.lsp.servers.iter().filter(move |_| on).filter_map(|s| find_program(&s.command).map(|p| (s, p)))
+        self.config
+            .lsp
+            .servers
+            .iter()
+            .filter(move |s| on && wanted(s))
+            .filter_map(|s| find_program(&s.command).map(|p| (s, p)))
     }
 
     /// The server for `file` (shared with other sessions; started when first used), if one
@@ -156,7 +167,7 @@ impl Servers {
     /// Only files of the workspace are served (the model's edits elsewhere ask first, and start
     /// nothing that runs code there), never what the sandbox hides.
     pub fn for_file(&self, file: &Path) -> Option<Arc<Server>> {
-        let (spec, program) = self.found().find(|(s, _)| s.serves(file))?;
+        let (spec, program) = self.found_where(|s| s.serves(file)).next()?;
         let real_file = match file.parent() {
             Some(dir) => real(dir).join(file.file_name()?),
             None => return None,
@@ -202,9 +213,12 @@ impl Servers {
     /// is offered).
     pub fn available(&self) -> bool {
         !lock(&self.held).is_empty()
-            || self.found().any(|(spec, _)| {
-                !spec.builtin || self.roots.iter().any(|r| spec.root_markers.iter().any(|m| r.join(m).exists()))
-            })
+            || self
+                .found_where(|spec| {
+                    !spec.builtin || self.roots.iter().any(|r| spec.root_markers.iter().any(|m| r.join(m).exists()))
+                })
+                .next()
+                .is_some()
     }
 
     /// What `/lsp` shows.
