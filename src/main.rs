@@ -79,6 +79,11 @@ enum Command {
         #[command(flatten)]
         target: acp::cli::pairing::GatewayTarget,
     },
+    /// The gateway's agents ([[agents]] in config.toml) and the bindings that route to them.
+    Agents {
+        #[command(subcommand)]
+        command: acp::cli::agents::AgentsCommand,
+    },
     /// The running gateway's messaging channels.
     Channels {
         #[command(subcommand)]
@@ -207,6 +212,7 @@ fn main() -> ExitCode {
         Some(Command::Cron { command, target }) => return acp::cli::cron::cron(command, &target),
         Some(Command::Hooks { command }) => return acp::cli::hooks::hooks(command),
         Some(Command::Lsp { command }) => return acp::cli::lsp::lsp(command),
+        Some(Command::Agents { command }) => return acp::cli::agents::agents(command),
         Some(Command::Models(args)) => return acp::cli::models::models(args),
         Some(Command::Gateway(args)) => return acp::cli::gateway::gateway(args),
         Some(Command::Run(args)) => return run(args, cli.verbose),

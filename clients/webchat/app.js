@@ -1,15 +1,17 @@
 // The gateway's web chat: log in with the token, list and open sessions, send, watch the reply
 // stream in, see tool calls and their diffs, answer approval questions (with the diff a change
 // would make), see the session's model, token usage and context fill, stop a run; reconnects
-// (1 s → 30 s) when the gateway goes away.
+// (1 s → 30 s) when the gateway goes away. With several agents, a picker chooses whose sessions
+// new chats open in; the list shows every agent's, each marked with its agent.
 // Everything from the gateway is shown as text (textContent), or as Markdown built from escaped
 // text (render.js); nothing it sends becomes markup.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const MAIN = "agent:main:";
 const state = {
-  ws: null, token: "", session: MAIN + "main", nextId: 1, pending: new Map(),
+  ws: null, token: "", session: "", nextId: 1, pending: new Map(),
+  // The agent new chats go to (the gateway's default until one is picked), and the agents.
+  agent: "main", agents: [],
   runs: new Map(), backoff: 1000, wanted: false, connected: false,
   // Approval questions waiting, by id (the gateway sends those asked before we connected).
   questions: new Map(),
@@ -39,8 +41,16 @@ function h(tag, className, text) {
   return el;
 }
 
+// `agent:<id>:` of the agent chosen.
+function prefix() {
+  return "agent:" + state.agent + ":";
+}
+
+// A key as the sidebar shows it: without the chosen agent's prefix; another agent's as `id/rest`.
 function shortKey(key) {
-  return key.startsWith(MAIN) ? key.slice(MAIN.length) : key;
+  if (key.startsWith(prefix())) { return key.slice(prefix().length); }
+  const m = /^agent:([^:]+):(.+)$/.exec(key);
+  return m ? m[1] + "/" + m[2] : key;
 }
 
 // A path as the session sees it: relative to its working directory when inside it.
@@ -412,7 +422,11 @@ function connect() {
   };
 }
 
-function onHello() {
+function onHello(hello) {
+  const defaults = (hello && hello.snapshot && hello.snapshot.sessionDefaults) || {};
+  const m = /^agent:([^:]+):/.exec(state.session);
+  state.agent = m ? m[1] : defaults.defaultAgentId || state.agent;
+  if (!state.session) { state.session = defaults.mainSessionKey || prefix() + "main"; }
   state.connected = true;
   state.backoff = 1000;
   state.questions.clear();
@@ -433,8 +447,24 @@ function onHello() {
     }
     updateSessionBar();
   }, () => {});
+  request("agents.list", {}).then(showAgents, () => {});
   loadSessions();
   openSession(state.session);
+}
+
+// The agent picker, when there is more than one agent.
+function showAgents(r) {
+  state.agents = (r && r.agents) || [];
+  const picker = $("agent");
+  picker.textContent = "";
+  for (const a of state.agents) {
+    const o = picker.appendChild(h("option", null, (a.identity && a.identity.emoji ? a.identity.emoji + " " : "")
+      + (a.name || a.id)));
+    o.value = a.id;
+  }
+  picker.value = state.agent;
+  $("agent-row").hidden = state.agents.length < 2;
+  renderSessions();
 }
 
 // ---- Sessions --------------------------------------------------------------------------------
@@ -520,7 +550,9 @@ function updateSessionBar() {
 }
 
 function openSession(key) {
-  state.session = key.startsWith("agent:") ? key : MAIN + key;
+  state.session = key.startsWith("agent:") ? key : prefix() + key;
+  const m = /^agent:([^:]+):/.exec(state.session);
+  if (m && state.agents.some((a) => a.id === m[1])) { state.agent = m[1]; $("agent").value = m[1]; }
   sessionStorage.setItem("acp-session", state.session);
   $("messages").textContent = "";
   state.runs.clear();
@@ -640,6 +672,11 @@ document.addEventListener("DOMContentLoaded", () => {
     if (key) { openSession(key); closeMenu(); }
   });
   $("new-chat").addEventListener("click", newChat);
+  $("agent").addEventListener("change", () => {
+    state.agent = $("agent").value;
+    openSession(prefix() + "main");
+    closeMenu();
+  });
   $("menu").addEventListener("click", () => {
     const open = document.body.classList.toggle("nav-open");
     $("menu").setAttribute("aria-expanded", String(open));

@@ -74,6 +74,13 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
     if !workspace.is_dir() {
         return Err(format!("{named} {}: not a directory", workspace.display()));
     }
+    // Each agent's own workspace is made if it is not there yet.
+    for agent in &config.agents {
+        if let Some(dir) = &agent.workspace {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("[[agents]] `{}`: workspace {}: {e}", agent.id, dir.display()))?;
+        }
+    }
     let approval_timeout = match config.gateway.approval_timeout_secs {
         Some(0) => return Err("[gateway] approval_timeout_secs must be at least 1".into()),
         Some(secs) => std::time::Duration::from_secs(secs),

@@ -158,15 +158,22 @@ pub fn channels(command: ChannelsCommand, t: &GatewayTarget) -> ExitCode {
         Err(e) => return finish(Err(e)),
     };
     finish(ask::<ChannelsStatus>(options, NoParams {}).map(|r| {
-        let channels = r.channels;
-        if channels.is_empty() {
+        let accounts: Vec<&serde_json::Value> = r.channel_accounts.values().flatten().collect();
+        if accounts.is_empty() {
             return "No channels are configured on the gateway ([channels.telegram] in its config.toml).".to_owned();
         }
-        channels
-            .iter()
+        accounts
+            .into_iter()
             .map(|c| {
-                let mut line =
-                    format!("{}: {}", c["id"].as_str().unwrap_or_default(), c["state"].as_str().unwrap_or("unknown"));
+                let account = match c["accountId"].as_str() {
+                    None | Some("default") => String::new(),
+                    Some(name) => format!(" ({name})"),
+                };
+                let mut line = format!(
+                    "{}{account}: {}",
+                    c["id"].as_str().unwrap_or_default(),
+                    c["state"].as_str().unwrap_or("unknown")
+                );
                 for (key, label) in [
                     ("bot", "bot"),
                     ("dmPolicy", "dm policy"),

@@ -15,6 +15,9 @@ pub enum SessionsCommand {
         /// Only sessions in this working directory.
         #[arg(long, value_name = "DIR")]
         cwd: Option<std::path::PathBuf>,
+        /// Only the sessions of this agent (keys `agent:<id>:…`).
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
         /// How many to show.
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -73,13 +76,22 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
         store.read_session(id)?.ok_or_else(|| format!("no session `{id}` in {}", config.home.display()).into())
     };
     match command {
-        SessionsCommand::List { cwd, limit, json } => {
+        SessionsCommand::List { cwd, agent, limit, json } => {
+            let agent = agent.map(|a| a.trim().to_lowercase());
+            if let Some(a) = &agent
+                && !config.has_agent(a)
+            {
+                return Err(format!("no agent `{a}` (agents: {})", config.agent_ids().join(", ")).into());
+            }
+            let theirs = |id: &str| agent.as_deref().is_none_or(|a| crate::config::agents::agent_of(id) == Some(a));
             let cwd = cwd.map(|c| std::path::absolute(&c).unwrap_or(c));
             let mut rows = Vec::new();
             let mut cursor: Option<Cursor> = None;
             while rows.len() < limit {
-                let (page, next) = store.list(cwd.as_deref(), cursor.as_ref(), (limit - rows.len()).min(500))?;
-                rows.extend(page);
+                let want = if agent.is_some() { 500 } else { (limit - rows.len()).min(500) };
+                let (page, next) = store.list(cwd.as_deref(), cursor.as_ref(), want)?;
+                rows.extend(page.into_iter().filter(|r| theirs(&r.id)));
+                rows.truncate(limit);
                 match next {
                     Some(c) => cursor = Some(c),
                     None => break,
@@ -90,7 +102,8 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
                     writeln!(out, "{}", export::row_json(row))?;
                 }
             } else if rows.is_empty() {
-                writeln!(out, "No sessions{}.", cwd.map(|c| format!(" in {}", c.display())).unwrap_or_default())?;
+                let of = agent.map(|a| format!(" of agent {a}")).unwrap_or_default();
+                writeln!(out, "No sessions{of}{}.", cwd.map(|c| format!(" in {}", c.display())).unwrap_or_default())?;
             } else {
                 let width = rows.iter().map(|r| r.id.len()).max().unwrap_or(2).max(2);
                 writeln!(

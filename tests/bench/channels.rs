@@ -1,7 +1,8 @@
 //! Telegram channel benchmarks (run by `tests/bench/run`), against the Bot API stand-in of the
 //! tests and the mock model: inbound message → first outbound message, beyond the model's own
 //! time to its first text; and 1,000 inbound messages from 100 peers taken in through dedupe,
-//! admission and routing, every one reaching the model. Figures, not pass/fail.
+//! admission and routing, every one reaching the model; and routing a message among 10,000
+//! bindings (`[[bindings]]`), per lookup. Figures, not pass/fail.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
 
@@ -36,7 +37,65 @@ fn config(fake: &telegram::FakeTelegram, more: &str) -> String {
     )
 }
 
+/// Routing among 10,000 bindings: peers, guilds, teams, accounts and channels on four channels.
+fn routing() {
+    use acp_gateway::gateway::channels::routing::{Binding, Bindings, Envelope, PeerKind, Routing};
+    let channels = ["telegram", "discord", "slack", "matrix"];
+    let mut list = Vec::new();
+    for i in 0..10_000usize {
+        let channel = channels[i % 4];
+        let mut b = Binding { agent: format!("agent{}", i % 50), channel: Some(channel.into()), ..Binding::default() };
+        match i % 10 {
+            0..=6 => b.peer = Some(format!("peer{i}")),
+            7 => b.guild = Some(format!("guild{i}")),
+            8 => b.team = Some(format!("team{i}")),
+            _ => b.account = Some(format!("account{i}")),
+        }
+        list.push(b);
+    }
+    let routing = Routing { bindings: Bindings::new(list), default_agent: Some("main".into()), ..Routing::default() };
+    let envelope = |channel: &str, peer: String, guild: Option<String>| Envelope {
+        channel: channel.into(),
+        account: "default".into(),
+        peer: peer.clone(),
+        kind: PeerKind::Direct,
+        sender: peer,
+        sender_name: String::new(),
+        message_id: "1".into(),
+        text: String::new(),
+        attachments: Vec::new(),
+        reply_to: None,
+        thread: None,
+        mentioned: true,
+        guild,
+        team: None,
+    };
+    // A peer that has a binding, one in a bound guild, and one that matches nothing.
+    let cases = [
+        ("a bound peer", envelope("telegram", "peer4000".into(), None)),
+        ("a peer in a bound guild", envelope("discord", "nobody".into(), Some("guild9997".into()))),
+        ("a message no binding matches", envelope("matrix", "nobody".into(), Some("g".into()))),
+    ];
+    for (name, env) in &cases {
+        let mut times = Vec::new();
+        let mut agent = String::new();
+        for _ in 0..21 {
+            let t = Instant::now();
+            for _ in 0..10_000 {
+                agent = std::hint::black_box(routing.agent_for(std::hint::black_box(env))).to_owned();
+            }
+            times.push(t.elapsed() / 10_000);
+        }
+        report(
+            &format!("routing among 10,000 bindings: {name}"),
+            format!("{:.2} µs", median(times).as_secs_f64() * 1e6),
+            &format!("→ {agent}; target ≤ 10 µs"),
+        );
+    }
+}
+
 fn main() {
+    routing();
     let mock = MockModel::start();
     let fake = telegram::FakeTelegram::start();
     let _gateway = gw::start_with(&mock, &config(&fake, ""));

@@ -34,6 +34,8 @@ fn the_handshake_as_captured() {
             "health",
             "status",
             "models.list",
+            "agents.list",
+            "agent.identity.get",
             "system-presence",
             "config.get",
             "sessions.list",

@@ -1,5 +1,6 @@
 //! One module per feature.
 
+mod agents;
 mod approvals;
 mod bridge;
 mod cancel;

@@ -98,7 +98,7 @@ fn a_broken_config_file_is_reported_on_session_new() {
     agent.initialize();
     let r = agent.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     let known = "`model`, `mode`, `reasoning`, `tools`, `max_turn_requests`, `max_reply_bytes`, `bootstrap_max_chars`, \
-                 `compaction`, `permissions`, `max_line_bytes`, `timeouts`, `retry`, `sandbox`, `web_fetch`, `providers`, `mcp_servers`, `gateway`, `channels`, `session`, `messages`, `skills`, `subagents`, `memory`, `cron`, `heartbeat`, `hooks`, `fallbacks`, `models`, `lsp`";
+                 `compaction`, `permissions`, `max_line_bytes`, `timeouts`, `retry`, `sandbox`, `web_fetch`, `providers`, `mcp_servers`, `gateway`, `channels`, `session`, `messages`, `skills`, `subagents`, `memory`, `cron`, `heartbeat`, `hooks`, `fallbacks`, `models`, `lsp`, `agents`, `bindings`";
     assert_eq!(r["error"], broken(&agent, &format!("3:1: unknown field `modle`, expected one of {known}")));
 }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::Schema;
+pub use super::agents::*;
 pub use super::config_view::*;
 pub use super::connect::*;
 pub use super::cron::*;
@@ -664,10 +665,16 @@ pub struct Sent {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
+#[serde(rename_all = "camelCase")]
 pub struct ChannelsInfo {
     pub ts: i64,
-    /// Each channel's state, as the channel reports it.
-    pub channels: Vec<Value>,
+    pub channel_order: Vec<String>,
+    pub channel_labels: BTreeMap<String, String>,
+    /// Per channel: `{configured, accounts, running}`.
+    pub channels: BTreeMap<String, Value>,
+    /// Per channel, each account's state as the channel reports it (`accountId`, `state`, …).
+    pub channel_accounts: BTreeMap<String, Vec<Value>>,
+    pub channel_default_account_id: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! the events' payloads ([`events`]), and the params' schemas with the reference's messages
 //! ([`schema`]).
 
+pub mod agents;
 mod config_view;
 mod connect;
 pub mod cron;

@@ -1,4 +1,4 @@
-//! The gateway's channel, skills and subagent sections of config.toml: `[channels.*]`,
+//! The gateway's sections of config.toml: `[gateway]`, `[channels.*]`,
 //! `[session]`, `[messages]`, `[skills]` and `[subagents]` (what they mean: docs/channels.md,
 //! docs/skills.md, docs/subagents.md).
 
@@ -48,6 +48,36 @@ pub struct TelegramConfig {
     /// pairing, or let in by an open policy) gets: `ask` (default: every change, command and
     /// fetch asks, and only an owner may answer), `code` or `auto` (as the session's mode says).
     pub guest_mode: Option<String>,
+    /// More bots, each with its own token: `[channels.telegram.accounts.NAME]`. What an account
+    /// does not set it takes from `[channels.telegram]` (not the token or the webhook).
+    #[serde(default)]
+    pub accounts: std::collections::BTreeMap<String, TelegramConfig>,
+}
+
+impl TelegramConfig {
+    /// This account's settings, with what it does not set taken from `parent` (never its
+    /// token, webhook or accounts).
+    #[must_use]
+    pub fn inherit(&self, parent: &TelegramConfig) -> TelegramConfig {
+        let list = |own: &Vec<String>, theirs: &Vec<String>| if own.is_empty() { theirs.clone() } else { own.clone() };
+        TelegramConfig {
+            bot_token: self.bot_token.clone(),
+            api_base_url: self.api_base_url.clone().or_else(|| parent.api_base_url.clone()),
+            dm_policy: self.dm_policy.clone().or_else(|| parent.dm_policy.clone()),
+            group_policy: self.group_policy.clone().or_else(|| parent.group_policy.clone()),
+            allow_from: list(&self.allow_from, &parent.allow_from),
+            mention_patterns: list(&self.mention_patterns, &parent.mention_patterns),
+            chunk_min_chars: self.chunk_min_chars.or(parent.chunk_min_chars),
+            chunk_max_chars: self.chunk_max_chars.or(parent.chunk_max_chars),
+            block_streaming: self.block_streaming.or(parent.block_streaming),
+            coalesce_idle_ms: self.coalesce_idle_ms.or(parent.coalesce_idle_ms),
+            webhook_url: self.webhook_url.clone(),
+            webhook_secret: self.webhook_secret.clone(),
+            webhook_path: self.webhook_path.clone(),
+            guest_mode: self.guest_mode.clone().or_else(|| parent.guest_mode.clone()),
+            accounts: Default::default(),
+        }
+    }
 }
 
 /// `[skills]`: which skills are offered to the model (docs/skills.md).
@@ -199,4 +229,37 @@ pub struct SubagentsConfig {
     /// Model requests the subagents one turn started may make together (default 500): one reply
     /// spawning many that each loop on tools stops there.
     pub max_requests_per_turn: Option<u32>,
+    /// Agents whose subagents a session may start (`sessions_spawn` with `agentId`; `*`: any);
+    /// an agent's `[agents.subagents] allow_agents` replaces it. Its own always.
+    #[serde(default)]
+    pub allow_agents: Vec<String>,
+}
+
+/// `[gateway]` in config.toml: what `acp gateway` uses when its flags do not say.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// `host:port` to listen on.
+    pub listen: Option<String>,
+    /// The shared token clients present.
+    pub token: Option<String>,
+    /// The directory gateway sessions work in.
+    pub workspace: Option<std::path::PathBuf>,
+    /// How long an approval question waits for a client's answer (default 120).
+    pub approval_timeout_secs: Option<u64>,
+    /// Host names a gateway without a token answers to besides loopback ones (`localhost`,
+    /// `127.0.0.1`, `[::1]`): requests naming any other host are refused (DNS rebinding).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Connections held at once, at most (default 4096, and never more than the open-file limit
+    /// allows).
+    pub max_connections: Option<usize>,
+    /// Runs going at once (default 4); more wait their turn.
+    pub max_concurrent_runs: Option<usize>,
+    /// Runs one session holds not yet ended — going and queued (default 20); more are refused.
+    pub max_queued_runs: Option<usize>,
+    /// Sessions kept open (default 256): past it, the least recently used idle one is closed.
+    pub max_open_sessions: Option<usize>,
+    /// Minutes a session with nothing to do stays open (default 30).
+    pub idle_session_minutes: Option<f64>,
 }

@@ -129,6 +129,16 @@ impl Config {
                 super::lsp::LspConfig::default()
             }
         };
+        let agents = match super::agents::resolve(file.agents) {
+            Ok(agents) => agents,
+            Err(e) => {
+                load_error.get_or_insert(format!("{}: {e}", file_path.display()));
+                Vec::new()
+            }
+        };
+        if let Err(e) = super::agents::check_bindings(&file.bindings, &agents) {
+            load_error.get_or_insert(format!("{}: {e}", file_path.display()));
+        }
         Self {
             home,
             default_model_from_env: env("ACP_MODEL").is_some(),
@@ -162,6 +172,9 @@ impl Config {
             models: file.models.unwrap_or_default(),
             ollama_host: env("OLLAMA_HOST"),
             lsp,
+            agents,
+            bindings: file.bindings,
+            agent_scope: None,
             load_error,
         }
         .checked()
@@ -189,6 +202,16 @@ impl Config {
                 && !e.setup
             {
                 wrong.get_or_insert(format!("{}: fallbacks: {e}", path.display()));
+            }
+        }
+        for agent in &self.agents {
+            let models = agent.model.iter().chain(agent.fallbacks.iter().flatten());
+            for model in models {
+                if let Err(e) = self.resolve_model(model)
+                    && !e.setup
+                {
+                    wrong.get_or_insert(format!("{}: [[agents]] `{}`: {e}", path.display(), agent.id));
+                }
             }
         }
         if let Some(e) = wrong {
@@ -236,6 +259,10 @@ pub(super) struct FileConfig {
     pub(super) fallbacks: Vec<String>,
     pub(super) models: Option<super::models::ModelsConfig>,
     pub(super) lsp: Option<super::lsp::FileLsp>,
+    #[serde(default)]
+    pub(super) agents: Vec<super::agents::FileAgent>,
+    #[serde(default)]
+    pub(super) bindings: Vec<super::agents::Binding>,
 }
 
 #[derive(Debug, Default, Deserialize)]

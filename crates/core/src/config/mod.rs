@@ -51,26 +51,53 @@ pub struct ModelInfo {
 /// The configuration in force, shared by the runtime and the surface that serves it; replaced
 /// whole (after `authenticate` re-reads the file), read as a snapshot.
 #[derive(Debug, Clone)]
-pub struct ConfigCell(std::sync::Arc<std::sync::RwLock<std::sync::Arc<Config>>>);
+pub struct ConfigCell(std::sync::Arc<std::sync::RwLock<Held>>);
+
+#[derive(Debug)]
+struct Held {
+    base: std::sync::Arc<Config>,
+    /// Each agent's configuration ([`Config::for_agent`]).
+    agents: Vec<(String, std::sync::Arc<Config>)>,
+}
+
+impl Held {
+    fn new(config: Config) -> Self {
+        let agents = config
+            .agents
+            .iter()
+            .filter_map(|a| config.for_agent(&a.id).map(|c| (a.id.clone(), std::sync::Arc::new(c))))
+            .collect();
+        Self { base: std::sync::Arc::new(config), agents }
+    }
+}
 
 impl ConfigCell {
     pub fn new(config: Config) -> Self {
-        Self(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(config))))
+        Self(std::sync::Arc::new(std::sync::RwLock::new(Held::new(config))))
     }
 
     pub fn get(&self) -> std::sync::Arc<Config> {
-        crate::sync::read(&self.0).clone()
+        crate::sync::read(&self.0).base.clone()
+    }
+
+    /// The configuration session `key` runs with: its agent's, if the key names one of
+    /// `[[agents]]` (`agent:<id>:…`), else the file's.
+    pub fn for_session(&self, key: &str) -> std::sync::Arc<Config> {
+        let held = crate::sync::read(&self.0);
+        agents::agent_of(key)
+            .and_then(|id| held.agents.iter().find(|(a, _)| a == id))
+            .map_or_else(|| held.base.clone(), |(_, c)| c.clone())
     }
 
     /// Running turns keep the snapshot they started with.
     pub fn set(&self, config: Config) {
-        *crate::sync::write(&self.0) = std::sync::Arc::new(config);
+        *crate::sync::write(&self.0) = Held::new(config);
     }
 
     /// Replaces the configuration with `f` of it, nothing replacing it meanwhile.
     pub fn update(&self, f: impl FnOnce(&Config) -> Config) {
         let mut held = crate::sync::write(&self.0);
-        *held = std::sync::Arc::new(f(&held));
+        *held = Held::new(f(&held.base));
     }
 }
 
@@ -373,37 +400,14 @@ pub struct Config {
     pub ollama_host: Option<String>,
     /// `[lsp]`: language servers for the files the agent edits.
     pub lsp: lsp::LspConfig,
+    /// `[[agents]]`: the gateway's agents, the default first (none: `main` alone).
+    pub agents: Vec<agents::Agent>,
+    /// `[[bindings]]`: which agent a channel's messages go to.
+    pub bindings: Vec<agents::Binding>,
+    /// Set in the configuration of one agent's sessions ([`Config::for_agent`]).
+    pub agent_scope: Option<agents::AgentScope>,
     /// Set when the config file exists but could not be read or parsed.
     pub load_error: Option<String>,
-}
-
-/// `[gateway]` in config.toml: what `acp gateway` uses when its flags do not say.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatewayConfig {
-    /// `host:port` to listen on.
-    pub listen: Option<String>,
-    /// The shared token clients present.
-    pub token: Option<String>,
-    /// The directory gateway sessions work in.
-    pub workspace: Option<PathBuf>,
-    /// How long an approval question waits for a client's answer (default 120).
-    pub approval_timeout_secs: Option<u64>,
-    /// Host names a gateway without a token answers to besides loopback ones (`localhost`,
-    /// `127.0.0.1`, `[::1]`): requests naming any other host are refused (DNS rebinding).
-    #[serde(default)]
-    pub allowed_hosts: Vec<String>,
-    /// Connections held at once, at most (default 4096, and never more than the open-file limit
-    /// allows).
-    pub max_connections: Option<usize>,
-    /// Runs going at once (default 4); more wait their turn.
-    pub max_concurrent_runs: Option<usize>,
-    /// Runs one session holds not yet ended — going and queued (default 20); more are refused.
-    pub max_queued_runs: Option<usize>,
-    /// Sessions kept open (default 256): past it, the least recently used idle one is closed.
-    pub max_open_sessions: Option<usize>,
-    /// Minutes a session with nothing to do stays open (default 30).
-    pub idle_session_minutes: Option<f64>,
 }
 
 /// `~` or `~/rest` as the home directory (`$HOME`); other paths as they are. `None`: the path
@@ -755,6 +759,7 @@ fn builtin_providers(env: &dyn Fn(&str) -> Option<String>) -> Vec<ProviderConfig
     ]
 }
 
+pub mod agents;
 mod channels;
 mod file;
 pub use channels::*;

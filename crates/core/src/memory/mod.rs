@@ -63,9 +63,10 @@ impl Memory {
         Self { workspace, extra, index }
     }
 
-    /// The default agent's memory: `$ACP_HOME/workspace`.
+    /// The memory of the agent `config` is for: its workspace's, else `$ACP_HOME/workspace`'s.
     pub fn of(config: &Config) -> Self {
-        Self::new(config, "main", config.home.join("workspace"))
+        let agent = config.agent_scope.as_ref().map_or("main", |a| a.id.as_str());
+        Self::new(config, agent, config.agent_dir())
     }
 
     pub fn workspace(&self) -> &Path {

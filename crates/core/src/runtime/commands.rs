@@ -404,13 +404,17 @@ pub(super) fn run(
                 conversation: session.conversation.clone(),
                 accounting: session.accounting,
                 instructions,
-                hooks: super::hooks::Place::new(session.shared.config(), &session.live, session.settings.cwd.clone()),
+                hooks: super::hooks::Place::new(
+                    session.shared.config_for(&session.id),
+                    &session.live,
+                    session.settings.cwd.clone(),
+                ),
                 live: session.live.clone(),
             };
             return Ran::Job { seq, cancel, task: tokio::spawn(job.run()) };
         }
         Command::Model(None) => say(model_list(session)),
-        Command::Model(Some(reference)) => match session.shared.config().resolve_model(&reference) {
+        Command::Model(Some(reference)) => match session.shared.config_for(&session.id).resolve_model(&reference) {
             Ok((model, _)) => {
                 session.settings.model = model.clone();
                 settings_changed(session, turn);
@@ -424,7 +428,8 @@ pub(super) fn run(
             say(format!("Thinking: {}.", level.map_or("off (the provider's default)", |l| l.as_str())));
         }
         Command::Directives { reasoning, model } => {
-            let model = model.map(|m| session.shared.config().resolve_model(&m).map(|(r, _)| r)).transpose();
+            let model =
+                model.map(|m| session.shared.config_for(&session.id).resolve_model(&m).map(|(r, _)| r)).transpose();
             match model {
                 Err(e) => say(format!("{e}\n\nNothing was changed.")),
                 Ok(model) => {
@@ -443,7 +448,8 @@ pub(super) fn run(
             }
         }
         Command::New { model } => {
-            let switched = match model.map(|m| session.shared.config().resolve_model(&m).map(|(r, _)| r)) {
+            let switched = match model.map(|m| session.shared.config_for(&session.id).resolve_model(&m).map(|(r, _)| r))
+            {
                 None => Ok(None),
                 Some(Ok(model)) => Ok(Some(model)),
                 Some(Err(e)) => Err(e),
@@ -470,7 +476,7 @@ pub(super) fn run(
             if let Some(on) = on {
                 session.live.set_network(on);
             }
-            let config = session.shared.config();
+            let config = session.shared.config_for(&session.id);
             say(format!("Sandbox: {}", crate::sandbox::status(&config, session.live.network())));
         }
         Command::Help
@@ -514,7 +520,7 @@ fn clear_context(session: &mut Session, turn: TurnId) {
 }
 
 fn model_list(session: &Session) -> String {
-    let config = session.shared.config();
+    let config = session.shared.config_for(&session.id);
     let current = session.settings.model.to_string();
     let mut out = format!("Current model: `{current}`.\n\nAvailable (switch with `/model provider/model`):\n");
     for (model, name) in config.model_choices() {
@@ -544,7 +550,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
         Command::Mcp { restart: None } => session.mcp.report(),
         Command::Lsp => session.lsp.report(),
         Command::Memory => {
-            let config = session.shared.config();
+            let config = session.shared.config_for(&session.id);
             let reads = turn::memory_use(&config, &session.id) == context::MemoryUse::Private;
             let mut out = crate::memory::Memory::of(&config).report(config.memory.enabled, reads);
             if reads {
@@ -553,7 +559,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
             out
         }
         Command::Skills => {
-            let config = session.shared.config();
+            let config = session.shared.config_for(&session.id);
             crate::skills::Catalog::load(&config.home, &session.settings.cwd, &config.skills).report()
         }
         Command::Hooks { allow } => hooks::report(session, *allow),
@@ -570,7 +576,7 @@ pub(super) fn report(session: &Session, command: &Command) -> String {
 
 /// The system prompt and tool schemas the next request would carry.
 fn request_parts(session: &Session) -> (context::SystemPrompt, Vec<crate::tools::ToolSpec>) {
-    let config = session.shared.config();
+    let config = session.shared.config_for(&session.id);
     let memory = turn::memory_use(&config, &session.id);
     let mut registry = turn::registry(&config, session.shared.host().as_ref(), memory);
     session.mcp.add_ready_tools(&mut registry);
@@ -615,7 +621,7 @@ fn status(session: &Session) -> String {
         turns = session.turns,
         messages = session.conversation.len(),
         cwd = s.cwd.display(),
-        sandbox = crate::sandbox::status(&session.shared.config(), session.live.network()),
+        sandbox = crate::sandbox::status(&session.shared.config_for(&session.id), session.live.network()),
     )
 }
 
@@ -735,7 +741,7 @@ impl CompactJob {
             return Ok(("Nothing to compact yet.".into(), None));
         }
         self.shared.discovered().await;
-        let config = self.shared.config();
+        let config = self.shared.config_for(&self.events.session);
         let router =
             super::failover::Router::new(&self.shared, &config, &self.settings.model, &self.live.held, &self.events)?;
         let model = router.primary().clone();

@@ -27,6 +27,18 @@ pub struct Inputs<'a> {
     pub skills: Option<&'a crate::config::SkillsConfig>,
     /// What of the memory files the session reads.
     pub memory: MemoryUse,
+    /// The agent's own workspace (`[[agents]] workspace`), where its agent-workspace files are;
+    /// `None`: `$ACP_HOME/workspace`.
+    pub agent_workspace: Option<&'a Path>,
+    /// Who the agent is (`[[agents]] identity`), said first.
+    pub identity: Option<String>,
+}
+
+impl Inputs<'_> {
+    /// The directory of the agent-workspace files.
+    fn agent_dir(&self) -> PathBuf {
+        self.agent_workspace.map_or_else(|| self.home.join("workspace"), Path::to_path_buf)
+    }
 }
 
 /// What of the agent's memory files a session reads (docs/memory.md).
@@ -82,6 +94,9 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
          Stay inside the workspace unless the user asks otherwise. Do not run destructive commands \
          (deleting data, force-pushing, rewriting history) unless the user asked for exactly that.\n\n",
     );
+    if let Some(identity) = &inputs.identity {
+        text.push_str(&format!("# Identity\n{identity}\n\n"));
+    }
 
     text.push_str("# Workspace\n");
     text.push_str(&format!("Working directory: {}\n", inputs.cwd.display()));
@@ -190,7 +205,7 @@ fn zone_from(tz: Option<&str>, localtime: &Path, zoneinfo: &Path) -> Option<jiff
 /// The agent-workspace section: each file under `$ACP_HOME/workspace`, empty ones skipped,
 /// missing ones noted.
 fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileReport>) {
-    let dir = inputs.home.join("workspace");
+    let dir = inputs.agent_dir();
     if !dir.is_dir() {
         text.push_str(&format!("# Agent workspace\nNo agent workspace files ({} does not exist).\n\n", dir.display()));
         return;
@@ -236,7 +251,7 @@ fn workspace_files(inputs: &Inputs<'_>, text: &mut String, files: &mut Vec<FileR
 /// Where to write what is worth remembering, and today's and yesterday's daily logs (the
 /// seed's "read at session start"), each within the per-file limit.
 fn memory_section(inputs: &Inputs<'_>, now: &jiff::Zoned, text: &mut String, files: &mut Vec<FileReport>) {
-    let dir = inputs.home.join("workspace");
+    let dir = inputs.agent_dir();
     let today = now.strftime("%Y-%m-%d").to_string();
     text.push_str(&format!(
         "# Memory\nYou remember only what is written in {dir}: MEMORY.md holds durable facts, decisions and \
@@ -256,8 +271,7 @@ fn memory_section(inputs: &Inputs<'_>, now: &jiff::Zoned, text: &mut String, fil
 
 /// The message of the silent turn before a compaction (the memory flush, docs/memory.md): what to
 /// save where, and to answer `NO_REPLY`.
-pub(crate) fn flush_prompt(home: &Path) -> String {
-    let dir = home.join("workspace");
+pub(crate) fn flush_prompt(dir: &Path) -> String {
     let today = jiff::Timestamp::now().to_zoned(local_zone().clone()).strftime("%Y-%m-%d").to_string();
     format!(
         "[Memory flush: the user sees neither this message nor your reply.] This conversation is about to be \
@@ -451,6 +465,8 @@ mod tests {
             max_file_chars: 20_000,
             skills: None,
             memory: MemoryUse::Private,
+            agent_workspace: None,
+            identity: None,
         });
         let root = p.text.find("root rules").unwrap();
         let core = p.text.find("core rules").unwrap();
@@ -478,6 +494,8 @@ mod tests {
             max_file_chars: 100,
             skills: None,
             memory: MemoryUse::Private,
+            agent_workspace: None,
+            identity: None,
         });
         assert!(p.text.contains("Be terse."));
         assert!(p.text.contains("embody its persona"));
@@ -514,6 +532,8 @@ mod tests {
                 max_file_chars: 1000,
                 skills: None,
                 memory,
+                agent_workspace: None,
+                identity: None,
             })
         };
         let private = prompt(MemoryUse::Private);
@@ -543,6 +563,8 @@ mod tests {
             max_file_chars: 20_000,
             skills: Some(&crate::config::SkillsConfig::default()),
             memory: MemoryUse::Private,
+            agent_workspace: None,
+            identity: None,
         });
         assert!(p.text.contains("Working directory: /work/proj"));
         assert!(p.text.contains("Also part of the workspace: /work/lib"));

@@ -73,7 +73,7 @@ pub(crate) fn spawn(
     start: Option<&'static str>,
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let config = shared.config();
+    let config = shared.config_for(&id);
     let rules = crate::config::rules::saved_rules(&config.home, &settings.cwd);
     let network = config.sandbox.network;
     let workspace_hooks = crate::hooks::workspace::load(&config.home, &settings.cwd);
@@ -99,7 +99,7 @@ pub(crate) fn spawn(
     let commands = mcp.commands();
     // The memory index kept current while the session is open (not for `acp run`'s one prompt).
     let memory_watch = {
-        let config = shared.config();
+        let config = shared.config_for(&id);
         let reads = super::turn::memory_use(&config, &id) == super::context::MemoryUse::Private;
         (reads && !shared.head.one_shot()).then(|| crate::memory::Memory::of(&config).watch())
     };
@@ -293,7 +293,7 @@ impl Actor {
                     if self.session.ends {
                         let session = &self.session;
                         let place = super::hooks::Place::new(
-                            session.shared.config(),
+                            session.shared.config_for(&session.id),
                             &session.live,
                             session.settings.cwd.clone(),
                         );
@@ -375,7 +375,7 @@ impl Actor {
         let read = if options.from_agent {
             Ok((input, self.session.settings.clone()))
         } else {
-            commands::inline(input, &self.session.shared.config(), &self.session.settings)
+            commands::inline(input, &self.session.shared.config_for(&self.session.id), &self.session.settings)
         };
         let (input, settings) = match read {
             Ok(taken) => taken,

@@ -101,6 +101,11 @@ impl Shared {
         self.config.get()
     }
 
+    /// The configuration session `id` runs with: its agent's (`[[agents]]`), else the file's.
+    pub(crate) fn config_for(&self, id: &str) -> Arc<Config> {
+        self.config.for_session(id)
+    }
+
     pub(crate) fn host(&self) -> &Arc<dyn AnyHost> {
         &self.host
     }

@@ -65,6 +65,11 @@ impl Runtime {
         self.shared.config()
     }
 
+    /// The configuration session `key` runs with: its agent's (`[[agents]]`), else the file's.
+    pub fn config_for(&self, key: &str) -> Arc<Config> {
+        self.shared.config_for(key)
+    }
+
     /// Replaces the configuration (used after `authenticate` re-reads it). Running turns keep theirs.
     pub fn set_config(&self, config: Config) {
         let config = match self.shared.discovery.get() {

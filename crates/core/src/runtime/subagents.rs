@@ -30,6 +30,7 @@ use crate::history::replay::Shown;
 use crate::settings::ReasoningEffort;
 use crate::sync::lock;
 
+mod agents;
 mod host;
 mod link;
 mod me;
@@ -70,7 +71,7 @@ pub(crate) fn add_tools(
     live: &Arc<LiveState>,
     mode_cap: Option<crate::settings::Mode>,
 ) {
-    let config = shared.config();
+    let config = shared.config_for(&events.session);
     let me = Me {
         shared: shared.clone(),
         session: events.session.clone(),
@@ -85,8 +86,13 @@ pub(crate) fn add_tools(
     };
     let me = Arc::new(me);
     let policy = crate::tools::policy::ToolPolicy::new(&config.tools.allow, &config.tools.deny);
-    let tools: [Arc<dyn crate::tools::AnyTool>; 4] =
-        [Arc::new(Spawn(me.clone())), Arc::new(Send(me.clone())), Arc::new(List(me.clone())), Arc::new(History(me))];
+    let offer_agents = agents::offered(&me);
+    let mut tools: Vec<Arc<dyn crate::tools::AnyTool>> =
+        vec![Arc::new(Spawn(me.clone())), Arc::new(Send(me.clone())), Arc::new(List(me.clone()))];
+    if offer_agents {
+        tools.push(Arc::new(agents::AgentsList(me.clone())));
+    }
+    tools.push(Arc::new(History(me)));
     for tool in tools {
         if policy.allows(tool.name()) {
             registry.add(tool);
@@ -144,6 +150,9 @@ pub struct SpawnArgs {
     /// Seconds before it is stopped
     #[schemars(range(min = 1))]
     timeout: Option<u64>,
+    /// Another agent to run it (agents_list names those allowed); default: this one
+    #[serde(rename = "agentId")]
+    agent_id: Option<String>,
 }
 
 impl Tool for Spawn {
@@ -169,7 +178,26 @@ impl Tool for Spawn {
             return Err("`task` is empty".into());
         }
         check(&args.task)?;
-        let config = self.0.shared.config();
+        let mine = self.0.agent().to_owned();
+        let agent = match args.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+            None => mine.clone(),
+            Some(id) => {
+                let id = id.to_lowercase();
+                let config = self.0.shared.config_for(&self.0.session);
+                if !config.has_agent(&id) {
+                    return Err(format!("no agent `{id}` here (agents_list names those you may use)"));
+                }
+                if !config.may_spawn(&mine, &id) {
+                    return Err(format!(
+                        "agent `{mine}` may not start subagents of agent `{id}` (the user allows that with \
+                         `[agents.subagents] allow_agents`)"
+                    ));
+                }
+                id
+            }
+        };
+        // Its model and timeout are the target agent's unless given.
+        let config = self.0.shared.config_for(&format!("agent:{agent}:subagent"));
         let model = match &args.model {
             Some(m) => Some(config.resolve_model(m).map_err(|e| e.to_string())?.0),
             None => None,
@@ -190,8 +218,13 @@ impl Tool for Spawn {
             .map(Duration::from_secs)
             .or(config.subagents.timeout_secs.map(Duration::from_secs))
             .unwrap_or(TIMEOUT);
+        let title = if agent == mine {
+            format!("Start subagent: {label}")
+        } else {
+            format!("Start subagent of {agent}: {label}")
+        };
         Ok(Prepared {
-            title: format!("Start subagent: {label}"),
+            title,
             kind: ToolKind::Other,
             locations: Vec::new(),
             preview: vec![ToolContent::Text(shown(&args.task))],
@@ -204,6 +237,7 @@ impl Tool for Spawn {
                 reasoning,
                 timeout,
                 host: ctx.host.clone(),
+                agent: (agent != mine).then_some(agent),
             }),
         })
     }
@@ -217,12 +251,14 @@ struct SpawnAction {
     reasoning: Option<Option<crate::settings::ReasoningEffort>>,
     timeout: Duration,
     host: Arc<dyn AnyHost>,
+    /// Another agent's subagent: its workspace, model and settings.
+    agent: Option<String>,
 }
 
 impl Action for SpawnAction {
     async fn run(self, ctx: &ToolContext) -> ToolOutput {
         let me = &self.me;
-        let most = me.shared.config().subagents.max_children_per_turn.unwrap_or(CHILDREN_PER_TURN);
+        let most = me.shared.config_for(&me.session).subagents.max_children_per_turn.unwrap_or(CHILDREN_PER_TURN);
         if me.spawned.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= most {
             return ToolOutput::error(format!(
                 "this turn has started {most} subagents, the most one turn may (`[subagents] max_children_per_turn`); \
@@ -230,9 +266,23 @@ impl Action for SpawnAction {
             ));
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let key = format!("agent:main:subagent:{id}");
+        let agent = self.agent.as_deref().unwrap_or(me.agent());
+        let key = format!("agent:{agent}:subagent:{id}");
         let mut settings = me.settings.clone();
         settings.mode = me.live.mode().at_most(me.mode_cap);
+        if self.agent.is_some() {
+            // Another agent's: in its workspace, with its model, and never in a freer mode than
+            // either this session's or that agent's own.
+            let theirs = me.shared.config_for(&key);
+            if let Some(workspace) = theirs.agent_scope.as_ref().and_then(|a| a.workspace.clone()) {
+                settings.cwd = workspace;
+                settings.additional_dirs.clear();
+            }
+            if let Ok(model) = theirs.default_model_ref() {
+                settings.model = model;
+            }
+            settings.mode = settings.mode.at_most(Some(theirs.default_mode));
+        }
         if let Some(model) = self.model {
             settings.model = model;
         }
@@ -432,6 +482,9 @@ impl Tool for Send {
             return Err("that is this session".into());
         }
         check(&args.message)?;
+        if !self.0.may_see(&target) {
+            return Err(format!("session `{target}` is another agent's"));
+        }
         if self.0.shared.session(&target).is_none() {
             return Err(format!("no session `{target}` is open (sessions_list shows the sessions)"));
         }

@@ -116,6 +116,12 @@ pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings, memory:
         max_file_chars: config.bootstrap_max_chars,
         skills: Some(&config.skills),
         memory,
+        agent_workspace: config.agent_scope.as_ref().and_then(|a| a.workspace.as_deref()),
+        identity: config.agent_scope.as_ref().and_then(|a| config.agent(&a.id)).and_then(|a| {
+            let named = a.identity.name.as_deref().or(a.name.as_deref())?;
+            let emoji = a.identity.emoji.as_deref().map(|e| format!(" {e}")).unwrap_or_default();
+            Some(format!("You are {named}{emoji} (agent `{}`).", a.id))
+        }),
     })
 }
 
@@ -202,7 +208,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
             }
         }
     }
-    let config = shared.config();
+    let config = shared.config_for(&events.session);
     let hooks = super::hooks::Place::new(config.clone(), &live, settings.cwd.clone());
     // The prompt's own words, for the `UserPromptSubmit` hooks (not what hooks add to it).
     let words = prompt_text(&conversation);
@@ -243,7 +249,7 @@ pub(crate) async fn run(ctx: TurnContext, cancel: CancellationToken) -> TurnResu
         tokio::task::spawn_blocking(move || system_prompt(&config, &settings, memory).text)
     });
     shared.discovered().await;
-    let config = shared.config();
+    let config = shared.config_for(&events.session);
     let holder = live.clone();
     let router = match super::failover::Router::new(&shared, &config, &settings.model, &holder.held, &events) {
         Ok(router) => router,
@@ -494,7 +500,9 @@ impl Turn<'_> {
             return Ok(());
         }
         tracing::info!("the context nears compaction; asking the model to save what should outlast it");
-        side.push(Message::User(vec![crate::providers::UserPart::Text(context::flush_prompt(&self.config.home))]));
+        side.push(Message::User(vec![crate::providers::UserPart::Text(context::flush_prompt(
+            crate::memory::Memory::of(self.config).workspace(),
+        ))]));
         let calls = self.calls.memory_only();
         for _ in 0..FLUSH_MAX_REQUESTS {
             let (result, got) = self.send(&side, true).await;

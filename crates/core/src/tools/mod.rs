@@ -285,6 +285,7 @@ pub const TOOL_NAMES: &[&str] = &[
     "sessions_history",
     "sessions_spawn",
     "sessions_send",
+    "agents_list",
     "lsp",
 ];
 

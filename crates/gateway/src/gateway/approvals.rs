@@ -112,7 +112,7 @@ impl Approvals {
             raw_input: call.raw_input.clone(),
             content: shown(&call.content),
             host: "gateway".into(),
-            agent_id: "main".into(),
+            agent_id: crate::config::agents::agent_or_main(key).to_owned(),
             session_key: key.to_owned(),
             run_id,
             tool_call_id: call.id.clone(),

@@ -27,7 +27,7 @@ pub(super) struct Asked<'a> {
 }
 
 pub(super) async fn send(c: &Asked<'_>, p: ChatSendParams) -> Result<(), ErrorShape> {
-    let key = super::canonical_key(&p.session_key);
+    let key = c.gw.key(&p.session_key);
     let run_id = p.idempotency_key;
     let timeout = p.timeout_ms.filter(|t| *t > 0).map(Duration::from_millis);
     let run = Start {
@@ -47,14 +47,27 @@ pub(super) async fn send(c: &Asked<'_>, p: ChatSendParams) -> Result<(), ErrorSh
 
 /// The `agent` method: answered twice on one id — `accepted`, then the result when the run ends.
 pub(super) async fn agent(c: &Asked<'_>, p: AgentParams) -> Result<(), ErrorShape> {
-    let key = super::canonical_key(p.session_key.as_deref().filter(|k| !k.is_empty()).unwrap_or("main"));
+    let agent = p.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_lowercase);
+    let key = match (p.session_key.as_deref().filter(|k| !k.trim().is_empty()), &agent) {
+        (Some(key), _) => c.gw.key(key),
+        (None, Some(agent)) => format!("agent:{agent}:main"),
+        (None, None) => c.gw.key("main"),
+    };
+    if let Some(agent) = &agent
+        && crate::config::agents::agent_or_main(&key) != agent.as_str()
+    {
+        return Err(ErrorShape::invalid(format!(
+            "invalid agent params: agent \"{agent}\" does not match session key agent \"{}\"",
+            crate::config::agents::agent_or_main(&key).to_owned()
+        )));
+    }
     let run_id = p.idempotency_key;
     let timeout = p.timeout.filter(|t| *t > 0).map(Duration::from_secs);
     let accepted = |key: &str, at: Option<i64>| RunAck {
         run_id: run_id.clone(),
         status: "accepted".into(),
         session_key: Some(key.to_owned()),
-        agent_id: Some("main".into()),
+        agent_id: Some(crate::config::agents::agent_or_main(key).to_owned()),
         accepted_at: at,
     };
     let run = Start {
@@ -321,7 +334,7 @@ pub(super) fn reasoning(method: &str, level: &str) -> Result<Op, String> {
 /// assistant's as content blocks in order — `thinking`, `toolCall` (with its title, status and
 /// result) and `text`.
 pub(super) async fn history(gw: &Gateway, key: &str, limit: Option<u64>) -> Result<History, ErrorShape> {
-    let key = super::canonical_key(key);
+    let key = gw.key(key);
     let shown = gw
         .runtime
         .history(&key)
@@ -424,7 +437,7 @@ impl Messages {
 /// saved, shown to every client as a `chat` final of run `inject-<id>`, and in the model's context
 /// from the next run on (as a note of what was shown).
 pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) -> Result<Injected, ErrorShape> {
-    let key = super::canonical_key(key);
+    let key = gw.key(key);
     if label.chars().count() > 100 {
         return Err(ErrorShape::invalid(
             "invalid chat.inject params: at /label: must NOT have more than 100 characters",
@@ -446,8 +459,8 @@ pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) 
     gw.hub.to_subscribers(name::SESSION_MESSAGE, &said);
     let event = ChatEvent {
         run_id: run_id.clone(),
+        agent_id: crate::config::agents::agent_or_main(&key).to_owned(),
         session_key: key,
-        agent_id: "main".into(),
         seq: 0,
         state: ChatState::Final,
         stop_reason: Some(stop.into()),
@@ -459,7 +472,7 @@ pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) 
 }
 
 pub(super) async fn abort(gw: &Gateway, key: &str, run_id: Option<&str>) -> Result<Aborted, ErrorShape> {
-    let key = super::canonical_key(key);
+    let key = gw.key(key);
     let turns = gw.hub.turn_of(&key, run_id);
     let Some(handle) = gw.open.handle(&key) else {
         return Ok(Aborted { ok: true, aborted: false, run_ids: Vec::new() });

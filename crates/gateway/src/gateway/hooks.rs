@@ -75,10 +75,10 @@ impl Gateway {
         }
     }
 
-    /// `BOOT.md` as a turn of a fresh session (`agent:main:boot:<id>`, closed after), within the
+    /// `BOOT.md` as a turn of a fresh session of the default agent (`agent:<id>:boot:<id>`, closed after), within the
     /// cron time limit; the reply.
     async fn boot(&self, checklist: &str) -> Result<String, String> {
-        let key = format!("agent:main:boot:{}", uuid::Uuid::new_v4());
+        let key = format!("agent:{}:boot:{}", self.default_agent(), uuid::Uuid::new_v4());
         let text = format!("{BOOT_INSTRUCTION}\n\n{BOOT_FILE}:\n{checklist}");
         let ticket = self.open.admit(&key, text.len()).map_err(|e| e.message.clone())?;
         let handle = self.open(&key).await?;

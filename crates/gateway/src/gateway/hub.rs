@@ -477,7 +477,7 @@ fn agent_event(run: &Run, seq: u64, stream: &str, data: AgentData, ts: i64) -> A
         stream: stream.to_owned(),
         data,
         session_key: run.session_key.clone(),
-        agent_id: "main".into(),
+        agent_id: crate::config::agents::agent_or_main(&run.session_key).to_owned(),
         seq,
         ts,
         is_heartbeat: false,
@@ -488,7 +488,7 @@ fn chat_event(run: &Run, seq: u64, state: ChatState) -> ChatEvent {
     ChatEvent {
         run_id: run.run_id.clone(),
         session_key: run.session_key.clone(),
-        agent_id: "main".into(),
+        agent_id: crate::config::agents::agent_or_main(&run.session_key).to_owned(),
         seq,
         state,
         ..ChatEvent::default()

@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::Gateway;
 use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
 use super::hub::Conn;
-use crate::clock::now_ms;
 
 /// One line per method: its type (name, params, result, schema), the scope it needs and its
 /// handler. This table is the one place a method is served (`features.methods` in `hello-ok`
@@ -42,6 +41,8 @@ methods! {
     Health => READ, health;
     Status => READ, status;
     ModelsList => READ, models_list;
+    AgentsList => READ, agents_list;
+    AgentIdentityGet => READ, agent_identity;
     SystemPresence => READ, presence;
     ConfigGet => READ, config_get;
     SessionsList => READ, sessions_list;
@@ -214,8 +215,16 @@ async fn send(c: &Call<'_>, p: SendParams) -> Answer<Sent> {
     c.gw.channels.send(&c.gw.runtime, &p).await.map(Some)
 }
 
+async fn agents_list(c: &Call<'_>, _: NoParams) -> Answer<AgentList> {
+    Ok(Some(c.gw.agents_list()))
+}
+
+async fn agent_identity(c: &Call<'_>, p: AgentIdentityParams) -> Answer<AgentIdentity> {
+    c.gw.agent_identity(&p).map(Some)
+}
+
 async fn channels_status(c: &Call<'_>, _: NoParams) -> Answer<ChannelsInfo> {
-    Ok(Some(ChannelsInfo { ts: now_ms(), channels: c.gw.channels.status() }))
+    Ok(Some(c.gw.channels.status()))
 }
 
 async fn pairing_list(c: &Call<'_>, _: NoParams) -> Answer<PendingPairs> {

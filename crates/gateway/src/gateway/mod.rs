@@ -8,6 +8,7 @@
 //! end, `sessions.rs` the open sessions, `presence.rs` who is present, `guard.rs` who may connect,
 //! `approvals.rs` permission questions, `channels/` the messaging channels.
 
+mod agents;
 mod approvals;
 pub mod channels;
 mod chat;
@@ -210,12 +211,8 @@ impl Gateway {
         HealthInfo {
             ok: true,
             ts: now_ms(),
-            default_agent_id: "main".into(),
-            agents: vec![acp_protocol::gateway::methods::AgentHealth {
-                agent_id: "main".into(),
-                is_default: true,
-                sessions: self.session_counts(),
-            }],
+            default_agent_id: self.default_agent(),
+            agents: self.agent_health(),
             sessions: self.session_counts(),
             connections: self.hub.count() as u64,
             ..HealthInfo::default()
@@ -223,7 +220,7 @@ impl Gateway {
     }
 
     pub fn status(&self) -> StatusInfo {
-        let config = self.runtime.config();
+        let config = self.runtime.config_for(&self.key("main"));
         let model = config.default_model_ref().map(|m| m.to_string()).ok();
         StatusInfo {
             runtime_version: env!("CARGO_PKG_VERSION").into(),
@@ -282,7 +279,7 @@ impl Gateway {
             agents: AgentsShown {
                 defaults: AgentDefaultsShown {
                     model: config.default_model_ref().map(|m| m.to_string()).ok(),
-                    workspace: self.open.workspace().display().to_string(),
+                    workspace: self.workspace_of(&self.runtime.config_for(&self.key("main"))).display().to_string(),
                 },
             },
         };
@@ -302,12 +299,12 @@ impl Gateway {
             state_version: self.presence.state_version(),
             uptime_ms: self.presence.uptime_ms(),
             session_defaults: SnapshotDefaults {
-                default_agent_id: "main".into(),
-                model_configured: config.default_model_ref().is_ok(),
+                default_agent_id: config.default_agent().into(),
+                model_configured: self.runtime.config_for(&config.agent_key("main")).default_model_ref().is_ok(),
                 ownership: "sole".into(),
                 selection_required: false,
                 main_key: "main".into(),
-                main_session_key: "agent:main:main".into(),
+                main_session_key: config.agent_key("main"),
                 scope: "per-sender".into(),
             },
             suspension: Suspension { phase: "accepting".into() },
@@ -461,8 +458,13 @@ impl channels::Host for Gateway {
         Ok(label.unwrap_or_else(|| option.to_owned()))
     }
 
-    fn channel_status(&self, channel: &str, change: &mut dyn FnMut(&mut serde_json::Map<String, serde_json::Value>)) {
-        self.channels.change_status(channel, change);
+    fn channel_status(
+        &self,
+        channel: &str,
+        account: &str,
+        change: &mut dyn FnMut(&mut serde_json::Map<String, serde_json::Value>),
+    ) {
+        self.channels.change_status(channel, account, change);
     }
 
     fn message_hooks(
@@ -608,9 +610,10 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
         let host: Arc<dyn channels::Host> = gateway.clone();
-        if let Some(telegram) = channels::telegram::start(&channel_config, host, pairings, prefs, http)? {
+        for telegram in channels::telegram::start(&channel_config, host, pairings, prefs, http)? {
             let updates = telegram.webhook().map(|(path, secret)| gateway.channels.add_webhook(&path, &secret));
-            gateway.channels.outbox.add("telegram", telegram.inbox.clone());
+            let id = channels::inbox::scope_of("telegram", &telegram.account);
+            gateway.channels.outbox.add(id, telegram.inbox.clone());
             tokio::spawn(telegram.run(stop.clone(), updates));
         }
     }

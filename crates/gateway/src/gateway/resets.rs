@@ -104,7 +104,9 @@ impl Gateway {
     /// policy, it is moved aside first. Errors are logged; the message runs either way.
     pub(super) async fn reset_if_stale(&self, key: &str) {
         let config = self.runtime.config();
-        let channel = self.channels.outbox.own_chat(key).map(|c| c.channel);
+        // The channel, whichever of its accounts (`telegram:work` is `telegram`'s).
+        let channel =
+            self.channels.outbox.own_chat(key).map(|c| c.channel.split(':').next().unwrap_or_default().to_owned());
         let policy = match policy(&config, channel.as_deref(), chat_type(key)) {
             Ok(policy) if policy.daily.is_some() || policy.idle_ms.is_some() => policy,
             Ok(_) => return,

@@ -14,7 +14,7 @@ use acp_protocol::gateway::{ErrorShape, code};
 use serde_json::Value;
 
 use super::channels::policy::{Show, ShowReasoning, Verbose};
-use super::{Gateway, canonical_key, limits};
+use super::{Gateway, limits};
 use crate::clock::now_ms;
 use crate::runtime::{CreateError, Op, SessionHandle, SessionSettings};
 use crate::sync::lock;
@@ -92,6 +92,11 @@ impl Open {
     /// Whether session `key` has runs going or waiting.
     pub(super) fn busy(&self, key: &str) -> bool {
         self.admission.busy(key)
+    }
+
+    /// The keys of the open sessions.
+    pub(super) fn keys(&self) -> Vec<String> {
+        lock(&self.sessions).keys().cloned().collect()
     }
 
     pub(super) fn count(&self) -> usize {
@@ -185,10 +190,17 @@ impl Gateway {
                  try again when one is idle"
             ));
         }
-        let config = self.runtime.config();
+        let base = self.runtime.config();
+        if let Some(agent) = crate::config::agents::agent_of(key)
+            && !base.has_agent(agent)
+        {
+            return Err(format!("no agent `{agent}` on this gateway (its agents: {})", base.agent_ids().join(", ")));
+        }
+        let config = self.runtime.config_for(key);
+        let cwd = self.workspace_of(&config);
         let model = config.default_model_ref().map_err(|e| format!("no model to run: {e}"))?;
         let settings = SessionSettings {
-            cwd: self.open.workspace.clone(),
+            cwd: cwd.clone(),
             additional_dirs: Vec::new(),
             model,
             mode: config.default_mode,
@@ -199,7 +211,7 @@ impl Gateway {
             Ok(handle) => handle,
             Err(CreateError::Exists) => {
                 self.runtime
-                    .load_session(key, self.open.workspace.clone(), Vec::new(), Vec::new(), "resume")
+                    .load_session(key, cwd, Vec::new(), Vec::new(), "resume")
                     .await
                     .map_err(|e| format!("could not open session {key}: {e}"))?
                     .handle
@@ -212,6 +224,12 @@ impl Gateway {
         Ok(handle)
     }
 
+    /// Where the sessions of the agent `config` is for work: its own workspace, else the
+    /// gateway's.
+    pub(super) fn workspace_of(&self, config: &crate::config::Config) -> PathBuf {
+        config.agent_scope.as_ref().and_then(|a| a.workspace.clone()).unwrap_or_else(|| self.open.workspace.clone())
+    }
+
     pub(super) async fn sessions_list(&self, p: &SessionsListParams) -> Result<SessionPage, ErrorShape> {
         let limit = p.limit.unwrap_or(50).min(1000);
         let offset = p.offset.unwrap_or(0);
@@ -221,9 +239,11 @@ impl Gateway {
             .find_sessions(search, offset, limit)
             .await
             .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
+        let agent = p.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty());
         let sessions: Vec<SessionRow> = found
             .sessions
             .into_iter()
+            .filter(|s| agent.is_none_or(|a| crate::config::agents::agent_of(&s.id) == Some(a)))
             .map(|s| {
                 let show = Show::of(&self.channels.prefs.get(&s.id));
                 SessionRow {
@@ -263,7 +283,7 @@ impl Gateway {
     }
 
     pub(super) async fn resolve(&self, key: &str) -> Result<Resolved, ErrorShape> {
-        let key = canonical_key(key);
+        let key = self.key(key);
         let resolved = |key: String, label: Option<String>| Resolved { ok: true, session_id: key.clone(), key, label };
         if self.open.handle(&key).is_some() {
             return Ok(resolved(key, None));
@@ -285,7 +305,7 @@ impl Gateway {
     }
 
     pub(super) async fn reset(&self, key: &str) -> Result<SessionDone, ErrorShape> {
-        let key = canonical_key(key);
+        let key = self.key(key);
         let handle = self.open(&key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
         let turn = self.runtime.next_turn_id();
         handle.prompt(turn, vec![crate::runtime::UserBlock::Text { text: "/reset".into() }]).await;
@@ -304,7 +324,7 @@ impl Gateway {
     }
 
     pub(super) async fn delete(&self, key: &str) -> Result<SessionDone, ErrorShape> {
-        let key = canonical_key(key);
+        let key = self.key(key);
         let open = lock(&self.open.sessions).remove(&key);
         if let Some((handle, _)) = open {
             self.presence.health_changed();
@@ -319,7 +339,7 @@ impl Gateway {
 
 /// Changes a session's model, reasoning (`thinking`) or mode, from its next run on.
 pub(super) async fn patch(gw: &Gateway, p: SessionsPatchParams) -> Result<SessionDone, ErrorShape> {
-    let key = super::canonical_key(&p.key);
+    let key = gw.key(&p.key);
     let config = gw.runtime.config();
     let mut ops = Vec::new();
     if let Some(model) = p.model {

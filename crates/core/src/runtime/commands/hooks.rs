@@ -9,7 +9,7 @@ use crate::runtime::session::state::Session;
 /// allows the workspace's hooks file as it is now (the user's own prompt only: another agent's
 /// words are never a command).
 pub(in crate::runtime) fn report(session: &Session, allow: bool) -> String {
-    let config = session.shared.config();
+    let config = session.shared.config_for(&session.id);
     let cwd = &session.settings.cwd;
     let mut out = String::new();
     if allow {
@@ -51,7 +51,7 @@ const GIST_CHARS: usize = 2_000;
 /// nothing was saved (why is logged).
 pub(in crate::runtime) fn save_gist(session: &Session) -> Option<String> {
     use crate::providers::Message;
-    let config = session.shared.config();
+    let config = session.shared.config_for(&session.id);
     if !config.memory.save_on_new
         || crate::runtime::turn::memory_use(&config, &session.id) != crate::runtime::context::MemoryUse::Private
     {
@@ -121,6 +121,6 @@ pub(in crate::runtime) fn cleared(session: &mut Session) {
     if !session.ends {
         return;
     }
-    let place = Place::new(session.shared.config(), &session.live, session.settings.cwd.clone());
+    let place = Place::new(session.shared.config_for(&session.id), &session.live, session.settings.cwd.clone());
     session.started = crate::runtime::hooks::start_later(place, &session.id, "clear", true);
 }

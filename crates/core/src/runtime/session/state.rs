@@ -127,7 +127,7 @@ impl Session {
 
     /// The context window of the session's model, if it is known.
     pub(in crate::runtime) fn context_window(&self) -> Option<u64> {
-        let config = self.shared.config();
+        let config = self.shared.config_for(&self.id);
         let (model, provider) = config.resolve_model(&self.settings.model.to_string()).ok()?;
         Some(provider.model(&model.model).context_window)
     }

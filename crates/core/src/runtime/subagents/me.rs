@@ -25,6 +25,23 @@ pub(super) struct Me {
 }
 
 impl Me {
+    /// This session's agent: the one its key names (`agent:<id>:…`), else `main`.
+    pub(super) fn agent(&self) -> &str {
+        crate::config::agents::agent_of(&self.session).unwrap_or(crate::config::agents::MAIN)
+    }
+
+    /// Whether this session may read or write to session `key`: a subagent it started, or a
+    /// session of its own agent (a session of no agent, an editor's, sees every one).
+    pub(super) fn may_see(&self, key: &str) -> bool {
+        if self.is_child(key) {
+            return true;
+        }
+        match crate::config::agents::agent_of(&self.session) {
+            None => true,
+            Some(mine) => crate::config::agents::agent_of(key) == Some(mine),
+        }
+    }
+
     /// Whether `key` is a subagent this session spawned (it may be read and written to freely).
     pub(super) fn is_child(&self, key: &str) -> bool {
         lock(&self.shared.parents).get(key).is_some_and(|(p, _)| *p == *self.session)

@@ -65,6 +65,7 @@ impl Action for ListAction {
             .sessions
             .into_iter()
             .filter(|s| !self.children || s.parent_id.as_deref() == Some(&*self.me.session))
+            .filter(|s| self.me.may_see(&s.id) || s.parent_id.as_deref() == Some(&*self.me.session))
             .take(self.limit)
             .map(|s| {
                 json!({"sessionKey": s.id, "title": s.title, "open": self.me.shared.session(&s.id).is_some(),
@@ -95,6 +96,9 @@ impl Tool for History {
     }
 
     async fn prepare(&self, args: HistoryArgs, _ctx: &ToolContext) -> Result<Prepared, String> {
+        if !self.0.may_see(&args.session_key) {
+            return Err(format!("session `{}` is another agent's", args.session_key));
+        }
         Ok(Prepared {
             title: format!("Read session {}", args.session_key),
             kind: ToolKind::Read,

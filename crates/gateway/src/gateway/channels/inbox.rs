@@ -62,11 +62,14 @@ pub enum GroupPolicy {
 }
 
 pub struct Settings {
+    /// The account (bot) this inbox receives for: `default`, or its name under
+    /// `[channels.<channel>.accounts]`.
+    pub account: String,
     pub policy: DmPolicy,
     pub group_policy: GroupPolicy,
     /// Senders always let in; also the owners (who may use `/pair` and `/send`).
     pub allow_from: Vec<String>,
-    pub routing: Routing,
+    pub routing: Arc<Routing>,
     pub limits: Limits,
     /// Send the reply in pieces as it streams; else all at the end.
     pub block_streaming: bool,
@@ -146,6 +149,9 @@ pub struct Inbox<C: Channel> {
     pairings: Arc<Pairings>,
     prefs: Arc<SessionPrefs>,
     settings: Settings,
+    /// Who pairing, status and sending know this inbox as: the channel (`telegram`), or with
+    /// its account (`telegram:work`).
+    scope: String,
     dedupe: Dedupe,
     lanes: Mutex<HashMap<String, Lane>>,
     bursts: Mutex<HashMap<(String, String), Burst>>,
@@ -160,7 +166,9 @@ impl<C: Channel> Inbox<C> {
         prefs: Arc<SessionPrefs>,
         settings: Settings,
     ) -> Arc<Self> {
+        let scope = scope_of(channel.id(), &settings.account);
         Arc::new_cyclic(|me| Self {
+            scope,
             channel,
             host,
             pairings,
@@ -176,7 +184,7 @@ impl<C: Channel> Inbox<C> {
     /// Records the channel's state for `channels.status`.
     pub fn status(&self, change: impl FnOnce(&mut serde_json::Map<String, Value>)) {
         let mut change = Some(change);
-        self.host.channel_status(self.channel.id(), &mut |map| {
+        self.host.channel_status(self.channel.id(), &self.settings.account, &mut |map| {
             if let Some(change) = change.take() {
                 change(map);
             }
@@ -206,15 +214,15 @@ impl<C: Channel> Inbox<C> {
         let route = Route { peer: env.peer.clone(), thread: env.thread.clone(), kind: env.kind };
         if env.kind == PeerKind::Direct {
             let (policy, allow) = (self.settings.policy, &self.settings.allow_from);
-            match self.pairings.admit(self.channel.id(), policy, allow, &env.sender, &env.sender_name) {
+            match self.pairings.admit(&self.scope, policy, allow, &env.sender, &env.sender_name) {
                 Admission::Allowed => {}
                 Admission::Denied => return,
                 Admission::Pair { code, new } => {
-                    let left = self.pairings.minutes_left(self.channel.id(), &env.sender).unwrap_or(60);
+                    let left = self.pairings.minutes_left(&self.scope, &env.sender).unwrap_or(60);
                     let expires = if left >= 60 { "in an hour".to_owned() } else { format!("in {left} min") };
                     let text = format!(
                         "I don't know you yet. To talk to me, ask my owner to approve this code:\n\n`acp pairing approve {} {code}`\n\n(It expires {expires}.)",
-                        self.channel.id()
+                        self.scope
                     );
                     if new {
                         let who = if env.sender_name.is_empty() {
@@ -224,7 +232,7 @@ impl<C: Channel> Inbox<C> {
                         };
                         self.tell_owners(&format!(
                             "New pairing request on {} from {who}: `/pair approve {code}` lets them talk to me, `/pair reject {code}` turns them away.",
-                            self.channel.id()
+                            self.scope
                         ))
                         .await;
                     }
@@ -240,7 +248,7 @@ impl<C: Channel> Inbox<C> {
                         self.tell_owners(&format!(
                             "More than {} pairing requests came on {} in {} minutes; new senders are told to try again later. `/pair` lists those waiting.",
                             super::access::CODES_PER_WINDOW,
-                            self.channel.id(),
+                            self.scope,
                             super::access::WINDOW_MS / 60_000
                         ))
                         .await;
@@ -255,9 +263,7 @@ impl<C: Channel> Inbox<C> {
             let member = match self.settings.group_policy {
                 GroupPolicy::Open => true,
                 GroupPolicy::Disabled => false,
-                GroupPolicy::Allowlist => {
-                    self.pairings.known(self.channel.id(), &self.settings.allow_from, &env.sender)
-                }
+                GroupPolicy::Allowlist => self.pairings.known(&self.scope, &self.settings.allow_from, &env.sender),
             };
             if !member {
                 tracing::debug!(channel = self.channel.id(), sender = %env.sender, "a group message from someone not let in");
@@ -666,7 +672,7 @@ impl<C: Channel> Inbox<C> {
         let kind = self.channel.kind_of(to).await?;
         let env = Envelope {
             channel: self.channel.id().into(),
-            account: "default".into(),
+            account: self.settings.account.clone(),
             peer: to.into(),
             kind,
             sender: to.into(),
@@ -677,6 +683,8 @@ impl<C: Channel> Inbox<C> {
             reply_to: None,
             thread: thread.map(str::to_owned),
             mentioned: true,
+            guild: None,
+            team: None,
         };
         let key = self.settings.routing.session_key(&env);
         let route = Route { peer: to.into(), thread: thread.map(str::to_owned), kind };
@@ -687,6 +695,12 @@ impl<C: Channel> Inbox<C> {
         self.sent(to, thread, text);
         Ok(())
     }
+}
+
+/// What pairing, status and sending call the inbox of `account` on `channel`: the channel for
+/// the default account, else `channel:account`.
+pub fn scope_of(channel: &str, account: &str) -> String {
+    if account == "default" { channel.to_owned() } else { format!("{channel}:{account}") }
 }
 
 fn human_size(n: u64) -> String {

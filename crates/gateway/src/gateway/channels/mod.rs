@@ -17,7 +17,7 @@ pub mod telegram;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use acp_protocol::gateway::methods::{SendParams, Sent};
+use acp_protocol::gateway::methods::{ChannelsInfo, SendParams, Sent};
 use acp_protocol::gateway::{ErrorShape, canonical_key, code};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -49,8 +49,8 @@ pub trait Host: Send + Sync {
     fn route_questions(&self, key: &str, chat: Arc<dyn ChatAsker>);
     /// A question answered from a chat with option `option`; the option's label.
     fn answer_question(&self, id: &str, option: &str, by: &str) -> Result<String, String>;
-    /// The channel's state, as `channels.status` shows it.
-    fn channel_status(&self, channel: &str, change: &mut dyn FnMut(&mut Map<String, Value>));
+    /// The state of `account` on `channel`, as `channels.status` shows it.
+    fn channel_status(&self, channel: &str, account: &str, change: &mut dyn FnMut(&mut Map<String, Value>));
     /// Runs the user's hooks for a message `event` (`MessageReceived`, `MessageSent`) on
     /// `channel`, with `fields`; what they decide (`None`: none matches).
     fn message_hooks(
@@ -70,8 +70,8 @@ pub struct Channels {
     pub prefs: Arc<policy::SessionPrefs>,
     /// The channels served, to send through.
     pub outbox: Outbox,
-    /// Each channel's state, as `channels.status` shows it.
-    status: Mutex<BTreeMap<String, Map<String, Value>>>,
+    /// Each account's state on each channel, as `channels.status` shows it.
+    status: Mutex<BTreeMap<(String, String), Map<String, Value>>>,
     /// Webhook paths a channel receives on: the secret the caller must present, and where the
     /// updates go.
     webhooks: Mutex<HashMap<String, (String, mpsc::UnboundedSender<Value>)>>,
@@ -107,16 +107,34 @@ impl Channels {
         lock(&self.last).clone()
     }
 
-    /// Every channel's state.
-    pub fn status(&self) -> Vec<Value> {
-        lock(&self.status).values().map(|m| Value::Object(m.clone())).collect()
+    /// Every account of every channel, as `channels.status` shows them.
+    pub fn status(&self) -> ChannelsInfo {
+        let all = lock(&self.status);
+        let mut info = ChannelsInfo { ts: crate::clock::now_ms(), ..ChannelsInfo::default() };
+        for ((channel, account), state) in all.iter() {
+            if !info.channel_order.contains(channel) {
+                info.channel_order.push(channel.clone());
+                info.channel_labels.insert(channel.clone(), label(channel).into());
+            }
+            info.channel_accounts.entry(channel.clone()).or_default().push(Value::Object(state.clone()));
+            if account == "default" || !info.channel_default_account_id.contains_key(channel) {
+                info.channel_default_account_id.insert(channel.clone(), account.clone());
+            }
+        }
+        for (channel, accounts) in &info.channel_accounts {
+            let running = accounts.iter().filter(|a| a["running"] == true).count();
+            let summary = serde_json::json!({"configured": true, "accounts": accounts.len(), "running": running});
+            info.channels.insert(channel.clone(), summary);
+        }
+        info
     }
 
-    pub fn change_status(&self, channel: &str, change: &mut dyn FnMut(&mut Map<String, Value>)) {
+    pub fn change_status(&self, channel: &str, account: &str, change: &mut dyn FnMut(&mut Map<String, Value>)) {
         let mut all = lock(&self.status);
-        let entry = all.entry(channel.to_owned()).or_insert_with(|| {
+        let entry = all.entry((channel.to_owned(), account.to_owned())).or_insert_with(|| {
             let mut entry = Map::new();
             entry.insert("id".into(), channel.into());
+            entry.insert("accountId".into(), account.into());
             entry
         });
         change(entry);
@@ -160,7 +178,10 @@ impl Channels {
         }
         let own = given(&p.session_key).and_then(|k| self.outbox.own_chat(&canonical_key(&k)));
         let channel = match (given(&p.channel), &own, self.outbox.ids().as_slice()) {
-            (Some(c), _, _) => c,
+            (Some(c), _, _) => match given(&p.account_id) {
+                Some(account) if !c.contains(':') => inbox::scope_of(&c, &account),
+                _ => c,
+            },
             (None, Some(own), _) => own.channel.clone(),
             (None, None, [only]) => (*only).to_owned(),
             (None, None, []) => return Err(ErrorShape::new(code::UNAVAILABLE, "no messaging channel is configured")),
@@ -214,12 +235,13 @@ pub trait Outbound: Send + Sync {
     fn wake(self: Arc<Self>, key: &str, text: &str) -> bool;
 }
 
-/// The channels being served, by id.
+/// The channels being served, by what sending calls them: the channel for its default account
+/// (`telegram`), else `channel:account` (`telegram:work`).
 #[derive(Default)]
-pub struct Outbox(Mutex<BTreeMap<&'static str, Arc<dyn Outbound>>>);
+pub struct Outbox(Mutex<BTreeMap<String, Arc<dyn Outbound>>>);
 
 impl Outbox {
-    pub fn add(&self, id: &'static str, channel: Arc<dyn Outbound>) {
+    pub fn add(&self, id: String, channel: Arc<dyn Outbound>) {
         lock(&self.0).insert(id, channel);
     }
 
@@ -232,8 +254,8 @@ impl Outbox {
     }
 
     /// The channels' ids.
-    pub fn ids(&self) -> Vec<&'static str> {
-        lock(&self.0).keys().copied().collect()
+    pub fn ids(&self) -> Vec<String> {
+        lock(&self.0).keys().cloned().collect()
     }
 
     /// Runs `text` on session `key` in the chat it talks in ([`Outbound::wake`]), if any
@@ -245,9 +267,8 @@ impl Outbox {
 
     /// The chat session `key` talks in, on whichever channel it came from.
     pub fn own_chat(&self, key: &str) -> Option<ChatTarget> {
-        let all: Vec<(&'static str, Arc<dyn Outbound>)> = lock(&self.0).iter().map(|(k, v)| (*k, v.clone())).collect();
-        all.into_iter()
-            .find_map(|(id, ch)| ch.chat_of(key).map(|(to, thread)| ChatTarget { channel: id.to_owned(), to, thread }))
+        let all: Vec<(String, Arc<dyn Outbound>)> = lock(&self.0).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        all.into_iter().find_map(|(id, ch)| ch.chat_of(key).map(|(to, thread)| ChatTarget { channel: id, to, thread }))
     }
 
     /// Sends `text` to `target`.
@@ -256,5 +277,16 @@ impl Outbox {
             format!("no channel `{}` is served here (served: {})", target.channel, self.ids().join(", "))
         })?;
         channel.send(&target.to, target.thread.as_deref(), text).await
+    }
+}
+
+/// A channel's name as people write it.
+fn label(channel: &str) -> &str {
+    match channel {
+        "telegram" => "Telegram",
+        "matrix" => "Matrix",
+        "discord" => "Discord",
+        "slack" => "Slack",
+        other => other,
     }
 }

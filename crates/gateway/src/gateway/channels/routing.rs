@@ -2,12 +2,16 @@
 //! follow `dmScope` — `main` (every DM in the agent's main session), `per-peer`, `per-channel-peer`
 //! or `per-account-channel-peer` — with `identityLinks` folding one person's ids on several
 //! channels into one name; groups and channels get their own keys, and a forum topic its own
-//! beneath its group's. The agent comes from the most specific binding: peer, then account, then
-//! channel, else the default.
+//! beneath its group's. The agent comes from the most specific binding (`[[bindings]]`): peer,
+//! then guild (a Discord server), then team (a Slack workspace), then account, then channel, else
+//! the default agent. Bindings are indexed, so a lookup costs a few hash probes however many
+//! there are.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
+
+pub use crate::config::agents::Binding;
 
 /// Who a message comes from, as a channel reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +41,12 @@ pub struct Envelope {
     /// Files, photos and the like that came with it.
     pub attachments: Vec<Attachment>,
     pub reply_to: Option<String>,
-    /// A forum topic.
+    /// A forum topic, or a thread.
     pub thread: Option<String>,
+    /// The Discord server the message came from.
+    pub guild: Option<String>,
+    /// The Slack workspace the message came from.
+    pub team: Option<String>,
     /// Whether it addresses the bot (a mention, or a reply to it); groups answer only then.
     pub mentioned: bool,
 }
@@ -66,14 +74,74 @@ pub enum DmScope {
     PerAccountChannelPeer,
 }
 
-/// A rule sending matching messages to an agent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Binding {
-    pub agent: String,
-    pub channel: Option<String>,
-    pub account: Option<String>,
-    pub peer: Option<String>,
+/// How specific a binding is, most first.
+const TIERS: usize = 6;
+
+/// The bindings, indexed by how specific each is and by what it names: per tier, channel (`""`
+/// for any) → the value the tier matches on → the bindings there, in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bindings {
+    list: Vec<Binding>,
+    index: Vec<HashMap<String, HashMap<String, Vec<usize>>>>,
+}
+
+impl Bindings {
+    pub fn new(list: Vec<Binding>) -> Self {
+        let mut index = vec![HashMap::<String, HashMap<String, Vec<usize>>>::new(); TIERS];
+        for (i, b) in list.iter().enumerate() {
+            let (tier, value) = if let Some(peer) = &b.peer {
+                (0, peer.as_str())
+            } else if let Some(guild) = &b.guild {
+                (1, guild.as_str())
+            } else if let Some(team) = &b.team {
+                (2, team.as_str())
+            } else if let Some(account) = &b.account {
+                (3, account.as_str())
+            } else if b.channel.is_some() {
+                (4, "")
+            } else {
+                (5, "")
+            };
+            let channel = b.channel.clone().unwrap_or_default();
+            index[tier].entry(channel).or_default().entry(value.to_owned()).or_default().push(i);
+        }
+        Self { list, index }
+    }
+
+    pub fn list(&self) -> &[Binding] {
+        &self.list
+    }
+
+    /// The most specific binding matching `env` (among equals, the first in the file).
+    pub fn find(&self, env: &Envelope) -> Option<&Binding> {
+        let matches = |b: &Binding| {
+            b.channel.as_ref().is_none_or(|c| *c == env.channel)
+                && b.account.as_ref().is_none_or(|a| *a == env.account)
+                && b.peer.as_ref().is_none_or(|p| *p == env.peer)
+                && b.guild.as_ref().is_none_or(|g| Some(g) == env.guild.as_ref())
+                && b.team.as_ref().is_none_or(|t| Some(t) == env.team.as_ref())
+        };
+        let values = [
+            Some(env.peer.as_str()),
+            env.guild.as_deref(),
+            env.team.as_deref(),
+            Some(env.account.as_str()),
+            Some(""),
+            Some(""),
+        ];
+        for (tier, value) in self.index.iter().zip(values) {
+            let Some(value) = value else { continue };
+            let found = [env.channel.as_str(), ""]
+                .iter()
+                .filter_map(|channel| tier.get(*channel)?.get(value))
+                .flat_map(|candidates| candidates.iter().copied().find(|i| matches(&self.list[*i])))
+                .min();
+            if let Some(i) = found {
+                return Some(&self.list[i]);
+            }
+        }
+        None
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -87,8 +155,11 @@ pub struct Routing {
     /// A canonical name → the channel-prefixed ids that are that person (`telegram:123`).
     #[serde(default)]
     pub identity_links: BTreeMap<String, Vec<String>>,
+    #[serde(skip)]
+    pub bindings: Bindings,
+    /// Where a message no binding matches goes (`main` if not given).
     #[serde(default)]
-    pub bindings: Vec<Binding>,
+    pub default_agent: Option<String>,
 }
 
 /// Characters a key part may not contain (they separate the parts).
@@ -97,19 +168,31 @@ fn part(s: &str) -> String {
 }
 
 impl Routing {
-    /// The agent a message goes to: the most specific binding that matches.
-    pub fn agent_for(&self, env: &Envelope) -> String {
-        let matches = |b: &&Binding| {
-            b.channel.as_ref().is_none_or(|c| *c == env.channel)
-                && b.account.as_ref().is_none_or(|a| *a == env.account)
-                && b.peer.as_ref().is_none_or(|p| *p == env.peer)
+    /// From `[session]`, `[[bindings]]` and `[[agents]]`.
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, String> {
+        let dm_scope = match config.session.dm_scope.as_deref() {
+            None | Some("main") => DmScope::Main,
+            Some("per-peer") => DmScope::PerPeer,
+            Some("per-channel-peer") => DmScope::PerChannelPeer,
+            Some("per-account-channel-peer") => DmScope::PerAccountChannelPeer,
+            Some(other) => {
+                return Err(format!(
+                    "[session] dm_scope `{other}`: use main, per-peer, per-channel-peer or per-account-channel-peer"
+                ));
+            }
         };
-        let rank = |b: &Binding| (b.peer.is_some(), b.account.is_some(), b.channel.is_some());
-        self.bindings
-            .iter()
-            .filter(matches)
-            .max_by_key(|b| rank(b))
-            .map_or_else(|| "main".to_owned(), |b| b.agent.clone())
+        Ok(Self {
+            dm_scope,
+            main_key: config.session.main_key.clone(),
+            identity_links: config.session.identity_links.clone(),
+            bindings: Bindings::new(config.bindings.clone()),
+            default_agent: Some(config.default_agent().to_owned()),
+        })
+    }
+
+    /// The agent a message goes to: the most specific binding that matches, else the default.
+    pub fn agent_for(&self, env: &Envelope) -> &str {
+        self.bindings.find(env).map_or(self.default_agent.as_deref().unwrap_or("main"), |b| b.agent.as_str())
     }
 
     /// The person's canonical name, if an identity link names them.
@@ -120,7 +203,7 @@ impl Routing {
 
     /// The session key of a message.
     pub fn session_key(&self, env: &Envelope) -> String {
-        let agent = part(&self.agent_for(env));
+        let agent = part(self.agent_for(env));
         let channel = part(&env.channel);
         let key = match env.kind {
             PeerKind::Direct => {
@@ -162,6 +245,8 @@ mod tests {
             reply_to: None,
             thread: None,
             mentioned: false,
+            guild: None,
+            team: None,
         }
     }
 
@@ -207,21 +292,27 @@ mod tests {
         assert_eq!(r.session_key(&env), "agent:main:telegram:dm:1_group_2");
     }
 
-    #[test]
-    fn the_most_specific_binding_picks_the_agent() {
-        let bind = |agent: &str, channel: Option<&str>, account: Option<&str>, peer: Option<&str>| Binding {
+    fn bind(agent: &str, channel: Option<&str>, account: Option<&str>, peer: Option<&str>) -> Binding {
+        Binding {
             agent: agent.into(),
             channel: channel.map(Into::into),
             account: account.map(Into::into),
             peer: peer.map(Into::into),
-        };
+            ..Binding::default()
+        }
+    }
+
+    #[test]
+    fn the_most_specific_binding_picks_the_agent() {
         let r = Routing {
-            bindings: vec![
+            bindings: Bindings::new(vec![
                 bind("by-channel", Some("telegram"), None, None),
                 bind("by-peer", Some("telegram"), None, Some("123")),
                 bind("by-account", Some("telegram"), Some("work"), None),
-            ],
+                bind("by-guild", Some("discord"), None, None),
+            ]),
             dm_scope: DmScope::PerPeer,
+            default_agent: Some("home".into()),
             ..Routing::default()
         };
         assert_eq!(r.agent_for(&dm("telegram", "123")), "by-peer");
@@ -229,7 +320,60 @@ mod tests {
         assert_eq!(r.agent_for(&env), "by-channel");
         env.account = "work".into();
         assert_eq!(r.agent_for(&env), "by-account");
-        assert_eq!(r.agent_for(&dm("discord", "1")), "main");
+        // A peer binding beats an account one, wherever it is in the file.
+        env.peer = "123".into();
+        assert_eq!(r.agent_for(&env), "by-peer");
+        assert_eq!(r.agent_for(&dm("matrix", "1")), "home");
         assert_eq!(r.session_key(&dm("telegram", "123")), "agent:by-peer:dm:123");
+    }
+
+    #[test]
+    fn guilds_come_before_teams_and_accounts_and_every_field_given_must_match() {
+        let mut guild = bind("guild", Some("discord"), None, None);
+        guild.guild = Some("g1".into());
+        let mut team = bind("team", Some("slack"), None, None);
+        team.team = Some("t1".into());
+        // A peer rule that also names an account matches only on that account.
+        let peer_on_account = bind("peer-work", Some("discord"), Some("work"), Some("c1"));
+        let r = Routing {
+            bindings: Bindings::new(vec![
+                bind("account", Some("discord"), Some("work"), None),
+                guild,
+                team,
+                peer_on_account,
+                bind("anywhere", None, None, None),
+            ]),
+            ..Routing::default()
+        };
+        let mut env = dm("discord", "c1");
+        env.kind = PeerKind::Channel;
+        env.guild = Some("g1".into());
+        env.account = "work".into();
+        assert_eq!(r.agent_for(&env), "peer-work");
+        env.account = "default".into();
+        assert_eq!(r.agent_for(&env), "guild");
+        env.guild = Some("g2".into());
+        assert_eq!(r.agent_for(&env), "anywhere");
+        env.account = "work".into();
+        assert_eq!(r.agent_for(&env), "peer-work");
+        env.peer = "c2".into();
+        assert_eq!(r.agent_for(&env), "account");
+        let mut env = dm("slack", "C1");
+        env.team = Some("t1".into());
+        assert_eq!(r.agent_for(&env), "team");
+    }
+
+    #[test]
+    fn equal_bindings_go_by_file_order() {
+        let r = Routing {
+            bindings: Bindings::new(vec![
+                bind("first", Some("telegram"), None, Some("1")),
+                bind("second", None, None, None),
+                bind("no", Some("telegram"), None, Some("1")),
+            ]),
+            ..Routing::default()
+        };
+        assert_eq!(r.agent_for(&dm("telegram", "1")), "first");
+        assert_eq!(r.agent_for(&dm("telegram", "2")), "second");
     }
 }

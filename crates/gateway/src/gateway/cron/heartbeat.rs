@@ -23,8 +23,6 @@ use crate::runtime::host::ChatTarget;
 use crate::runtime::{TurnOptions, UserBlock};
 use crate::sync::lock;
 
-/// The session heartbeats run in.
-pub const MAIN_KEY: &str = "agent:main:main";
 /// The checklist, in the workspace.
 pub const FILE: &str = "HEARTBEAT.md";
 /// System events kept for the next heartbeat, at most (the oldest go).
@@ -138,7 +136,9 @@ impl Heartbeat {
             Ok(false) => return skipped("quiet-hours", None),
             Err(e) => return skipped("quiet-hours", Some(e)),
         }
-        if gw.open.busy(MAIN_KEY) || !gw.hub.turn_of(MAIN_KEY, None).is_empty() {
+        // The default agent's main session.
+        let main = gw.key("main");
+        if gw.open.busy(&main) || !gw.hub.turn_of(&main, None).is_empty() {
             return skipped("requests-in-flight", Some("the main session is busy; the next heartbeat will try".into()));
         }
         if self.running.swap(true, Ordering::AcqRel) {
@@ -150,6 +150,7 @@ impl Heartbeat {
     }
 
     async fn beat_in_main(&self, gw: &Gateway, reason: &str, started: i64) -> HeartbeatEvent {
+        let main = gw.key("main");
         let done = |status: &str, why: Option<&str>| HeartbeatEvent {
             ts: now_ms(),
             status: status.into(),
@@ -157,8 +158,9 @@ impl Heartbeat {
             duration_ms: Some(now_ms() - started),
             ..HeartbeatEvent::default()
         };
-        // The agent workspace's (`$ACP_HOME/workspace`), beside MEMORY.md and AGENTS.md.
-        let path = gw.runtime.config().home.join("workspace").join(FILE);
+        // The default agent's workspace files (`$ACP_HOME/workspace`, or its own workspace),
+        // beside MEMORY.md and AGENTS.md.
+        let path = gw.runtime.config_for(&main).agent_dir().join(FILE);
         let checklist = tokio::fs::read_to_string(path).await.unwrap_or_default();
         let events: Vec<String> = lock(&self.pending).drain(..).collect();
         if empty(&checklist) && events.is_empty() {
@@ -174,11 +176,11 @@ impl Heartbeat {
             pending.truncate(PENDING_MAX);
             HeartbeatEvent { message: Some(message), ..done("failed", Some(reason)) }
         };
-        let ticket = match gw.open.admit(MAIN_KEY, prompt.len()) {
+        let ticket = match gw.open.admit(&main, prompt.len()) {
             Ok(ticket) => ticket,
             Err(e) => return failed(e.message.clone()),
         };
-        let handle = match gw.open(MAIN_KEY).await {
+        let handle = match gw.open(&main).await {
             Ok(handle) => handle,
             Err(e) => return failed(e),
         };
@@ -186,7 +188,7 @@ impl Heartbeat {
         let run_id = format!("heartbeat:{}", uuid::Uuid::new_v4());
         let options = TurnOptions { from_agent: true, ..gw.open.run_options() };
         let blocks = vec![UserBlock::Text { text: prompt }];
-        let (turn, mut ended, outcome) = gw.runs.begin(&handle, MAIN_KEY, &run_id, blocks, options, None);
+        let (turn, mut ended, outcome) = gw.runs.begin(&handle, &main, &run_id, blocks, options, None);
         if !super::run::within(&handle, turn, outcome, self.timeout).await {
             drop(ticket);
             return failed(format!(

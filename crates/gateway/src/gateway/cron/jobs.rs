@@ -132,9 +132,6 @@ fn check(job: &CronJob) -> Result<(), String> {
     if job.name.is_empty() {
         return Err("at /name: must NOT have fewer than 1 characters".into());
     }
-    if let Some(agent) = job.agent_id.as_deref().filter(|a| *a != "main") {
-        return Err(format!("at /agentId: no agent `{agent}` (this gateway has one agent: main)"));
-    }
     match (job.session_target.as_str(), &job.payload) {
         ("main", Payload::SystemEvent { .. }) | ("isolated", Payload::AgentTurn { .. }) => {}
         ("main", _) => return Err("main cron jobs require payload.kind=\"systemEvent\"".into()),

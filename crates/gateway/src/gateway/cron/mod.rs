@@ -66,6 +66,22 @@ fn unavailable(e: impl std::fmt::Display) -> ErrorShape {
 
 /// A job's model, if it names one, is one this gateway can run.
 fn model_known(gw: &Gateway, job: &CronJob) -> Result<(), ErrorShape> {
+    let config = gw.runtime.config();
+    if let Some(agent) = job.agent_id.as_deref() {
+        if !config.has_agent(agent) {
+            return Err(ErrorShape::invalid(format!(
+                "invalid cron params: at /agentId: no agent `{agent}` (agents: {})",
+                config.agent_ids().join(", ")
+            )));
+        }
+        if job.session_target == "main" && agent != config.default_agent() {
+            return Err(ErrorShape::invalid(format!(
+                "invalid cron params: at /agentId: a main-session job runs in the default agent's main session \
+                 (`{}`); use sessionTarget \"isolated\" for agent `{agent}`",
+                config.default_agent()
+            )));
+        }
+    }
     match &job.payload {
         Payload::AgentTurn { model: Some(model), .. } => gw
             .runtime
@@ -121,7 +137,9 @@ impl Cron {
             tokio::spawn(async move {
                 loop {
                     let Some(gateway) = gw.upgrade() else { return };
-                    me.sweep(&gateway, "agent:main:cron:").await;
+                    for agent in gateway.runtime.config().agent_ids() {
+                        me.sweep(&gateway, &format!("agent:{agent}:cron:")).await;
+                    }
                     drop(gateway);
                     tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
                 }
@@ -242,7 +260,8 @@ impl Cron {
         }
         drop(_editing);
         if entry.session_key.is_some() {
-            self.sweep(gw, &format!("agent:main:cron:{}:run:", begun.job.id)).await;
+            let agent = begun.job.agent_id.clone().unwrap_or_else(|| gw.default_agent());
+            self.sweep(gw, &format!("agent:{agent}:cron:{}:run:", begun.job.id)).await;
         }
     }
 

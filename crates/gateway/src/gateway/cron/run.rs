@@ -110,9 +110,10 @@ async fn agent_turn(
     thinking: Option<&str>,
     limit_ms: u64,
 ) -> Done {
-    let key = format!("agent:main:cron:{}:run:{}", job.id, uuid::Uuid::new_v4());
+    let agent = job.agent_id.clone().unwrap_or_else(|| gw.default_agent());
+    let key = format!("agent:{agent}:cron:{}:run:{}", job.id, uuid::Uuid::new_v4());
     let fail = |error: String| Done { error: Some(error), session_key: Some(key.clone()), ..Done::default() };
-    let config = gw.runtime.config();
+    let config = gw.runtime.config_for(&key);
     let mut ops = Vec::new();
     let chosen = match model {
         Some(model) => match config.resolve_model(model) {

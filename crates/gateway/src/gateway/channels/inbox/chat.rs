@@ -126,7 +126,7 @@ impl<C: Channel> Inbox<C> {
     /// `/pair` (owners): the pairing requests waiting and who is approved; `/pair approve CODE`,
     /// `/pair reject CODE`.
     fn pair_command(&self, sender: &str, args: &str) -> String {
-        let channel = self.channel.id();
+        let channel = self.scope.as_str();
         if !self.is_owner(sender) {
             return format!(
                 "Only the owner can manage pairing (a sender listed in allow_from of [channels.{channel}])."

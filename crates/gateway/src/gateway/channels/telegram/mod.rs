@@ -19,9 +19,9 @@ use super::chunker::Limits;
 use super::inbox::{self, Channel, Inbox};
 use super::policy::{SendPolicy, SessionPrefs};
 use super::queue;
-use super::routing::{Attachment, DmScope, Envelope, PeerKind, Routing};
+use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
-use crate::config::Config;
+use crate::config::{Config, TelegramConfig};
 use bot_api::{Api, TEXT_LIMIT};
 
 const POLL: Duration = Duration::from_secs(25);
@@ -109,42 +109,120 @@ struct Webhook {
 pub struct Telegram {
     bot: Arc<Bot>,
     pub inbox: Arc<Inbox<Bot>>,
+    /// `default`, or its name under `[channels.telegram.accounts]`.
+    pub account: String,
     mention_patterns: Vec<String>,
     offset_path: PathBuf,
     webhook: Option<Webhook>,
 }
 
-/// The channel from `[channels.telegram]`, if configured; an error for a setting that cannot be
-/// used (the gateway then refuses to start, saying which).
+/// The channel's accounts from `[channels.telegram]` (the `default` one) and
+/// `[channels.telegram.accounts.NAME]`, each a bot of its own; an error for a setting that cannot
+/// be used (the gateway then refuses to start, saying which).
 pub fn start(
     config: &Config,
     host: Arc<dyn Host>,
     pairings: Arc<Pairings>,
     prefs: Arc<SessionPrefs>,
     http: reqwest::Client,
-) -> Result<Option<Arc<Telegram>>, String> {
-    let Some(t) = &config.channels.telegram else { return Ok(None) };
-    let token = t.bot_token.clone().or_else(|| std::env::var("TELEGRAM_BOT_TOKEN").ok()).filter(|t| !t.is_empty());
-    let Some(token) = token else {
-        return Err("[channels.telegram] needs bot_token (or TELEGRAM_BOT_TOKEN)".into());
-    };
+) -> Result<Vec<Arc<Telegram>>, String> {
+    let Some(t) = &config.channels.telegram else { return Ok(Vec::new()) };
+    let routing = Arc::new(Routing::from_config(config)?);
+    let mut accounts = Vec::new();
+    // The section itself is the default account when it names a bot, or when it has no others
+    // (then `$TELEGRAM_BOT_TOKEN`).
+    if t.bot_token.is_some() || t.accounts.is_empty() {
+        let token = t.bot_token.clone().or_else(|| std::env::var("TELEGRAM_BOT_TOKEN").ok()).filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return Err("[channels.telegram] needs bot_token (or TELEGRAM_BOT_TOKEN)".into());
+        };
+        accounts.push(("default".to_owned(), t.clone(), token));
+    }
+    for (name, own) in &t.accounts {
+        let section = format!("[channels.telegram.accounts.{name}]");
+        if name == "default" || name.is_empty() || name.contains(':') || name.chars().any(char::is_whitespace) {
+            return Err(format!("{section}: name the account otherwise (not `default`, no `:` or spaces)"));
+        }
+        if !own.accounts.is_empty() {
+            return Err(format!("{section}: accounts do not nest"));
+        }
+        let Some(token) = own.bot_token.clone().filter(|t| !t.is_empty()) else {
+            return Err(format!("{section} needs bot_token"));
+        };
+        if accounts.iter().any(|(_, _, other)| *other == token) {
+            return Err(format!("{section}: its bot_token is another account's (one bot polls once)"));
+        }
+        accounts.push((name.clone(), own.inherit(t), token));
+    }
+    let mut out = Vec::new();
+    for (name, t, token) in accounts {
+        let section = if name == "default" {
+            "[channels.telegram]".to_owned()
+        } else {
+            format!("[channels.telegram.accounts.{name}]")
+        };
+        let one = account(config, &section, &name, &t, token, routing.clone())?;
+        let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
+        let bot = Arc::new(Bot {
+            api: Api::new(http.clone(), &base, &one.token),
+            username: OnceLock::new(),
+            kinds: Default::default(),
+        });
+        let inbox = Inbox::new(bot.clone(), host.clone(), pairings.clone(), prefs.clone(), one.settings);
+        let offset = if name == "default" { "telegram.offset".to_owned() } else { format!("telegram-{name}.offset") };
+        out.push(Arc::new(Telegram {
+            bot,
+            inbox,
+            account: name,
+            mention_patterns: t.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
+            offset_path: config.home.join("channels").join(offset),
+            webhook: one.webhook,
+        }));
+    }
+    let mut paths: Vec<&str> = out.iter().filter_map(|t| t.webhook.as_ref().map(|w| w.path.as_str())).collect();
+    paths.sort_unstable();
+    if paths.windows(2).any(|w| w[0] == w[1]) {
+        return Err("[channels.telegram]: two accounts receive on the same webhook_path; give each its own".into());
+    }
+    Ok(out)
+}
+
+/// One account's settings, checked.
+struct Account {
+    token: String,
+    settings: inbox::Settings,
+    webhook: Option<Webhook>,
+}
+
+fn account(
+    config: &Config,
+    section: &str,
+    name: &str,
+    t: &TelegramConfig,
+    token: String,
+    routing: Arc<Routing>,
+) -> Result<Account, String> {
     let webhook = match (&t.webhook_url, &t.webhook_secret) {
         (None, _) => None,
         (Some(_), None) => {
-            return Err("[channels.telegram] webhook_url needs webhook_secret (1–256 of A-Z a-z 0-9 _ -), which Telegram sends with each update".into());
+            return Err(format!(
+                "{section} webhook_url needs webhook_secret (1–256 of A-Z a-z 0-9 _ -), which Telegram sends with each update"
+            ));
         }
         (Some(url), Some(secret)) => {
             let valid = (1..=256).contains(&secret.len())
                 && secret.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !valid {
-                return Err("[channels.telegram] webhook_secret: 1–256 characters of A-Z a-z 0-9 _ -".into());
+                return Err(format!("{section} webhook_secret: 1–256 characters of A-Z a-z 0-9 _ -"));
             }
             if !url.starts_with("https://") && !url.starts_with("http://") {
-                return Err(format!("[channels.telegram] webhook_url `{url}` is not an http(s) URL"));
+                return Err(format!("{section} webhook_url `{url}` is not an http(s) URL"));
             }
-            let path = t.webhook_path.clone().unwrap_or_else(|| WEBHOOK_PATH.into());
+            let default_path =
+                if name == "default" { WEBHOOK_PATH.to_owned() } else { format!("{WEBHOOK_PATH}/{name}") };
+            let path = t.webhook_path.clone().unwrap_or(default_path);
             if !path.starts_with('/') {
-                return Err(format!("[channels.telegram] webhook_path `{path}` must start with /"));
+                return Err(format!("{section} webhook_path `{path}` must start with /"));
             }
             Some(Webhook { url: url.clone(), secret: secret.clone(), path })
         }
@@ -153,48 +231,32 @@ pub fn start(
         None | Some("pairing") => DmPolicy::Pairing,
         Some("allowlist") => DmPolicy::Allowlist,
         Some("open") => DmPolicy::Open,
-        Some(other) => return Err(format!("[channels.telegram] dm_policy `{other}`: use pairing, allowlist or open")),
+        Some(other) => return Err(format!("{section} dm_policy `{other}`: use pairing, allowlist or open")),
     };
     let group_policy = match t.group_policy.as_deref() {
         None | Some("allowlist") => inbox::GroupPolicy::Allowlist,
         Some("open") => inbox::GroupPolicy::Open,
         Some("disabled") => inbox::GroupPolicy::Disabled,
         Some(other) => {
-            return Err(format!("[channels.telegram] group_policy `{other}`: use allowlist, open or disabled"));
+            return Err(format!("{section} group_policy `{other}`: use allowlist, open or disabled"));
         }
     };
     let (min, max) = (t.chunk_min_chars.unwrap_or(800), t.chunk_max_chars.unwrap_or(3500));
     if !(100..=TEXT_LIMIT).contains(&max) {
-        return Err(format!("[channels.telegram] chunk_max_chars {max}: from 100 to {TEXT_LIMIT} (Telegram's limit)"));
+        return Err(format!("{section} chunk_max_chars {max}: from 100 to {TEXT_LIMIT} (Telegram's limit)"));
     }
     if min > max {
-        return Err(format!("[channels.telegram] chunk_min_chars {min} is above chunk_max_chars {max}"));
+        return Err(format!("{section} chunk_min_chars {min} is above chunk_max_chars {max}"));
     }
     if t.webhook_secret.is_some() && t.webhook_url.is_none() {
-        return Err("[channels.telegram] webhook_secret is set without webhook_url".into());
+        return Err(format!("{section} webhook_secret is set without webhook_url"));
     }
     if policy == DmPolicy::Allowlist && t.allow_from.is_empty() {
-        tracing::warn!("[channels.telegram] dm_policy allowlist with an empty allow_from: nobody can write to the bot");
+        tracing::warn!("{section} dm_policy allowlist with an empty allow_from: nobody can write to the bot");
     }
-    let dm_scope = match config.session.dm_scope.as_deref() {
-        None | Some("main") => DmScope::Main,
-        Some("per-peer") => DmScope::PerPeer,
-        Some("per-channel-peer") => DmScope::PerChannelPeer,
-        Some("per-account-channel-peer") => DmScope::PerAccountChannelPeer,
-        Some(other) => {
-            return Err(format!(
-                "[session] dm_scope `{other}`: use main, per-peer, per-channel-peer or per-account-channel-peer"
-            ));
-        }
-    };
-    let routing = Routing {
-        dm_scope,
-        main_key: config.session.main_key.clone(),
-        identity_links: config.session.identity_links.clone(),
-        bindings: Vec::new(),
-    };
     let inbound = &config.messages.inbound;
     let settings = inbox::Settings {
+        account: name.to_owned(),
         policy,
         group_policy,
         allow_from: t.allow_from.clone(),
@@ -212,21 +274,11 @@ pub fn start(
             Some("code") => crate::runtime::Mode::Code,
             Some("auto") => crate::runtime::Mode::Auto,
             Some(other) => {
-                return Err(format!("[channels.telegram] guest_mode `{other}`: use ask, code or auto"));
+                return Err(format!("{section} guest_mode `{other}`: use ask, code or auto"));
             }
         },
     };
-    let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
-    let bot =
-        Arc::new(Bot { api: Api::new(http, &base, &token), username: OnceLock::new(), kinds: Default::default() });
-    let inbox = Inbox::new(bot.clone(), host, pairings, prefs, settings);
-    Ok(Some(Arc::new(Telegram {
-        bot,
-        inbox,
-        mention_patterns: t.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
-        offset_path: config.home.join("channels").join("telegram.offset"),
-        webhook,
-    })))
+    Ok(Account { token, settings, webhook })
 }
 
 impl Telegram {
@@ -245,6 +297,8 @@ impl Telegram {
         let mode = if self.webhook.is_some() { "webhook" } else { "polling" };
         self.inbox.status(|s| {
             s.insert("state".into(), "connecting".into());
+            s.insert("configured".into(), true.into());
+            s.insert("running".into(), true.into());
             s.insert("mode".into(), mode.into());
             s.insert("dmPolicy".into(), self.inbox.policy_name().into());
         });
@@ -361,7 +415,7 @@ impl Telegram {
     /// One update taken in.
     async fn take(&self, update: &Value) {
         let username = self.bot.username.get().map_or("", String::as_str);
-        if let Some(env) = envelope(update, username, &self.mention_patterns) {
+        if let Some(env) = envelope(update, username, &self.mention_patterns, &self.account) {
             self.bot.remember(&env.peer, env.kind);
             self.inbox.take(env).await;
         }
@@ -394,7 +448,7 @@ fn attachments(m: &Value) -> Vec<Attachment> {
 
 /// A Telegram update as an inbound envelope (text, or media with its caption), its text without
 /// the bot's `@name`.
-fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envelope> {
+fn envelope(update: &Value, username: &str, patterns: &[String], account: &str) -> Option<Envelope> {
     let m = update.get("message")?;
     let attachments = attachments(m);
     let text = m["text"].as_str().or(m["caption"].as_str()).unwrap_or_default().to_owned();
@@ -416,7 +470,7 @@ fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envel
     let name = from["first_name"].as_str().or(from["username"].as_str()).unwrap_or("someone").to_owned();
     Some(Envelope {
         channel: "telegram".into(),
-        account: "default".into(),
+        account: account.to_owned(),
         peer: id(&chat["id"])?,
         kind,
         sender: id(&from["id"]).unwrap_or_default(),
@@ -427,6 +481,8 @@ fn envelope(update: &Value, username: &str, patterns: &[String]) -> Option<Envel
         reply_to: id(&m["reply_to_message"]["message_id"]),
         thread,
         mentioned,
+        guild: None,
+        team: None,
     })
 }
 
