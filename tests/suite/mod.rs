@@ -25,6 +25,7 @@ mod hooks_gateway;
 mod hostile;
 mod lifecycle;
 mod lsp;
+mod matrix;
 mod mcp;
 mod mcp_cli;
 mod memory;

@@ -9,6 +9,7 @@ pub mod mock_model;
 pub mod openclaw;
 pub mod pty;
 pub mod script;
+pub mod synapse;
 pub mod telegram;
 
 use mock_model::MockModel;

@@ -9,6 +9,64 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
+    pub matrix: Option<MatrixConfig>,
+}
+
+/// `[channels.matrix]`: a Matrix account on a homeserver, over the Client-Server API (no
+/// end-to-end encryption: encrypted rooms are not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixConfig {
+    /// The homeserver's base URL (`https://matrix.example.org`).
+    pub homeserver: Option<String>,
+    /// The account's access token (else `$MATRIX_ACCESS_TOKEN`).
+    pub access_token: Option<String>,
+    /// `pairing` (default), `allowlist` or `open`.
+    pub dm_policy: Option<String>,
+    /// Who may use the bot in rooms: `allowlist` (default), `open` or `disabled`.
+    pub group_policy: Option<String>,
+    /// Matrix user ids (`@ada:example.org`) always allowed: the owners.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// More ways a room message addresses the bot, besides its user id, its name and a reply.
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+    /// Replies are sent in messages of this many characters (default 800..=4000).
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+    pub block_streaming: Option<bool>,
+    pub coalesce_idle_ms: Option<u64>,
+    /// As `[channels.telegram] guest_mode`.
+    pub guest_mode: Option<String>,
+    /// Accept room invitations from senders who may talk to the bot (default true).
+    pub auto_join: Option<bool>,
+    /// More accounts: `[channels.matrix.accounts.NAME]`, each with its own token; what an account
+    /// does not set it takes from `[channels.matrix]` (not the token).
+    #[serde(default)]
+    pub accounts: std::collections::BTreeMap<String, MatrixConfig>,
+}
+
+impl MatrixConfig {
+    /// This account's settings, with what it does not set taken from `parent`.
+    #[must_use]
+    pub fn inherit(&self, parent: &MatrixConfig) -> MatrixConfig {
+        let list = |own: &Vec<String>, theirs: &Vec<String>| if own.is_empty() { theirs.clone() } else { own.clone() };
+        MatrixConfig {
+            homeserver: self.homeserver.clone().or_else(|| parent.homeserver.clone()),
+            access_token: self.access_token.clone(),
+            dm_policy: self.dm_policy.clone().or_else(|| parent.dm_policy.clone()),
+            group_policy: self.group_policy.clone().or_else(|| parent.group_policy.clone()),
+            allow_from: list(&self.allow_from, &parent.allow_from),
+            mention_patterns: list(&self.mention_patterns, &parent.mention_patterns),
+            chunk_min_chars: self.chunk_min_chars.or(parent.chunk_min_chars),
+            chunk_max_chars: self.chunk_max_chars.or(parent.chunk_max_chars),
+            block_streaming: self.block_streaming.or(parent.block_streaming),
+            coalesce_idle_ms: self.coalesce_idle_ms.or(parent.coalesce_idle_ms),
+            guest_mode: self.guest_mode.clone().or_else(|| parent.guest_mode.clone()),
+            auto_join: self.auto_join.or(parent.auto_join),
+            accounts: Default::default(),
+        }
+    }
 }
 
 /// `[channels.telegram]`.

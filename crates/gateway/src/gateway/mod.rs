@@ -607,6 +607,14 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     };
     gateway.runtime.prewarm();
     gateway.runtime.start_discovery();
+    if channel_config.channels.matrix.is_some() {
+        let http = gateway.runtime.http_client().await?;
+        let host: Arc<dyn channels::Host> = gateway.clone();
+        for matrix in channels::matrix::start(&channel_config, host, pairings.clone(), prefs.clone(), http)? {
+            gateway.channels.outbox.add(channels::inbox::scope_of("matrix", &matrix.name), matrix.inbox.clone());
+            tokio::spawn(matrix.run(stop.clone()));
+        }
+    }
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
         let host: Arc<dyn channels::Host> = gateway.clone();

@@ -31,7 +31,7 @@ pub enum DmPolicy {
 /// How long a pairing code is good for.
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
 /// The channels pairing codes can be for.
-pub const CHANNELS: &[&str] = &["telegram"];
+pub const CHANNELS: &[&str] = &["telegram", "matrix"];
 /// A sender gets a new code at most once in this long.
 pub const SENDER_INTERVAL_MS: i64 = CODE_TTL_MS;
 /// New codes a channel gives out in one window, at most, and the window.
@@ -191,7 +191,9 @@ impl Pairings {
     }
 
     fn take(&self, channel: &str, code: &str, approve: bool) -> Result<PendingPair, String> {
-        if !CHANNELS.contains(&channel) {
+        // A channel, or one of its accounts (`telegram:family`).
+        let base = channel.split_once(':').map_or(channel, |(c, _)| c);
+        if !CHANNELS.contains(&base) {
             return Err(format!("there is no channel `{channel}` (channels: {})", CHANNELS.join(", ")));
         }
         let code = code.trim().to_uppercase();

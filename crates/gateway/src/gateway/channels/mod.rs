@@ -9,9 +9,11 @@
 pub mod access;
 pub mod chunker;
 pub mod inbox;
+pub mod matrix;
 pub mod policy;
 pub mod queue;
 pub mod routing;
+pub mod settings;
 pub mod telegram;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -289,4 +291,23 @@ fn label(channel: &str) -> &str {
         "slack" => "Slack",
         other => other,
     }
+}
+
+/// A response's body, refused beyond `limit` bytes (a server that sends more is not believed).
+pub async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt as _;
+    let too_large = || format!("the file is larger than {} KB, the most taken here", limit / 1024);
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("the download broke off: {}", e.without_url()))?;
+        if (bytes.len() + chunk.len()) as u64 > limit {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }

@@ -49,7 +49,6 @@ impl Api {
 
     /// A file's bytes (`getFile`, then the download), refused beyond `limit` bytes.
     pub async fn file(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, String> {
-        use futures_util::StreamExt as _;
         let found = self
             .call("getFile", &json!({"file_id": file_id}), Duration::from_secs(30))
             .await
@@ -58,7 +57,6 @@ impl Api {
         if path.split('/').any(|part| part == "..") {
             return Err("Telegram gave an unusable path for the file".into());
         }
-        let too_large = || format!("the file is larger than {} KB, the most taken here", limit / 1024);
         let response = self
             .http
             .get(format!("{}/{path}", self.files))
@@ -69,19 +67,7 @@ impl Api {
         if response.status() != reqwest::StatusCode::OK {
             return Err(format!("the file could not be downloaded ({})", response.status()));
         }
-        if response.content_length().is_some_and(|n| n > limit) {
-            return Err(too_large());
-        }
-        let mut bytes = Vec::new();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| format!("the download broke off: {}", e.without_url()))?;
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(too_large());
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        super::super::read_capped(response, limit).await
     }
 
     /// Calls `method`, retrying as the policy says; `Ok` is Telegram's `result`.

@@ -14,11 +14,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Host;
-use super::access::{DmPolicy, Pairings};
-use super::chunker::Limits;
+use super::access::Pairings;
 use super::inbox::{self, Channel, Inbox};
-use super::policy::{SendPolicy, SessionPrefs};
-use super::queue;
+use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
 use crate::config::{Config, TelegramConfig};
@@ -227,57 +225,25 @@ fn account(
             Some(Webhook { url: url.clone(), secret: secret.clone(), path })
         }
     };
-    let policy = match t.dm_policy.as_deref() {
-        None | Some("pairing") => DmPolicy::Pairing,
-        Some("allowlist") => DmPolicy::Allowlist,
-        Some("open") => DmPolicy::Open,
-        Some(other) => return Err(format!("{section} dm_policy `{other}`: use pairing, allowlist or open")),
-    };
-    let group_policy = match t.group_policy.as_deref() {
-        None | Some("allowlist") => inbox::GroupPolicy::Allowlist,
-        Some("open") => inbox::GroupPolicy::Open,
-        Some("disabled") => inbox::GroupPolicy::Disabled,
-        Some(other) => {
-            return Err(format!("{section} group_policy `{other}`: use allowlist, open or disabled"));
-        }
-    };
-    let (min, max) = (t.chunk_min_chars.unwrap_or(800), t.chunk_max_chars.unwrap_or(3500));
-    if !(100..=TEXT_LIMIT).contains(&max) {
-        return Err(format!("{section} chunk_max_chars {max}: from 100 to {TEXT_LIMIT} (Telegram's limit)"));
-    }
-    if min > max {
-        return Err(format!("{section} chunk_min_chars {min} is above chunk_max_chars {max}"));
-    }
     if t.webhook_secret.is_some() && t.webhook_url.is_none() {
         return Err(format!("{section} webhook_secret is set without webhook_url"));
     }
-    if policy == DmPolicy::Allowlist && t.allow_from.is_empty() {
-        tracing::warn!("{section} dm_policy allowlist with an empty allow_from: nobody can write to the bot");
+    let settings = super::settings::Common {
+        section,
+        channel: "telegram",
+        account: name,
+        dm_policy: t.dm_policy.as_deref(),
+        group_policy: t.group_policy.as_deref(),
+        allow_from: &t.allow_from,
+        chunk_min_chars: t.chunk_min_chars,
+        chunk_max_chars: t.chunk_max_chars,
+        chunk_default_max: 3500,
+        text_limit: TEXT_LIMIT,
+        block_streaming: t.block_streaming,
+        coalesce_idle_ms: t.coalesce_idle_ms,
+        guest_mode: t.guest_mode.as_deref(),
     }
-    let inbound = &config.messages.inbound;
-    let settings = inbox::Settings {
-        account: name.to_owned(),
-        policy,
-        group_policy,
-        allow_from: t.allow_from.clone(),
-        routing,
-        limits: Limits::new(min, max, TEXT_LIMIT),
-        block_streaming: t.block_streaming.unwrap_or(true),
-        idle: Duration::from_millis(t.coalesce_idle_ms.unwrap_or(1000)),
-        queue: queue::Settings::from_config(&config.messages.queue, "telegram")?,
-        inbound_debounce: Duration::from_millis(
-            inbound.by_channel.get("telegram").copied().or(inbound.debounce_ms).unwrap_or(0),
-        ),
-        send_policy: SendPolicy::from_config(config.session.send_policy.as_ref())?,
-        guest_mode: match t.guest_mode.as_deref() {
-            None | Some("ask") => crate::runtime::Mode::Ask,
-            Some("code") => crate::runtime::Mode::Code,
-            Some("auto") => crate::runtime::Mode::Auto,
-            Some(other) => {
-                return Err(format!("{section} guest_mode `{other}`: use ask, code or auto"));
-            }
-        },
-    };
+    .settings(config, routing)?;
     Ok(Account { token, settings, webhook })
 }
 

@@ -1,0 +1,85 @@
+//! A channel account's inbox settings from what every channel's section has in common
+//! (`dm_policy`, `group_policy`, `allow_from`, chunk sizes, block streaming, `guest_mode`) and
+//! `[session]`/`[messages]`, checked: a setting that cannot be used is an error naming its
+//! section.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::access::DmPolicy;
+use super::chunker::Limits;
+use super::inbox::{GroupPolicy, Settings};
+use super::policy::SendPolicy;
+use super::queue;
+use super::routing::Routing;
+use crate::config::Config;
+
+/// What a channel's section says, in the words every channel shares.
+pub struct Common<'a> {
+    /// `[channels.telegram]`, `[channels.matrix.accounts.work]`, …
+    pub section: &'a str,
+    pub channel: &'a str,
+    pub account: &'a str,
+    pub dm_policy: Option<&'a str>,
+    pub group_policy: Option<&'a str>,
+    pub allow_from: &'a [String],
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+    /// The default most characters in one message, and the platform's limit.
+    pub chunk_default_max: usize,
+    pub text_limit: usize,
+    pub block_streaming: Option<bool>,
+    pub coalesce_idle_ms: Option<u64>,
+    pub guest_mode: Option<&'a str>,
+}
+
+impl Common<'_> {
+    pub fn settings(&self, config: &Config, routing: Arc<Routing>) -> Result<Settings, String> {
+        let section = self.section;
+        let policy = match self.dm_policy {
+            None | Some("pairing") => DmPolicy::Pairing,
+            Some("allowlist") => DmPolicy::Allowlist,
+            Some("open") => DmPolicy::Open,
+            Some(other) => return Err(format!("{section} dm_policy `{other}`: use pairing, allowlist or open")),
+        };
+        let group_policy = match self.group_policy {
+            None | Some("allowlist") => GroupPolicy::Allowlist,
+            Some("open") => GroupPolicy::Open,
+            Some("disabled") => GroupPolicy::Disabled,
+            Some(other) => return Err(format!("{section} group_policy `{other}`: use allowlist, open or disabled")),
+        };
+        let limit = self.text_limit;
+        let (min, max) = (self.chunk_min_chars.unwrap_or(800), self.chunk_max_chars.unwrap_or(self.chunk_default_max));
+        if !(100..=limit).contains(&max) {
+            return Err(format!("{section} chunk_max_chars {max}: from 100 to {limit} (the platform's limit)"));
+        }
+        if min > max {
+            return Err(format!("{section} chunk_min_chars {min} is above chunk_max_chars {max}"));
+        }
+        if policy == DmPolicy::Allowlist && self.allow_from.is_empty() {
+            tracing::warn!("{section} dm_policy allowlist with an empty allow_from: nobody can write to the bot");
+        }
+        let inbound = &config.messages.inbound;
+        Ok(Settings {
+            account: self.account.to_owned(),
+            policy,
+            group_policy,
+            allow_from: self.allow_from.to_vec(),
+            routing,
+            limits: Limits::new(min.min(max), max, limit),
+            block_streaming: self.block_streaming.unwrap_or(true),
+            idle: Duration::from_millis(self.coalesce_idle_ms.unwrap_or(1000)),
+            queue: queue::Settings::from_config(&config.messages.queue, self.channel)?,
+            inbound_debounce: Duration::from_millis(
+                inbound.by_channel.get(self.channel).copied().or(inbound.debounce_ms).unwrap_or(0),
+            ),
+            send_policy: SendPolicy::from_config(config.session.send_policy.as_ref())?,
+            guest_mode: match self.guest_mode {
+                None | Some("ask") => crate::runtime::Mode::Ask,
+                Some("code") => crate::runtime::Mode::Code,
+                Some("auto") => crate::runtime::Mode::Auto,
+                Some(other) => return Err(format!("{section} guest_mode `{other}`: use ask, code or auto")),
+            },
+        })
+    }
+}
