@@ -38,9 +38,12 @@ pub fn agents(command: AgentsCommand) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// An agent as listed: id, name, model, mode, its own workspace.
+type Row = (String, String, String, String, Option<String>);
+
 fn list(config: &Config, json: bool) -> String {
     let default = config.default_agent();
-    let rows: Vec<(String, String, String, String, String)> = config
+    let rows: Vec<Row> = config
         .agent_ids()
         .into_iter()
         .map(|id| {
@@ -51,10 +54,7 @@ fn list(config: &Config, json: bool) -> String {
                 Some(model) => model.clone(),
                 None => own.default_model_ref().map_or_else(|e| format!("(none: {e})"), |m| m.to_string()),
             };
-            let workspace = config
-                .agent(id)
-                .and_then(|a| a.workspace.as_ref())
-                .map_or_else(|| "(the gateway's)".to_owned(), |w| w.display().to_string());
+            let workspace = config.agent(id).and_then(|a| a.workspace.as_ref()).map(|w| w.display().to_string());
             let name = config.agent(id).map_or_else(|| id.to_owned(), |a| a.display_name().to_owned());
             (id.to_owned(), name, model, own.default_mode.id().to_owned(), workspace)
         })
@@ -67,19 +67,19 @@ fn list(config: &Config, json: bool) -> String {
                 format!(
                     "{}\n",
                     serde_json::json!({"id": id, "name": name, "default": id == default, "model": model,
-                        "fallbacks": fallbacks, "mode": mode, "workspace": workspace})
+                        "fallbacks": fallbacks, "mode": mode, "workspace": workspace,
+                        "agentDir": config.for_agent(id).map_or_else(|| config.agent_dir(), |c| c.agent_dir())})
                 )
             })
             .collect();
     }
-    let wide = |f: fn(&(String, String, String, String, String)) -> usize, min: usize| {
-        rows.iter().map(f).max().unwrap_or(0).max(min) + 2
-    };
+    let wide = |f: fn(&Row) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min) + 2;
     let (w_id, w_name, w_model) =
         (wide(|r| r.0.chars().count() + 1, 2), wide(|r| r.1.chars().count(), 4), wide(|r| r.2.chars().count(), 5));
     let mut out = format!("{:w_id$}{:w_name$}{:w_model$}{:6}WORKSPACE\n", "ID", "NAME", "MODEL", "MODE");
     for (id, name, model, mode, workspace) in rows {
         let id = if id == default { format!("{id}*") } else { id };
+        let workspace = workspace.unwrap_or_else(|| "(the gateway's --workspace)".into());
         out.push_str(&format!("{id:w_id$}{name:w_name$}{model:w_model$}{mode:6}{workspace}\n"));
     }
     out.push_str("(* the default: messages no binding matches, and keys without an agent)\n");

@@ -266,12 +266,11 @@ fn add_params(when: When, what: What) -> Result<CronAddParams, String> {
             if d.trim() == "last" {
                 return Ok(json!({"mode": "announce", "channel": "last"}));
             }
-            let mut parts = d.splitn(3, ':');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(channel), Some(to), thread) if !channel.is_empty() && !to.is_empty() => {
-                    Ok(json!({"mode": "announce", "channel": channel, "to": to, "threadId": thread}))
-                }
-                _ => Err(format!("--deliver {d}: write it as channel:chat (telegram:123456), or last")),
+            match crate::tools::host::ChatTarget::parse(&d) {
+                Ok(t) => Ok(json!({"mode": "announce", "channel": t.channel, "to": t.to, "threadId": t.thread})),
+                Err(_) => Err(format!(
+                    "--deliver {d}: write it as channel[@account]:chat (telegram:123456, telegram@family:123456), or last"
+                )),
             }
         })
         .transpose()?;

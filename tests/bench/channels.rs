@@ -10,6 +10,8 @@ mod gw;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
 mod stream;
+#[path = "../support/synapse.rs"]
+mod synapse;
 #[path = "../support/telegram.rs"]
 mod telegram;
 
@@ -94,8 +96,63 @@ fn routing() {
     }
 }
 
+/// Matrix, on a real Synapse: a message → the bot's first message seen by the sender's own
+/// `/sync`, beyond the model's time to its first text (the homeserver's two hops included).
+fn matrix() {
+    let synapse = synapse::Synapse::start();
+    let (bot, ada) = (synapse.register("acp"), synapse.register("ada"));
+    let mock = MockModel::start();
+    let config = format!(
+        "[channels.matrix]\nhomeserver = \"{}\"\naccess_token = \"{}\"\nallow_from = [\"{}\"]\nchunk_min_chars = 1\n",
+        synapse.base, bot.token, ada.id
+    );
+    let _gateway = gw::start_with(&mock, &config);
+    let dm = ada.dm(&bot.id);
+    ada.wait_joined(&dm, &bot.id);
+    // The channel's first sync is history; one message through makes sure it is live.
+    mock.push(Reply::sse(stream::deltas(1)).chunking(Chunking::Whole));
+    ada.say(&dm, "warm up");
+    ada.wait_texts(&dm, &bot.id, 1);
+    let mut since = ada.sync(None, 0)["next_batch"].as_str().unwrap().to_owned();
+    let (mut overhead, mut total) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        mock.push(Reply::sse(stream::deltas(20)).chunking(Chunking::PerEvent));
+        let sent_at = Instant::now();
+        ada.say(&dm, &format!("go {i}"));
+        // The sender's own client sees the bot's first message.
+        let first_out = loop {
+            let batch = ada.sync(Some(&since), 10_000);
+            since = batch["next_batch"].as_str().unwrap().to_owned();
+            let from_bot = batch["rooms"]["join"][dm.as_str()]["timeline"]["events"].as_array().is_some_and(|events| {
+                events.iter().any(|e| e["sender"] == bot.id.as_str() && e["type"] == "m.room.message")
+            });
+            if from_bot {
+                break Instant::now();
+            }
+        };
+        let r = mock.wait_done(i + 1);
+        let first_piece = r.piece_times[2];
+        total.push(first_out - sent_at);
+        overhead.push((first_out - sent_at).saturating_sub(first_piece - r.at));
+        // Let the rest of the reply go out before the next message.
+        let n = 2 + i;
+        while ada.events_from(&dm, &bot.id).len() < n || mock.requests()[i + 1].finished_at.is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(1200));
+        since = ada.sync(Some(&since), 0)["next_batch"].as_str().unwrap().to_owned();
+    }
+    report("Matrix: message → the bot's first message at the sender", ms(median(total)), "median of 20, real Synapse");
+    report(
+        "  beyond the model's own time to its first text",
+        ms(median(overhead)),
+        "target ≤ 20 ms; Synapse's hops included",
+    );
+}
+
 fn main() {
     routing();
+    matrix();
     let mock = MockModel::start();
     let fake = telegram::FakeTelegram::start();
     let _gateway = gw::start_with(&mock, &config(&fake, ""));

@@ -107,7 +107,7 @@ fn system(r: &Recorded) -> String {
 fn cli(gw: &Gateway, args: &[&str]) -> (bool, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_acp"));
     command.args(args).env("ACP_HOME", gw.home.path()).env("HOME", gw.home.path());
-    if args[0] == "channels" {
+    if args[0] == "channels" || args[0] == "pairing" {
         command.args(["--gateway", &format!("ws://127.0.0.1:{}", gw.port), "--token", TOKEN]);
     }
     let out = command.output().unwrap();
@@ -144,8 +144,9 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
         let wd = format!("Working directory: {}", dir.path().display());
         assert!(system(r).contains(&wd), "{wd} not in {}", system(r));
     }
-    assert!(system(&home).contains("You are Homer 🏠 (agent `home`)."), "{}", system(&home));
-    assert!(!system(&work).contains("# Identity"));
+    assert!(system(&home).contains("You are Homer 🏠, an AI assistant (agent `home`"), "{}", system(&home));
+    assert!(!system(&home).contains("You are acp"));
+    assert!(system(&work).contains("You are acp"));
     let (work_tools, family_tools) = (offered_tools("anthropic", &work.body), offered_tools("anthropic", &family.body));
     assert!(work_tools.contains(&"exec".to_owned()) && work_tools.contains(&"web_fetch".to_owned()), "{work_tools:?}");
     assert!(!family_tools.contains(&"exec".to_owned()) && !family_tools.contains(&"web_fetch".to_owned()));
@@ -154,6 +155,10 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
     // Keys carry the agent, and the account where dmScope says so.
     let mut admin = gw.client(&["operator.admin"]);
     let listed = admin.request("sessions.list", json!({}));
+    // (A malformed agent key is refused, not run as no agent.)
+    let bad =
+        admin.request("chat.send", json!({"sessionKey": "agent:work", "message": "x", "idempotencyKey": "k-bad"}));
+    assert!(bad.to_string().contains("not a valid session key"), "{bad}");
     let mut keys: Vec<String> = listed["payload"]["sessions"]
         .as_array()
         .unwrap()
@@ -207,6 +212,17 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
     assert!(refused.to_string().contains("no agent `nobody`"), "{refused}");
     assert_eq!(mock.requests().len(), before);
 
+    // A stranger on the second bot is paired on that account, approved by the name it gives.
+    let newcomer = 444;
+    family_bot.message(newcomer, "private", newcomer, "hello?");
+    let told = family_bot.wait_sent(newcomer, 1).remove(0);
+    let code = told.split("approve telegram:family ").nth(1).unwrap_or_else(|| panic!("{told}"))[..8].to_owned();
+    let (ok, out) = cli(gw, &["pairing", "approve", "telegram:family", &code]);
+    assert!(ok, "{out}");
+    mock.push(text("anthropic", "Welcome.").when("MSG-NEWCOMER"));
+    family_bot.message(newcomer, "private", newcomer, "MSG-NEWCOMER hi");
+    assert_eq!(family_bot.wait_sent(newcomer, 2)[1], "Welcome.");
+
     // Every account of the channel is reported.
     let status = admin.request("channels.status", json!({}));
     let accounts = &status["payload"]["channelAccounts"]["telegram"];
@@ -235,8 +251,9 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
     let (ok, out) = cli(gw, &["sessions", "list", "--agent", "family", "--json"]);
     assert!(ok, "{out}");
     let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows.len(), 1, "{out}");
-    assert_eq!(rows[0]["id"], "agent:family:telegram:family:dm:333");
+    let mut ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["agent:family:telegram:family:dm:333", "agent:family:telegram:family:dm:444"], "{out}");
     let (ok, out) = cli(gw, &["sessions", "list", "--agent", "nobody"]);
     assert!(!ok && out.contains("no agent `nobody`"), "{out}");
 }

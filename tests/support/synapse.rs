@@ -254,6 +254,15 @@ impl User {
         self.messages(room).into_iter().filter(|e| e["sender"] == from).collect()
     }
 
+    /// One `/sync` from `since`, held up to `timeout_ms` for something new.
+    pub fn sync(&self, since: Option<&str>, timeout_ms: u64) -> Value {
+        let mut path = format!("/_matrix/client/v3/sync?timeout={timeout_ms}");
+        if let Some(since) = since {
+            path.push_str(&format!("&since={}", seg(since)));
+        }
+        self.call("GET", &path, None)
+    }
+
     /// Waits until `user` has joined `room`.
     pub fn wait_joined(&self, room: &str, user: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);

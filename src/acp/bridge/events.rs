@@ -14,12 +14,12 @@ use acp_protocol::acp::schema::{
     RequestPermissionResponse, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
+use acp_protocol::gateway::StopReason as WireStop;
 use acp_protocol::gateway::events::{
     AgentEvent, ApprovalRequest, ApprovalRequested, ChatEvent, ChatMessage, ChatState, DiffData, ShownContent,
     ToolData, UsageData,
 };
 use acp_protocol::gateway::methods::{ApprovalResolve, ApprovalResolveParams};
-use acp_protocol::gateway::{StopReason as WireStop, canonical_key};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -45,9 +45,13 @@ pub(super) fn new_suffix(sent: &mut String, now: &str) -> Option<String> {
 }
 
 /// Whether an event of run `run` is framed for the session that run belongs to: its
-/// `sessionKey` is the run's, in either spelling (`x` or `agent:main:x`).
+/// `sessionKey` is the run's, in either spelling (`x`, or `agent:<id>:x` as the gateway gives
+/// it back).
 fn same_session(framed: &str, key: &str) -> bool {
-    canonical_key(framed) == canonical_key(key)
+    let tail = |k: &str| -> String {
+        k.strip_prefix("agent:").and_then(|r| r.split_once(':')).map_or(k, |(_, rest)| rest).to_owned()
+    };
+    framed == key || (framed.starts_with("agent:") != key.starts_with("agent:") && tail(framed) == tail(key))
 }
 
 /// The text blocks of a chat message (as history gives it), joined (and its thinking blocks,

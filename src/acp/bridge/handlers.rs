@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::dispatch::{self, Answer, Handled, Method as _, Reply, Requests, Work};
 use super::super::{agent, meta, options, updates};
-use super::{Bridge, CONNECT_WAIT, PromptEnd, Run, Session, canonical};
+use super::{Bridge, CONNECT_WAIT, PromptEnd, Run, Session};
 use crate::rpc::Incoming;
 use crate::runtime::Mode;
 use crate::settings::ReasoningEffort;
@@ -114,6 +114,7 @@ fn resolve(key: &str) -> SessionsResolveParams {
 
 /// Which gateway session an ACP session is: `_meta` first, then the flags, else `fallback`.
 async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: String) -> Reply<String> {
+    bridge.knows_default_agent().await;
     let options = &bridge.options;
     let require = meta::read_bool(meta, meta::REQUIRE_EXISTING).unwrap_or(options.require_existing);
     let label = meta::read_string(meta, meta::SESSION_LABEL).map(str::to_owned);
@@ -127,13 +128,13 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
         let asked = SessionsResolveParams { label: Some(label.clone()), ..Default::default() };
         let found = bridge.gateway.call::<SessionsResolve>(&asked, CONNECT_WAIT).await;
         return match found {
-            Ok(r) => Some(r.key).filter(|k| !k.is_empty()).map(|k| canonical(&k)).ok_or_else(|| {
+            Ok(r) => Some(r.key).filter(|k| !k.is_empty()).map(|k| bridge.key(&k)).ok_or_else(|| {
                 ErrorObject::new(code::RESOURCE_NOT_FOUND, format!("no gateway session has the label `{label}`"))
             }),
             Err(e) => Err(gateway_error(&format!("could not resolve the session label `{label}`"), &e)),
         };
     }
-    let Some(key) = key else { return Ok(canonical(&fallback)) };
+    let Some(key) = key else { return Ok(bridge.key(&fallback)) };
     if !crate::runtime::valid_session_id(&key) {
         return Err(ErrorObject::invalid_params(format!(
             "`_meta.sessionKey`: `{}` is not a valid key",
@@ -142,11 +143,11 @@ async fn resolve_key(bridge: &Bridge, meta: Option<&meta::Meta>, fallback: Strin
     }
     if require {
         return match bridge.gateway.call::<SessionsResolve>(&resolve(&key), CONNECT_WAIT).await {
-            Ok(r) => Ok(canonical(if r.key.is_empty() { &key } else { &r.key })),
+            Ok(r) => Ok(bridge.key(if r.key.is_empty() { &key } else { &r.key })),
             Err(e) => Err(gateway_error(&format!("the gateway session `{key}` does not exist"), &e)),
         };
     }
-    Ok(canonical(&key))
+    Ok(bridge.key(&key))
 }
 
 /// A session's settings on the gateway, and the models it offers.
@@ -211,7 +212,7 @@ fn opened<T>(id: &str, reply: Reply<T>) -> Answer<T> {
 /// Registers ACP session `id` (a gateway key, as the editor spells it), resetting it first if
 /// asked; its settings on the gateway.
 async fn open(bridge: &Bridge, id: &str, cwd: PathBuf, meta: Option<&meta::Meta>) -> Reply<Settings> {
-    let key = canonical(id);
+    let key = bridge.key(id);
     if meta::read_bool(meta, meta::RESET).unwrap_or(bridge.options.reset_session) {
         bridge
             .gateway
@@ -266,7 +267,7 @@ fn load_session(bridge: &Arc<Bridge>, req: LoadSessionRequest) -> Reply<Handled<
     let this = bridge.clone();
     Ok(Handled::InOrder(Box::pin(async move {
         let loaded = async {
-            let id = canonical(&req.session_id.0);
+            let id = this.key(&req.session_id.0);
             let asked = ChatHistoryParams { session_key: id.clone(), limit: Some(1000) };
             let history = this.gateway.call::<ChatHistory>(&asked, CONNECT_WAIT).await.map_err(|e| {
                 if e.code.as_deref() == Some("NOT_FOUND") {
@@ -296,7 +297,7 @@ fn resume_session(bridge: &Arc<Bridge>, req: ResumeSessionRequest) -> Reply<Hand
     let this = bridge.clone();
     Ok(Handled::InOrder(Box::pin(async move {
         let resumed = async {
-            let key = canonical(&req.session_id.0);
+            let key = this.key(&req.session_id.0);
             this.gateway
                 .call::<SessionsResolve>(&resolve(&key), CONNECT_WAIT)
                 .await
@@ -432,7 +433,7 @@ enum Setting {
 
 /// Changes one setting of session `id` on the gateway; its settings after.
 async fn patch(bridge: &Bridge, id: &str, setting: Setting, value: String) -> Reply<Settings> {
-    let key = canonical(id);
+    let key = bridge.key(id);
     let mut settings =
         lock(&bridge.sessions).get(&key).map(|s| s.settings.clone()).ok_or_else(|| agent::session_not_found(id))?;
     if setting == Setting::Mode && settings.mode.is_none() {
@@ -465,11 +466,11 @@ async fn patch(bridge: &Bridge, id: &str, setting: Setting, value: String) -> Re
 
 fn close_session(bridge: &Arc<Bridge>, req: CloseSessionRequest) -> Reply<Handled<CloseSessionResponse>> {
     let id = req.session_id.0.to_string();
-    if !lock(&bridge.sessions).contains_key(&canonical(&id)) {
+    if !lock(&bridge.sessions).contains_key(&bridge.key(&id)) {
         return Err(agent::session_not_found(&id));
     }
     bridge.cancel_session(&id);
-    lock(&bridge.sessions).remove(&canonical(&id));
+    lock(&bridge.sessions).remove(&bridge.key(&id));
     Ok(Handled::Now(CloseSessionResponse::new()))
 }
 
@@ -532,7 +533,7 @@ fn shown_dir(dir: &std::path::Path) -> String {
 fn prompt(bridge: &Arc<Bridge>, req: PromptRequest, cancel: CancellationToken) -> Reply<Handled<PromptResponse>> {
     let asked = req.session_id.0.to_string();
     let (id, key, cwd, prefix, turns, cancelled) = lock(&bridge.sessions)
-        .get(&canonical(&asked))
+        .get(&bridge.key(&asked))
         .map(|s| (s.acp_id.clone(), s.key.clone(), s.cwd.clone(), s.prefix_cwd, s.turns.clone(), s.cancel.clone()))
         .ok_or_else(|| agent::session_not_found(&asked))?;
     let (text, images) = message_of(&req.prompt)?;

@@ -48,7 +48,7 @@ pub struct BridgeOptions {
 }
 
 /// An ACP session of this connection: which gateway session it is. Sessions are kept by gateway
-/// key, so `x` and `agent:main:x` name the same one.
+/// key, so `x` and `agent:<default>:x` name the same one.
 struct Session {
     key: String,
     /// The id the editor uses for it (updates carry this one).
@@ -93,6 +93,8 @@ pub(crate) struct Bridge {
     /// Approval questions asked of the editor, by gateway question id (withdrawn when answered
     /// elsewhere).
     questions: Mutex<HashMap<String, CancellationToken>>,
+    /// The gateway's default agent (`hello-ok`): a key without `agent:<id>:` is its.
+    default_agent: Mutex<Option<String>>,
 }
 
 /// Serves one editor through the gateway until input ends or `shutdown` resolves.
@@ -131,6 +133,7 @@ pub async fn serve(
         sessions: Mutex::default(),
         runs: Mutex::default(),
         questions: Mutex::default(),
+        default_agent: Mutex::new(None),
     });
     let watcher = tokio::spawn(bridge.clone().watch(notices));
     let ended = super::serve_loop(incoming, &BridgeSurface(bridge), shutdown).await;
@@ -159,9 +162,29 @@ impl Surface for BridgeSurface {
 }
 
 impl Bridge {
+    /// Key `key` as the gateway has it: `x` is the default agent's, `agent:<default>:x` (so
+    /// both spellings are one session).
+    fn key(&self, key: &str) -> String {
+        let key = key.trim();
+        if key.starts_with("agent:") {
+            return key.to_owned();
+        }
+        let agent = lock(&self.default_agent).clone().unwrap_or_else(|| "main".into());
+        format!("agent:{agent}:{key}")
+    }
+
+    /// Waits (up to 2 s: a gateway not up yet is taken to be one agent's, `main`) for the
+    /// gateway to say which agent is its default.
+    async fn knows_default_agent(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while lock(&self.default_agent).is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// `session/cancel`: the running prompt and every waiting one end `cancelled`.
     fn cancel_session(&self, id: &str) {
-        if let Some(session) = lock(&self.sessions).get_mut(&canonical(id)) {
+        if let Some(session) = lock(&self.sessions).get_mut(&self.key(id)) {
             std::mem::replace(&mut session.cancel, CancellationToken::new()).cancel();
         }
     }
@@ -213,7 +236,14 @@ impl Bridge {
                         }
                     });
                 }
-                Notice::Up(_) => self.clone().reconcile(),
+                Notice::Up(hello) => {
+                    let defaults = serde_json::from_value::<acp_protocol::gateway::methods::Snapshot>(hello.snapshot)
+                        .map(|s| s.session_defaults.default_agent_id)
+                        .unwrap_or_default();
+                    let defaults = if defaults.is_empty() { "main".to_owned() } else { defaults };
+                    *lock(&self.default_agent) = Some(defaults);
+                    self.clone().reconcile();
+                }
                 Notice::Refused(why) => self.fail_started_runs(&why),
             }
         }
@@ -273,8 +303,6 @@ impl Bridge {
         }
     }
 }
-
-use acp_protocol::gateway::canonical_key as canonical;
 
 /// Reads a number of milliseconds from `_meta` (`timeoutMs`).
 fn millis(value: Option<f64>) -> Option<u64> {

@@ -118,9 +118,18 @@ pub struct Binding {
     pub team: Option<String>,
 }
 
-/// Whether `id` may name an agent: letters, digits, `_` and `-`, at most 64.
+/// The channels a binding may name.
+const CHANNELS: &[&str] = &["telegram", "matrix", "discord", "slack"];
+
+/// Words session keys use for what they are: never an agent's id (a key's kind is read from them).
+const RESERVED: &[&str] = &["dm", "group", "channel", "topic", "thread", "cron", "subagent", "boot", "run"];
+
+/// Whether `id` may name an agent: letters, digits, `_` and `-`, at most 64, not a key's word.
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !RESERVED.contains(&id)
 }
 
 /// The agents of the file, checked: ids valid and unique, at most one default, models parse.
@@ -130,7 +139,11 @@ pub(super) fn resolve(file: Vec<FileAgent>) -> Result<Vec<Agent>, String> {
     for a in file {
         let id = a.id.trim().to_lowercase();
         if !valid_id(&id) {
-            return Err(format!("[[agents]] id `{}`: use letters, digits, _ and - (at most 64)", a.id));
+            return Err(format!(
+                "[[agents]] id `{}`: use letters, digits, _ and - (at most 64), and not one of {}",
+                a.id,
+                RESERVED.join(", ")
+            ));
         }
         if agents.iter().any(|b| b.id == id) {
             return Err(format!("[[agents]] id `{id}` is given twice"));
@@ -151,6 +164,10 @@ pub(super) fn resolve(file: Vec<FileAgent>) -> Result<Vec<Agent>, String> {
         {
             return Err(format!("[[agents]] `{id}`: workspace `{}` must be an absolute path", w.display()));
         }
+        if a.default && defaults > 0 {
+            // The one that said it first is the first agent.
+            return Err(format!("[[agents]]: `{}` and `{id}` both say `default = true`", agents[0].id));
+        }
         defaults += usize::from(a.default);
         let tools = a.tools.unwrap_or_default();
         let agent = Agent {
@@ -164,7 +181,7 @@ pub(super) fn resolve(file: Vec<FileAgent>) -> Result<Vec<Agent>, String> {
             tools_deny: tools.deny,
             sandbox: a.sandbox.unwrap_or_default(),
             identity: a.identity.unwrap_or_default(),
-            allow_agents: a.subagents.map(|s| s.allow_agents),
+            allow_agents: a.subagents.map(|s| s.allow_agents.iter().map(|x| x.trim().to_lowercase()).collect()),
         };
         if a.default {
             agents.insert(0, agent);
@@ -172,15 +189,28 @@ pub(super) fn resolve(file: Vec<FileAgent>) -> Result<Vec<Agent>, String> {
             agents.push(agent);
         }
     }
-    if defaults > 1 {
-        return Err("[[agents]]: more than one agent says `default = true`".into());
+    for a in &agents {
+        let unknown = a.allow_agents.iter().flatten().find(|x| *x != "*" && !agents.iter().any(|b| b.id == **x));
+        if let Some(x) = unknown {
+            return Err(format!("[[agents]] `{}`: subagents.allow_agents names `{x}`, not an agent here", a.id));
+        }
     }
     Ok(agents)
 }
 
-/// Checks the bindings against the agents.
-pub(super) fn check_bindings(bindings: &[Binding], agents: &[Agent]) -> Result<(), String> {
-    for b in bindings {
+/// Checks the bindings against the agents (their agent ids lowercased, as the agents' are).
+pub(super) fn check_bindings(bindings: &mut [Binding], agents: &[Agent]) -> Result<(), String> {
+    for b in bindings.iter_mut() {
+        b.agent = b.agent.trim().to_lowercase();
+        if let Some(channel) = &b.channel
+            && !CHANNELS.contains(&channel.as_str())
+        {
+            return Err(format!(
+                "[[bindings]] for `{}`: no channel `{channel}` (channels: {})",
+                b.agent,
+                CHANNELS.join(", ")
+            ));
+        }
         let known = if agents.is_empty() { b.agent == MAIN } else { agents.iter().any(|a| a.id == b.agent) };
         if !known {
             let ids: Vec<&str> =
@@ -269,14 +299,30 @@ impl Config {
         if let Some(allow) = &agent.allow_agents {
             c.subagents.allow_agents = allow.clone();
         }
+        // Other agents' own workspaces are not this one's to read (its own, or one it works
+        // inside, stays readable).
+        let mine = agent.workspace.as_deref();
+        for other in self.agents.iter().filter(|o| o.id != agent.id) {
+            if let Some(theirs) = other.workspace.as_deref()
+                && mine.is_none_or(|m| !m.starts_with(theirs))
+            {
+                c.sandbox.deny_read.push(theirs.display().to_string());
+            }
+        }
         c.agent_scope = Some(AgentScope { id: agent.id.clone(), workspace: agent.workspace.clone() });
         Some(c)
     }
 
-    /// The directory of the agent's own files (`MEMORY.md`, `HEARTBEAT.md`, `SOUL.md`, …): its
-    /// workspace if it has one, else `$ACP_HOME/workspace`.
+    /// The directory of the agent's own files (`MEMORY.md`, `memory/`, `SOUL.md`, `HEARTBEAT.md`,
+    /// …): `$ACP_HOME/workspace` for the default agent (and without `[[agents]]`),
+    /// `$ACP_HOME/agents/<id>` for another. Inside `$ACP_HOME`, so never the working directory:
+    /// what protects them (no command reads them, a session writes only its own memory files, a
+    /// group chat none) holds for every agent.
     pub fn agent_dir(&self) -> PathBuf {
-        self.agent_scope.as_ref().and_then(|a| a.workspace.clone()).unwrap_or_else(|| self.home.join("workspace"))
+        match &self.agent_scope {
+            Some(agent) if agent.id != self.default_agent() => self.home.join("agents").join(&agent.id),
+            _ => self.home.join("workspace"),
+        }
     }
 
     /// Whether agent `from` may start subagents of agent `to` (itself always).
@@ -368,7 +414,10 @@ mod tests {
         for (text, says) in [
             ("[[agents]]\nid = \"a b\"", "id `a b`"),
             ("[[agents]]\nid = \"a\"\n[[agents]]\nid = \"A\"", "given twice"),
-            ("[[agents]]\nid = \"a\"\ndefault = true\n[[agents]]\nid = \"b\"\ndefault = true", "more than one"),
+            ("[[agents]]\nid = \"a\"\ndefault = true\n[[agents]]\nid = \"b\"\ndefault = true", "`a` and `b` both"),
+            ("[[agents]]\nid = \"group\"", "not one of"),
+            ("[[agents]]\nid = \"a\"\nsubagents = { allow_agents = [\"zz\"] }", "names `zz`"),
+            ("[[bindings]]\nagent = \"main\"\nchannel = \"telegrm\"", "no channel `telegrm`"),
             ("[[agents]]\nid = \"a\"\nmode = \"yolo\"", "mode `yolo`"),
             ("[[agents]]\nid = \"a\"\nworkspace = \"rel\"", "absolute"),
             ("[[agents]]\nid = \"a\"\n[[bindings]]\nagent = \"b\"\nchannel = \"telegram\"", "agent `b`"),

@@ -136,7 +136,8 @@ impl Config {
                 Vec::new()
             }
         };
-        if let Err(e) = super::agents::check_bindings(&file.bindings, &agents) {
+        let mut bindings = file.bindings;
+        if let Err(e) = super::agents::check_bindings(&mut bindings, &agents) {
             load_error.get_or_insert(format!("{}: {e}", file_path.display()));
         }
         Self {
@@ -173,7 +174,7 @@ impl Config {
             ollama_host: env("OLLAMA_HOST"),
             lsp,
             agents,
-            bindings: file.bindings,
+            bindings,
             agent_scope: None,
             load_error,
         }

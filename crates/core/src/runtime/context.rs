@@ -27,10 +27,10 @@ pub struct Inputs<'a> {
     pub skills: Option<&'a crate::config::SkillsConfig>,
     /// What of the memory files the session reads.
     pub memory: MemoryUse,
-    /// The agent's own workspace (`[[agents]] workspace`), where its agent-workspace files are;
-    /// `None`: `$ACP_HOME/workspace`.
+    /// The directory of the agent's own files ([`crate::config::Config::agent_dir`]); `None`:
+    /// `$ACP_HOME/workspace`.
     pub agent_workspace: Option<&'a Path>,
-    /// Who the agent is (`[[agents]] identity`), said first.
+    /// Who the agent is (`[[agents]] identity`): said first, in place of acp's own line.
     pub identity: Option<String>,
 }
 
@@ -80,9 +80,13 @@ pub struct SystemPrompt {
 pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
     let mut text = String::with_capacity(8 * 1024);
     let mut files = Vec::new();
+    // Who the agent is: acp in an editor, or the agent `[[agents]]` names.
+    match &inputs.identity {
+        Some(identity) => text.push_str(&format!("{identity}\n")),
+        None => text.push_str("You are acp, an AI coding assistant working with the user inside their editor.\n"),
+    }
     text.push_str(
-        "You are acp, an AI coding assistant working with the user inside their editor.\n\
-         Answer in Markdown. Be direct and concise; show code in fenced blocks with a language tag.\n\n\
+        "Answer in Markdown. Be direct and concise; show code in fenced blocks with a language tag.\n\n\
          # Tools\n\
          Use the tools to look before you change: `grep`, `glob`, `ls` and `read` to find and read code, \
          `edit` for changes to part of a file (exact text, unique), `write` for new files, `apply_patch` for \
@@ -94,9 +98,6 @@ pub fn build(inputs: &Inputs<'_>) -> SystemPrompt {
          Stay inside the workspace unless the user asks otherwise. Do not run destructive commands \
          (deleting data, force-pushing, rewriting history) unless the user asked for exactly that.\n\n",
     );
-    if let Some(identity) = &inputs.identity {
-        text.push_str(&format!("# Identity\n{identity}\n\n"));
-    }
 
     text.push_str("# Workspace\n");
     text.push_str(&format!("Working directory: {}\n", inputs.cwd.display()));

@@ -190,7 +190,7 @@ impl Tool for Spawn {
                 if !config.may_spawn(&mine, &id) {
                     return Err(format!(
                         "agent `{mine}` may not start subagents of agent `{id}` (the user allows that with \
-                         `[agents.subagents] allow_agents`)"
+                         `subagents = {{ allow_agents = [\"{id}\"] }}` in agent `{mine}`'s [[agents]] entry)"
                     ));
                 }
                 id

@@ -422,11 +422,16 @@ const FLUSH_TOOLS: [&str; 9] =
     ["read", "write", "edit", "apply_patch", "ls", "glob", "grep", "memory_search", "memory_get"];
 
 /// Whether a (real) path is a memory file session `session` may write: `MEMORY.md` (or
-/// `memory.md`) or a Markdown file under `memory/` in `$ACP_HOME/workspace`, for a session that
+/// `memory.md`) or a Markdown file under `memory/` of its agent's files ([`Config::agent_dir`]:
+/// `$ACP_HOME/workspace`, or `$ACP_HOME/agents/<id>`), for a session that
 /// reads the private memory ([`crate::memory::private_session`]); nothing when memory is off.
 fn memory_writable(config: &Config, session: &str, home: &std::path::Path) -> impl Fn(&std::path::Path) -> bool {
     let on = config.memory.enabled && crate::memory::private_session(session);
-    let workspace = home.join("workspace");
+    // The agent's own files, as real a path as `home` is.
+    let workspace = match config.agent_dir().strip_prefix(&config.home) {
+        Ok(rest) => home.join(rest),
+        Err(_) => home.join("workspace"),
+    };
     let files = [crate::memory::MEMORY_FILE, "memory.md"].map(|f| workspace.join(f));
     let dir = workspace.join(crate::memory::MEMORY_DIR);
     move |p: &std::path::Path| {

@@ -108,6 +108,7 @@ fn slash_text(conversation: &Conversation) -> Option<String> {
 
 /// The system prompt for a session with these settings.
 pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings, memory: MemoryUse) -> context::SystemPrompt {
+    let agent_dir = config.agent_dir();
     context::build(&context::Inputs {
         cwd: &settings.cwd,
         additional_dirs: &settings.additional_dirs,
@@ -116,11 +117,11 @@ pub(crate) fn system_prompt(config: &Config, settings: &SessionSettings, memory:
         max_file_chars: config.bootstrap_max_chars,
         skills: Some(&config.skills),
         memory,
-        agent_workspace: config.agent_scope.as_ref().and_then(|a| a.workspace.as_deref()),
+        agent_workspace: Some(&agent_dir),
         identity: config.agent_scope.as_ref().and_then(|a| config.agent(&a.id)).and_then(|a| {
             let named = a.identity.name.as_deref().or(a.name.as_deref())?;
             let emoji = a.identity.emoji.as_deref().map(|e| format!(" {e}")).unwrap_or_default();
-            Some(format!("You are {named}{emoji} (agent `{}`).", a.id))
+            Some(format!("You are {named}{emoji}, an AI assistant (agent `{}` of this acp gateway).", a.id))
         }),
     })
 }

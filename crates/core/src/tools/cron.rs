@@ -190,19 +190,18 @@ fn payload(session: &str, message: &str) -> Result<Value, String> {
 fn delivery(deliver: Option<&str>, ctx: &ToolContext) -> Result<Option<Value>, String> {
     match deliver.map(str::trim) {
         Some("none") => Ok(Some(json!({"mode": "none"}))),
-        Some(target) => {
-            let mut parts = target.splitn(3, ':');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(channel), Some(to), thread) if !channel.is_empty() && !to.is_empty() => {
-                    let mut d = json!({"mode": "announce", "channel": channel, "to": to});
-                    if let Some(thread) = thread {
-                        d["threadId"] = thread.into();
-                    }
-                    Ok(Some(d))
+        Some(target) => match crate::tools::host::ChatTarget::parse(target) {
+            Ok(t) => {
+                let mut d = json!({"mode": "announce", "channel": t.channel, "to": t.to});
+                if let Some(thread) = t.thread {
+                    d["threadId"] = thread.into();
                 }
-                _ => Err(format!("`deliver` is \"channel:chat\" (telegram:123) or \"none\", not {target:?}")),
+                Ok(Some(d))
             }
-        }
+            Err(_) => Err(format!(
+                "`deliver` is \"channel:chat\" (telegram:123, telegram@account:123) or \"none\", not {target:?}"
+            )),
+        },
         None => Ok(ctx.host.own_chat(&ctx.session).map(|own| {
             let mut d = json!({"mode": "announce", "channel": own.channel, "to": own.to});
             if let Some(thread) = own.thread {

@@ -273,6 +273,33 @@ pub struct ChatTarget {
     pub thread: Option<String>,
 }
 
+impl ChatTarget {
+    /// `channel[@account]:chat[:topic]` (`telegram:123456`, `telegram@family:123456:7`); a
+    /// Matrix room id keeps its own `:` (`matrix:!room:example.org`). The channel of an account
+    /// other than the default is `channel:account`, as the gateway sends through it.
+    pub fn parse(given: &str) -> Result<Self, String> {
+        let wrong = || format!("`{given}` is not a chat: write it as channel[@account]:chat (telegram:123456)");
+        let (channel, rest) = given.trim().split_once(':').ok_or_else(wrong)?;
+        let channel = match channel.split_once('@') {
+            Some((base, account)) if !base.is_empty() && !account.is_empty() => format!("{base}:{account}"),
+            Some(_) => return Err(wrong()),
+            None => channel.to_owned(),
+        };
+        let (to, thread) = if channel == "matrix" || channel.starts_with("matrix:") {
+            (rest, None)
+        } else {
+            match rest.split_once(':') {
+                Some((to, thread)) => (to, Some(thread).filter(|t| !t.is_empty())),
+                None => (rest, None),
+            }
+        };
+        if channel.is_empty() || to.is_empty() {
+            return Err(wrong());
+        }
+        Ok(Self { channel, to: to.to_owned(), thread: thread.map(str::to_owned) })
+    }
+}
+
 /// [`Host`] as an object: the one place its futures are boxed.
 pub trait AnyHost: Send + Sync {
     fn read_text_file<'a>(

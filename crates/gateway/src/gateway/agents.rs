@@ -120,3 +120,26 @@ impl Gateway {
             .collect()
     }
 }
+
+/// A binding naming an account its channel does not have never matches: said at start.
+pub fn check_bindings(config: &crate::config::Config) -> Result<(), String> {
+    for b in &config.bindings {
+        let (Some(channel), Some(account)) = (b.channel.as_deref(), b.account.as_deref()) else { continue };
+        let accounts: Option<Vec<&str>> = match channel {
+            "telegram" => config.channels.telegram.as_ref().map(|t| t.accounts.keys().map(String::as_str).collect()),
+            "matrix" => config.channels.matrix.as_ref().map(|m| m.accounts.keys().map(String::as_str).collect()),
+            _ => None,
+        };
+        let Some(accounts) = accounts else {
+            return Err(format!("[[bindings]] for `{}`: channel `{channel}` is not configured here", b.agent));
+        };
+        if account != "default" && !accounts.contains(&account) {
+            return Err(format!(
+                "[[bindings]] for `{}`: [channels.{channel}] has no account `{account}` (accounts: default{})",
+                b.agent,
+                accounts.iter().map(|a| format!(", {a}")).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
+}

@@ -261,7 +261,7 @@ async fn cron_status(c: &Call<'_>, _: NoParams) -> Answer<CronInfo> {
 }
 
 async fn cron_list(c: &Call<'_>, p: CronListParams) -> Answer<CronPage> {
-    Ok(Some(c.gw.cron.list(p).await))
+    Ok(Some(c.gw.cron.list(p, None).await))
 }
 
 async fn cron_get(c: &Call<'_>, p: JobIdParams) -> Answer<JobShown> {

@@ -532,9 +532,9 @@ impl crate::runtime::host::Host for GatewayHost {
         true
     }
 
-    async fn cron(&self, _session: &str, method: &str, params: serde_json::Value) -> Result<serde_json::Value, String> {
+    async fn cron(&self, session: &str, method: &str, params: serde_json::Value) -> Result<serde_json::Value, String> {
         let gateway = self.gateway.upgrade().ok_or("the gateway is stopping")?;
-        gateway.cron.clone().call(gateway, method, params).await.map_err(|e| e.message)
+        gateway.cron.clone().call(gateway, session, method, params).await.map_err(|e| e.message)
     }
 
     async fn send_message(
@@ -581,6 +581,7 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
         .await
         .map_err(|e| format!("could not listen on {}: {e}", options.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    agents::check_bindings(&config)?;
     let pairings = Arc::new(channels::access::Pairings::load(&config.home)?);
     let prefs = Arc::new(channels::policy::SessionPrefs::load(&config.home)?);
     let channel_config = config.clone();

@@ -177,6 +177,9 @@ impl Gateway {
         if !crate::runtime::valid_session_id(key) {
             return Err(format!("`{key}` is not a valid session key"));
         }
+        if key.starts_with("agent:") && crate::config::agents::agent_of(key).is_none() {
+            return Err(format!("`{key}` is not a valid session key: an agent's is agent:<id>:<name>"));
+        }
         // Closed as idle just now: its transcript is free once it has closed.
         let closing = lock(&self.open.closing).get(key).cloned();
         if let Some(handle) = closing {
@@ -239,7 +242,10 @@ impl Gateway {
             .find_sessions(search, offset, limit)
             .await
             .map_err(|e| ErrorShape::new(code::UNAVAILABLE, format!("could not list sessions: {e}")))?;
-        let agent = p.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty());
+        let agent = p.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_lowercase);
+        let agent = agent.as_deref();
+        // Paged by the rows looked at (an agent's are fewer): the next page starts after them.
+        let scanned = found.sessions.len() as u64;
         let sessions: Vec<SessionRow> = found
             .sessions
             .into_iter()
@@ -270,13 +276,13 @@ impl Gateway {
             })
             .collect();
         let count = sessions.len() as u64;
-        let more = offset + count < found.total;
+        let more = offset + scanned < found.total;
         Ok(SessionPage {
             ts: now_ms(),
             count,
             total_count: found.total,
             limit_applied: limit,
-            next_offset: more.then_some(offset + count),
+            next_offset: more.then_some(offset + scanned),
             has_more: more,
             sessions,
         })

@@ -79,8 +79,8 @@ pub struct Channels {
     webhooks: Mutex<HashMap<String, (String, mpsc::UnboundedSender<Value>)>>,
     /// `send` answers by idempotency key (a retried call sends nothing twice).
     sent: Mutex<VecDeque<(String, Sent)>>,
-    /// The chat someone last wrote to the agent from (where `last` delivers).
-    last: Mutex<Option<ChatTarget>>,
+    /// The chat someone last wrote to each agent from (where `last` delivers), by agent.
+    last: Mutex<HashMap<String, ChatTarget>>,
 }
 
 impl Channels {
@@ -96,17 +96,19 @@ impl Channels {
         }
     }
 
-    /// Someone wrote to session `key` from a chat: it is the last one (if a channel's direct
-    /// chat: what goes to `last` is the agent's own, never for a group).
+    /// Someone wrote to session `key` from a chat: it is its agent's last one (if a channel's
+    /// direct chat: what goes to `last` is the agent's own, never for a group).
     pub fn wrote_from(&self, key: &str, direct: bool) {
         if let Some(chat) = self.outbox.own_chat(key).filter(|_| direct) {
-            *lock(&self.last) = Some(chat);
+            let agent = crate::config::agents::agent_or_main(key).to_owned();
+            lock(&self.last).insert(agent, chat);
         }
     }
 
-    /// The direct chat someone last wrote to the agent from, since the gateway started.
-    pub fn last_chat(&self) -> Option<ChatTarget> {
-        lock(&self.last).clone()
+    /// The direct chat someone last wrote to agent `agent` from, since the gateway started
+    /// (never another agent's: its replies may carry what that agent knows).
+    pub fn last_chat(&self, agent: &str) -> Option<ChatTarget> {
+        lock(&self.last).get(agent).cloned()
     }
 
     /// Every account of every channel, as `channels.status` shows them.

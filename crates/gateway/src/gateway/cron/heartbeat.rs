@@ -241,23 +241,16 @@ impl Heartbeat {
         };
         match self.config.target.as_deref().map(str::trim) {
             None | Some("" | "none") => Err(no_route()),
-            Some("last") => gw.channels.last_chat().ok_or_else(no_route),
+            Some("last") => gw.channels.last_chat(&gw.default_agent()).ok_or_else(no_route),
             Some(given) => parse_target(given),
         }
     }
 }
 
 /// `channel:chat[:topic]`.
+/// `channel[@account]:chat[:topic]`, as [`ChatTarget::parse`] reads it.
 pub fn parse_target(given: &str) -> Result<ChatTarget, String> {
-    let mut parts = given.splitn(3, ':');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(channel), Some(to), thread) if !channel.is_empty() && !to.is_empty() => Ok(ChatTarget {
-            channel: channel.to_owned(),
-            to: to.to_owned(),
-            thread: thread.filter(|t| !t.is_empty()).map(str::to_owned),
-        }),
-        _ => Err(format!("`{given}` is not a chat: write it as channel:chat (telegram:123456)")),
-    }
+    ChatTarget::parse(given)
 }
 
 /// `ok-empty` (nothing, or `NO_REPLY`) or `ok-token` (`HEARTBEAT_OK` at either end, with at
@@ -353,5 +346,12 @@ mod tests {
         let t = parse_target("telegram:-100123:42").unwrap();
         assert_eq!((t.channel.as_str(), t.to.as_str(), t.thread.as_deref()), ("telegram", "-100123", Some("42")));
         assert!(parse_target("telegram").is_err());
+        let t = parse_target("telegram@family:55:7").unwrap();
+        assert_eq!((t.channel.as_str(), t.to.as_str(), t.thread.as_deref()), ("telegram:family", "55", Some("7")));
+        let t = parse_target("matrix:!room:example.org:8448").unwrap();
+        assert_eq!((t.channel.as_str(), t.to.as_str(), t.thread), ("matrix", "!room:example.org:8448", None));
+        assert!(
+            parse_target("@x:1").is_err() && parse_target("telegram@:1").is_err() && parse_target("telegram:").is_err()
+        );
     }
 }

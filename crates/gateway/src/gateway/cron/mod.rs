@@ -415,9 +415,17 @@ impl Cron {
         }
     }
 
-    pub async fn list(&self, p: CronListParams) -> CronPage {
+    /// The jobs (of agent `owner.0` only, when given; `owner.1` the default agent, whose jobs
+    /// name none).
+    pub async fn list(&self, p: CronListParams, owner: Option<(&str, &str)>) -> CronPage {
         self.ready().await;
         let (jobs, revision) = self.book.all();
+        let jobs: Vec<CronJob> = match owner {
+            Some((agent, default)) => {
+                jobs.into_iter().filter(|j| j.agent_id.as_deref().unwrap_or(default) == agent).collect()
+            }
+            None => jobs,
+        };
         let which = p.enabled.as_deref().unwrap_or(if p.include_disabled == Some(true) { "all" } else { "enabled" });
         let query = p.query.as_deref().map(str::to_lowercase).filter(|q| !q.trim().is_empty());
         let mut jobs: Vec<CronJob> = jobs
@@ -582,20 +590,45 @@ impl Cron {
         })
     }
 
-    /// Method `method` called by the `cron` tool of a session here, its params checked as a
-    /// client's are.
+    /// Method `method` called by the `cron` tool of session `session` here, its params checked as
+    /// a client's are. A session of an agent sees, adds and changes that agent's jobs only.
     pub async fn call(
         self: &Arc<Self>,
         gw: Arc<Gateway>,
+        session: &str,
         method: &str,
-        params: serde_json::Value,
+        mut params: serde_json::Value,
     ) -> Result<serde_json::Value, ErrorShape> {
         use super::methods::parse;
         use acp_protocol::gateway::Method;
         use acp_protocol::gateway::methods::{CronAdd, CronGet, CronList, CronRemove, CronRun, CronRuns, CronUpdate};
         let value = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| ErrorShape::invalid(e.to_string()));
+        let default = gw.default_agent();
+        let agent = crate::config::agents::agent_of(session).unwrap_or(&default).to_owned();
+        let job_id = params.get("id").or(params.get("jobId")).and_then(|v| v.as_str()).map(str::to_owned);
+        if method == CronAdd::NAME {
+            match params.get("agentId").and_then(|v| v.as_str()).map(str::to_lowercase) {
+                Some(other) if other != agent => {
+                    return Err(ErrorShape::invalid(format!(
+                        "a session of agent `{agent}` adds jobs of its own agent only, not of `{other}`"
+                    )));
+                }
+                _ if agent != default => params["agentId"] = serde_json::json!(agent),
+                _ => {}
+            }
+        } else if let Some(id) = &job_id
+            && let Some(job) = self.book.get(id)
+            && job.agent_id.as_deref().unwrap_or(&default) != agent
+        {
+            // Another agent's job is not this session's to see.
+            return Err(not_found(id));
+        } else if method == CronRuns::NAME && job_id.is_none() && agent != default {
+            return Err(ErrorShape::invalid("name the job whose runs to show (`id`)"));
+        }
         match method {
-            CronList::NAME => value(serde_json::to_value(self.list(parse::<CronList>(&params)?).await)),
+            CronList::NAME => {
+                value(serde_json::to_value(self.list(parse::<CronList>(&params)?, Some((&agent, &default))).await))
+            }
             CronGet::NAME => value(serde_json::to_value(self.get(&parse::<CronGet>(&params)?).await?)),
             CronRuns::NAME => value(serde_json::to_value(self.runs(&gw, parse::<CronRuns>(&params)?).await?)),
             CronAdd::NAME => value(serde_json::to_value(self.add(&gw, parse::<CronAdd>(&params)?).await?)),

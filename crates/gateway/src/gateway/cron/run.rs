@@ -196,7 +196,9 @@ async fn deliver(gw: &Gateway, delivery: Option<&Delivery>, reply: Option<&str>,
         entry.delivery_status = Some("not-delivered".into());
         return;
     };
-    let sent = match target(gw, delivery) {
+    let agent = entry.session_key.as_deref().and_then(crate::config::agents::agent_of).map(str::to_owned);
+    let agent = agent.unwrap_or_else(|| gw.default_agent());
+    let sent = match target(gw, delivery, &agent) {
         Ok(target) => gw.channels.outbox.send(&target, reply).await,
         Err(e) => Err(e),
     };
@@ -212,7 +214,8 @@ async fn deliver(gw: &Gateway, delivery: Option<&Delivery>, reply: Option<&str>,
 }
 
 /// The chat `delivery` names: `channel` and `to`, or the chat the user last wrote from.
-fn target(gw: &Gateway, delivery: &Delivery) -> Result<crate::runtime::host::ChatTarget, String> {
+/// Where `delivery` goes for a job of `agent` (`last`: that agent's last chat).
+fn target(gw: &Gateway, delivery: &Delivery, agent: &str) -> Result<crate::runtime::host::ChatTarget, String> {
     let channel = delivery.channel.as_deref().filter(|c| *c != "last");
     match (channel, delivery.to.as_deref()) {
         (Some(channel), Some(to)) => Ok(crate::runtime::host::ChatTarget {
@@ -220,7 +223,7 @@ fn target(gw: &Gateway, delivery: &Delivery) -> Result<crate::runtime::host::Cha
             to: to.to_owned(),
             thread: delivery.thread_id.clone(),
         }),
-        _ => gw.channels.last_chat().ok_or_else(|| {
+        _ => gw.channels.last_chat(agent).ok_or_else(|| {
             "no chat to deliver to: nobody has written to the agent on a channel yet; give the job delivery.channel and \
              delivery.to (acp cron add --deliver telegram:CHAT)"
                 .to_owned()
