@@ -226,7 +226,9 @@ impl<C: Channel> Inbox<C> {
                     replier.paused()
                 }
                 _ = typing.tick() => {
-                    self.channel.typing(peer, thread).await;
+                    // Beside the reply, never before it: a slow "typing…" call holds nothing up.
+                    let (channel, peer, thread) = (self.channel.clone(), peer.to_owned(), thread.map(str::to_owned));
+                    tokio::spawn(async move { channel.typing(&peer, thread.as_deref()).await });
                     Vec::new()
                 }
             };
