@@ -132,6 +132,12 @@ fn valid_id(id: &str) -> bool {
         && !RESERVED.contains(&id)
 }
 
+/// Whether `name` may name a channel account: as an agent id (it goes into keys and file names),
+/// and not `default`.
+pub fn valid_account(name: &str) -> bool {
+    valid_id(name) && name != "default" && !name.chars().any(|c| c.is_ascii_uppercase())
+}
+
 /// The agents of the file, checked: ids valid and unique, at most one default, models parse.
 pub(super) fn resolve(file: Vec<FileAgent>) -> Result<Vec<Agent>, String> {
     let mut agents: Vec<Agent> = Vec::with_capacity(file.len());

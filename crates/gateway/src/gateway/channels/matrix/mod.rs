@@ -156,8 +156,10 @@ pub fn start(
     }
     for (name, own) in &m.accounts {
         let section = format!("[channels.matrix.accounts.{name}]");
-        if name == "default" || name.is_empty() || name.contains(':') || name.chars().any(char::is_whitespace) {
-            return Err(format!("{section}: name the account otherwise (not `default`, no `:` or spaces)"));
+        if !crate::config::agents::valid_account(name) {
+            return Err(format!(
+                "{section}: name the account with lower-case letters, digits, _ and - (not `default`, nor a word keys use)"
+            ));
         }
         if !own.accounts.is_empty() {
             return Err(format!("{section}: accounts do not nest"));
@@ -265,7 +267,12 @@ impl Matrix {
             match batch {
                 Ok(batch) => {
                     let Some(next) = batch["next_batch"].as_str().map(str::to_owned) else {
+                        // Not a sync answer: tried again in a while, not at once.
                         self.failed("the homeserver's sync gave no next_batch");
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                        }
                         continue;
                     };
                     self.inbox.status(|s| {

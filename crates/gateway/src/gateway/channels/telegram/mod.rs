@@ -138,8 +138,10 @@ pub fn start(
     }
     for (name, own) in &t.accounts {
         let section = format!("[channels.telegram.accounts.{name}]");
-        if name == "default" || name.is_empty() || name.contains(':') || name.chars().any(char::is_whitespace) {
-            return Err(format!("{section}: name the account otherwise (not `default`, no `:` or spaces)"));
+        if !crate::config::agents::valid_account(name) {
+            return Err(format!(
+                "{section}: name the account with lower-case letters, digits, _ and - (not `default`, nor a word keys use)"
+            ));
         }
         if !own.accounts.is_empty() {
             return Err(format!("{section}: accounts do not nest"));
