@@ -179,7 +179,8 @@ fn the_screen_of_a_turn_matches_the_golden_file() {
     pty.wait_for_prompt();
     pty.send("Why does add fail?\r");
     pty.wait_for("── ");
-    let screen = masked(&pty.screen(), ws.path());
+    // The turn's screen is whole once the prompt is back under its usage line.
+    let screen = masked(&pty.wait_for_prompt(), ws.path());
     let golden = crate::support::mock_model::fixtures_dir().join("client/turn.screen");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
