@@ -313,3 +313,36 @@ pub async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Vec<
     }
     Ok(bytes)
 }
+
+/// The retry policy of the channels' API clients: three attempts, at least 400 ms apart (more
+/// each time) with jitter; a server's "retry after" is waited out up to 5 minutes (a longer one
+/// fails at once). `attempt` makes one call: its error and the wait the server asked for;
+/// `retryable` says which errors are worth another try (unreachable, 429, 5xx).
+pub async fn with_retries<T, E, Fut>(mut attempt: impl FnMut() -> Fut, retryable: impl Fn(&E) -> bool) -> Result<T, E>
+where
+    Fut: std::future::Future<Output = Result<T, (E, Option<std::time::Duration>)>>,
+{
+    use std::time::Duration;
+    const ATTEMPTS: u32 = 3;
+    const MIN_DELAY: Duration = Duration::from_millis(400);
+    const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let (error, retry_after) = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(failed) => failed,
+        };
+        if !retryable(&error) || n >= ATTEMPTS {
+            return Err(error);
+        }
+        let wait = match retry_after {
+            Some(after) if after > MAX_RETRY_AFTER => return Err(error),
+            Some(after) => after.max(MIN_DELAY),
+            None => MIN_DELAY * n,
+        };
+        let mut b = [0u8; 1];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+        tokio::time::sleep(wait + Duration::from_millis(u64::from(b[0]) % 100)).await;
+    }
+}

@@ -83,3 +83,85 @@ impl Common<'_> {
         })
     }
 }
+
+/// A channel section with accounts: its own credential, its named accounts, and an account's
+/// settings with the section's filled in.
+pub trait WithAccounts: Clone {
+    /// What the account authenticates with (`bot_token`, `access_token`), as given.
+    fn credential(&self) -> Option<&String>;
+    fn accounts(&self) -> &std::collections::BTreeMap<String, Self>;
+    fn inherit(&self, parent: &Self) -> Self;
+}
+
+/// The accounts of `[channels.<channel>]` — (name, settings, credential), checked: the section
+/// itself is the `default` account when it has a credential, or when it names no others (then
+/// from `$<env>`); named ones need their own credential, a name that can go into keys and file
+/// names, and no second use of a credential (one account is served once). `what` names the
+/// credential's key.
+pub fn accounts<T: WithAccounts>(
+    channel: &str,
+    top: &T,
+    what: &str,
+    env: &str,
+) -> Result<Vec<(String, T, String)>, String> {
+    let mut out = Vec::new();
+    if top.credential().is_some() || top.accounts().is_empty() {
+        let credential = top.credential().cloned().or_else(|| std::env::var(env).ok()).filter(|c| !c.is_empty());
+        let Some(credential) = credential else {
+            return Err(format!("[channels.{channel}] needs {what} (or {env})"));
+        };
+        out.push(("default".to_owned(), top.clone(), credential));
+    }
+    for (name, own) in top.accounts() {
+        let section = format!("[channels.{channel}.accounts.{name}]");
+        if !crate::config::agents::valid_account(name) {
+            return Err(format!(
+                "{section}: name the account with lower-case letters, digits, _ and - (not `default`, nor a word keys use)"
+            ));
+        }
+        if !own.accounts().is_empty() {
+            return Err(format!("{section}: accounts do not nest"));
+        }
+        let Some(credential) = own.credential().filter(|c| !c.is_empty()).cloned() else {
+            return Err(format!("{section} needs {what}"));
+        };
+        if out.iter().any(|(_, _, other)| *other == credential) {
+            return Err(format!("{section}: its {what} is another account's (one account is served once)"));
+        }
+        out.push((name.clone(), own.inherit(top), credential));
+    }
+    Ok(out)
+}
+
+/// The section an account's settings are in, as errors name it.
+pub fn section(channel: &str, account: &str) -> String {
+    if account == "default" {
+        format!("[channels.{channel}]")
+    } else {
+        format!("[channels.{channel}.accounts.{account}]")
+    }
+}
+
+impl WithAccounts for crate::config::TelegramConfig {
+    fn credential(&self) -> Option<&String> {
+        self.bot_token.as_ref()
+    }
+    fn accounts(&self) -> &std::collections::BTreeMap<String, Self> {
+        &self.accounts
+    }
+    fn inherit(&self, parent: &Self) -> Self {
+        crate::config::TelegramConfig::inherit(self, parent)
+    }
+}
+
+impl WithAccounts for crate::config::MatrixConfig {
+    fn credential(&self) -> Option<&String> {
+        self.access_token.as_ref()
+    }
+    fn accounts(&self) -> &std::collections::BTreeMap<String, Self> {
+        &self.accounts
+    }
+    fn inherit(&self, parent: &Self) -> Self {
+        crate::config::MatrixConfig::inherit(self, parent)
+    }
+}

@@ -8,10 +8,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-const ATTEMPTS: u32 = 3;
-const MIN_DELAY: Duration = Duration::from_millis(400);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -153,7 +149,7 @@ impl Api {
         super::super::read_capped(response, limit).await
     }
 
-    /// Calls the API, retrying as the policy says.
+    /// Calls the API, retrying as the policy says ([`super::super::with_retries`]).
     async fn call(
         &self,
         method: reqwest::Method,
@@ -161,25 +157,8 @@ impl Api {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Value, ApiError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let wait = match self.once(method.clone(), path, body, timeout).await {
-                Ok(value) => return Ok(value),
-                Err((error, retry_after)) => {
-                    let retryable = error.status.is_none_or(|s| s == 429 || s >= 500);
-                    if !retryable || attempt >= ATTEMPTS {
-                        return Err(error);
-                    }
-                    match retry_after {
-                        Some(after) if after > MAX_RETRY_AFTER => return Err(error),
-                        Some(after) => after.max(MIN_DELAY),
-                        None => MIN_DELAY * attempt,
-                    }
-                }
-            };
-            tokio::time::sleep(wait).await;
-        }
+        let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
+        super::super::with_retries(|| self.once(method.clone(), path, body, timeout), retryable).await
     }
 
     async fn once(

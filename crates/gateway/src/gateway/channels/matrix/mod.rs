@@ -27,7 +27,7 @@ use super::inbox::{Channel, Inbox};
 use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
-use crate::config::{Config, MatrixConfig};
+use crate::config::Config;
 use crate::sync::lock;
 use client_api::Api;
 
@@ -145,40 +145,10 @@ pub fn start(
 ) -> Result<Vec<Arc<Matrix>>, String> {
     let Some(m) = &config.channels.matrix else { return Ok(Vec::new()) };
     let routing = Arc::new(Routing::from_config(config)?);
-    let mut accounts: Vec<(String, MatrixConfig, String)> = Vec::new();
-    if m.access_token.is_some() || m.accounts.is_empty() {
-        let token =
-            m.access_token.clone().or_else(|| std::env::var("MATRIX_ACCESS_TOKEN").ok()).filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            return Err("[channels.matrix] needs access_token (or MATRIX_ACCESS_TOKEN)".into());
-        };
-        accounts.push(("default".into(), m.clone(), token));
-    }
-    for (name, own) in &m.accounts {
-        let section = format!("[channels.matrix.accounts.{name}]");
-        if !crate::config::agents::valid_account(name) {
-            return Err(format!(
-                "{section}: name the account with lower-case letters, digits, _ and - (not `default`, nor a word keys use)"
-            ));
-        }
-        if !own.accounts.is_empty() {
-            return Err(format!("{section}: accounts do not nest"));
-        }
-        let Some(token) = own.access_token.clone().filter(|t| !t.is_empty()) else {
-            return Err(format!("{section} needs access_token"));
-        };
-        if accounts.iter().any(|(_, _, other)| *other == token) {
-            return Err(format!("{section}: its access_token is another account's (one account syncs once)"));
-        }
-        accounts.push((name.clone(), own.inherit(m), token));
-    }
+    let accounts = super::settings::accounts("matrix", m, "access_token", "MATRIX_ACCESS_TOKEN")?;
     let mut out = Vec::new();
     for (name, m, token) in accounts {
-        let section = if name == "default" {
-            "[channels.matrix]".to_owned()
-        } else {
-            format!("[channels.matrix.accounts.{name}]")
-        };
+        let section = super::settings::section("matrix", &name);
         let Some(homeserver) = m.homeserver.clone().filter(|h| !h.is_empty()) else {
             return Err(format!("{section} needs homeserver (its base URL, https://matrix.example.org)"));
         };

@@ -10,10 +10,6 @@ use serde_json::{Value, json};
 
 /// Telegram's limit for one message, in characters.
 pub const TEXT_LIMIT: usize = 4096;
-const ATTEMPTS: u32 = 3;
-const MIN_DELAY: Duration = Duration::from_millis(400);
-/// The longest `retry_after` honoured; a longer one fails the call.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,30 +66,11 @@ impl Api {
         super::super::read_capped(response, limit).await
     }
 
-    /// Calls `method`, retrying as the policy says; `Ok` is Telegram's `result`.
+    /// Calls `method`, retrying as the policy says ([`super::super::with_retries`]); `Ok` is
+    /// Telegram's `result`.
     pub async fn call(&self, method: &str, params: &Value, timeout: Duration) -> Result<Value, ApiError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let wait = match self.once(method, params, timeout).await {
-                Ok(result) => return Ok(result),
-                Err((error, retry_after)) => {
-                    let retryable = match error.code {
-                        None | Some(429) => true,
-                        Some(code) => code >= 500,
-                    };
-                    if !retryable || attempt >= ATTEMPTS {
-                        return Err(error);
-                    }
-                    match retry_after {
-                        Some(after) if after > MAX_RETRY_AFTER => return Err(error),
-                        Some(after) => after.max(MIN_DELAY),
-                        None => MIN_DELAY * attempt,
-                    }
-                }
-            };
-            tokio::time::sleep(wait + jitter()).await;
-        }
+        let retryable = |e: &ApiError| e.code.is_none_or(|code| code == 429 || code >= 500);
+        super::super::with_retries(|| self.once(method, params, timeout), retryable).await
     }
 
     async fn once(
@@ -187,12 +164,6 @@ impl Api {
             tracing::debug!(error = %e, "typing indicator");
         }
     }
-}
-
-fn jitter() -> Duration {
-    let mut b = [0u8; 1];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    Duration::from_millis(u64::from(b[0]) % 100)
 }
 
 fn escape(s: &str) -> String {

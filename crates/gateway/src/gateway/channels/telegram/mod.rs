@@ -126,41 +126,10 @@ pub fn start(
 ) -> Result<Vec<Arc<Telegram>>, String> {
     let Some(t) = &config.channels.telegram else { return Ok(Vec::new()) };
     let routing = Arc::new(Routing::from_config(config)?);
-    let mut accounts = Vec::new();
-    // The section itself is the default account when it names a bot, or when it has no others
-    // (then `$TELEGRAM_BOT_TOKEN`).
-    if t.bot_token.is_some() || t.accounts.is_empty() {
-        let token = t.bot_token.clone().or_else(|| std::env::var("TELEGRAM_BOT_TOKEN").ok()).filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            return Err("[channels.telegram] needs bot_token (or TELEGRAM_BOT_TOKEN)".into());
-        };
-        accounts.push(("default".to_owned(), t.clone(), token));
-    }
-    for (name, own) in &t.accounts {
-        let section = format!("[channels.telegram.accounts.{name}]");
-        if !crate::config::agents::valid_account(name) {
-            return Err(format!(
-                "{section}: name the account with lower-case letters, digits, _ and - (not `default`, nor a word keys use)"
-            ));
-        }
-        if !own.accounts.is_empty() {
-            return Err(format!("{section}: accounts do not nest"));
-        }
-        let Some(token) = own.bot_token.clone().filter(|t| !t.is_empty()) else {
-            return Err(format!("{section} needs bot_token"));
-        };
-        if accounts.iter().any(|(_, _, other)| *other == token) {
-            return Err(format!("{section}: its bot_token is another account's (one bot polls once)"));
-        }
-        accounts.push((name.clone(), own.inherit(t), token));
-    }
+    let accounts = super::settings::accounts("telegram", t, "bot_token", "TELEGRAM_BOT_TOKEN")?;
     let mut out = Vec::new();
     for (name, t, token) in accounts {
-        let section = if name == "default" {
-            "[channels.telegram]".to_owned()
-        } else {
-            format!("[channels.telegram.accounts.{name}]")
-        };
+        let section = super::settings::section("telegram", &name);
         let one = account(config, &section, &name, &t, token, routing.clone())?;
         let base = t.api_base_url.clone().unwrap_or_else(|| "https://api.telegram.org".into());
         let bot = Arc::new(Bot {
