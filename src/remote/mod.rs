@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
+use crate::http::{Stream, open_stream as open};
 use crate::sync::lock;
 use acp_protocol::gateway::methods::{ClientInfo, ConnectAuth, ConnectParams, HelloOk};
 use acp_protocol::gateway::{ErrorShape, Frame, Method, PROTOCOL_VERSION};
@@ -255,37 +255,6 @@ async fn keep_connected(
             () = inner.wake.notified() => {}
         }
     }
-}
-
-/// A byte stream a WebSocket runs over: plain TCP or TLS.
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
-async fn open(url: &str) -> Result<Box<dyn Stream>, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a ws:// or wss:// URL: {e}"))?;
-    let tls = match parsed.scheme() {
-        "wss" => true,
-        "ws" => false,
-        other => return Err(format!("`{url}` is not a ws:// or wss:// URL (it is {other}://)")),
-    };
-    let host = parsed.host_str().ok_or_else(|| format!("`{url}` is not a ws:// or wss:// URL: no host"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-    let port = parsed.port().unwrap_or(if tls { 443 } else { 80 });
-    let address = (host.as_str(), port);
-    let tcp = tokio::net::TcpStream::connect(address).await.map_err(|e| format!("{host}:{port}: {e}"))?;
-    let _ = tcp.set_nodelay(true);
-    if !tls {
-        return Ok(Box::new(tcp));
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = <rustls::ClientConfig as rustls_platform_verifier::ConfigVerifierExt>::with_platform_verifier()
-        .map_err(|e| format!("TLS setup: {e}"))?;
-    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| format!("{host}: {e}"))?;
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS with {host}: {e}"))?;
-    Ok(Box::new(stream))
 }
 
 type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Stream>>;

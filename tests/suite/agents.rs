@@ -104,16 +104,6 @@ fn system(r: &Recorded) -> String {
     r.body["system"].to_string()
 }
 
-fn cli(gw: &Gateway, args: &[&str]) -> (bool, String) {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_acp"));
-    command.args(args).env("ACP_HOME", gw.home.path()).env("HOME", gw.home.path());
-    if args[0] == "channels" || args[0] == "pairing" {
-        command.args(["--gateway", &format!("ws://127.0.0.1:{}", gw.port), "--token", TOKEN]);
-    }
-    let out = command.output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
 #[test]
 fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_model_and_tools() {
     let mock = MockModel::start();
@@ -217,7 +207,7 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
     family_bot.message(newcomer, "private", newcomer, "hello?");
     let told = family_bot.wait_sent(newcomer, 1).remove(0);
     let code = told.split("approve telegram:family ").nth(1).unwrap_or_else(|| panic!("{told}"))[..8].to_owned();
-    let (ok, out) = cli(gw, &["pairing", "approve", "telegram:family", &code]);
+    let (ok, out) = gw.cli(&["pairing", "approve", "telegram:family", &code]);
     assert!(ok, "{out}");
     mock.push(text("anthropic", "Welcome.").when("MSG-NEWCOMER"));
     family_bot.message(newcomer, "private", newcomer, "MSG-NEWCOMER hi");
@@ -229,16 +219,16 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
     let names: Vec<&str> = accounts.as_array().unwrap().iter().map(|a| a["accountId"].as_str().unwrap()).collect();
     assert_eq!(names, ["default", "family"], "{status}");
     assert_eq!(status["payload"]["channels"]["telegram"]["accounts"], 2);
-    let (ok, out) = cli(gw, &["channels", "status"]);
+    let (ok, out) = gw.cli(&["channels", "status"]);
     assert!(ok && out.contains("telegram: polling") && out.contains("telegram (family): polling"), "{out}");
 
     // The command line.
-    let (ok, out) = cli(gw, &["agents", "list"]);
+    let (ok, out) = gw.cli(&["agents", "list"]);
     assert!(ok, "{out}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[1].starts_with("home*") && lines[1].contains("anthropic/claude-opus-4-6"), "{out}");
     assert!(lines[2].starts_with("work ") && lines[2].contains("claude-haiku-4-5"), "{out}");
-    let (ok, out) = cli(gw, &["agents", "bindings"]);
+    let (ok, out) = gw.cli(&["agents", "bindings"]);
     assert!(ok, "{out}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -248,13 +238,13 @@ fn each_message_reaches_the_agent_its_binding_names_with_that_agents_workspace_m
             "default  everything else → home"
         ]
     );
-    let (ok, out) = cli(gw, &["sessions", "list", "--agent", "family", "--json"]);
+    let (ok, out) = gw.cli(&["sessions", "list", "--agent", "family", "--json"]);
     assert!(ok, "{out}");
     let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let mut ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
     ids.sort_unstable();
     assert_eq!(ids, ["agent:family:telegram:family:dm:333", "agent:family:telegram:family:dm:444"], "{out}");
-    let (ok, out) = cli(gw, &["sessions", "list", "--agent", "nobody"]);
+    let (ok, out) = gw.cli(&["sessions", "list", "--agent", "nobody"]);
     assert!(!ok && out.contains("no agent `nobody`"), "{out}");
 }
 

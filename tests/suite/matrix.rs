@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Gateway, TOKEN};
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, text};
+use crate::support::script::{calls, last_user_text, text};
 use crate::support::synapse::{Synapse, User};
 
 struct Setup {
@@ -240,15 +240,4 @@ fn a_room_bound_to_an_agent_reaches_that_agent_with_its_workspace_and_model() {
         .collect();
     assert!(keys.contains(&format!("agent:home:matrix:group:{}", room.replace(':', "_"))), "{keys:?}");
     assert!(keys.contains(&"agent:work:main".to_owned()), "{keys:?}");
-}
-
-/// The text of the last user message of a request (what that run was asked).
-fn last_user_text(body: &Value) -> String {
-    let messages = body["messages"].as_array().unwrap();
-    let last = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
-    match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
-        _ => String::new(),
-    }
 }

@@ -12,6 +12,7 @@ mod commands;
 mod conformance;
 mod context;
 mod cron;
+mod discord;
 mod editor;
 mod errors;
 mod failover;

@@ -138,6 +138,21 @@ impl Gateway {
     }
 
     /// A connected operator (`scopes` as given).
+    /// Runs `acp ARGS` against this gateway's home (`channels` and `pairing` through the gateway
+    /// itself): whether it succeeded, and its output.
+    pub fn cli(&self, args: &[&str]) -> (bool, String) {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_acp"));
+        command.args(args).env("ACP_HOME", self.home.path()).env("HOME", self.home.path());
+        if args[0] == "channels" || args[0] == "pairing" {
+            command.args(["--gateway", &format!("ws://127.0.0.1:{}", self.port), "--token", TOKEN]);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    }
+
     pub fn client(&self, scopes: &[&str]) -> Client {
         let (mut client, _) = self.socket();
         let hello = client.request("connect", connect_params(Some(TOKEN), scopes));

@@ -1,6 +1,7 @@
 //! Shared test harness: the mock model server and the agent process driver.
 
 pub mod agent;
+pub mod discord;
 pub mod expect;
 pub mod fix_turn;
 pub mod gateway;
@@ -9,6 +10,7 @@ pub mod mock_model;
 pub mod openclaw;
 pub mod pty;
 pub mod script;
+pub mod stub_http;
 pub mod synapse;
 pub mod telegram;
 

@@ -389,3 +389,14 @@ pub fn endless_chat_text(first: &str) -> Reply {
     };
     Reply::sse(chunk(first)).forever(chunk(" and on")).delay(std::time::Duration::from_millis(20))
 }
+
+/// The text of the last user message of a request (what that run was asked).
+pub fn last_user_text(body: &Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    let last = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}

@@ -1,4 +1,5 @@
-//! The HTTP client the providers and `web_fetch` share, and how its errors are told.
+//! The HTTP client the providers and `web_fetch` share, how its errors are told, and the byte
+//! stream (TCP, or TLS with the system's roots) a WebSocket client runs over.
 
 use std::time::Duration;
 
@@ -67,4 +68,36 @@ pub fn is_loopback(url: &reqwest::Url) -> bool {
         Ok(ip) => ip.is_loopback(),
         Err(_) => host.eq_ignore_ascii_case("localhost") || host.to_ascii_lowercase().ends_with(".localhost"),
     }
+}
+
+/// A byte stream a WebSocket runs over: plain TCP or TLS.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
+/// Connects to the host of `url` (`ws://` or `wss://`): TCP, with TLS verified against the
+/// system's roots for `wss://` (the same crates reqwest builds; no second TLS stack).
+pub async fn open_stream(url: &str) -> Result<Box<dyn Stream>, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a ws:// or wss:// URL: {e}"))?;
+    let tls = match parsed.scheme() {
+        "wss" => true,
+        "ws" => false,
+        other => return Err(format!("`{url}` is not a ws:// or wss:// URL (it is {other}://)")),
+    };
+    let host = parsed.host_str().ok_or_else(|| format!("`{url}` is not a ws:// or wss:// URL: no host"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = parsed.port().unwrap_or(if tls { 443 } else { 80 });
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| format!("{host}:{port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    if !tls {
+        return Ok(Box::new(tcp));
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = <rustls::ClientConfig as rustls_platform_verifier::ConfigVerifierExt>::with_platform_verifier()
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| format!("{host}: {e}"))?;
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with {host}: {e}"))?;
+    Ok(Box::new(stream))
 }

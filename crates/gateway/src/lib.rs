@@ -5,6 +5,6 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use acp_core::{clock, config, hooks, runtime, sync};
+use acp_core::{clock, config, hooks, http, runtime, sync};
 
 pub mod gateway;

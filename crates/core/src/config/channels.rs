@@ -10,6 +10,117 @@ use serde::Deserialize;
 pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub matrix: Option<MatrixConfig>,
+    pub discord: Option<DiscordConfig>,
+    pub slack: Option<SlackConfig>,
+}
+
+/// `[channels.discord]`: a Discord bot, over the Gateway (v10) WebSocket and the REST API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// The bot's token (else `$DISCORD_BOT_TOKEN`).
+    pub bot_token: Option<String>,
+    /// Default `https://discord.com/api/v10`.
+    pub api_base_url: Option<String>,
+    /// `pairing` (default), `allowlist` or `open`.
+    pub dm_policy: Option<String>,
+    /// Who may use the bot in servers: `allowlist` (default), `open` or `disabled`.
+    pub group_policy: Option<String>,
+    /// Discord user ids always allowed: the owners.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// More ways a server message addresses the bot, besides a mention and a reply to it.
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+    /// Replies are sent in messages of this many characters (default 800..=2000, Discord's limit).
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+    pub block_streaming: Option<bool>,
+    pub coalesce_idle_ms: Option<u64>,
+    /// As `[channels.telegram] guest_mode`.
+    pub guest_mode: Option<String>,
+    /// More bots: `[channels.discord.accounts.NAME]`, each with its own token; what an account
+    /// does not set it takes from `[channels.discord]` (not the token).
+    #[serde(default)]
+    pub accounts: std::collections::BTreeMap<String, DiscordConfig>,
+}
+
+impl DiscordConfig {
+    /// This account's settings, with what it does not set taken from `parent`.
+    #[must_use]
+    pub fn inherit(&self, parent: &DiscordConfig) -> DiscordConfig {
+        let list = |own: &Vec<String>, theirs: &Vec<String>| if own.is_empty() { theirs.clone() } else { own.clone() };
+        DiscordConfig {
+            bot_token: self.bot_token.clone(),
+            api_base_url: self.api_base_url.clone().or_else(|| parent.api_base_url.clone()),
+            dm_policy: self.dm_policy.clone().or_else(|| parent.dm_policy.clone()),
+            group_policy: self.group_policy.clone().or_else(|| parent.group_policy.clone()),
+            allow_from: list(&self.allow_from, &parent.allow_from),
+            mention_patterns: list(&self.mention_patterns, &parent.mention_patterns),
+            chunk_min_chars: self.chunk_min_chars.or(parent.chunk_min_chars),
+            chunk_max_chars: self.chunk_max_chars.or(parent.chunk_max_chars),
+            block_streaming: self.block_streaming.or(parent.block_streaming),
+            coalesce_idle_ms: self.coalesce_idle_ms.or(parent.coalesce_idle_ms),
+            guest_mode: self.guest_mode.clone().or_else(|| parent.guest_mode.clone()),
+            accounts: Default::default(),
+        }
+    }
+}
+
+/// `[channels.slack]`: a Slack app, over Socket Mode (a WebSocket the app opens) and the Web API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The bot token, `xoxb-…` (else `$SLACK_BOT_TOKEN`): the Web API.
+    pub bot_token: Option<String>,
+    /// The app-level token, `xapp-…` with `connections:write` (else `$SLACK_APP_TOKEN`): Socket Mode.
+    pub app_token: Option<String>,
+    /// Default `https://slack.com/api`.
+    pub api_base_url: Option<String>,
+    /// `pairing` (default), `allowlist` or `open`.
+    pub dm_policy: Option<String>,
+    /// Who may use the bot in channels: `allowlist` (default), `open` or `disabled`.
+    pub group_policy: Option<String>,
+    /// Slack user ids (`U…`) always allowed: the owners.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// More ways a channel message addresses the bot, besides a mention and a reply in its thread.
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+    /// Replies are sent in messages of this many characters (default 800..=3500).
+    pub chunk_min_chars: Option<usize>,
+    pub chunk_max_chars: Option<usize>,
+    pub block_streaming: Option<bool>,
+    pub coalesce_idle_ms: Option<u64>,
+    /// As `[channels.telegram] guest_mode`.
+    pub guest_mode: Option<String>,
+    /// More apps: `[channels.slack.accounts.NAME]`, each with its own tokens; what an account
+    /// does not set it takes from `[channels.slack]` (not the tokens).
+    #[serde(default)]
+    pub accounts: std::collections::BTreeMap<String, SlackConfig>,
+}
+
+impl SlackConfig {
+    /// This account's settings, with what it does not set taken from `parent`.
+    #[must_use]
+    pub fn inherit(&self, parent: &SlackConfig) -> SlackConfig {
+        let list = |own: &Vec<String>, theirs: &Vec<String>| if own.is_empty() { theirs.clone() } else { own.clone() };
+        SlackConfig {
+            bot_token: self.bot_token.clone(),
+            app_token: self.app_token.clone(),
+            api_base_url: self.api_base_url.clone().or_else(|| parent.api_base_url.clone()),
+            dm_policy: self.dm_policy.clone().or_else(|| parent.dm_policy.clone()),
+            group_policy: self.group_policy.clone().or_else(|| parent.group_policy.clone()),
+            allow_from: list(&self.allow_from, &parent.allow_from),
+            mention_patterns: list(&self.mention_patterns, &parent.mention_patterns),
+            chunk_min_chars: self.chunk_min_chars.or(parent.chunk_min_chars),
+            chunk_max_chars: self.chunk_max_chars.or(parent.chunk_max_chars),
+            block_streaming: self.block_streaming.or(parent.block_streaming),
+            coalesce_idle_ms: self.coalesce_idle_ms.or(parent.coalesce_idle_ms),
+            guest_mode: self.guest_mode.clone().or_else(|| parent.guest_mode.clone()),
+            accounts: Default::default(),
+        }
+    }
 }
 
 /// `[channels.matrix]`: a Matrix account on a homeserver, over the Client-Server API (no

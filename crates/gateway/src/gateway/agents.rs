@@ -128,6 +128,8 @@ pub fn check_bindings(config: &crate::config::Config) -> Result<(), String> {
         let accounts: Option<Vec<&str>> = match channel {
             "telegram" => config.channels.telegram.as_ref().map(|t| t.accounts.keys().map(String::as_str).collect()),
             "matrix" => config.channels.matrix.as_ref().map(|m| m.accounts.keys().map(String::as_str).collect()),
+            "discord" => config.channels.discord.as_ref().map(|d| d.accounts.keys().map(String::as_str).collect()),
+            "slack" => config.channels.slack.as_ref().map(|d| d.accounts.keys().map(String::as_str).collect()),
             _ => None,
         };
         let Some(accounts) = accounts else {

@@ -616,6 +616,14 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
             tokio::spawn(matrix.run(stop.clone()));
         }
     }
+    if channel_config.channels.discord.is_some() {
+        let http = gateway.runtime.http_client().await?;
+        let host: Arc<dyn channels::Host> = gateway.clone();
+        for discord in channels::discord::start(&channel_config, host, pairings.clone(), prefs.clone(), http)? {
+            gateway.channels.outbox.add(channels::inbox::scope_of("discord", &discord.name), discord.inbox.clone());
+            tokio::spawn(discord.run(stop.clone()));
+        }
+    }
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
         let host: Arc<dyn channels::Host> = gateway.clone();

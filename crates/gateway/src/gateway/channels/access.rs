@@ -31,7 +31,7 @@ pub enum DmPolicy {
 /// How long a pairing code is good for.
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
 /// The channels pairing codes can be for.
-pub const CHANNELS: &[&str] = &["telegram", "matrix"];
+pub const CHANNELS: &[&str] = &["telegram", "matrix", "discord", "slack"];
 /// A sender gets a new code at most once in this long.
 pub const SENDER_INTERVAL_MS: i64 = CODE_TTL_MS;
 /// New codes a channel gives out in one window, at most, and the window.

@@ -8,7 +8,9 @@
 
 pub mod access;
 pub mod chunker;
+pub mod discord;
 pub mod inbox;
+pub mod kept;
 pub mod matrix;
 pub mod policy;
 pub mod queue;

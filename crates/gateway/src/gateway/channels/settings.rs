@@ -165,3 +165,27 @@ impl WithAccounts for crate::config::MatrixConfig {
         crate::config::MatrixConfig::inherit(self, parent)
     }
 }
+
+impl WithAccounts for crate::config::DiscordConfig {
+    fn credential(&self) -> Option<&String> {
+        self.bot_token.as_ref()
+    }
+    fn accounts(&self) -> &std::collections::BTreeMap<String, Self> {
+        &self.accounts
+    }
+    fn inherit(&self, parent: &Self) -> Self {
+        crate::config::DiscordConfig::inherit(self, parent)
+    }
+}
+
+impl WithAccounts for crate::config::SlackConfig {
+    fn credential(&self) -> Option<&String> {
+        self.bot_token.as_ref()
+    }
+    fn accounts(&self) -> &std::collections::BTreeMap<String, Self> {
+        &self.accounts
+    }
+    fn inherit(&self, parent: &Self) -> Self {
+        crate::config::SlackConfig::inherit(self, parent)
+    }
+}

@@ -14,7 +14,6 @@
 pub mod client_api;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -24,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::Host;
 use super::access::Pairings;
 use super::inbox::{Channel, Inbox};
+use super::kept::Kept;
 use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
@@ -128,9 +128,8 @@ pub struct Matrix {
     open_groups: bool,
     auto_join: bool,
     mention_patterns: Vec<String>,
-    state_path: PathBuf,
-    /// The events taken in lately, oldest first (kept with the sync token).
-    seen: Mutex<VecDeque<String>>,
+    /// The sync token and the events taken in lately.
+    kept: Kept,
     /// Encrypted rooms seen (not read), for the status.
     encrypted: Mutex<HashSet<String>>,
 }
@@ -191,8 +190,7 @@ pub fn start(
             open_groups,
             auto_join: m.auto_join.unwrap_or(true),
             mention_patterns: m.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
-            state_path: config.home.join("channels").join(state),
-            seen: Mutex::default(),
+            kept: Kept::load(config.home.join("channels").join(state)),
             encrypted: Mutex::default(),
         }));
     }
@@ -226,7 +224,7 @@ impl Matrix {
         self.inbox.status(|s| {
             s.insert("user".into(), me.clone().into());
         });
-        let mut since = self.load();
+        let mut since = self.kept.get("since").and_then(|s| s.as_str().map(str::to_owned));
         loop {
             // The first start skips what was said before it (answering old history would surprise).
             let wait = if since.is_some() { POLL } else { Duration::ZERO };
@@ -250,9 +248,9 @@ impl Matrix {
                         s.insert("lastPollAt".into(), now_ms().into());
                         s.remove("lastError");
                     });
-                    self.take(&batch, since.as_deref()).await;
+                    self.take(&batch, since.is_some()).await;
+                    self.kept.set(json!({"since": next}));
                     since = Some(next);
-                    self.save(since.as_deref());
                 }
                 Err(e) => {
                     self.failed(&e.to_string());
@@ -277,44 +275,6 @@ impl Matrix {
         });
     }
 
-    /// The kept sync token (and the messages taken in lately, into `seen`).
-    fn load(&self) -> Option<String> {
-        let text = std::fs::read(&self.state_path).ok()?;
-        let state: Value = serde_json::from_slice(&text).ok()?;
-        let seen = state["seen"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned));
-        lock(&self.seen).extend(seen);
-        state["since"].as_str().filter(|s| !s.is_empty()).map(str::to_owned)
-    }
-
-    /// Keeps the sync token the next batch starts from, and the messages taken in lately.
-    fn save(&self, since: Option<&str>) {
-        if let Some(dir) = self.state_path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let state = json!({"since": since, "seen": *lock(&self.seen)});
-        let tmp = self.state_path.with_extension("tmp");
-        let written = std::fs::write(&tmp, state.to_string()).and_then(|()| std::fs::rename(&tmp, &self.state_path));
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "Matrix: could not keep the sync token");
-        }
-    }
-
-    /// Whether message `event` is new (it is then remembered, and kept with `since`).
-    fn first_time(&self, event: &str, since: Option<&str>) -> bool {
-        {
-            let mut seen = lock(&self.seen);
-            if seen.iter().any(|e| e == event) {
-                return false;
-            }
-            seen.push_back(event.to_owned());
-            if seen.len() > 1000 {
-                seen.pop_front();
-            }
-        }
-        self.save(since);
-        true
-    }
-
     /// Whether `sender` may bring the bot into a room: an owner, someone paired, or anyone where
     /// the policy lets strangers in (to be told a pairing code, in a direct chat).
     fn may_invite(&self, sender: &str, direct: bool) -> bool {
@@ -322,10 +282,9 @@ impl Matrix {
         self.pairings.known(&scope, &self.allow_from, sender) || if direct { self.open_dms } else { self.open_groups }
     }
 
-    /// One sync batch (from `since`): invitations, then each room's new messages (none on the
-    /// first sync, whose messages are history).
-    async fn take(&self, batch: &Value, since: Option<&str>) {
-        let live = since.is_some();
+    /// One sync batch: invitations, then each room's new messages (none unless `live`: the
+    /// first sync's messages are history).
+    async fn take(&self, batch: &Value, live: bool) {
         let me = self.account.me.get().cloned().unwrap_or_default();
         if let Some(invites) = batch["rooms"]["invite"].as_object() {
             for (room, invite) in invites {
@@ -376,7 +335,7 @@ impl Matrix {
                 }
                 // A batch synced again (a restart before its token was kept) repeats nothing.
                 let Some(id) = event["event_id"].as_str() else { continue };
-                if !self.first_time(id, since) {
+                if !self.kept.first_time(id) {
                     tracing::debug!(event = id, "Matrix: a message taken in already");
                     continue;
                 }

@@ -1,0 +1,498 @@
+//! The Discord channel on the gateway: a bot on Discord's Gateway (v10 WebSocket, `socket.rs`)
+//! and REST API (`rest.rs`). Each `MESSAGE_CREATE` from a person is an [`Envelope`] for the
+//! account's [`Inbox`]: a direct message's peer is its sender (bindings name people by user id),
+//! a server channel's is the channel (its server in `guild`, for bindings), a thread's is its
+//! parent channel with the thread beside it. Servers answer when the bot is addressed (a mention
+//! of it, a reply to it, or `mention_patterns`). The session id, its resume URL and the last
+//! sequence number are kept in `$ACP_HOME/channels/discord.json` with the ids of the last 1,000
+//! messages taken in, so a dropped connection or a restart resumes the session — Discord
+//! replays what was missed — and a message delivered twice runs once.
+
+pub mod rest;
+pub mod socket;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::Host;
+use super::access::Pairings;
+use super::inbox::{Channel, Inbox};
+use super::kept::Kept;
+use super::policy::SessionPrefs;
+use super::routing::{Attachment, Envelope, PeerKind, Routing};
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::sync::lock;
+use rest::Rest;
+use socket::Ended;
+
+/// The most characters in one Discord message.
+pub const TEXT_LIMIT: usize = 2000;
+/// GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged: turned on for the bot
+/// in the developer portal).
+pub const INTENTS: u64 = 1 | (1 << 9) | (1 << 12) | (1 << 15);
+
+/// What a channel is, as learnt from the Gateway or asked of the API.
+#[derive(Debug, Clone)]
+struct Known {
+    kind: PeerKind,
+    /// A thread's parent channel.
+    parent: Option<String>,
+}
+
+/// One Discord bot as a [`Channel`].
+pub struct Account {
+    rest: Rest,
+    /// Its user id, once `READY` said it.
+    me: OnceLock<String>,
+    /// Channels by id.
+    channels: Mutex<HashMap<String, Known>>,
+    /// Direct chats by the user's id: the chat's channel id.
+    dms: Mutex<HashMap<String, String>>,
+}
+
+impl Account {
+    fn learn(&self, channel: &Value) {
+        let Some(id) = channel["id"].as_str() else { return };
+        let known = match channel["type"].as_u64() {
+            // A direct message; a group DM.
+            Some(1) => {
+                if let Some(user) = channel["recipients"][0]["id"].as_str() {
+                    self.dm(user, id);
+                }
+                Known { kind: PeerKind::Direct, parent: None }
+            }
+            // Threads (announcement, public, private).
+            Some(10..=12) => Known { kind: PeerKind::Group, parent: channel["parent_id"].as_str().map(str::to_owned) },
+            Some(_) => Known { kind: PeerKind::Group, parent: None },
+            None => return,
+        };
+        let mut channels = lock(&self.channels);
+        if channels.len() >= 50_000 && !channels.contains_key(id) {
+            channels.clear();
+        }
+        channels.insert(id.to_owned(), known);
+    }
+
+    fn dm(&self, user: &str, channel: &str) {
+        let mut dms = lock(&self.dms);
+        if dms.len() >= 50_000 && !dms.contains_key(user) {
+            dms.clear();
+        }
+        dms.insert(user.to_owned(), channel.to_owned());
+    }
+
+    /// What channel `id` is: as learnt, else asked of the API.
+    async fn known(&self, id: &str) -> Result<Known, rest::ApiError> {
+        if let Some(known) = lock(&self.channels).get(id) {
+            return Ok(known.clone());
+        }
+        let channel = self.rest.channel(id).await?;
+        self.learn(&channel);
+        lock(&self.channels).get(id).cloned().ok_or_else(|| rest::ApiError {
+            status: None,
+            code: 0,
+            message: format!("Discord did not say what channel {id} is"),
+        })
+    }
+
+    /// The channel to post to for `peer` (a user: their direct chat; else the channel itself)
+    /// and `thread` (a thread is a channel of its own).
+    async fn target(&self, peer: &str, thread: Option<&str>) -> Result<String, String> {
+        if let Some(thread) = thread {
+            return Ok(thread.to_owned());
+        }
+        let user = peer.strip_prefix("user:").unwrap_or(peer);
+        if let Some(dm) = lock(&self.dms).get(user) {
+            return Ok(dm.clone());
+        }
+        if !peer.starts_with("user:") {
+            match self.known(peer).await {
+                Ok(_) => return Ok(peer.to_owned()),
+                Err(e) if e.status != Some(404) => return Err(e.to_string()),
+                Err(_) => {}
+            }
+        }
+        // Not a channel: a user, written to in a direct chat.
+        let dm = self.rest.dm_channel(user).await.map_err(|e| e.to_string())?;
+        self.dm(user, &dm);
+        Ok(dm)
+    }
+}
+
+impl Channel for Account {
+    fn id(&self) -> &'static str {
+        "discord"
+    }
+
+    async fn send(&self, peer: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
+        let channel = self.target(peer, thread).await?;
+        self.rest.create_message(&channel, text).await.map(drop).map_err(|e| e.to_string())
+    }
+
+    async fn typing(&self, peer: &str, thread: Option<&str>) {
+        let channel = thread.map(str::to_owned).or_else(|| lock(&self.dms).get(peer).cloned());
+        self.rest.typing(channel.as_deref().unwrap_or(peer)).await;
+    }
+
+    async fn kind_of(&self, peer: &str) -> Result<PeerKind, String> {
+        let user = peer.strip_prefix("user:").unwrap_or(peer);
+        if peer.starts_with("user:") || lock(&self.dms).contains_key(user) {
+            return Ok(PeerKind::Direct);
+        }
+        match self.known(peer).await {
+            Ok(known) => Ok(known.kind),
+            // Not a channel: a user id (a direct chat is opened to send).
+            Err(e) if e.status == Some(404) => Ok(PeerKind::Direct),
+            Err(e) => Err(format!("Discord did not say what `{peer}` is ({e}), so it was not sent")),
+        }
+    }
+
+    async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
+        self.rest.download(&attachment.id, limit).await
+    }
+}
+
+pub struct Discord {
+    account: Arc<Account>,
+    pub inbox: Arc<Inbox<Account>>,
+    /// `default`, or its name under `[channels.discord.accounts]`.
+    pub name: String,
+    token: String,
+    /// Whether the API is plain `http://` (a stand-in on loopback): only then may the Gateway
+    /// be `ws://`.
+    plain: bool,
+    mention_patterns: Vec<String>,
+    /// The session, its resume URL, the last sequence number, the messages taken in lately.
+    kept: Kept,
+    /// The connection got as far as `READY` or `RESUMED`.
+    live: AtomicBool,
+}
+
+/// The channel's accounts from `[channels.discord]` and `[channels.discord.accounts.NAME]`.
+pub fn start(
+    config: &Config,
+    host: Arc<dyn Host>,
+    pairings: Arc<Pairings>,
+    prefs: Arc<SessionPrefs>,
+    http: reqwest::Client,
+) -> Result<Vec<Arc<Discord>>, String> {
+    let Some(d) = &config.channels.discord else { return Ok(Vec::new()) };
+    let routing = Arc::new(Routing::from_config(config)?);
+    let accounts = super::settings::accounts("discord", d, "bot_token", "DISCORD_BOT_TOKEN")?;
+    let mut out = Vec::new();
+    for (name, d, token) in accounts {
+        let section = super::settings::section("discord", &name);
+        let base = d.api_base_url.clone().unwrap_or_else(|| "https://discord.com/api/v10".into());
+        if !base.starts_with("https://") && !base.starts_with("http://") {
+            return Err(format!("{section} api_base_url `{base}` is not an http(s) URL"));
+        }
+        let settings = super::settings::Common {
+            section: &section,
+            channel: "discord",
+            account: &name,
+            dm_policy: d.dm_policy.as_deref(),
+            group_policy: d.group_policy.as_deref(),
+            allow_from: &d.allow_from,
+            chunk_min_chars: d.chunk_min_chars,
+            chunk_max_chars: d.chunk_max_chars,
+            chunk_default_max: TEXT_LIMIT,
+            text_limit: TEXT_LIMIT,
+            block_streaming: d.block_streaming,
+            coalesce_idle_ms: d.coalesce_idle_ms,
+            guest_mode: d.guest_mode.as_deref(),
+        }
+        .settings(config, routing.clone())?;
+        let account = Arc::new(Account {
+            rest: Rest::new(http.clone(), &base, &token),
+            me: OnceLock::new(),
+            channels: Mutex::default(),
+            dms: Mutex::default(),
+        });
+        let inbox = Inbox::new(account.clone(), host.clone(), pairings.clone(), prefs.clone(), settings);
+        let file = if name == "default" { "discord.json".to_owned() } else { format!("discord-{name}.json") };
+        out.push(Arc::new(Discord {
+            account,
+            inbox,
+            name,
+            token,
+            plain: crate::http::is_plain(&base),
+            mention_patterns: d.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
+            kept: Kept::load(config.home.join("channels").join(file)),
+            live: AtomicBool::new(false),
+        }));
+    }
+    Ok(out)
+}
+
+impl Discord {
+    /// Connects, and connects again, until `stop`.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        self.inbox.status(|s| {
+            s.insert("state".into(), "connecting".into());
+            s.insert("configured".into(), true.into());
+            s.insert("running".into(), true.into());
+            s.insert("mode".into(), "gateway".into());
+            s.insert("dmPolicy".into(), self.inbox.policy_name().into());
+        });
+        let mut seq = self.kept.get("seq").and_then(|s| s.as_u64());
+        // A resumed session gets no READY: the bot's id is kept with it.
+        if let Some(me) = self.kept.get("user_id").and_then(|s| s.as_str().map(str::to_owned)) {
+            let _ = self.account.me.set(me);
+        }
+        let mut failures = 0u32;
+        loop {
+            let session = self.kept.get("session_id").and_then(|s| s.as_str().map(str::to_owned));
+            let resume_url = self.kept.get("resume_url").and_then(|s| s.as_str().map(str::to_owned));
+            let (url, first) = match (session, resume_url, seq) {
+                (Some(session), Some(url), Some(s)) => {
+                    (url, json!({"op": 6, "d": {"token": self.token, "session_id": session, "seq": s}}))
+                }
+                _ => match self.account.rest.gateway_url().await {
+                    Ok(url) => {
+                        seq = None;
+                        (url, self.identify())
+                    }
+                    Err(e) if e.status == Some(401) => {
+                        self.failed(&format!("{e}: the bot token was refused"));
+                        tracing::error!(account = %self.name, "Discord refused the bot token; the channel stops");
+                        self.inbox.status(|s| {
+                            s.insert("running".into(), false.into());
+                        });
+                        return;
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        self.failed(&e.to_string());
+                        if !pause(&stop, backoff(failures)).await {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let allowed = url.starts_with("wss://") || (self.plain && url.starts_with("ws://"));
+            if !allowed {
+                self.failed(&format!("the Gateway URL `{url}` is not wss://"));
+                self.kept.set(json!({"session_id": null, "resume_url": null}));
+                if !pause(&stop, backoff(failures + 3)).await {
+                    return;
+                }
+                continue;
+            }
+            self.live.store(false, Ordering::Relaxed);
+            match socket::run(&url, &first, &mut seq, self.as_ref(), &stop).await {
+                Ended::Stopped => return,
+                Ended::Fatal(why) => {
+                    self.failed(&why);
+                    tracing::error!(account = %self.name, "Discord: {why}; the channel stops");
+                    self.inbox.status(|s| {
+                        s.insert("running".into(), false.into());
+                    });
+                    return;
+                }
+                Ended::Again { resume, why } => {
+                    tracing::warn!(account = %self.name, %why, resume, "Discord: connecting again");
+                    self.inbox.status(|s| {
+                        s.insert("state".into(), "connecting".into());
+                        s.insert("lastError".into(), why.clone().into());
+                    });
+                    // A connection that got going resets the count.
+                    failures = if self.live.load(Ordering::Relaxed) { 1 } else { failures + 1 };
+                    let mut wait = backoff(failures);
+                    if !resume {
+                        self.kept.set(json!({"session_id": null, "resume_url": null, "seq": null}));
+                        seq = None;
+                        // Discord asks for a pause of 1 to 5 s before identifying again.
+                        wait = wait.max(Duration::from_millis(1000 + u64::from(random_byte()) * 16));
+                    }
+                    if !pause(&stop, wait).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn identify(&self) -> Value {
+        json!({"op": 2, "d": {
+            "token": self.token,
+            "intents": INTENTS,
+            "properties": {"os": std::env::consts::OS, "browser": "acp", "device": "acp"},
+        }})
+    }
+
+    fn failed(&self, error: &str) {
+        tracing::warn!(account = %self.name, %error, "Discord");
+        self.inbox.status(|s| {
+            s.insert("state".into(), "error".into());
+            s.insert("lastError".into(), error.into());
+        });
+    }
+
+    /// A message from a person, as an envelope for the inbox.
+    async fn message(&self, d: &Value) -> Option<Envelope> {
+        let me = self.account.me.get()?;
+        let author = &d["author"];
+        let sender = author["id"].as_str()?;
+        // Its own, other bots', webhooks', and system messages (joins, pins, …) are not read.
+        if sender == me
+            || author["bot"] == true
+            || !d["webhook_id"].is_null()
+            || !matches!(d["type"].as_u64(), Some(0 | 19))
+        {
+            return None;
+        }
+        let id = d["id"].as_str()?;
+        if !self.kept.first_time(id) {
+            tracing::debug!(message = id, "Discord: a message taken in already");
+            return None;
+        }
+        let channel = d["channel_id"].as_str()?;
+        let guild = d["guild_id"].as_str().map(str::to_owned);
+        let (peer, kind, thread) = if guild.is_none() {
+            self.account.dm(sender, channel);
+            (sender.to_owned(), PeerKind::Direct, None)
+        } else {
+            match self.account.known(channel).await {
+                Ok(Known { parent: Some(parent), .. }) => (parent, PeerKind::Group, Some(channel.to_owned())),
+                Ok(Known { kind, .. }) => (channel.to_owned(), kind, None),
+                Err(e) => {
+                    tracing::warn!(%channel, error = %e, "Discord: a message from a channel of unknown kind, dropped");
+                    return None;
+                }
+            }
+        };
+        let content = d["content"].as_str().unwrap_or_default();
+        let lower = content.to_lowercase();
+        let tags = [format!("<@{me}>"), format!("<@!{me}>")];
+        let mentioned = d["mentions"].as_array().is_some_and(|m| m.iter().any(|u| u["id"] == me.as_str()))
+            || tags.iter().any(|t| content.contains(t.as_str()))
+            || d["referenced_message"]["author"]["id"] == me.as_str()
+            || self.mention_patterns.iter().any(|p| !p.is_empty() && lower.contains(p.as_str()));
+        let text = tags.iter().fold(content.to_owned(), |text, tag| text.replace(tag.as_str(), ""));
+        let name = author["global_name"].as_str().or(author["username"].as_str()).unwrap_or_default();
+        Some(Envelope {
+            channel: "discord".into(),
+            account: self.name.clone(),
+            peer,
+            kind,
+            sender: sender.to_owned(),
+            sender_name: name.to_owned(),
+            message_id: id.to_owned(),
+            text: text.trim().to_owned(),
+            attachments: d["attachments"].as_array().into_iter().flatten().filter_map(attachment).collect(),
+            reply_to: d["message_reference"]["message_id"].as_str().map(str::to_owned),
+            thread,
+            guild,
+            team: None,
+            mentioned,
+        })
+    }
+}
+
+impl socket::Events for Discord {
+    async fn dispatch(&self, name: &str, d: &Value, seq: Option<u64>) {
+        match name {
+            "READY" => {
+                if let Some(me) = d["user"]["id"].as_str() {
+                    let _ = self.account.me.set(me.to_owned());
+                }
+                self.kept.set(json!({"session_id": d["session_id"], "resume_url": d["resume_gateway_url"], "seq": seq, "user_id": d["user"]["id"]}));
+                let user = d["user"]["username"].as_str().unwrap_or_default().to_owned();
+                tracing::info!(account = %self.name, %user, "Discord channel connected");
+                self.live.store(true, Ordering::Relaxed);
+                self.inbox.status(|s| {
+                    s.insert("state".into(), "connected".into());
+                    s.insert("user".into(), user.into());
+                    s.insert("connectedAt".into(), now_ms().into());
+                    s.remove("lastError");
+                });
+            }
+            "RESUMED" => {
+                tracing::info!(account = %self.name, "Discord session resumed");
+                self.live.store(true, Ordering::Relaxed);
+                self.inbox.status(|s| {
+                    s.insert("state".into(), "connected".into());
+                    s.insert("connectedAt".into(), now_ms().into());
+                    s.remove("lastError");
+                });
+            }
+            "GUILD_CREATE" => {
+                for channel in d["channels"].as_array().into_iter().chain(d["threads"].as_array()).flatten() {
+                    self.account.learn(channel);
+                }
+            }
+            "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => self.account.learn(d),
+            "MESSAGE_CREATE" => {
+                if let Some(env) = self.message(d).await {
+                    self.inbox.take(env).await;
+                }
+                if seq.is_some() {
+                    self.kept.set(json!({"seq": seq}));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An attachment of a message (fetched from its CDN URL when used).
+fn attachment(a: &Value) -> Option<Attachment> {
+    let mime = a["content_type"].as_str().map(str::to_owned);
+    let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
+        Some("image") => "photo",
+        Some("audio") => "audio",
+        Some("video") => "video",
+        _ => "document",
+    };
+    Some(Attachment {
+        kind: kind.into(),
+        id: a["url"].as_str()?.to_owned(),
+        name: a["filename"].as_str().map(str::to_owned),
+        mime,
+        size: a["size"].as_u64(),
+    })
+}
+
+/// The wait before connecting again after `failures` failures in a row: 1 s, doubling, at
+/// most a minute.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+/// Waits `wait`; false if stopped meanwhile.
+async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
+    }
+}
+
+fn random_byte() -> u8 {
+    let mut b = [0u8; 1];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    b[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attachments_by_their_content_type_and_backoff_grows_to_a_minute() {
+        let a = attachment(&json!({"id": "1", "filename": "cat.png", "size": 12, "url": "https://cdn.discordapp.com/a/cat.png", "content_type": "image/png"})).unwrap();
+        assert_eq!((a.kind.as_str(), a.name.as_deref(), a.size), ("photo", Some("cat.png"), Some(12)));
+        assert_eq!(attachment(&json!({"url": "https://cdn.discordapp.com/x"})).unwrap().kind, "document");
+        assert_eq!(
+            (backoff(1), backoff(2), backoff(3)),
+            (Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4))
+        );
+        assert_eq!(backoff(40), Duration::from_secs(60));
+    }
+}
