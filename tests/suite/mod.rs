@@ -40,6 +40,7 @@ mod scripts;
 mod session;
 mod sessions_cli;
 mod skills;
+mod slack;
 mod streaming;
 mod subagents;
 mod tidy;

@@ -10,6 +10,7 @@ pub mod mock_model;
 pub mod openclaw;
 pub mod pty;
 pub mod script;
+pub mod slack;
 pub mod stub_http;
 pub mod synapse;
 pub mod telegram;

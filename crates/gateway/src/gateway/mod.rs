@@ -624,6 +624,14 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
             tokio::spawn(discord.run(stop.clone()));
         }
     }
+    if channel_config.channels.slack.is_some() {
+        let http = gateway.runtime.http_client().await?;
+        let host: Arc<dyn channels::Host> = gateway.clone();
+        for slack in channels::slack::start(&channel_config, host, pairings.clone(), prefs.clone(), http)? {
+            gateway.channels.outbox.add(channels::inbox::scope_of("slack", &slack.name), slack.inbox.clone());
+            tokio::spawn(slack.run(stop.clone()));
+        }
+    }
     if channel_config.channels.telegram.is_some() {
         let http = gateway.runtime.http_client().await?;
         let host: Arc<dyn channels::Host> = gateway.clone();

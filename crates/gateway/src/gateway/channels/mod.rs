@@ -16,6 +16,7 @@ pub mod policy;
 pub mod queue;
 pub mod routing;
 pub mod settings;
+pub mod slack;
 pub mod telegram;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -346,5 +347,19 @@ where
         let mut b = [0u8; 1];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
         tokio::time::sleep(wait + Duration::from_millis(u64::from(b[0]) % 100)).await;
+    }
+}
+
+/// The wait before a channel connects again after `failures` failures in a row: 1 s, doubling,
+/// at most a minute.
+pub fn backoff(failures: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(std::time::Duration::from_secs(60))
+}
+
+/// Waits `wait`; false if `stop` came first.
+pub async fn pause(stop: &tokio_util::sync::CancellationToken, wait: std::time::Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
     }
 }

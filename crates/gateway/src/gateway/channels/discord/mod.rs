@@ -25,6 +25,7 @@ use super::inbox::{Channel, Inbox};
 use super::kept::Kept;
 use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
+use super::{backoff, pause};
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::sync::lock;
@@ -460,20 +461,6 @@ fn attachment(a: &Value) -> Option<Attachment> {
     })
 }
 
-/// The wait before connecting again after `failures` failures in a row: 1 s, doubling, at
-/// most a minute.
-fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
-}
-
-/// Waits `wait`; false if stopped meanwhile.
-async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        () = stop.cancelled() => false,
-        () = tokio::time::sleep(wait) => true,
-    }
-}
-
 fn random_byte() -> u8 {
     let mut b = [0u8; 1];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
@@ -485,14 +472,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attachments_by_their_content_type_and_backoff_grows_to_a_minute() {
+    fn attachments_by_their_content_type() {
         let a = attachment(&json!({"id": "1", "filename": "cat.png", "size": 12, "url": "https://cdn.discordapp.com/a/cat.png", "content_type": "image/png"})).unwrap();
         assert_eq!((a.kind.as_str(), a.name.as_deref(), a.size), ("photo", Some("cat.png"), Some(12)));
         assert_eq!(attachment(&json!({"url": "https://cdn.discordapp.com/x"})).unwrap().kind, "document");
-        assert_eq!(
-            (backoff(1), backoff(2), backoff(3)),
-            (Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4))
-        );
-        assert_eq!(backoff(40), Duration::from_secs(60));
     }
 }

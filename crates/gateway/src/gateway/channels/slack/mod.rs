@@ -1,0 +1,361 @@
+//! The Slack channel on the gateway: an app over Socket Mode (`socket.rs`: a WebSocket the app
+//! opens with its app-level token, so nothing needs to be reachable from the internet) and the
+//! Web API (`web_api.rs`). Each `message` (or `app_mention`) event from a person is an
+//! [`Envelope`] for the account's [`Inbox`]: a direct message's peer is its sender (bindings and
+//! `allow_from` name people by user id), a channel's is the channel (its workspace in `team`, for
+//! bindings), a thread's is its channel with the thread beside it. Channels answer when the bot
+//! is addressed (a mention of it, a message in a thread it is in, or `mention_patterns`).
+//! Replies are mrkdwn (`mrkdwn.rs`), in the thread the message came in. The ids of the last
+//! 1,000 messages taken in are kept in `$ACP_HOME/channels/slack.json`, so an envelope Slack
+//! sends again (not acknowledged before a drop or a restart) runs once.
+
+pub mod mrkdwn;
+pub mod socket;
+pub mod web_api;
+
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio_util::sync::CancellationToken;
+
+use super::Host;
+use super::access::Pairings;
+use super::inbox::{Channel, Inbox};
+use super::kept::Kept;
+use super::policy::SessionPrefs;
+use super::routing::{Attachment, Envelope, PeerKind, Routing};
+use super::{backoff, pause};
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::sync::lock;
+use socket::Ended;
+use web_api::{Me, WebApi};
+
+/// The most characters in one message sent (Slack's advice; it cuts text at 40,000).
+pub const TEXT_LIMIT: usize = 4000;
+
+/// One Slack app as a [`Channel`].
+pub struct Account {
+    api: WebApi,
+    me: OnceLock<Me>,
+    /// Direct chats by the user's id: the chat's channel id.
+    dms: Mutex<HashMap<String, String>>,
+    /// Threads the bot is in: (channel, thread ts).
+    threads: Mutex<HashSet<(String, String)>>,
+}
+
+impl Account {
+    fn dm(&self, user: &str, channel: &str) {
+        let mut dms = lock(&self.dms);
+        if dms.len() >= 50_000 && !dms.contains_key(user) {
+            dms.clear();
+        }
+        dms.insert(user.to_owned(), channel.to_owned());
+    }
+
+    fn in_thread(&self, channel: &str, ts: &str) {
+        let mut threads = lock(&self.threads);
+        if threads.len() >= 50_000 {
+            threads.clear();
+        }
+        threads.insert((channel.to_owned(), ts.to_owned()));
+    }
+}
+
+impl Channel for Account {
+    fn id(&self) -> &'static str {
+        "slack"
+    }
+
+    async fn send(&self, peer: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
+        // A user's direct chat (Slack opens it for a user id too).
+        let channel = lock(&self.dms).get(peer).cloned().unwrap_or_else(|| peer.to_owned());
+        let ts = self.api.post_message(&channel, thread, &mrkdwn::to_mrkdwn(text)).await.map_err(|e| e.to_string())?;
+        self.in_thread(&channel, thread.unwrap_or(&ts));
+        Ok(())
+    }
+
+    /// Bots have no typing indicator in Slack's Web API.
+    async fn typing(&self, _peer: &str, _thread: Option<&str>) {}
+
+    /// By the id's kind: users (`U…`, `W…`) and direct chats (`D…`) are direct; channels are
+    /// groups.
+    async fn kind_of(&self, peer: &str) -> Result<PeerKind, String> {
+        if lock(&self.dms).contains_key(peer) || peer.starts_with(['U', 'W', 'D']) {
+            Ok(PeerKind::Direct)
+        } else if peer.starts_with(['C', 'G']) {
+            Ok(PeerKind::Group)
+        } else {
+            Err(format!("`{peer}` is not a Slack user or channel id, so it was not sent"))
+        }
+    }
+
+    async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
+        self.api.download(&attachment.id, limit).await
+    }
+}
+
+pub struct Slack {
+    account: Arc<Account>,
+    pub inbox: Arc<Inbox<Account>>,
+    /// `default`, or its name under `[channels.slack.accounts]`.
+    pub name: String,
+    mention_patterns: Vec<String>,
+    /// The messages taken in lately.
+    kept: Kept,
+    /// The connection said hello.
+    live: AtomicBool,
+}
+
+/// The channel's accounts from `[channels.slack]` and `[channels.slack.accounts.NAME]`.
+pub fn start(
+    config: &Config,
+    host: Arc<dyn Host>,
+    pairings: Arc<Pairings>,
+    prefs: Arc<SessionPrefs>,
+    http: reqwest::Client,
+) -> Result<Vec<Arc<Slack>>, String> {
+    let Some(top) = &config.channels.slack else { return Ok(Vec::new()) };
+    let routing = Arc::new(Routing::from_config(config)?);
+    let accounts = super::settings::accounts("slack", top, "bot_token", "SLACK_BOT_TOKEN")?;
+    let mut out = Vec::new();
+    for (name, s, bot_token) in accounts {
+        let section = super::settings::section("slack", &name);
+        let app_token = match s.app_token.clone() {
+            Some(t) => t,
+            None if name == "default" => std::env::var("SLACK_APP_TOKEN").unwrap_or_default(),
+            None => String::new(),
+        };
+        if app_token.is_empty() {
+            return Err(format!("{section} needs app_token (an app-level token, xapp-…, for Socket Mode)"));
+        }
+        if app_token == bot_token || app_token.starts_with("xoxb-") || bot_token.starts_with("xapp-") {
+            return Err(format!("{section}: app_token is the app-level token (xapp-…), bot_token the bot's (xoxb-…)"));
+        }
+        let base = s.api_base_url.clone().unwrap_or_else(|| "https://slack.com/api".into());
+        if !base.starts_with("https://") && !base.starts_with("http://") {
+            return Err(format!("{section} api_base_url `{base}` is not an http(s) URL"));
+        }
+        let settings = super::settings::Common {
+            section: &section,
+            channel: "slack",
+            account: &name,
+            dm_policy: s.dm_policy.as_deref(),
+            group_policy: s.group_policy.as_deref(),
+            allow_from: &s.allow_from,
+            chunk_min_chars: s.chunk_min_chars,
+            chunk_max_chars: s.chunk_max_chars,
+            chunk_default_max: 3500,
+            text_limit: TEXT_LIMIT,
+            block_streaming: s.block_streaming,
+            coalesce_idle_ms: s.coalesce_idle_ms,
+            guest_mode: s.guest_mode.as_deref(),
+        }
+        .settings(config, routing.clone())?;
+        let account = Arc::new(Account {
+            api: WebApi::new(http.clone(), &base, &bot_token, &app_token),
+            me: OnceLock::new(),
+            dms: Mutex::default(),
+            threads: Mutex::default(),
+        });
+        let inbox = Inbox::new(account.clone(), host.clone(), pairings.clone(), prefs.clone(), settings);
+        let file = if name == "default" { "slack.json".to_owned() } else { format!("slack-{name}.json") };
+        out.push(Arc::new(Slack {
+            account,
+            inbox,
+            name,
+            mention_patterns: s.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
+            kept: Kept::load(config.home.join("channels").join(file)),
+            live: AtomicBool::new(false),
+        }));
+    }
+    Ok(out)
+}
+
+impl Slack {
+    /// Connects, and connects again, until `stop`.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        self.inbox.status(|s| {
+            s.insert("state".into(), "connecting".into());
+            s.insert("configured".into(), true.into());
+            s.insert("running".into(), true.into());
+            s.insert("mode".into(), "socket".into());
+            s.insert("dmPolicy".into(), self.inbox.policy_name().into());
+        });
+        let mut failures = 0u32;
+        let me = loop {
+            match self.account.api.auth_test().await {
+                Ok(me) => break me,
+                Err(e) if e.bad_token() => return self.give_up(&format!("{e} (the bot token)")),
+                Err(e) => {
+                    failures += 1;
+                    self.failed(&e.to_string());
+                    if !pause(&stop, backoff(failures)).await {
+                        return;
+                    }
+                }
+            }
+        };
+        self.inbox.status(|s| {
+            s.insert("user".into(), me.name.clone().into());
+            s.insert("team".into(), me.team_id.clone().into());
+        });
+        let _ = self.account.me.set(me);
+        failures = 0;
+        loop {
+            let url = match self.account.api.open_connection().await {
+                Ok(url) => url,
+                Err(e) if e.bad_token() || e.code == "not_allowed_token_type" => {
+                    return self.give_up(&format!("{e} (the app token)"));
+                }
+                Err(e) => {
+                    failures += 1;
+                    self.failed(&e.to_string());
+                    if !pause(&stop, backoff(failures)).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            self.live.store(false, Ordering::Relaxed);
+            match socket::run(&url, self.as_ref(), &stop).await {
+                Ended::Stopped => return,
+                Ended::Fatal(why) => return self.give_up(&why),
+                Ended::Again { why, asked } => {
+                    tracing::info!(account = %self.name, %why, "Slack: connecting again");
+                    self.inbox.status(|s| {
+                        s.insert("state".into(), "connecting".into());
+                    });
+                    // Asked for by Slack: at once. A drop: after a pause that grows while
+                    // connections fail before saying hello.
+                    failures = if self.live.load(Ordering::Relaxed) { 0 } else { failures + 1 };
+                    if !asked && !pause(&stop, backoff(failures.max(1))).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn give_up(&self, why: &str) {
+        tracing::error!(account = %self.name, "Slack: {why}; the channel stops");
+        self.failed(why);
+        self.inbox.status(|s| {
+            s.insert("running".into(), false.into());
+        });
+    }
+
+    fn failed(&self, error: &str) {
+        tracing::warn!(account = %self.name, %error, "Slack");
+        self.inbox.status(|s| {
+            s.insert("state".into(), "error".into());
+            s.insert("lastError".into(), error.into());
+        });
+    }
+
+    /// A person's message as an envelope for the inbox.
+    fn envelope(&self, payload: &Value) -> Option<Envelope> {
+        let me = self.account.me.get()?;
+        let event = &payload["event"];
+        let app_mention = event["type"] == "app_mention";
+        if !(event["type"] == "message" || app_mention) {
+            return None;
+        }
+        // Edits, deletions, joins and the like are not messages to answer; bots' are not read.
+        if !matches!(event["subtype"].as_str(), None | Some("file_share" | "thread_broadcast"))
+            || event["bot_id"].is_string()
+        {
+            return None;
+        }
+        let user = event["user"].as_str()?;
+        let channel = event["channel"].as_str()?;
+        let ts = event["ts"].as_str()?;
+        if user == me.user_id {
+            return None;
+        }
+        // A message's `ts` is unique in its channel; `message` and `app_mention` for the same
+        // message, or an envelope sent again, are one.
+        let id = format!("{channel}:{ts}");
+        if !self.kept.first_time(&id) {
+            tracing::debug!(message = %id, "Slack: a message taken in already");
+            return None;
+        }
+        let direct = match event["channel_type"].as_str() {
+            Some(kind) => kind == "im",
+            None => channel.starts_with('D'),
+        };
+        let thread = event["thread_ts"].as_str().filter(|t| *t != ts).map(str::to_owned);
+        let peer = if direct {
+            self.account.dm(user, channel);
+            user.to_owned()
+        } else {
+            channel.to_owned()
+        };
+        let text = mrkdwn::unescape(event["text"].as_str().unwrap_or_default());
+        let tag = format!("<@{}>", me.user_id);
+        let lower = text.to_lowercase();
+        let mentioned = app_mention
+            || text.contains(&tag)
+            || thread.as_ref().is_some_and(|t| lock(&self.account.threads).contains(&(channel.to_owned(), t.clone())))
+            || self.mention_patterns.iter().any(|p| !p.is_empty() && lower.contains(p.as_str()));
+        let profile = &event["user_profile"];
+        let name = profile["display_name"].as_str().filter(|n| !n.is_empty()).or(profile["real_name"].as_str());
+        Some(Envelope {
+            channel: "slack".into(),
+            account: self.name.clone(),
+            peer,
+            kind: if direct { PeerKind::Direct } else { PeerKind::Group },
+            sender: user.to_owned(),
+            sender_name: name.unwrap_or(user).to_owned(),
+            message_id: ts.to_owned(),
+            text: text.replace(&tag, "").trim().to_owned(),
+            attachments: event["files"].as_array().into_iter().flatten().filter_map(attachment).collect(),
+            reply_to: None,
+            thread,
+            guild: None,
+            team: payload["team_id"].as_str().or(event["team"].as_str()).map(str::to_owned),
+            mentioned,
+        })
+    }
+}
+
+impl socket::Envelopes for Slack {
+    async fn event(&self, payload: &Value, retry_attempt: u64) {
+        if retry_attempt > 0 {
+            tracing::debug!(retry_attempt, "Slack: an envelope sent again");
+        }
+        if payload["type"] == "event_callback"
+            && let Some(env) = self.envelope(payload)
+        {
+            self.inbox.take(env).await;
+        }
+    }
+
+    fn hello(&self) {
+        self.live.store(true, Ordering::Relaxed);
+        self.inbox.status(|s| {
+            s.insert("state".into(), "connected".into());
+            s.insert("connectedAt".into(), now_ms().into());
+            s.remove("lastError");
+        });
+    }
+}
+
+/// A file shared with a message (fetched from `url_private_download` when used).
+fn attachment(file: &Value) -> Option<Attachment> {
+    let mime = file["mimetype"].as_str().map(str::to_owned);
+    let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
+        Some("image") => "photo",
+        Some("audio") => "audio",
+        Some("video") => "video",
+        _ => "document",
+    };
+    Some(Attachment {
+        kind: kind.into(),
+        id: file["url_private_download"].as_str().or(file["url_private"].as_str())?.to_owned(),
+        name: file["name"].as_str().map(str::to_owned),
+        mime,
+        size: file["size"].as_u64(),
+    })
+}

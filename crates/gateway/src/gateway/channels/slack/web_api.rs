@@ -1,0 +1,156 @@
+//! Slack's Web API over reqwest, as the Slack channel uses it: `apps.connections.open` (with the
+//! app-level token: a Socket Mode URL), `auth.test` (the bot's own ids), `chat.postMessage` (in a
+//! thread when given one), and files from `files.slack.com`. Slack answers HTTP 200 with
+//! `ok: false` and an `error` for a refusal; an HTTP 429 is waited out as its `Retry-After`
+//! says (at most 5 minutes, three attempts), as are 5xx answers and unreachable servers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status, if Slack answered.
+    pub status: Option<u16>,
+    /// Slack's `error` (`invalid_auth`, `channel_not_found`, …), empty if none.
+    pub code: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.status, self.code.as_str()) {
+            (None, _) => write!(f, "Slack could not be reached: {}", self.message),
+            (Some(_), code) if !code.is_empty() => write!(f, "Slack refused it: {code}"),
+            (Some(status), _) => write!(f, "Slack refused it ({status}): {}", self.message),
+        }
+    }
+}
+
+impl ApiError {
+    /// A token Slack does not take (the channel cannot work until the config changes).
+    pub fn bad_token(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "invalid_auth" | "not_authed" | "account_inactive" | "token_revoked" | "not_allowed_token_type"
+        )
+    }
+}
+
+/// The bot's ids, from `auth.test`.
+#[derive(Debug, Clone)]
+pub struct Me {
+    pub user_id: String,
+    pub bot_id: String,
+    pub team_id: String,
+    pub name: String,
+}
+
+pub struct WebApi {
+    http: reqwest::Client,
+    base: String,
+    bot_token: String,
+    app_token: String,
+}
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+impl WebApi {
+    pub fn new(http: reqwest::Client, base: &str, bot_token: &str, app_token: &str) -> Self {
+        Self {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            bot_token: bot_token.to_owned(),
+            app_token: app_token.to_owned(),
+        }
+    }
+
+    /// A Socket Mode URL to connect to (each is good for one connection).
+    pub async fn open_connection(&self) -> Result<String, ApiError> {
+        let opened = self.call("apps.connections.open", &self.app_token, &json!({})).await?;
+        opened["url"].as_str().map(str::to_owned).ok_or_else(|| ApiError {
+            status: Some(200),
+            code: String::new(),
+            message: "apps.connections.open gave no url".into(),
+        })
+    }
+
+    pub async fn auth_test(&self) -> Result<Me, ApiError> {
+        let me = self.call("auth.test", &self.bot_token, &json!({})).await?;
+        let field = |name: &str| me[name].as_str().unwrap_or_default().to_owned();
+        Ok(Me { user_id: field("user_id"), bot_id: field("bot_id"), team_id: field("team_id"), name: field("user") })
+    }
+
+    /// Posts `text` (mrkdwn) to `channel` (a channel id, or a user's id for their direct chat),
+    /// in thread `thread_ts` if given: the new message's `ts`.
+    pub async fn post_message(&self, channel: &str, thread_ts: Option<&str>, text: &str) -> Result<String, ApiError> {
+        let mut body = json!({"channel": channel, "text": text, "unfurl_links": false, "unfurl_media": false});
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        let posted = self.call("chat.postMessage", &self.bot_token, &body).await?;
+        Ok(posted["ts"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// A file's bytes from its `url_private_download`, refused beyond `limit`; only from
+    /// `files.slack.com` (or the API's own host, where a stand-in serves them): a message cannot
+    /// send the bot, with its token, elsewhere.
+    pub async fn download(&self, url: &str, limit: u64) -> Result<Vec<u8>, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|_| format!("`{url}` is not a URL"))?;
+        let api = reqwest::Url::parse(&self.base).ok();
+        let host = parsed.host_str().unwrap_or_default();
+        let slack = parsed.scheme() == "https" && host == "files.slack.com";
+        let own = api
+            .is_some_and(|a| a.host_str() == Some(host) && a.port() == parsed.port() && a.scheme() == parsed.scheme());
+        if !slack && !own {
+            return Err(format!("files are fetched only from files.slack.com, not {host}"));
+        }
+        let response = self
+            .http
+            .get(parsed)
+            .bearer_auth(&self.bot_token)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| format!("the file could not be downloaded: {}", e.without_url()))?;
+        if !response.status().is_success() {
+            return Err(format!("the file could not be downloaded ({})", response.status()));
+        }
+        super::super::read_capped(response, limit).await
+    }
+
+    /// Calls `method`, retrying as the policy says ([`super::super::with_retries`]).
+    async fn call(&self, method: &str, token: &str, body: &Value) -> Result<Value, ApiError> {
+        let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
+        super::super::with_retries(|| self.once(method, token, body), retryable).await
+    }
+
+    async fn once(&self, method: &str, token: &str, body: &Value) -> Result<Value, (ApiError, Option<Duration>)> {
+        let request = self.http.post(format!("{}/{method}", self.base)).bearer_auth(token).json(body).timeout(TIMEOUT);
+        let unreachable = |e: reqwest::Error| {
+            (ApiError { status: None, code: String::new(), message: e.without_url().to_string() }, None)
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = super::super::read_capped(response, 16 << 20)
+            .await
+            .map_err(|e| (ApiError { status: None, code: String::new(), message: e }, None))?;
+        let value: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
+        if status == 200 && value["ok"] == true {
+            return Ok(value);
+        }
+        let error = ApiError {
+            status: Some(status),
+            code: value["error"].as_str().unwrap_or_default().chars().take(100).collect(),
+            message: String::from_utf8_lossy(&text).chars().take(300).collect(),
+        };
+        Err((error, retry_after.filter(|_| status == 429)))
+    }
+}
