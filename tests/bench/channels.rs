@@ -1,15 +1,22 @@
-//! Telegram channel benchmarks (run by `tests/bench/run`), against the Bot API stand-in of the
-//! tests and the mock model: inbound message → first outbound message, beyond the model's own
-//! time to its first text; and 1,000 inbound messages from 100 peers taken in through dedupe,
+//! Channel benchmarks (run by `tests/bench/run`), against the stand-ins of the tests (Telegram's
+//! Bot API, Discord's Gateway and REST API, Slack's Socket Mode and Web API), a real Synapse, and
+//! the mock model: inbound message → first outbound message, beyond the model's own time to its
+//! first text, on each channel; and 1,000 inbound messages from 100 peers taken in through dedupe,
 //! admission and routing, every one reaching the model; and routing a message among 10,000
 //! bindings (`[[bindings]]`), per lookup. Figures, not pass/fail.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
 
+#[path = "../support/discord.rs"]
+mod discord;
 mod gw;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
 mod stream;
+#[path = "../support/slack.rs"]
+mod slack;
+#[path = "../support/stub_http.rs"]
+mod stub_http;
 #[path = "../support/synapse.rs"]
 mod synapse;
 #[path = "../support/telegram.rs"]
@@ -211,8 +218,63 @@ fn matrix() {
     );
 }
 
+/// Inbound → first outbound on a channel whose stand-in records when each message arrived:
+/// `send` delivers message `i`, `sent` gives the arrival times so far. Median of 20: total, and
+/// beyond the model's own time to its first text.
+fn first_out(mock: &MockModel, send: impl Fn(usize), sent: impl Fn() -> Vec<Instant>) -> (Duration, Duration) {
+    let mut overhead = Vec::new();
+    let mut total = Vec::new();
+    for i in 0..20 {
+        let before = sent().len();
+        mock.push(Reply::sse(stream::deltas(20)).chunking(Chunking::PerEvent));
+        let sent_at = Instant::now();
+        send(i);
+        let r = mock.wait_done(i);
+        let first_piece = r.piece_times[2];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let first_out = loop {
+            if let Some(at) = sent().get(before) {
+                break *at;
+            }
+            assert!(Instant::now() < deadline, "no reply");
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        // Let the rest of the reply go out before the next message.
+        std::thread::sleep(Duration::from_millis(150));
+        total.push(first_out - sent_at);
+        overhead.push((first_out - sent_at).saturating_sub(first_piece - r.at));
+    }
+    (median(total), median(overhead))
+}
+
+fn discord() {
+    let mock = MockModel::start();
+    let fake = discord::FakeDiscord::start();
+    let _gateway = gw::start_with(&mock, &fake.config("chunk_min_chars = 1\n"));
+    fake.wait_connected();
+    let dm = fake.dm_channel_of(discord::ADA);
+    let sent = || fake.sent_timed().into_iter().filter(|(_, m)| m["channel_id"] == dm.as_str()).map(|(at, _)| at).collect();
+    let (total, overhead) = first_out(&mock, |i| drop(fake.dm(discord::ADA, &format!("go {i}"))), sent);
+    report("Discord: inbound (Gateway) → first outbound (REST)", ms(total), "median of 20, stand-in");
+    report("  beyond the model's own time to its first text", ms(overhead), "target ≤ 20 ms");
+}
+
+fn slack() {
+    let mock = MockModel::start();
+    let fake = slack::FakeSlack::start();
+    let _gateway = gw::start_with(&mock, &fake.config("chunk_min_chars = 1\n"));
+    discord::wait(|| fake.connected().then_some(()), "the Slack channel to connect");
+    let dm = slack::FakeSlack::dm_channel(slack::ADA);
+    let sent = || fake.sent_timed().into_iter().filter(|(_, m)| m["channel"] == dm.as_str()).map(|(at, _)| at).collect();
+    let (total, overhead) = first_out(&mock, |i| drop(fake.dm(slack::ADA, &format!("go {i}"))), sent);
+    report("Slack: inbound (Socket Mode) → first outbound (Web API)", ms(total), "median of 20, stand-in");
+    report("  beyond the model's own time to its first text", ms(overhead), "target ≤ 20 ms");
+}
+
 fn main() {
     routing();
+    discord();
+    slack();
     matrix();
     let mock = MockModel::start();
     let fake = telegram::FakeTelegram::start();
