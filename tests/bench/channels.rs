@@ -12,9 +12,9 @@ mod discord;
 mod gw;
 #[path = "../support/mock_model.rs"]
 mod mock_model;
-mod stream;
 #[path = "../support/slack.rs"]
 mod slack;
+mod stream;
 #[path = "../support/stub_http.rs"]
 mod stub_http;
 #[path = "../support/synapse.rs"]
@@ -253,7 +253,8 @@ fn discord() {
     let _gateway = gw::start_with(&mock, &fake.config("chunk_min_chars = 1\n"));
     fake.wait_connected();
     let dm = fake.dm_channel_of(discord::ADA);
-    let sent = || fake.sent_timed().into_iter().filter(|(_, m)| m["channel_id"] == dm.as_str()).map(|(at, _)| at).collect();
+    let sent =
+        || fake.sent_timed().into_iter().filter(|(_, m)| m["channel_id"] == dm.as_str()).map(|(at, _)| at).collect();
     let (total, overhead) = first_out(&mock, |i| drop(fake.dm(discord::ADA, &format!("go {i}"))), sent);
     report("Discord: inbound (Gateway) → first outbound (REST)", ms(total), "median of 20, stand-in");
     report("  beyond the model's own time to its first text", ms(overhead), "target ≤ 20 ms");
@@ -265,7 +266,8 @@ fn slack() {
     let _gateway = gw::start_with(&mock, &fake.config("chunk_min_chars = 1\n"));
     discord::wait(|| fake.connected().then_some(()), "the Slack channel to connect");
     let dm = slack::FakeSlack::dm_channel(slack::ADA);
-    let sent = || fake.sent_timed().into_iter().filter(|(_, m)| m["channel"] == dm.as_str()).map(|(at, _)| at).collect();
+    let sent =
+        || fake.sent_timed().into_iter().filter(|(_, m)| m["channel"] == dm.as_str()).map(|(at, _)| at).collect();
     let (total, overhead) = first_out(&mock, |i| drop(fake.dm(slack::ADA, &format!("go {i}"))), sent);
     report("Slack: inbound (Socket Mode) → first outbound (Web API)", ms(total), "median of 20, stand-in");
     report("  beyond the model's own time to its first text", ms(overhead), "target ≤ 20 ms");

@@ -71,8 +71,14 @@ impl Channel for Account {
     async fn send(&self, peer: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
         // A user's direct chat (Slack opens it for a user id too).
         let channel = lock(&self.dms).get(peer).cloned().unwrap_or_else(|| peer.to_owned());
+        // In the thread before the reply lands: a message there right after it addresses the bot.
+        if let Some(thread) = thread {
+            self.in_thread(&channel, thread);
+        }
         let ts = self.api.post_message(&channel, thread, &mrkdwn::to_mrkdwn(text)).await.map_err(|e| e.to_string())?;
-        self.in_thread(&channel, thread.unwrap_or(&ts));
+        if thread.is_none() {
+            self.in_thread(&channel, &ts);
+        }
         Ok(())
     }
 
