@@ -201,6 +201,20 @@ impl<C: Channel> Inbox<C> {
     }
 
     /// One inbound message (its text without the bot's mention).
+    /// A line into [`Inbox::take`]: envelopes sent there are taken one at a time, in order, off
+    /// the sender's loop (a slow take — a file to fetch, a code to send — never holds up a
+    /// connection's heartbeats or acknowledgements).
+    pub fn intake(self: &Arc<Self>) -> tokio::sync::mpsc::UnboundedSender<Envelope> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let inbox = self.clone();
+        tokio::spawn(async move {
+            while let Some(env) = rx.recv().await {
+                inbox.take(env).await;
+            }
+        });
+        tx
+    }
+
     pub async fn take(self: &Arc<Self>, env: Envelope) {
         self.status(|s| {
             let n = s.get("messagesIn").and_then(Value::as_u64).unwrap_or(0);

@@ -162,6 +162,8 @@ impl Channel for Account {
 pub struct Discord {
     account: Arc<Account>,
     pub inbox: Arc<Inbox<Account>>,
+    /// Into the inbox, in order, off the connection's loop.
+    intake: tokio::sync::mpsc::UnboundedSender<Envelope>,
     /// `default`, or its name under `[channels.discord.accounts]`.
     pub name: String,
     token: String,
@@ -219,6 +221,7 @@ pub fn start(
         let file = if name == "default" { "discord.json".to_owned() } else { format!("discord-{name}.json") };
         out.push(Arc::new(Discord {
             account,
+            intake: inbox.intake(),
             inbox,
             name,
             token,
@@ -350,10 +353,6 @@ impl Discord {
             return None;
         }
         let id = d["id"].as_str()?;
-        if !self.kept.first_time(id) {
-            tracing::debug!(message = id, "Discord: a message taken in already");
-            return None;
-        }
         let channel = d["channel_id"].as_str()?;
         let guild = d["guild_id"].as_str().map(str::to_owned);
         let (peer, kind, thread) = if guild.is_none() {
@@ -369,6 +368,10 @@ impl Discord {
                 }
             }
         };
+        if !self.kept.first_time(id) {
+            tracing::debug!(message = id, "Discord: a message taken in already");
+            return None;
+        }
         let content = d["content"].as_str().unwrap_or_default();
         let lower = content.to_lowercase();
         let tags = [format!("<@{me}>"), format!("<@!{me}>")];
@@ -432,7 +435,7 @@ impl socket::Events for Discord {
             "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => self.account.learn(d),
             "MESSAGE_CREATE" => {
                 if let Some(env) = self.message(d).await {
-                    self.inbox.take(env).await;
+                    let _ = self.intake.send(env);
                 }
                 if seq.is_some() {
                     self.kept.set(json!({"seq": seq}));

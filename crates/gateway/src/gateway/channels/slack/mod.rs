@@ -105,6 +105,8 @@ impl Channel for Account {
 pub struct Slack {
     account: Arc<Account>,
     pub inbox: Arc<Inbox<Account>>,
+    /// Into the inbox, in order, off the connection's loop.
+    intake: tokio::sync::mpsc::UnboundedSender<Envelope>,
     /// `default`, or its name under `[channels.slack.accounts]`.
     pub name: String,
     mention_patterns: Vec<String>,
@@ -169,6 +171,7 @@ pub fn start(
         let file = if name == "default" { "slack.json".to_owned() } else { format!("slack-{name}.json") };
         out.push(Arc::new(Slack {
             account,
+            intake: inbox.intake(),
             inbox,
             name,
             mention_patterns: s.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
@@ -334,7 +337,7 @@ impl socket::Envelopes for Slack {
         if payload["type"] == "event_callback"
             && let Some(env) = self.envelope(payload)
         {
-            self.inbox.take(env).await;
+            let _ = self.intake.send(env);
         }
     }
 
