@@ -207,7 +207,10 @@ fn unanswered_heartbeats_rate_limits_a_429_and_a_refused_token() {
 
     // Heartbeats carry the last sequence number; unanswered, the connection is given up and
     // the session resumed.
-    wait(|| discord.heartbeats().iter().any(Value::is_u64).then_some(()), "a heartbeat with a sequence number");
+    wait(
+        || (discord.heartbeats().last() == Some(&json!(discord.seq()))).then_some(()),
+        "a heartbeat with the last sequence number",
+    );
     discord.ack_heartbeats(false);
     wait(|| (!discord.resumes().is_empty()).then_some(()), "a resume after unanswered heartbeats");
     discord.ack_heartbeats(true);
@@ -225,12 +228,54 @@ fn unanswered_heartbeats_rate_limits_a_429_and_a_refused_token() {
     let sent = discord.wait_texts(&ada_dm, 4);
     assert_eq!(words(&sent.join(" ")), words(reply));
     assert_eq!(discord.rate_limited(), 0, "the bot went past the bucket the headers described");
-    discord.throttle_next(0.3);
+    // A 429 asking for 1.5 s: the retry comes no sooner, and the message is sent once.
+    discord.throttle_next(1.5);
     mock.push(text("anthropic", "After the wait."));
     discord.dm(ADA, "again");
     assert_eq!(discord.wait_texts(&ada_dm, 5)[4], "After the wait.");
+    let waited = discord.sent_timed().last().unwrap().0 - discord.throttled_at()[0];
+    assert!(waited >= std::time::Duration::from_millis(1500), "retried after {waited:?}");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(discord.texts(&ada_dm).len(), 5);
+
+    // Past the 2,000 characters a message may have (`send`, which no chunker cut): in pieces.
+    let long: String = (0..700).map(|i| format!("w{i} ")).collect();
+    let mut admin = gw.client(&["operator.admin"]);
+    let sent =
+        admin.request("send", json!({"channel": "discord", "to": GENERAL, "message": long, "idempotencyKey": "k1"}));
+    assert_eq!(sent["ok"], true, "{sent}");
+    let pieces = discord.wait_texts(GENERAL, 2);
+    assert!(
+        pieces.iter().all(|p| p.chars().count() <= 2000),
+        "{:?}",
+        pieces.iter().map(|p| p.len()).collect::<Vec<_>>()
+    );
+    assert_eq!(words(&pieces.join(" ")), words(&long));
+
+    // An attachment comes from the CDN (here the stand-in); one pointing elsewhere is not fetched.
+    mock.push(text("anthropic", "Read it."));
+    discord.dm_file(ADA, "notes.txt", "text/plain", b"ATTACHED-CONTENT-42", "read this");
+    discord.wait_texts(&ada_dm, 6);
+    let elsewhere_hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hits = elsewhere_hits.clone();
+    let elsewhere =
+        crate::support::stub_http::serve(std::sync::Arc::new(move |_r: &crate::support::stub_http::Request| {
+            hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            crate::support::stub_http::Response { status: 200, headers: Vec::new(), body: b"INTERNAL".to_vec() }
+        }));
+    mock.push(text("anthropic", "Not that one."));
+    let url = format!("{elsewhere}/secret.txt");
+    discord.dm_with(
+        ADA,
+        "and this",
+        vec![json!({"id": "78", "filename": "secret.txt", "size": 8, "url": url, "content_type": "text/plain"})],
+    );
+    discord.wait_texts(&ada_dm, 7);
+    let bodies: Vec<String> = mock.requests().iter().map(|r| r.body["messages"].to_string()).collect();
+    assert!(bodies.iter().any(|b| b.contains("ATTACHED-CONTENT-42")), "the CDN file reached the model");
+    let last = bodies.last().unwrap();
+    assert!(last.contains("could not be fetched") && !last.contains("INTERNAL"), "{last}");
+    assert_eq!(elsewhere_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     drop(gw);
 
     // A token Discord refuses: the channel says so and stops trying.

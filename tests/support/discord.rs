@@ -76,6 +76,7 @@ struct State {
     intents: u64,
     /// Attachments by file name.
     files: HashMap<String, Vec<u8>>,
+    throttled_at: Vec<Instant>,
     /// Every message by id (to dispatch one again).
     messages: HashMap<String, Value>,
 }
@@ -170,6 +171,22 @@ impl FakeDiscord {
         };
         let a = json!({"id": "77", "filename": file, "size": bytes.len(), "url": url, "proxy_url": url, "content_type": mime});
         self.post(None, user, caption, vec![a], None)
+    }
+
+    /// `user` sends a direct message with these attachment objects.
+    pub fn dm_with(&self, user: &str, text: &str, attachments: Vec<Value>) -> String {
+        self.post(None, user, text, attachments, None)
+    }
+
+    /// The sequence number of the current session's last dispatch.
+    pub fn seq(&self) -> u64 {
+        let s = self.state.lock().unwrap();
+        s.current.as_ref().map_or(0, |c| s.sessions[c].seq)
+    }
+
+    /// When the throttled calls were refused.
+    pub fn throttled_at(&self) -> Vec<Instant> {
+        self.state.lock().unwrap().throttled_at.clone()
     }
 
     fn post(
@@ -581,6 +598,7 @@ fn rest(r: &Request, state: &Arc<Mutex<State>>, gateway: &str) -> Response {
             let body = r.json();
             let bucket = format!("bucket-{id}");
             if let Some(after) = s.throttle.take() {
+                s.throttled_at.push(Instant::now());
                 return Response::json(
                     429,
                     &json!({"message": "You are being rate limited.", "retry_after": after, "global": false}),

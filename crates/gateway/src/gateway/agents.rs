@@ -124,6 +124,16 @@ impl Gateway {
 /// A binding naming an account its channel does not have never matches: said at start.
 pub fn check_bindings(config: &crate::config::Config) -> Result<(), String> {
     for b in &config.bindings {
+        let never = |what: &str| format!("[[bindings]] for `{}`: {what}, so it could never match", b.agent);
+        if b.guild.is_some() && b.channel.as_deref().is_some_and(|c| c != "discord") {
+            return Err(never("`guild` is a Discord server's, and its channel is not discord"));
+        }
+        if b.team.is_some() && b.channel.as_deref().is_some_and(|c| c != "slack") {
+            return Err(never("`team` is a Slack workspace's, and its channel is not slack"));
+        }
+        if let Some(guild) = b.guild.as_deref().filter(|g| g.is_empty() || !g.bytes().all(|c| c.is_ascii_digit())) {
+            return Err(never(&format!("`guild` is a server's id (digits), not `{guild}`")));
+        }
         let (Some(channel), Some(account)) = (b.channel.as_deref(), b.account.as_deref()) else { continue };
         let accounts: Option<Vec<&str>> = match channel {
             "telegram" => config.channels.telegram.as_ref().map(|t| t.accounts.keys().map(String::as_str).collect()),

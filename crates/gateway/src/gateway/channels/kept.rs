@@ -18,6 +18,8 @@ const SEEN: usize = 1000;
 pub struct Kept {
     path: PathBuf,
     state: Mutex<State>,
+    /// One write at a time (they share the temporary file).
+    writing: Mutex<()>,
 }
 
 struct State {
@@ -36,7 +38,7 @@ impl Kept {
             Some(Value::Array(ids)) => ids.into_iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
             _ => VecDeque::new(),
         };
-        Self { path, state: Mutex::new(State { cursor, seen }) }
+        Self { path, state: Mutex::new(State { cursor, seen }), writing: Mutex::new(()) }
     }
 
     /// The cursor's field `name`, if kept.
@@ -61,10 +63,18 @@ impl Kept {
 
     /// Whether message `id` is new (it is then remembered, and kept).
     pub fn first_time(&self, id: &str) -> bool {
+        self.first_time_with(id, &Value::Null)
+    }
+
+    /// As [`Kept::first_time`], with the cursor's `fields` set in the same write.
+    pub fn first_time_with(&self, id: &str, fields: &Value) -> bool {
         {
             let mut state = lock(&self.state);
             if state.seen.iter().any(|e| e == id) {
                 return false;
+            }
+            for (name, value) in fields.as_object().into_iter().flatten() {
+                state.cursor.insert(name.clone(), value.clone());
             }
             state.seen.push_back(id.to_owned());
             if state.seen.len() > SEEN {
@@ -76,6 +86,7 @@ impl Kept {
     }
 
     fn save(&self) {
+        let _one = lock(&self.writing);
         if let Some(dir) = self.path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }

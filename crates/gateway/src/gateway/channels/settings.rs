@@ -106,7 +106,7 @@ pub fn accounts<T: WithAccounts>(
 ) -> Result<Vec<(String, T, String)>, String> {
     let mut out = Vec::new();
     if top.credential().is_some() || top.accounts().is_empty() {
-        let credential = top.credential().cloned().or_else(|| std::env::var(env).ok()).filter(|c| !c.is_empty());
+        let credential = top.credential().cloned().or_else(|| std::env::var(env).ok()).filter(|c| !c.trim().is_empty());
         let Some(credential) = credential else {
             return Err(format!("[channels.{channel}] needs {what} (or {env})"));
         };
@@ -122,7 +122,7 @@ pub fn accounts<T: WithAccounts>(
         if !own.accounts().is_empty() {
             return Err(format!("{section}: accounts do not nest"));
         }
-        let Some(credential) = own.credential().filter(|c| !c.is_empty()).cloned() else {
+        let Some(credential) = own.credential().filter(|c| !c.trim().is_empty()).cloned() else {
             return Err(format!("{section} needs {what}"));
         };
         if out.iter().any(|(_, _, other)| *other == credential) {

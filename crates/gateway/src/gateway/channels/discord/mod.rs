@@ -12,15 +12,15 @@ pub mod rest;
 pub mod socket;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Host;
 use super::access::Pairings;
+use super::chunker::{Chunker, Limits};
 use super::inbox::{Channel, Inbox};
 use super::kept::Kept;
 use super::policy::SessionPrefs;
@@ -34,6 +34,8 @@ use socket::Ended;
 
 /// The most characters in one Discord message.
 pub const TEXT_LIMIT: usize = 2000;
+/// A connection up this long resets the wait before reconnecting.
+const STABLE: Duration = Duration::from_secs(30);
 /// GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged: turned on for the bot
 /// in the developer portal).
 pub const INTENTS: u64 = 1 | (1 << 9) | (1 << 12) | (1 << 15);
@@ -50,7 +52,7 @@ struct Known {
 pub struct Account {
     rest: Rest,
     /// Its user id, once `READY` said it.
-    me: OnceLock<String>,
+    me: Mutex<Option<String>>,
     /// Channels by id.
     channels: Mutex<HashMap<String, Known>>,
     /// Direct chats by the user's id: the chat's channel id.
@@ -133,7 +135,17 @@ impl Channel for Account {
 
     async fn send(&self, peer: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
         let channel = self.target(peer, thread).await?;
-        self.rest.create_message(&channel, text).await.map(drop).map_err(|e| e.to_string())
+        // What was not cut already (a question, a command's answer, `send`) is cut here.
+        let mut pieces = vec![text.to_owned()];
+        if text.chars().count() > TEXT_LIMIT {
+            let mut chunker = Chunker::new(Limits::new(TEXT_LIMIT, TEXT_LIMIT, TEXT_LIMIT));
+            pieces = chunker.push(text);
+            pieces.extend(chunker.finish());
+        }
+        for piece in pieces {
+            self.rest.create_message(&channel, &piece).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     async fn typing(&self, peer: &str, thread: Option<&str>) {
@@ -167,14 +179,14 @@ pub struct Discord {
     /// `default`, or its name under `[channels.discord.accounts]`.
     pub name: String,
     token: String,
-    /// Whether the API is plain `http://` (a stand-in on loopback): only then may the Gateway
+    /// Whether the API is plain `http://` on loopback (a stand-in): only then may the Gateway
     /// be `ws://`.
     plain: bool,
     mention_patterns: Vec<String>,
     /// The session, its resume URL, the last sequence number, the messages taken in lately.
     kept: Kept,
-    /// The connection got as far as `READY` or `RESUMED`.
-    live: AtomicBool,
+    /// Since when the connection is up (`READY` or `RESUMED`).
+    live_since: Mutex<Option<Instant>>,
 }
 
 /// The channel's accounts from `[channels.discord]` and `[channels.discord.accounts.NAME]`.
@@ -191,6 +203,14 @@ pub fn start(
     let mut out = Vec::new();
     for (name, d, token) in accounts {
         let section = super::settings::section("discord", &name);
+        if let Some(bad) = d.allow_from.iter().find(|id| id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(format!(
+                "{section} allow_from `{bad}`: give user ids (digits; in Discord: Developer Mode, then a user → Copy User ID)"
+            ));
+        }
+        if token.starts_with("Bot ") {
+            return Err(format!("{section} bot_token: give the token alone, without `Bot `"));
+        }
         let base = d.api_base_url.clone().unwrap_or_else(|| "https://discord.com/api/v10".into());
         if !base.starts_with("https://") && !base.starts_with("http://") {
             return Err(format!("{section} api_base_url `{base}` is not an http(s) URL"));
@@ -213,7 +233,7 @@ pub fn start(
         .settings(config, routing.clone())?;
         let account = Arc::new(Account {
             rest: Rest::new(http.clone(), &base, &token),
-            me: OnceLock::new(),
+            me: Mutex::default(),
             channels: Mutex::default(),
             dms: Mutex::default(),
         });
@@ -225,10 +245,11 @@ pub fn start(
             inbox,
             name,
             token,
-            plain: crate::http::is_plain(&base),
+            plain: crate::http::is_plain(&base)
+                && reqwest::Url::parse(&base).is_ok_and(|u| crate::http::is_loopback(&u)),
             mention_patterns: d.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
             kept: Kept::load(config.home.join("channels").join(file)),
-            live: AtomicBool::new(false),
+            live_since: Mutex::default(),
         }));
     }
     Ok(out)
@@ -247,9 +268,11 @@ impl Discord {
         let mut seq = self.kept.get("seq").and_then(|s| s.as_u64());
         // A resumed session gets no READY: the bot's id is kept with it.
         if let Some(me) = self.kept.get("user_id").and_then(|s| s.as_str().map(str::to_owned)) {
-            let _ = self.account.me.set(me);
+            *lock(&self.account.me) = Some(me);
         }
         let mut failures = 0u32;
+        // Resumes in a row that got nowhere (a resume URL gone dead): identified anew after three.
+        let mut resumes_failed = 0u32;
         loop {
             let session = self.kept.get("session_id").and_then(|s| s.as_str().map(str::to_owned));
             let resume_url = self.kept.get("resume_url").and_then(|s| s.as_str().map(str::to_owned));
@@ -266,6 +289,7 @@ impl Discord {
                         self.failed(&format!("{e}: the bot token was refused"));
                         tracing::error!(account = %self.name, "Discord refused the bot token; the channel stops");
                         self.inbox.status(|s| {
+                            s.insert("state".into(), "stopped".into());
                             s.insert("running".into(), false.into());
                         });
                         return;
@@ -289,13 +313,15 @@ impl Discord {
                 }
                 continue;
             }
-            self.live.store(false, Ordering::Relaxed);
+            *lock(&self.live_since) = None;
+            let resuming = first["op"] == 6;
             match socket::run(&url, &first, &mut seq, self.as_ref(), &stop).await {
                 Ended::Stopped => return,
                 Ended::Fatal(why) => {
                     self.failed(&why);
                     tracing::error!(account = %self.name, "Discord: {why}; the channel stops");
                     self.inbox.status(|s| {
+                        s.insert("state".into(), "stopped".into());
                         s.insert("running".into(), false.into());
                     });
                     return;
@@ -306,10 +332,14 @@ impl Discord {
                         s.insert("state".into(), "connecting".into());
                         s.insert("lastError".into(), why.clone().into());
                     });
-                    // A connection that got going resets the count.
-                    failures = if self.live.load(Ordering::Relaxed) { 1 } else { failures + 1 };
+                    // A connection that stayed up a while resets the count (one that drops at once
+                    // keeps slowing down: identifies are limited per day).
+                    let up = *lock(&self.live_since);
+                    failures = if up.is_some_and(|t| t.elapsed() >= STABLE) { 1 } else { failures + 1 };
+                    resumes_failed = if resuming && up.is_none() { resumes_failed + 1 } else { 0 };
                     let mut wait = backoff(failures);
-                    if !resume {
+                    if !resume || resumes_failed >= 3 {
+                        resumes_failed = 0;
                         self.kept.set(json!({"session_id": null, "resume_url": null, "seq": null}));
                         seq = None;
                         // Discord asks for a pause of 1 to 5 s before identifying again.
@@ -340,8 +370,8 @@ impl Discord {
     }
 
     /// A message from a person, as an envelope for the inbox.
-    async fn message(&self, d: &Value) -> Option<Envelope> {
-        let me = self.account.me.get()?;
+    async fn message(&self, d: &Value, seq: Option<u64>) -> Option<Envelope> {
+        let me = lock(&self.account.me).clone()?;
         let author = &d["author"];
         let sender = author["id"].as_str()?;
         // Its own, other bots', webhooks', and system messages (joins, pins, …) are not read.
@@ -362,13 +392,14 @@ impl Discord {
             match self.account.known(channel).await {
                 Ok(Known { parent: Some(parent), .. }) => (parent, PeerKind::Group, Some(channel.to_owned())),
                 Ok(Known { kind, .. }) => (channel.to_owned(), kind, None),
+                // Not known, and the API did not say: a server channel as any other.
                 Err(e) => {
-                    tracing::warn!(%channel, error = %e, "Discord: a message from a channel of unknown kind, dropped");
-                    return None;
+                    tracing::warn!(%channel, error = %e, "Discord: could not ask what the channel is; taken as a server channel");
+                    (channel.to_owned(), PeerKind::Group, None)
                 }
             }
         };
-        if !self.kept.first_time(id) {
+        if !self.kept.first_time_with(id, &json!({"seq": seq})) {
             tracing::debug!(message = id, "Discord: a message taken in already");
             return None;
         }
@@ -405,12 +436,12 @@ impl socket::Events for Discord {
         match name {
             "READY" => {
                 if let Some(me) = d["user"]["id"].as_str() {
-                    let _ = self.account.me.set(me.to_owned());
+                    *lock(&self.account.me) = Some(me.to_owned());
                 }
                 self.kept.set(json!({"session_id": d["session_id"], "resume_url": d["resume_gateway_url"], "seq": seq, "user_id": d["user"]["id"]}));
                 let user = d["user"]["username"].as_str().unwrap_or_default().to_owned();
                 tracing::info!(account = %self.name, %user, "Discord channel connected");
-                self.live.store(true, Ordering::Relaxed);
+                *lock(&self.live_since) = Some(Instant::now());
                 self.inbox.status(|s| {
                     s.insert("state".into(), "connected".into());
                     s.insert("user".into(), user.into());
@@ -420,7 +451,7 @@ impl socket::Events for Discord {
             }
             "RESUMED" => {
                 tracing::info!(account = %self.name, "Discord session resumed");
-                self.live.store(true, Ordering::Relaxed);
+                *lock(&self.live_since) = Some(Instant::now());
                 self.inbox.status(|s| {
                     s.insert("state".into(), "connected".into());
                     s.insert("connectedAt".into(), now_ms().into());
@@ -434,11 +465,10 @@ impl socket::Events for Discord {
             }
             "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => self.account.learn(d),
             "MESSAGE_CREATE" => {
-                if let Some(env) = self.message(d).await {
+                // The sequence number is kept with the message's id (what is not taken —
+                // the bot's own, other bots' — is replayed after a restart and dropped again).
+                if let Some(env) = self.message(d, seq).await {
                     let _ = self.intake.send(env);
-                }
-                if seq.is_some() {
-                    self.kept.set(json!({"seq": seq}));
                 }
             }
             _ => {}

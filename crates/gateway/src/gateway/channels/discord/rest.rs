@@ -80,9 +80,12 @@ impl Rest {
     }
 
     /// Sends `content` to `channel`: the new message's id. Mentions in it ping no one (the
-    /// model's words must not reach `@everyone`).
+    /// model's words must not reach `@everyone`); a retry is one message (`enforce_nonce`).
     pub async fn create_message(&self, channel: &str, content: &str) -> Result<String, ApiError> {
-        let body = json!({"content": content, "allowed_mentions": {"parse": []}});
+        // One nonce for all the attempts: a retry after a lost answer posts nothing twice.
+        let nonce = uuid::Uuid::new_v4().simple().to_string()[..25].to_owned();
+        let body =
+            json!({"content": content, "allowed_mentions": {"parse": []}, "nonce": nonce, "enforce_nonce": true});
         let path = format!("/channels/{}/messages", snowflake(channel)?);
         let sent = self.call(reqwest::Method::POST, &path, Some(&body)).await?;
         Ok(sent["id"].as_str().unwrap_or_default().to_owned())
@@ -122,6 +125,15 @@ impl Rest {
         super::super::read_capped(response, limit).await
     }
 
+    /// No call on `route` before `after` from now.
+    fn wait_before(&self, route: String, after: Duration) {
+        let mut waits = lock(&self.not_before);
+        if waits.len() > 1000 {
+            waits.retain(|_, t| *t > Instant::now());
+        }
+        waits.insert(route, Instant::now() + after);
+    }
+
     /// Calls the API, retrying as the policy says ([`super::super::with_retries`]).
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
         let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
@@ -135,7 +147,14 @@ impl Rest {
         body: Option<&Value>,
     ) -> Result<Value, (ApiError, Option<Duration>)> {
         let route = format!("{method} {path}");
-        let wait = lock(&self.not_before).get(&route).map(|t| t.saturating_duration_since(Instant::now()));
+        let wait = {
+            let waits = lock(&self.not_before);
+            [waits.get(&route), waits.get(GLOBAL)]
+                .into_iter()
+                .flatten()
+                .max()
+                .map(|t| t.saturating_duration_since(Instant::now()))
+        };
         if let Some(wait) = wait.filter(|w| !w.is_zero()) {
             tokio::time::sleep(wait).await;
         }
@@ -147,21 +166,19 @@ impl Rest {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let unreachable =
-            |e: reqwest::Error| (ApiError { status: None, code: 0, message: e.without_url().to_string() }, None);
+        let unreachable = |e: reqwest::Error| {
+            (ApiError { status: None, code: 0, message: crate::http::error_chain(&e.without_url()) }, None)
+        };
         let response = request.timeout(TIMEOUT).send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let seconds = |s: Option<String>| s.and_then(|s| s.parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0);
-        let header_wait = seconds(header("retry-after")).map(Duration::from_secs_f64);
+        let seconds = |s: Option<String>| s.and_then(|s| s.parse::<f64>().ok()).and_then(capped);
+        let header_wait = seconds(header("retry-after"));
+        let global = header("x-ratelimit-global").as_deref() == Some("true");
         if header("x-ratelimit-remaining").as_deref() == Some("0")
-            && let Some(after) = seconds(header("x-ratelimit-reset-after")).filter(|s| *s <= 300.0)
+            && let Some(after) = seconds(header("x-ratelimit-reset-after"))
         {
-            let mut waits = lock(&self.not_before);
-            if waits.len() > 1000 {
-                waits.retain(|_, t| *t > Instant::now());
-            }
-            waits.insert(route, Instant::now() + Duration::from_secs_f64(after));
+            self.wait_before(route.clone(), after);
         }
         let text = super::super::read_capped(response, 16 << 20)
             .await
@@ -170,13 +187,14 @@ impl Rest {
         if (200..300).contains(&status) {
             return Ok(value);
         }
-        // The body's `retry_after` is in seconds, with a fraction; the header is a fallback.
-        let retry_after = value["retry_after"]
-            .as_f64()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64)
-            .or(header_wait)
-            .filter(|_| status == 429);
+        // The body's `retry_after` is in seconds, with a fraction; the header is a fallback. A
+        // global limit holds every route back.
+        let retry_after = value["retry_after"].as_f64().and_then(capped).or(header_wait).filter(|_| status == 429);
+        if let Some(after) = retry_after
+            && (global || value["global"] == true)
+        {
+            self.wait_before(GLOBAL.into(), after);
+        }
         let error = ApiError {
             status: Some(status),
             code: value["code"].as_i64().unwrap_or(0),
@@ -184,6 +202,14 @@ impl Rest {
         };
         Err((error, retry_after))
     }
+}
+
+/// Where a global rate limit is kept among the routes'.
+const GLOBAL: &str = "global";
+
+/// A wait Discord asked for, in seconds: at most 5 minutes (a longer one is not believed).
+fn capped(seconds: f64) -> Option<Duration> {
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(300.0)))
 }
 
 /// A Discord id as it may go into a path: digits only.
@@ -203,5 +229,8 @@ mod tests {
     fn only_digits_go_into_paths() {
         assert!(snowflake("1234567890123").is_ok());
         assert!(snowflake("12/../../users").is_err() && snowflake("").is_err() && snowflake("x").is_err());
+        assert_eq!(capped(1e20), Some(Duration::from_secs(300)));
+        assert_eq!((capped(f64::NAN), capped(-1.0)), (None, None));
+        assert_eq!(capped(0.25), Some(Duration::from_millis(250)));
     }
 }

@@ -86,13 +86,16 @@ pub async fn run(
     let mut next_beat = tokio::time::Instant::now() + interval.mul_f64(jitter());
     let mut acked = true;
     loop {
+        // Frames first: an acknowledgement already here is read before the next beat is judged.
         let frame = tokio::select! {
+            biased;
             () = stop.cancelled() => {
                 // Not 1000/1001: those end the session, and a restart should resume it.
                 let close = CloseFrame { code: CloseCode::Library(4000), reason: "restarting".into() };
-                let _ = ws.close(Some(close)).await;
+                let _ = tokio::time::timeout(Duration::from_secs(2), ws.close(Some(close))).await;
                 return Ended::Stopped;
             }
+            frame = ws.next() => frame,
             () = tokio::time::sleep_until(next_beat) => {
                 if !acked {
                     let close = CloseFrame { code: CloseCode::Library(4000), reason: "no heartbeat ack".into() };
@@ -106,7 +109,6 @@ pub async fn run(
                 next_beat = tokio::time::Instant::now() + interval;
                 continue;
             }
-            frame = ws.next() => frame,
         };
         let text = match frame {
             Some(Ok(Message::Text(text))) => text,
@@ -152,8 +154,8 @@ fn closed(frame: Option<&CloseFrame>) -> Ended {
     let why = format!("the Gateway closed the connection ({code}: {})", frame.reason);
     match code {
         4004 => Ended::Fatal(format!("{why}: the bot token was refused")),
-        4010..=4012 => Ended::Fatal(why),
-        4013 | 4014 => Ended::Fatal(format!(
+        4010..=4013 => Ended::Fatal(why),
+        4014 => Ended::Fatal(format!(
             "{why}: turn on the Message Content intent for the bot in the Discord developer portal"
         )),
         // An invalid sequence, or a session that timed out: identify anew.

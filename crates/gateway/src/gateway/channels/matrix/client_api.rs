@@ -173,7 +173,7 @@ impl Api {
             request = request.json(body);
         }
         let unreachable = |e: reqwest::Error| {
-            (ApiError { status: None, code: String::new(), message: e.without_url().to_string() }, None)
+            (ApiError { status: None, code: String::new(), message: crate::http::error_chain(&e.without_url()) }, None)
         };
         let response = request.timeout(timeout).send().await.map_err(unreachable)?;
         let status = response.status().as_u16();

@@ -114,6 +114,9 @@ pub struct Slack {
     kept: Kept,
     /// The connection said hello.
     live: AtomicBool,
+    /// Whether the API is plain `http://` on loopback (a stand-in): only then may Socket Mode be
+    /// `ws://`.
+    plain: bool,
 }
 
 /// The channel's accounts from `[channels.slack]` and `[channels.slack.accounts.NAME]`.
@@ -136,10 +139,19 @@ pub fn start(
             None => String::new(),
         };
         if app_token.is_empty() {
-            return Err(format!("{section} needs app_token (an app-level token, xapp-…, for Socket Mode)"));
+            return Err(format!(
+                "{section} needs app_token (or SLACK_APP_TOKEN): an app-level token, xapp-…, for Socket Mode"
+            ));
         }
         if app_token == bot_token || app_token.starts_with("xoxb-") || bot_token.starts_with("xapp-") {
             return Err(format!("{section}: app_token is the app-level token (xapp-…), bot_token the bot's (xoxb-…)"));
+        }
+        if let Some(bad) =
+            s.allow_from.iter().find(|id| !id.starts_with(['U', 'W']) || !id.chars().all(|c| c.is_ascii_alphanumeric()))
+        {
+            return Err(format!(
+                "{section} allow_from `{bad}`: give member ids (U…; in Slack: a profile → ⋯ → Copy member ID)"
+            ));
         }
         let base = s.api_base_url.clone().unwrap_or_else(|| "https://slack.com/api".into());
         if !base.starts_with("https://") && !base.starts_with("http://") {
@@ -177,6 +189,8 @@ pub fn start(
             mention_patterns: s.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
             kept: Kept::load(config.home.join("channels").join(file)),
             live: AtomicBool::new(false),
+            plain: crate::http::is_plain(&base)
+                && reqwest::Url::parse(&base).is_ok_and(|u| crate::http::is_loopback(&u)),
         }));
     }
     Ok(out)
@@ -227,6 +241,14 @@ impl Slack {
                     continue;
                 }
             };
+            if !(url.starts_with("wss://") || (self.plain && url.starts_with("ws://"))) {
+                failures += 1;
+                self.failed(&format!("the Socket Mode URL `{url}` is not wss://"));
+                if !pause(&stop, backoff(failures + 3)).await {
+                    return;
+                }
+                continue;
+            }
             self.live.store(false, Ordering::Relaxed);
             match socket::run(&url, self.as_ref(), &stop).await {
                 Ended::Stopped => return,
@@ -251,6 +273,7 @@ impl Slack {
         tracing::error!(account = %self.name, "Slack: {why}; the channel stops");
         self.failed(why);
         self.inbox.status(|s| {
+            s.insert("state".into(), "stopped".into());
             s.insert("running".into(), false.into());
         });
     }

@@ -129,7 +129,7 @@ impl WebApi {
     async fn once(&self, method: &str, token: &str, body: &Value) -> Result<Value, (ApiError, Option<Duration>)> {
         let request = self.http.post(format!("{}/{method}", self.base)).bearer_auth(token).json(body).timeout(TIMEOUT);
         let unreachable = |e: reqwest::Error| {
-            (ApiError { status: None, code: String::new(), message: e.without_url().to_string() }, None)
+            (ApiError { status: None, code: String::new(), message: crate::http::error_chain(&e.without_url()) }, None)
         };
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
