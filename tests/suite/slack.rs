@@ -197,6 +197,8 @@ fn a_429_is_waited_out_and_refused_tokens_and_link_disabled_stop_the_channel() {
     mock.push(text("anthropic", "After the wait."));
     slack.dm(ADA, "hello");
     assert_eq!(slack.wait_texts(&ada_dm, 1), ["After the wait."]);
+    let waited = slack.sent_timed()[0].0 - slack.throttled_at()[0];
+    assert!(waited >= std::time::Duration::from_secs(1), "retried after {waited:?}, not as Retry-After said");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(slack.texts(&ada_dm).len(), 1);
     // Socket Mode turned off for the app: the channel stops and says why.

@@ -54,6 +54,8 @@ struct State {
     opened: usize,
     /// Every envelope sent: (envelope id, retry attempt).
     deliveries: Vec<(String, u64)>,
+    /// When throttled calls were refused.
+    throttled_at: Vec<Instant>,
     /// Every envelope's payload, by id.
     payloads: HashMap<String, Value>,
 }
@@ -186,6 +188,10 @@ impl FakeSlack {
 
     pub fn throttle_next(&self, retry_after: u64) {
         self.state.lock().unwrap().throttle = Some(retry_after);
+    }
+
+    pub fn throttled_at(&self) -> Vec<Instant> {
+        self.state.lock().unwrap().throttled_at.clone()
     }
 
     pub fn connected(&self) -> bool {
@@ -419,6 +425,7 @@ fn web_api(r: &Request, state: &Arc<Mutex<State>>, socket: &str) -> Response {
                 return refuse("invalid_auth");
             }
             if let Some(after) = s.throttle.take() {
+                s.throttled_at.push(Instant::now());
                 return Response::json(429, &json!({"ok": false, "error": "ratelimited"})).header("Retry-After", after);
             }
             let body = r.json();

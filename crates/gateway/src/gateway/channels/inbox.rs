@@ -34,6 +34,9 @@ use crate::sync::lock;
 mod chat;
 mod reply;
 
+/// An envelope for [`Inbox::intake`], and what to do once it is taken.
+pub type Intake = (Envelope, Box<dyn FnOnce() + Send>);
+
 /// A messaging service the gateway talks through.
 pub trait Channel: Send + Sync + 'static {
     /// `telegram`, …
@@ -203,13 +206,15 @@ impl<C: Channel> Inbox<C> {
     /// One inbound message (its text without the bot's mention).
     /// A line into [`Inbox::take`]: envelopes sent there are taken one at a time, in order, off
     /// the sender's loop (a slow take — a file to fetch, a code to send — never holds up a
-    /// connection's heartbeats or acknowledgements).
-    pub fn intake(self: &Arc<Self>) -> tokio::sync::mpsc::UnboundedSender<Envelope> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// connection's heartbeats or acknowledgements); each one's `done` runs once it is taken (to
+    /// mark it taken, acknowledge it: not before, so a stop meanwhile loses nothing).
+    pub fn intake(self: &Arc<Self>) -> tokio::sync::mpsc::UnboundedSender<Intake> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Intake>();
         let inbox = self.clone();
         tokio::spawn(async move {
-            while let Some(env) = rx.recv().await {
+            while let Some((env, done)) = rx.recv().await {
                 inbox.take(env).await;
+                done();
             }
         });
         tx

@@ -61,6 +61,11 @@ impl Kept {
         self.save();
     }
 
+    /// Whether message `id` was taken already.
+    pub fn has(&self, id: &str) -> bool {
+        lock(&self.state).seen.iter().any(|e| e == id)
+    }
+
     /// Whether message `id` is new (it is then remembered, and kept).
     pub fn first_time(&self, id: &str) -> bool {
         self.first_time_with(id, &Value::Null)

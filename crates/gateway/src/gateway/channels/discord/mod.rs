@@ -175,7 +175,7 @@ pub struct Discord {
     account: Arc<Account>,
     pub inbox: Arc<Inbox<Account>>,
     /// Into the inbox, in order, off the connection's loop.
-    intake: tokio::sync::mpsc::UnboundedSender<Envelope>,
+    intake: tokio::sync::mpsc::UnboundedSender<super::inbox::Intake>,
     /// `default`, or its name under `[channels.discord.accounts]`.
     pub name: String,
     token: String,
@@ -184,7 +184,7 @@ pub struct Discord {
     plain: bool,
     mention_patterns: Vec<String>,
     /// The session, its resume URL, the last sequence number, the messages taken in lately.
-    kept: Kept,
+    kept: Arc<Kept>,
     /// Since when the connection is up (`READY` or `RESUMED`).
     live_since: Mutex<Option<Instant>>,
 }
@@ -248,7 +248,7 @@ pub fn start(
             plain: crate::http::is_plain(&base)
                 && reqwest::Url::parse(&base).is_ok_and(|u| crate::http::is_loopback(&u)),
             mention_patterns: d.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
-            kept: Kept::load(config.home.join("channels").join(file)),
+            kept: Arc::new(Kept::load(config.home.join("channels").join(file))),
             live_since: Mutex::default(),
         }));
     }
@@ -370,7 +370,7 @@ impl Discord {
     }
 
     /// A message from a person, as an envelope for the inbox.
-    async fn message(&self, d: &Value, seq: Option<u64>) -> Option<Envelope> {
+    async fn message(&self, d: &Value) -> Option<Envelope> {
         let me = lock(&self.account.me).clone()?;
         let author = &d["author"];
         let sender = author["id"].as_str()?;
@@ -389,7 +389,11 @@ impl Discord {
             self.account.dm(sender, channel);
             (sender.to_owned(), PeerKind::Direct, None)
         } else {
-            match self.account.known(channel).await {
+            // Not for long: the connection's heartbeats wait meanwhile.
+            let known = tokio::time::timeout(Duration::from_secs(5), self.account.known(channel)).await;
+            let known = known
+                .unwrap_or_else(|_| Err(rest::ApiError { status: None, code: 0, message: "no answer in 5 s".into() }));
+            match known {
                 Ok(Known { parent: Some(parent), .. }) => (parent, PeerKind::Group, Some(channel.to_owned())),
                 Ok(Known { kind, .. }) => (channel.to_owned(), kind, None),
                 // Not known, and the API did not say: a server channel as any other.
@@ -399,7 +403,7 @@ impl Discord {
                 }
             }
         };
-        if !self.kept.first_time_with(id, &json!({"seq": seq})) {
+        if self.kept.has(id) {
             tracing::debug!(message = id, "Discord: a message taken in already");
             return None;
         }
@@ -465,10 +469,15 @@ impl socket::Events for Discord {
             }
             "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => self.account.learn(d),
             "MESSAGE_CREATE" => {
-                // The sequence number is kept with the message's id (what is not taken —
-                // the bot's own, other bots' — is replayed after a restart and dropped again).
-                if let Some(env) = self.message(d, seq).await {
-                    let _ = self.intake.send(env);
+                // Once taken, the message's id is kept with its sequence number (in order: a
+                // restart resumes after the last one taken; what is not taken — the bot's own,
+                // other bots' — is replayed then and dropped again).
+                if let Some(env) = self.message(d).await {
+                    let (kept, id) = (self.kept.clone(), env.message_id.clone());
+                    let done = Box::new(move || {
+                        kept.first_time_with(&id, &json!({"seq": seq}));
+                    });
+                    let _ = self.intake.send((env, done));
                 }
             }
             _ => {}

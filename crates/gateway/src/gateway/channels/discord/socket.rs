@@ -85,10 +85,9 @@ pub async fn run(
     }
     let mut next_beat = tokio::time::Instant::now() + interval.mul_f64(jitter());
     let mut acked = true;
+    let mut late = false;
     loop {
-        // Frames first: an acknowledgement already here is read before the next beat is judged.
         let frame = tokio::select! {
-            biased;
             () = stop.cancelled() => {
                 // Not 1000/1001: those end the session, and a restart should resume it.
                 let close = CloseFrame { code: CloseCode::Library(4000), reason: "restarting".into() };
@@ -97,6 +96,12 @@ pub async fn run(
             }
             frame = ws.next() => frame,
             () = tokio::time::sleep_until(next_beat) => {
+                // An acknowledgement may be in a frame not read yet: a moment's grace first.
+                if !acked && !late {
+                    late = true;
+                    next_beat = tokio::time::Instant::now() + (interval / 4).min(Duration::from_secs(5));
+                    continue;
+                }
                 if !acked {
                     let close = CloseFrame { code: CloseCode::Library(4000), reason: "no heartbeat ack".into() };
                     let _ = tokio::time::timeout(Duration::from_secs(5), ws.close(Some(close))).await;
@@ -106,6 +111,7 @@ pub async fn run(
                     return again(format!("heartbeat: {e}"));
                 }
                 acked = false;
+                late = false;
                 next_beat = tokio::time::Instant::now() + interval;
                 continue;
             }

@@ -15,12 +15,13 @@ pub mod web_api;
 
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Host;
 use super::access::Pairings;
+use super::chunker::{Chunker, Limits};
 use super::inbox::{Channel, Inbox};
 use super::kept::Kept;
 use super::policy::SessionPrefs;
@@ -34,6 +35,8 @@ use web_api::{Me, WebApi};
 
 /// The most characters in one message sent (Slack's advice; it cuts text at 40,000).
 pub const TEXT_LIMIT: usize = 4000;
+/// A connection up this long resets the wait before reconnecting.
+const STABLE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One Slack app as a [`Channel`].
 pub struct Account {
@@ -75,9 +78,19 @@ impl Channel for Account {
         if let Some(thread) = thread {
             self.in_thread(&channel, thread);
         }
-        let ts = self.api.post_message(&channel, thread, &mrkdwn::to_mrkdwn(text)).await.map_err(|e| e.to_string())?;
-        if thread.is_none() {
-            self.in_thread(&channel, &ts);
+        // What was not cut already (a question, a command's answer, `send`) is cut here.
+        let mut pieces = vec![text.to_owned()];
+        if text.chars().count() > TEXT_LIMIT {
+            let mut chunker = Chunker::new(Limits::new(TEXT_LIMIT, TEXT_LIMIT, TEXT_LIMIT));
+            pieces = chunker.push(text);
+            pieces.extend(chunker.finish());
+        }
+        for piece in pieces {
+            let ts =
+                self.api.post_message(&channel, thread, &mrkdwn::to_mrkdwn(&piece)).await.map_err(|e| e.to_string())?;
+            if thread.is_none() {
+                self.in_thread(&channel, &ts);
+            }
         }
         Ok(())
     }
@@ -106,14 +119,16 @@ pub struct Slack {
     account: Arc<Account>,
     pub inbox: Arc<Inbox<Account>>,
     /// Into the inbox, in order, off the connection's loop.
-    intake: tokio::sync::mpsc::UnboundedSender<Envelope>,
+    intake: tokio::sync::mpsc::UnboundedSender<super::inbox::Intake>,
     /// `default`, or its name under `[channels.slack.accounts]`.
     pub name: String,
     mention_patterns: Vec<String>,
     /// The messages taken in lately.
-    kept: Kept,
-    /// The connection said hello.
-    live: AtomicBool,
+    kept: Arc<Kept>,
+    /// Since when the connection is up (it said hello).
+    live_since: Mutex<Option<std::time::Instant>>,
+    /// Envelopes to acknowledge, once taken.
+    acks: (mpsc::UnboundedSender<String>, tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>),
     /// Whether the API is plain `http://` on loopback (a stand-in): only then may Socket Mode be
     /// `ws://`.
     plain: bool,
@@ -187,8 +202,12 @@ pub fn start(
             inbox,
             name,
             mention_patterns: s.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
-            kept: Kept::load(config.home.join("channels").join(file)),
-            live: AtomicBool::new(false),
+            kept: Arc::new(Kept::load(config.home.join("channels").join(file))),
+            live_since: Mutex::default(),
+            acks: {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (tx, tokio::sync::Mutex::new(rx))
+            },
             plain: crate::http::is_plain(&base)
                 && reqwest::Url::parse(&base).is_ok_and(|u| crate::http::is_loopback(&u)),
         }));
@@ -243,14 +262,17 @@ impl Slack {
             };
             if !(url.starts_with("wss://") || (self.plain && url.starts_with("ws://"))) {
                 failures += 1;
-                self.failed(&format!("the Socket Mode URL `{url}` is not wss://"));
+                // Not the URL itself: its ticket is a credential.
+                let shown = url.split(['?', '#']).next().unwrap_or_default();
+                self.failed(&format!("the Socket Mode URL `{shown}` is not wss://"));
                 if !pause(&stop, backoff(failures + 3)).await {
                     return;
                 }
                 continue;
             }
-            self.live.store(false, Ordering::Relaxed);
-            match socket::run(&url, self.as_ref(), &stop).await {
+            *lock(&self.live_since) = None;
+            let mut acks = self.acks.1.lock().await;
+            match socket::run(&url, self.as_ref(), &mut acks, &stop).await {
                 Ended::Stopped => return,
                 Ended::Fatal(why) => return self.give_up(&why),
                 Ended::Again { why, asked } => {
@@ -258,10 +280,12 @@ impl Slack {
                     self.inbox.status(|s| {
                         s.insert("state".into(), "connecting".into());
                     });
-                    // Asked for by Slack: at once. A drop: after a pause that grows while
-                    // connections fail before saying hello.
-                    failures = if self.live.load(Ordering::Relaxed) { 0 } else { failures + 1 };
-                    if !asked && !pause(&stop, backoff(failures.max(1))).await {
+                    // A refresh Slack asked for: at once. Anything else (a drop, too many
+                    // connections): after a pause that grows unless the connection stayed up a
+                    // while.
+                    let up = *lock(&self.live_since);
+                    failures = if up.is_some_and(|t| t.elapsed() >= STABLE) { 1 } else { failures + 1 };
+                    if !asked && !pause(&stop, backoff(failures)).await {
                         return;
                     }
                 }
@@ -286,8 +310,8 @@ impl Slack {
         });
     }
 
-    /// A person's message as an envelope for the inbox.
-    fn envelope(&self, payload: &Value) -> Option<Envelope> {
+    /// A person's message as an envelope for the inbox, with the id it is kept by.
+    fn envelope(&self, payload: &Value) -> Option<(String, Envelope)> {
         let me = self.account.me.get()?;
         let event = &payload["event"];
         let app_mention = event["type"] == "app_mention";
@@ -309,7 +333,7 @@ impl Slack {
         // A message's `ts` is unique in its channel; `message` and `app_mention` for the same
         // message, or an envelope sent again, are one.
         let id = format!("{channel}:{ts}");
-        if !self.kept.first_time(&id) {
+        if self.kept.has(&id) {
             tracing::debug!(message = %id, "Slack: a message taken in already");
             return None;
         }
@@ -330,42 +354,53 @@ impl Slack {
         let mentioned = app_mention
             || text.contains(&tag)
             || thread.as_ref().is_some_and(|t| lock(&self.account.threads).contains(&(channel.to_owned(), t.clone())))
+            || (thread.is_some() && event["parent_user_id"] == me.user_id.as_str())
             || self.mention_patterns.iter().any(|p| !p.is_empty() && lower.contains(p.as_str()));
         let profile = &event["user_profile"];
         let name = profile["display_name"].as_str().filter(|n| !n.is_empty()).or(profile["real_name"].as_str());
-        Some(Envelope {
-            channel: "slack".into(),
-            account: self.name.clone(),
-            peer,
-            kind: if direct { PeerKind::Direct } else { PeerKind::Group },
-            sender: user.to_owned(),
-            sender_name: name.unwrap_or(user).to_owned(),
-            message_id: ts.to_owned(),
-            text: text.replace(&tag, "").trim().to_owned(),
-            attachments: event["files"].as_array().into_iter().flatten().filter_map(attachment).collect(),
-            reply_to: None,
-            thread,
-            guild: None,
-            team: payload["team_id"].as_str().or(event["team"].as_str()).map(str::to_owned),
-            mentioned,
-        })
+        Some((
+            id,
+            Envelope {
+                channel: "slack".into(),
+                account: self.name.clone(),
+                peer,
+                kind: if direct { PeerKind::Direct } else { PeerKind::Group },
+                sender: user.to_owned(),
+                sender_name: name.unwrap_or(user).to_owned(),
+                message_id: ts.to_owned(),
+                text: text.replace(&tag, "").trim().to_owned(),
+                attachments: event["files"].as_array().into_iter().flatten().filter_map(attachment).collect(),
+                reply_to: None,
+                thread,
+                guild: None,
+                team: payload["team_id"].as_str().or(event["team"].as_str()).map(str::to_owned),
+                mentioned,
+            },
+        ))
     }
 }
 
 impl socket::Envelopes for Slack {
-    async fn event(&self, payload: &Value, retry_attempt: u64) {
+    async fn event(&self, payload: &Value, retry_attempt: u64, envelope: &str) -> bool {
         if retry_attempt > 0 {
             tracing::debug!(retry_attempt, "Slack: an envelope sent again");
         }
-        if payload["type"] == "event_callback"
-            && let Some(env) = self.envelope(payload)
-        {
-            let _ = self.intake.send(env);
-        }
+        let Some((id, env)) = self.envelope(payload).filter(|_| payload["type"] == "event_callback") else {
+            return true;
+        };
+        // Acknowledged once taken (and kept as taken): a stop before that loses nothing, Slack
+        // sends it again.
+        let (kept, acks, envelope) = (self.kept.clone(), self.acks.0.clone(), envelope.to_owned());
+        let done = Box::new(move || {
+            kept.first_time(&id);
+            let _ = acks.send(envelope);
+        });
+        let _ = self.intake.send((env, done));
+        false
     }
 
     fn hello(&self) {
-        self.live.store(true, Ordering::Relaxed);
+        *lock(&self.live_since) = Some(std::time::Instant::now());
         self.inbox.status(|s| {
             s.insert("state".into(), "connected".into());
             s.insert("connectedAt".into(), now_ms().into());

@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 /// What is done with the envelopes' events.
 pub trait Envelopes: Send + Sync {
-    /// An `events_api` envelope's payload (`event_callback`), and how many times it was sent
-    /// before; acknowledged once this returns.
-    fn event(&self, payload: &Value, retry_attempt: u64) -> impl Future<Output = ()> + Send;
+    /// An `events_api` envelope's payload (`event_callback`), how many times it was sent before,
+    /// and its id: whether to acknowledge it now (else its id comes back through `acks` once
+    /// it is taken).
+    fn event(&self, payload: &Value, retry_attempt: u64, envelope: &str) -> impl Future<Output = bool> + Send;
     /// Slack said hello: the connection is up.
     fn hello(&self);
 }
@@ -29,7 +30,8 @@ pub enum Ended {
     Stopped,
     /// Socket Mode is off for the app: why.
     Fatal(String),
-    /// Connect again (a refresh, a drop): why, and whether Slack asked for it.
+    /// Connect again (a refresh, a drop): why, and whether Slack asked for it with a refresh
+    /// (`warning`, `refresh_requested` after hello: a new connection at once is what it wants).
     Again {
         why: String,
         asked: bool,
@@ -41,7 +43,12 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 const IDLE: Duration = Duration::from_secs(60);
 const PING_ANSWER: Duration = Duration::from_secs(30);
 
-pub async fn run(url: &str, envelopes: &impl Envelopes, stop: &CancellationToken) -> Ended {
+pub async fn run(
+    url: &str,
+    envelopes: &impl Envelopes,
+    acks: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    stop: &CancellationToken,
+) -> Ended {
     let again = |why: String| Ended::Again { why, asked: false };
     let stream = match tokio::time::timeout(OPEN_TIMEOUT, crate::http::open_stream(url)).await {
         Ok(Ok(stream)) => stream,
@@ -80,6 +87,12 @@ pub async fn run(url: &str, envelopes: &impl Envelopes, stop: &CancellationToken
                 quiet = tokio::time::Instant::now() + PING_ANSWER;
                 continue;
             }
+            Some(id) = acks.recv() => {
+                if let Err(e) = ws.send(Message::text(json!({"envelope_id": id}).to_string())).await {
+                    return again(format!("acknowledging an envelope: {e}"));
+                }
+                continue;
+            }
             frame = ws.next() => frame,
         };
         pinged = false;
@@ -110,16 +123,15 @@ pub async fn run(url: &str, envelopes: &impl Envelopes, stop: &CancellationToken
                     return Ended::Fatal("Socket Mode is turned off for the app (link_disabled)".into());
                 }
                 let _ = tokio::time::timeout(Duration::from_secs(2), ws.close(None)).await;
-                return Ended::Again { why: format!("Slack asked for a new connection ({reason})"), asked: true };
+                let refresh = said_hello && matches!(reason, "warning" | "refresh_requested");
+                return Ended::Again { why: format!("Slack asked for a new connection ({reason})"), asked: refresh };
             }
             kind => {
-                if kind == "events_api" {
-                    envelopes.event(&frame["payload"], frame["retry_attempt"].as_u64().unwrap_or(0)).await;
-                }
+                let Some(id) = frame["envelope_id"].as_str() else { continue };
+                let now = kind != "events_api"
+                    || envelopes.event(&frame["payload"], frame["retry_attempt"].as_u64().unwrap_or(0), id).await;
                 // Every envelope is acknowledged (those not used too, or Slack sends them again).
-                if let Some(id) = frame["envelope_id"].as_str()
-                    && let Err(e) = ws.send(Message::text(json!({"envelope_id": id}).to_string())).await
-                {
+                if now && let Err(e) = ws.send(Message::text(json!({"envelope_id": id}).to_string())).await {
                     return again(format!("acknowledging an envelope: {e}"));
                 }
             }

@@ -16,6 +16,8 @@ pub struct ApiError {
     /// Slack's `error` (`invalid_auth`, `channel_not_found`, …), empty if none.
     pub code: String,
     pub message: String,
+    /// The request never reached Slack (the connection was not made).
+    pub not_sent: bool,
 }
 
 impl std::fmt::Display for ApiError {
@@ -73,6 +75,7 @@ impl WebApi {
             status: Some(200),
             code: String::new(),
             message: "apps.connections.open gave no url".into(),
+            not_sent: false,
         })
     }
 
@@ -85,11 +88,16 @@ impl WebApi {
     /// Posts `text` (mrkdwn) to `channel` (a channel id, or a user's id for their direct chat),
     /// in thread `thread_ts` if given: the new message's `ts`.
     pub async fn post_message(&self, channel: &str, thread_ts: Option<&str>, text: &str) -> Result<String, ApiError> {
-        let mut body = json!({"channel": channel, "text": text, "unfurl_links": false, "unfurl_media": false});
+        let mut body = json!({"channel": channel, "text": text, "unfurl_links": false, "unfurl_media": false,
+            "parse": "none", "link_names": false});
         if let Some(ts) = thread_ts {
             body["thread_ts"] = json!(ts);
         }
-        let posted = self.call("chat.postMessage", &self.bot_token, &body).await?;
+        // Slack has no idempotency key: retried only where it surely did not post (a 429, a
+        // connection never made), so a lost answer never makes two messages.
+        let retryable = |e: &ApiError| e.status == Some(429) || e.not_sent;
+        let posted =
+            super::super::with_retries(|| self.once("chat.postMessage", &self.bot_token, &body), retryable).await?;
         Ok(posted["ts"].as_str().unwrap_or_default().to_owned())
     }
 
@@ -117,6 +125,15 @@ impl WebApi {
         if !response.status().is_success() {
             return Err(format!("the file could not be downloaded ({})", response.status()));
         }
+        // Without `files:read`, Slack answers with its sign-in page, not the file.
+        let html = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/html"));
+        if html {
+            return Err("Slack sent a web page instead of the file: the app needs the files:read scope".into());
+        }
         super::super::read_capped(response, limit).await
     }
 
@@ -129,7 +146,9 @@ impl WebApi {
     async fn once(&self, method: &str, token: &str, body: &Value) -> Result<Value, (ApiError, Option<Duration>)> {
         let request = self.http.post(format!("{}/{method}", self.base)).bearer_auth(token).json(body).timeout(TIMEOUT);
         let unreachable = |e: reqwest::Error| {
-            (ApiError { status: None, code: String::new(), message: crate::http::error_chain(&e.without_url()) }, None)
+            let not_sent = e.is_connect();
+            let message = crate::http::error_chain(&e.without_url());
+            (ApiError { status: None, code: String::new(), message, not_sent }, None)
         };
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
@@ -141,7 +160,7 @@ impl WebApi {
             .map(Duration::from_secs);
         let text = super::super::read_capped(response, 16 << 20)
             .await
-            .map_err(|e| (ApiError { status: None, code: String::new(), message: e }, None))?;
+            .map_err(|e| (ApiError { status: None, code: String::new(), message: e, not_sent: false }, None))?;
         let value: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
         if status == 200 && value["ok"] == true {
             return Ok(value);
@@ -150,6 +169,7 @@ impl WebApi {
             status: Some(status),
             code: value["error"].as_str().unwrap_or_default().chars().take(100).collect(),
             message: String::from_utf8_lossy(&text).chars().take(300).collect(),
+            not_sent: false,
         };
         Err((error, retry_after.filter(|_| status == 429)))
     }
