@@ -1,7 +1,7 @@
 //! One connection to Discord's Gateway (v10, JSON): `Hello` gives the heartbeat interval; the
 //! first frame sent is `Identify` or `Resume` (the caller's); heartbeats carry the last sequence
 //! number, the first after a random part of the interval, and one not acknowledged before the
-//! next is due means the connection is dead (closed, to be resumed); the server may ask for a
+//! next is due (and a moment's grace) means the connection is dead (closed, to be resumed); the server may ask for a
 //! heartbeat (op 1), a reconnect (op 7) or say the session is invalid (op 9); every dispatch
 //! (op 0) goes to [`Events`] with its sequence number. How it ended says whether to resume,
 //! identify anew, or stop trying (close codes 4004 and 4010–4014: a bad token or intents).
