@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::support::gateway::Gateway;
 use crate::support::mock_model::MockModel;
-use crate::support::script::text;
+use crate::support::script::{text, words};
 use crate::support::telegram::{BOT, FakeTelegram};
 
 fn gateway(mock: &MockModel, fake: &FakeTelegram, home: tempfile::TempDir) -> Gateway {
@@ -26,10 +26,6 @@ fn gateway_with(mock: &MockModel, fake: &FakeTelegram, home: tempfile::TempDir, 
     )
     .unwrap();
     Gateway::start_in(home, &mock.base(), &[])
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_owned).collect()
 }
 
 #[test]

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::discord::{ADA, BOB, BOT_ID, FakeDiscord, GENERAL, wait};
 use crate::support::gateway::Gateway;
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, last_user_text, text};
+use crate::support::script::{asked, calls, text, words};
 
 fn start(mock: &MockModel, home: tempfile::TempDir, config: &str) -> Gateway {
     std::fs::write(home.path().join("config.toml"), config).unwrap();
@@ -28,15 +28,6 @@ fn account(gw: &Gateway) -> Value {
 
 fn wait_state(gw: &Gateway, state: &str) {
     wait(|| (account(gw)["state"] == state).then_some(()), &format!("the Discord channel to be {state}"));
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_owned).collect()
-}
-
-/// The texts every run so far was asked.
-fn asked(mock: &MockModel) -> Vec<String> {
-    mock.requests().iter().map(|r| last_user_text(&r.body)).collect()
 }
 
 #[test]

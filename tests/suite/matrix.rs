@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Gateway, TOKEN};
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, last_user_text, text};
+use crate::support::script::{calls, last_user_text, text, words};
 use crate::support::synapse::{Synapse, User};
 
 struct Setup {
@@ -54,10 +54,6 @@ fn wait_syncing(gw: &Gateway) {
         assert!(std::time::Instant::now() < deadline, "the Matrix channel did not sync: {status}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_owned).collect()
 }
 
 #[test]

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::support::discord::wait;
 use crate::support::gateway::Gateway;
 use crate::support::mock_model::MockModel;
-use crate::support::script::{calls, last_user_text, text};
+use crate::support::script::{asked, calls, text, words};
 use crate::support::slack::{ADA, BOB, BOT_USER, FakeSlack, GENERAL, TEAM};
 
 fn start(mock: &MockModel, home: tempfile::TempDir, config: &str) -> Gateway {
@@ -35,14 +35,6 @@ fn start(mock: &MockModel, home: tempfile::TempDir, config: &str) -> Gateway {
 fn account(gw: &Gateway) -> Value {
     let mut admin = gw.client(&["operator.admin"]);
     admin.request("channels.status", json!({}))["payload"]["channelAccounts"]["slack"][0].clone()
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_owned).collect()
-}
-
-fn asked(mock: &MockModel) -> Vec<String> {
-    mock.requests().iter().map(|r| last_user_text(&r.body)).collect()
 }
 
 #[test]

@@ -400,3 +400,13 @@ pub fn last_user_text(body: &Value) -> String {
         _ => String::new(),
     }
 }
+
+/// A text's words (to compare a reply with what arrived in pieces).
+pub fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_owned).collect()
+}
+
+/// What every run so far was asked (the last user text of each request).
+pub fn asked(mock: &super::mock_model::MockModel) -> Vec<String> {
+    mock.requests().iter().map(|r| last_user_text(&r.body)).collect()
+}

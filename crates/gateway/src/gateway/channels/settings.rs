@@ -33,6 +33,29 @@ pub struct Common<'a> {
     pub guest_mode: Option<&'a str>,
 }
 
+/// The [`Common`] of a channel section `$c` (any of `[channels.*]`: they name these settings
+/// alike), for account `$account` in `$section`: `common!(section, "discord", &name, d, 2000, 2000)`.
+macro_rules! common {
+    ($section:expr, $channel:expr, $account:expr, $c:expr, $default_max:expr, $limit:expr) => {
+        $crate::gateway::channels::settings::Common {
+            section: $section,
+            channel: $channel,
+            account: $account,
+            dm_policy: $c.dm_policy.as_deref(),
+            group_policy: $c.group_policy.as_deref(),
+            allow_from: &$c.allow_from,
+            chunk_min_chars: $c.chunk_min_chars,
+            chunk_max_chars: $c.chunk_max_chars,
+            chunk_default_max: $default_max,
+            text_limit: $limit,
+            block_streaming: $c.block_streaming,
+            coalesce_idle_ms: $c.coalesce_idle_ms,
+            guest_mode: $c.guest_mode.as_deref(),
+        }
+    };
+}
+pub(crate) use common;
+
 impl Common<'_> {
     pub fn settings(&self, config: &Config, routing: Arc<Routing>) -> Result<Settings, String> {
         let section = self.section;

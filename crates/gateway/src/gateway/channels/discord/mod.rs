@@ -215,22 +215,8 @@ pub fn start(
         if !base.starts_with("https://") && !base.starts_with("http://") {
             return Err(format!("{section} api_base_url `{base}` is not an http(s) URL"));
         }
-        let settings = super::settings::Common {
-            section: &section,
-            channel: "discord",
-            account: &name,
-            dm_policy: d.dm_policy.as_deref(),
-            group_policy: d.group_policy.as_deref(),
-            allow_from: &d.allow_from,
-            chunk_min_chars: d.chunk_min_chars,
-            chunk_max_chars: d.chunk_max_chars,
-            chunk_default_max: TEXT_LIMIT,
-            text_limit: TEXT_LIMIT,
-            block_streaming: d.block_streaming,
-            coalesce_idle_ms: d.coalesce_idle_ms,
-            guest_mode: d.guest_mode.as_deref(),
-        }
-        .settings(config, routing.clone())?;
+        let settings = super::settings::common!(&section, "discord", &name, d, TEXT_LIMIT, TEXT_LIMIT)
+            .settings(config, routing.clone())?;
         let account = Arc::new(Account {
             rest: Rest::new(http.clone(), &base, &token),
             me: Mutex::default(),

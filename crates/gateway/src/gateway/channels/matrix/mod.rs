@@ -154,22 +154,8 @@ pub fn start(
         if !homeserver.starts_with("https://") && !homeserver.starts_with("http://") {
             return Err(format!("{section} homeserver `{homeserver}` is not an http(s) URL"));
         }
-        let settings = super::settings::Common {
-            section: &section,
-            channel: "matrix",
-            account: &name,
-            dm_policy: m.dm_policy.as_deref(),
-            group_policy: m.group_policy.as_deref(),
-            allow_from: &m.allow_from,
-            chunk_min_chars: m.chunk_min_chars,
-            chunk_max_chars: m.chunk_max_chars,
-            chunk_default_max: 4000,
-            text_limit: TEXT_LIMIT,
-            block_streaming: m.block_streaming,
-            coalesce_idle_ms: m.coalesce_idle_ms,
-            guest_mode: m.guest_mode.as_deref(),
-        }
-        .settings(config, routing.clone())?;
+        let settings = super::settings::common!(&section, "matrix", &name, m, 4000, TEXT_LIMIT)
+            .settings(config, routing.clone())?;
         let open_dms = settings.policy != super::access::DmPolicy::Allowlist;
         let open_groups = settings.group_policy == super::inbox::GroupPolicy::Open;
         let account = Arc::new(Account {

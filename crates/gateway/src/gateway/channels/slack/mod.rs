@@ -172,22 +172,8 @@ pub fn start(
         if !base.starts_with("https://") && !base.starts_with("http://") {
             return Err(format!("{section} api_base_url `{base}` is not an http(s) URL"));
         }
-        let settings = super::settings::Common {
-            section: &section,
-            channel: "slack",
-            account: &name,
-            dm_policy: s.dm_policy.as_deref(),
-            group_policy: s.group_policy.as_deref(),
-            allow_from: &s.allow_from,
-            chunk_min_chars: s.chunk_min_chars,
-            chunk_max_chars: s.chunk_max_chars,
-            chunk_default_max: 3500,
-            text_limit: TEXT_LIMIT,
-            block_streaming: s.block_streaming,
-            coalesce_idle_ms: s.coalesce_idle_ms,
-            guest_mode: s.guest_mode.as_deref(),
-        }
-        .settings(config, routing.clone())?;
+        let settings = super::settings::common!(&section, "slack", &name, s, 3500, TEXT_LIMIT)
+            .settings(config, routing.clone())?;
         let account = Arc::new(Account {
             api: WebApi::new(http.clone(), &base, &bot_token, &app_token),
             me: OnceLock::new(),

@@ -199,22 +199,8 @@ fn account(
     if t.webhook_secret.is_some() && t.webhook_url.is_none() {
         return Err(format!("{section} webhook_secret is set without webhook_url"));
     }
-    let settings = super::settings::Common {
-        section,
-        channel: "telegram",
-        account: name,
-        dm_policy: t.dm_policy.as_deref(),
-        group_policy: t.group_policy.as_deref(),
-        allow_from: &t.allow_from,
-        chunk_min_chars: t.chunk_min_chars,
-        chunk_max_chars: t.chunk_max_chars,
-        chunk_default_max: 3500,
-        text_limit: TEXT_LIMIT,
-        block_streaming: t.block_streaming,
-        coalesce_idle_ms: t.coalesce_idle_ms,
-        guest_mode: t.guest_mode.as_deref(),
-    }
-    .settings(config, routing)?;
+    let settings =
+        super::settings::common!(section, "telegram", name, t, 3500, TEXT_LIMIT).settings(config, routing)?;
     Ok(Account { token, settings, webhook })
 }
 
