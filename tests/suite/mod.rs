@@ -4,6 +4,7 @@ mod agents;
 mod approvals;
 mod bridge;
 mod cancel;
+mod channel_files;
 mod channels;
 mod channels_chat;
 mod channels_guard;

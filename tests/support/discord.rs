@@ -12,7 +12,9 @@
 //! /channels/{id}/typing`, `POST /channels/{id}/messages` (over 2,000 characters: 400 code 50035;
 //! each answer has the `X-RateLimit-*` headers of its channel's bucket; a call past the bucket's
 //! limit, or one the test throttles, gets 429 with `retry_after` in seconds and `Retry-After`;
-//! the bot's own message is dispatched as a `MESSAGE_CREATE` too, as Discord does), and the
+//! with files, multipart with `payload_json` and `files[n]` each named in `attachments`, 413
+//! code 40005 beyond 10 MiB; the bot's own message is dispatched as a `MESSAGE_CREATE` too, as
+//! Discord does), and the
 //! attachments users sent (as the CDN would serve them).
 
 #![allow(dead_code)]
@@ -79,6 +81,9 @@ struct State {
     throttled_at: Vec<Instant>,
     /// Every message by id (to dispatch one again).
     messages: HashMap<String, Value>,
+    /// Files the bot sent: the message's channel and content and the attachment as Discord
+    /// lists it, and the file's bytes.
+    uploads: Vec<(Value, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -350,6 +355,26 @@ impl FakeDiscord {
             .collect()
     }
 
+    /// Waits until the bot has sent `n` files to `channel`: each with its message's content
+    /// and attachment, and the file's bytes.
+    pub fn wait_files(&self, channel: &str, n: usize) -> Vec<(Value, Vec<u8>)> {
+        wait(
+            || {
+                let files: Vec<(Value, Vec<u8>)> = self
+                    .state
+                    .lock()
+                    .unwrap()
+                    .uploads
+                    .iter()
+                    .filter(|(m, _)| m["channel_id"] == channel)
+                    .cloned()
+                    .collect();
+                (files.len() >= n).then_some(files)
+            },
+            &format!("{n} files in channel {channel}"),
+        )
+    }
+
     /// Waits until the bot has sent `n` messages to `channel`; their texts.
     pub fn wait_texts(&self, channel: &str, n: usize) -> Vec<String> {
         wait(
@@ -595,7 +620,41 @@ fn rest(r: &Request, state: &Arc<Mutex<State>>, gateway: &str) -> Response {
             if !s.channels.contains_key(&id) {
                 return Response::json(404, &json!({"message": "Unknown Channel", "code": 10003}));
             }
-            let body = r.json();
+            // With files: multipart, the message as `payload_json`, each file as `files[n]`,
+            // named by an entry of its `attachments` (at most 10 MiB in all, else 413).
+            let (body, files) = match r.parts() {
+                Some(parts) => {
+                    let Some(payload) = parts.iter().find(|p| p.name == "payload_json") else {
+                        return Response::json(400, &json!({"message": "Cannot send an empty message", "code": 50006}));
+                    };
+                    let body: Value = serde_json::from_slice(&payload.body).unwrap_or_default();
+                    let files: Vec<stub_http::Part> =
+                        parts.into_iter().filter(|p| p.name.starts_with("files[")).collect();
+                    (body, files)
+                }
+                None => (r.json(), Vec::new()),
+            };
+            if files.iter().map(|f| f.body.len()).sum::<usize>() > 10 << 20 {
+                return Response::json(413, &json!({"message": "Request entity too large", "code": 40005}));
+            }
+            let mut attachments = Vec::new();
+            for file in &files {
+                let n = file.name.trim_start_matches("files[").trim_end_matches(']');
+                let listed = body["attachments"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["id"].as_u64().map(|id| id.to_string()).as_deref() == Some(n) || a["id"] == n);
+                let Some(listed) = listed else {
+                    return Response::json(400, &json!({"message": "Invalid Form Body", "code": 50035}));
+                };
+                let name = listed["filename"].as_str().or(file.filename.as_deref()).unwrap_or("file").to_owned();
+                attachments.push(json!({"id": FakeDiscord::id(&mut s), "filename": name, "size": file.body.len(),
+                    "content_type": file.content_type, "url": format!("https://cdn.discordapp.com/attachments/{id}/{n}/{name}")}));
+            }
+            if files.is_empty() && body["content"].as_str().unwrap_or_default().is_empty() {
+                return Response::json(400, &json!({"message": "Cannot send an empty message", "code": 50006}));
+            }
             let bucket = format!("bucket-{id}");
             if let Some(after) = s.throttle.take() {
                 s.throttled_at.push(Instant::now());
@@ -638,10 +697,14 @@ fn rest(r: &Request, state: &Arc<Mutex<State>>, gateway: &str) -> Response {
             let mut message = json!({
                 "id": message_id, "channel_id": id, "type": 0, "content": content,
                 "author": {"id": BOT_ID, "username": "acp", "bot": true},
-                "mentions": [], "attachments": [], "embeds": [],
+                "mentions": [], "attachments": attachments, "embeds": [],
                 "allowed_mentions": body["allowed_mentions"],
             });
             s.sent.push((now, message.clone()));
+            for (file, attachment) in files.iter().zip(&attachments) {
+                s.uploads
+                    .push((json!({"channel_id": id, "content": content, "attachment": attachment}), file.body.clone()));
+            }
             if let Some(c) = s.channels.get(&id)
                 && c["guild_id"] == GUILD
             {

@@ -4,7 +4,12 @@
 //! here `ws`), `auth.test` (bot token), `chat.postMessage` (`channel_not_found` for an unknown
 //! channel; a user id posts to the app's direct chat with them; `msg_too_long` past 40,000
 //! characters; one the test throttles gets HTTP 429 with `Retry-After`; the bot's own message is
-//! sent back as a `message` event with its `bot_id`, as Slack does). Socket Mode: a connection
+//! sent back as a `message` event with its `bot_id`, as Slack does), `conversations.open`, and
+//! file uploads as Slack has them since 2024 (form bodies only): `files.getUploadURLExternal`
+//! (`filename`, `length`) gives an upload URL and a file id, the bytes are posted there, and
+//! `files.completeUploadExternal` shares the uploaded files (`file_not_found` for one not
+//! uploaded, a size that differs from `length` refused) in a channel or direct chat, in a thread
+//! if given, with `initial_comment`. Socket Mode: a connection
 //! with an unused ticket gets `hello`; events come as `events_api` envelopes; an envelope not
 //! acknowledged within the ack window is sent again with `retry_attempt` + 1 and `retry_reason`
 //! `timeout` (three retries at most), on whatever connection is open; envelopes wait while none
@@ -58,6 +63,10 @@ struct State {
     throttled_at: Vec<Instant>,
     /// Every envelope's payload, by id.
     payloads: HashMap<String, Value>,
+    /// Files asked an upload URL for, by id: name, length, the bytes once uploaded.
+    files: HashMap<String, (String, usize, Option<Vec<u8>>)>,
+    /// Files shared in a chat: where, the comment, the name and title; the bytes.
+    uploads: Vec<(Value, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -232,6 +241,25 @@ impl FakeSlack {
             .filter(|m| m["channel"] == channel)
             .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
             .collect()
+    }
+
+    /// Waits until `n` files were shared in `channel`: each with where and how, and its bytes.
+    pub fn wait_files(&self, channel: &str, n: usize) -> Vec<(Value, Vec<u8>)> {
+        super::discord::wait(
+            || {
+                let files: Vec<(Value, Vec<u8>)> = self
+                    .state
+                    .lock()
+                    .unwrap()
+                    .uploads
+                    .iter()
+                    .filter(|(m, _)| m["channel"] == channel)
+                    .cloned()
+                    .collect();
+                (files.len() >= n).then_some(files)
+            },
+            &format!("{n} files in {channel}"),
+        )
     }
 
     pub fn wait_texts(&self, channel: &str, n: usize) -> Vec<String> {
@@ -459,6 +487,86 @@ fn web_api(r: &Request, state: &Arc<Mutex<State>>, socket: &str) -> Response {
             }
             enqueue(state, event);
             Response::json(200, &json!({"ok": true, "channel": channel, "ts": ts, "message": {"text": text}}))
+        }
+        "/api/conversations.open" => {
+            if token != BOT_TOKEN {
+                return refuse("invalid_auth");
+            }
+            match r.field("users") {
+                Some(user) if user.starts_with('U') && !user.contains(',') => {
+                    Response::json(200, &json!({"ok": true, "channel": {"id": FakeSlack::dm_channel(&user)}}))
+                }
+                _ => refuse("user_not_found"),
+            }
+        }
+        // File uploads take form bodies only.
+        "/api/files.getUploadURLExternal" | "/api/files.completeUploadExternal"
+            if !r.headers.get("content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded")) =>
+        {
+            refuse("invalid_arguments")
+        }
+        "/api/files.getUploadURLExternal" => {
+            if token != BOT_TOKEN {
+                return refuse("invalid_auth");
+            }
+            let (Some(filename), Some(length)) = (r.field("filename"), r.field("length")) else {
+                return refuse("invalid_arguments");
+            };
+            let Some(length) = length.parse::<usize>().ok().filter(|n| *n > 0) else { return refuse("invalid_length") };
+            s.next += 1;
+            let id = format!("F0FILE{:04}", s.next);
+            let host = r.headers.get("host").cloned().unwrap_or_default();
+            s.files.insert(id.clone(), (filename, length, None));
+            Response::json(
+                200,
+                &json!({"ok": true, "upload_url": format!("http://{host}/upload/v1/{id}"), "file_id": id}),
+            )
+        }
+        _ if path.starts_with("/upload/v1/") => {
+            let id = path.trim_start_matches("/upload/v1/");
+            let bytes = match r.parts() {
+                Some(parts) => parts.into_iter().find(|p| p.name == "file").map(|p| p.body).unwrap_or_default(),
+                None => r.body.clone(),
+            };
+            match s.files.get_mut(id) {
+                Some(file) => {
+                    let n = bytes.len();
+                    file.2 = Some(bytes);
+                    Response {
+                        status: 200,
+                        headers: vec![("content-type".into(), "text/plain".into())],
+                        body: format!("OK - {n}").into_bytes(),
+                    }
+                }
+                None => Response { status: 404, headers: Vec::new(), body: b"not found".to_vec() },
+            }
+        }
+        "/api/files.completeUploadExternal" => {
+            if token != BOT_TOKEN {
+                return refuse("invalid_auth");
+            }
+            let listed: Value = r.field("files").and_then(|f| serde_json::from_str(&f).ok()).unwrap_or_default();
+            let Some(listed) = listed.as_array().filter(|l| !l.is_empty()) else { return refuse("invalid_arguments") };
+            let channel = r.field("channel_id").unwrap_or_default();
+            if !(channel == GENERAL || channel.starts_with('D')) {
+                return refuse("channel_not_found");
+            }
+            let mut shared = Vec::new();
+            for entry in listed {
+                let id = entry["id"].as_str().unwrap_or_default();
+                let Some((filename, length, Some(bytes))) = s.files.get(id).cloned() else {
+                    return refuse("file_not_found");
+                };
+                if bytes.len() != length {
+                    return refuse("file_upload_size_mismatch");
+                }
+                let record = json!({"channel": channel, "thread_ts": r.field("thread_ts"), "initial_comment": r.field("initial_comment"),
+                    "id": id, "title": entry["title"], "name": filename});
+                shared.push((record, bytes));
+            }
+            let files: Vec<Value> = shared.iter().map(|(r, _)| json!({"id": r["id"], "title": r["title"]})).collect();
+            s.uploads.extend(shared);
+            Response::json(200, &json!({"ok": true, "files": files}))
         }
         _ => refuse("unknown_method"),
     }

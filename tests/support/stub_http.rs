@@ -149,3 +149,72 @@ async fn connection(mut socket: tokio::net::TcpStream, handler: Handler) {
         }
     }
 }
+
+/// One part of a `multipart/form-data` body.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub name: String,
+    pub filename: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// A `multipart/form-data` body's parts (RFC 7578), as a server reads them: the boundary from
+/// `content_type`, each part's `Content-Disposition` name and filename and its `Content-Type`;
+/// `None` if the body is not one (no boundary, a part without a name, no closing delimiter).
+pub fn multipart(content_type: &str, body: &[u8]) -> Option<Vec<Part>> {
+    let (kind, params) = content_type.split_once(';')?;
+    if kind.trim() != "multipart/form-data" {
+        return None;
+    }
+    let boundary = params.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"');
+    let delimiter = format!("--{boundary}").into_bytes();
+    let find = |hay: &[u8], needle: &[u8], from: usize| {
+        hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|at| at + from)
+    };
+    let mut at = find(body, &delimiter, 0)? + delimiter.len();
+    let mut parts = Vec::new();
+    loop {
+        if body.get(at..at + 2)? == b"--" {
+            return Some(parts);
+        }
+        let head_start = at + 2;
+        let head_end = find(body, b"\r\n\r\n", head_start)?;
+        let head = String::from_utf8_lossy(&body[head_start..head_end]).into_owned();
+        let mut next_delimiter = b"\r\n".to_vec();
+        next_delimiter.extend_from_slice(&delimiter);
+        let end = find(body, &next_delimiter, head_end + 4)?;
+        let mut part =
+            Part { name: String::new(), filename: None, content_type: None, body: body[head_end + 4..end].to_vec() };
+        for line in head.lines() {
+            let Some((header, value)) = line.split_once(':') else { continue };
+            match header.trim().to_ascii_lowercase().as_str() {
+                "content-disposition" => {
+                    for param in value.split(';').skip(1) {
+                        let Some((k, v)) = param.trim().split_once('=') else { continue };
+                        let v = v.trim_matches('"').to_owned();
+                        match k {
+                            "name" => part.name = v,
+                            "filename" => part.filename = Some(v),
+                            _ => {}
+                        }
+                    }
+                }
+                "content-type" => part.content_type = Some(value.trim().to_owned()),
+                _ => {}
+            }
+        }
+        if part.name.is_empty() {
+            return None;
+        }
+        parts.push(part);
+        at = end + next_delimiter.len();
+    }
+}
+
+impl Request {
+    /// The body's parts, if it is `multipart/form-data`.
+    pub fn parts(&self) -> Option<Vec<Part>> {
+        multipart(self.headers.get("content-type")?, &self.body)
+    }
+}

@@ -53,6 +53,13 @@ impl Http {
         })
     }
 
+    fn download(&self, url: &str, token: &str) -> (u16, Vec<u8>) {
+        self.rt.block_on(async {
+            let r = self.client.get(url).bearer_auth(token).send().await.unwrap();
+            (r.status().as_u16(), r.bytes().await.unwrap_or_default().to_vec())
+        })
+    }
+
     fn upload(&self, url: &str, token: &str, mime: &str, bytes: &[u8]) -> Value {
         self.rt.block_on(async {
             let r = self
@@ -215,6 +222,15 @@ impl User {
     pub fn upload(&self, mime: &str, bytes: &[u8]) -> String {
         let r = self.http.upload(&format!("{}/_matrix/media/v3/upload", self.base), &self.token, mime, bytes);
         r["content_uri"].as_str().unwrap().to_owned()
+    }
+
+    /// An `mxc://` file's bytes, from the authenticated media API.
+    pub fn download(&self, mxc: &str) -> Vec<u8> {
+        let rest = mxc.strip_prefix("mxc://").unwrap();
+        let url = format!("{}/_matrix/client/v1/media/download/{rest}", self.base);
+        let (status, bytes) = self.http.download(&url, &self.token);
+        assert_eq!(status, 200, "{mxc}: {}", String::from_utf8_lossy(&bytes));
+        bytes
     }
 
     /// The room's messages, oldest first.

@@ -2,7 +2,8 @@
 //! behaviour of the methods the channel uses: `getMe`; `getUpdates` long-polling (held until an
 //! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped);
 //! `sendMessage` (recorded; HTML that does not parse is refused with 400 "can't parse
-//! entities"); `sendChatAction`; `getChat` (the type of a chat the bot is in, else 400 "chat not
+//! entities"); `sendPhoto` and `sendDocument` as multipart uploads (413 beyond 50 MB, a caption
+//! of at most 1,024 characters, recorded with the file's bytes); `sendChatAction`; `getChat` (the type of a chat the bot is in, else 400 "chat not
 //! found"); `setWebhook`/`deleteWebhook` (while a webhook is set,
 //! `getUpdates` is refused with 409 and updates are POSTed to it, in order, with the secret in
 //! `X-Telegram-Bot-Api-Secret-Token`, each retried until it is answered 2xx). Tests push messages as users would send them, may make the next
@@ -37,6 +38,9 @@ struct State {
     deliveries: Vec<(i64, u16)>,
     /// Files users sent, by file id: (file path, bytes).
     files: std::collections::HashMap<String, (String, Vec<u8>)>,
+    /// Files the bot sent (`sendPhoto`, `sendDocument`): the call's fields with `method`,
+    /// `file_name` and `mime_type`, and the file's bytes.
+    uploads: Vec<(Value, Vec<u8>)>,
     /// Chats the bot is in, by id: their type (`getChat`).
     chats: std::collections::HashMap<String, String>,
 }
@@ -192,6 +196,25 @@ impl FakeTelegram {
         self.state.lock().unwrap().offsets.clone()
     }
 
+    /// Waits until the bot has sent `n` files to `chat` (or panics after 20 s): each call's
+    /// fields and the file's bytes.
+    pub fn wait_files(&self, chat: i64, n: usize) -> Vec<(Value, Vec<u8>)> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let files: Vec<(Value, Vec<u8>)> =
+                self.uploads().into_iter().filter(|(m, _)| m["chat_id"] == json!(chat.to_string())).collect();
+            if files.len() >= n {
+                return files;
+            }
+            assert!(Instant::now() < deadline, "the bot sent {} of {n} files to {chat}", files.len());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn uploads(&self) -> Vec<(Value, Vec<u8>)> {
+        self.state.lock().unwrap().uploads.clone()
+    }
+
     /// Waits until the bot has sent `n` messages to `chat` (or panics after 20 s).
     pub fn wait_sent(&self, chat: i64, n: usize) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -253,7 +276,7 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, noti
     loop {
         let mut request = Vec::new();
         let mut buf = [0u8; 8192];
-        let (path, body) = loop {
+        let (path, body, file) = loop {
             let n = match socket.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
@@ -269,9 +292,29 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, noti
                 continue;
             }
             let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
-            let body: Value =
-                serde_json::from_slice(&request[head_end + 4..head_end + 4 + length]).unwrap_or(json!({}));
-            break (path, body);
+            let raw = &request[head_end + 4..head_end + 4 + length];
+            let content_type = text[..head_end]
+                .lines()
+                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")))
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_default();
+            // A multipart upload: its text fields as the JSON body, its file beside it.
+            let (body, file) = match super::stub_http::multipart(&content_type, raw) {
+                Some(parts) => {
+                    let mut body = json!({});
+                    let mut file = None;
+                    for part in parts {
+                        if part.filename.is_some() {
+                            file = Some(part);
+                        } else {
+                            body[&part.name] = json!(String::from_utf8_lossy(&part.body));
+                        }
+                    }
+                    (body, file)
+                }
+                None => (serde_json::from_slice(raw).unwrap_or(json!({})), None),
+            };
+            break (path, body, file);
         };
         // A file download: `/file/bot<token>/<file_path>`.
         if let Some(rest) = path.strip_prefix("/file/bot") {
@@ -290,7 +333,10 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>, noti
             continue;
         }
         let method = path.rsplit('/').next().unwrap_or_default().to_owned();
-        let (status, answer) = answer(&method, &body, &state, &notify).await;
+        let (status, answer) = match file {
+            Some(file) => upload(&method, &body, file, &state),
+            None => answer(&method, &body, &state, &notify).await,
+        };
         let answer = answer.to_string();
         // One write (head and body together), so no Nagle delay sits between them.
         let response = format!(
@@ -398,6 +444,55 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
         }
         other => (404, json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})),
     }
+}
+
+/// `sendPhoto` and `sendDocument` with the file uploaded as `photo` or `document`: 413 beyond
+/// 50 MB (10 MB for a photo: 400), the caption at most 1,024 characters and, in HTML, well
+/// formed; kept with its bytes.
+fn upload(method: &str, body: &Value, file: super::stub_http::Part, state: &Arc<Mutex<State>>) -> (u16, Value) {
+    let bad = |description: &str| (400, json!({"ok": false, "error_code": 400, "description": description}));
+    let field = match method {
+        "sendPhoto" => "photo",
+        "sendDocument" => "document",
+        other => {
+            return (404, json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")}));
+        }
+    };
+    if file.name != field {
+        return bad(&format!("Bad Request: there is no {field} in the request"));
+    }
+    if file.body.len() > 50 << 20 {
+        return (413, json!({"ok": false, "error_code": 413, "description": "Request Entity Too Large"}));
+    }
+    if field == "photo" && file.body.len() > 10 << 20 {
+        return bad("Bad Request: PHOTO_INVALID_DIMENSIONS");
+    }
+    if body["chat_id"].as_str().unwrap_or_default().is_empty() {
+        return bad("Bad Request: chat_id is empty");
+    }
+    let caption = body["caption"].as_str().unwrap_or_default();
+    if caption.chars().count() > 1024 {
+        return bad("Bad Request: message caption is too long");
+    }
+    if body["parse_mode"] == "HTML" && !balanced_html(caption) {
+        return bad("Bad Request: can't parse entities: unclosed start tag");
+    }
+    let mut s = state.lock().unwrap();
+    s.next_message += 1;
+    let id = s.next_message;
+    let mut record = body.clone();
+    record["method"] = json!(method);
+    record["file_name"] = json!(file.filename);
+    record["mime_type"] = json!(file.content_type);
+    s.uploads.push((record, file.body.clone()));
+    let mut message = json!({"message_id": id, "date": 0, "chat": {"id": body["chat_id"]}, "caption": caption});
+    message[field] = if field == "photo" {
+        json!([{"file_id": format!("sent-{id}"), "file_unique_id": "p", "width": 1, "height": 1, "file_size": file.body.len()}])
+    } else {
+        json!({"file_id": format!("sent-{id}"), "file_unique_id": "d", "file_name": file.filename,
+            "mime_type": file.content_type, "file_size": file.body.len()})
+    };
+    (200, json!({"ok": true, "result": message}))
 }
 
 /// Telegram's HTML: the tags it knows, each closed.

@@ -106,7 +106,9 @@ method!(
     /// Delivers a message to a chat; a retry with the same key sends nothing again.
     Send = "send", SendParams => Sent, Schema::open_object(&[
     ("to", key(), true),
-    ("message", key(), true),
+    ("message", Schema::String, false),
+    ("mediaUrl", Schema::String, false),
+    ("mediaUrls", Schema::strings(), false),
     ("idempotencyKey", key(), true),
     ("channel", Schema::String, false),
     ("accountId", Schema::String, false),
@@ -296,6 +298,13 @@ pub struct SendParams {
     pub to: String,
     pub message: String,
     pub idempotency_key: String,
+    /// A file to send (`message` its caption): a path in the agent's workspace or an http(s)
+    /// URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_url: Option<String>,
+    /// More files, each sent as `media_url` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub media_urls: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -41,6 +41,7 @@ pub use crate::providers::Usage;
 pub use crate::settings::ReasoningEffort;
 pub use crate::tools::host;
 pub use crate::tools::kind::describe_foreign;
+pub use crate::tools::media;
 pub use crate::tools::{Location, ToolCallState, ToolContent, ToolKind, ToolStatus};
 
 /// The longest session id, in bytes.

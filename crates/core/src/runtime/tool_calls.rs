@@ -210,7 +210,9 @@ impl From<UserPart> for Done {
 /// Reads that may run without asking.
 fn is_free_read(env: &CallEnv<'_>, ready: &Ready) -> bool {
     let access = &ready.prepared.access;
+    // Messages reach people: they go one after another, in the order the model wrote them.
     !matches!(ready.hook, Some(crate::hooks::Verdict::Ask(_)))
+        && ready.call.name != <crate::tools::message::Message as crate::tools::Tool>::NAME
         && !access.is_mutating()
         && access.network.is_none()
         && approval::decide(env.mode(), &ready.call.name, access, ready.inside, &env.live.rules()) == Decision::Allow

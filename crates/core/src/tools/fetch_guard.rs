@@ -158,6 +158,26 @@ pub fn client(allowed: &Allowed, connect_timeout: Duration) -> Result<reqwest::C
     Ok(client)
 }
 
+/// GETs `url`, following redirects itself so each hop is checked before it is requested.
+pub async fn get(
+    http: &reqwest::Client,
+    mut url: reqwest::Url,
+    allowed: &Allowed,
+) -> Result<reqwest::Response, String> {
+    for _ in 0..=MAX_REDIRECTS {
+        check_url(&url, allowed)?;
+        let response = http.get(url.clone()).send().await.map_err(|e| crate::http::error_chain(&e))?;
+        let location = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
+        match location {
+            Some(location) if response.status().is_redirection() => {
+                url = url.join(location).map_err(|e| format!("{url} redirects to {location:?}, not a URL: {e}"))?;
+            }
+            _ => return Ok(response),
+        }
+    }
+    Err(format!("more than {} redirects", MAX_REDIRECTS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

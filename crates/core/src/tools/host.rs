@@ -7,6 +7,8 @@ use std::path::Path;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+pub use super::media::ChatFile;
+
 /// Why a file could not be read or written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FsError {
@@ -191,12 +193,14 @@ pub trait Host: Send + Sync + 'static {
         None
     }
 
-    /// Sends `text` to a chat (the send policy decides whether it may go there).
+    /// Sends `text` to a chat, with `file` if given (`text` is then its caption); the send
+    /// policy decides whether it may go there.
     fn send_message(
         &self,
         _session: &str,
         _target: &ChatTarget,
         _text: &str,
+        _file: Option<&ChatFile>,
     ) -> impl Future<Output = Result<(), String>> + Send {
         async { Err(NO_CHANNELS.to_owned()) }
     }
@@ -336,6 +340,7 @@ pub trait AnyHost: Send + Sync {
         session: &'a str,
         target: &'a ChatTarget,
         text: &'a str,
+        file: Option<&'a ChatFile>,
     ) -> BoxFuture<'a, Result<(), String>>;
     fn can_schedule(&self) -> bool;
     fn cron<'a>(
@@ -415,8 +420,9 @@ impl<H: Host> AnyHost for H {
         session: &'a str,
         target: &'a ChatTarget,
         text: &'a str,
+        file: Option<&'a ChatFile>,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(Host::send_message(self, session, target, text))
+        Box::pin(Host::send_message(self, session, target, text, file))
     }
 
     fn can_schedule(&self) -> bool {

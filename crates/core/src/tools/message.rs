@@ -1,20 +1,26 @@
 //! `message`: sends a message to a chat on a messaging channel (offered only where the agent
 //! serves one: the gateway). Without `to` it goes to the chat the session talks in, which needs no
 //! approval; any other chat is a message to someone else, asked about unless a rule allows it.
-//! The send policy (`[session.send_policy]`, `/send`) has the last word either way.
+//! The send policy (`[session.send_policy]`, `/send`) has the last word either way. A `file` is
+//! read as `read` reads (inside the workspace without a question, elsewhere asked), and goes
+//! with the text as its caption.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use std::path::PathBuf;
+
 use super::host::ChatTarget;
-use super::{Access, Action, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput};
+use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, media};
 
 pub struct Message;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct MessageArgs {
-    /// The message (Markdown)
-    text: String,
+    /// The message (Markdown); with `file`, its caption
+    text: Option<String>,
+    /// A file to send (an image shows as a picture)
+    file: Option<String>,
     /// The chat's id; default: the chat this conversation is in
     to: Option<String>,
     /// The channel, e.g. "telegram"; default: this conversation's
@@ -31,19 +37,23 @@ impl Tool for Message {
     type Args = MessageArgs;
 
     fn description(&self) -> String {
-        "Send a message to a chat on a messaging channel. Without `to` it goes to the chat this \
-         conversation is in (use it to send something before you finish, e.g. progress on a long \
-         task); with `to` (and `channel`) to another chat, which the user is asked to approve."
+        "Send a message or a file to a chat on a messaging channel. Without `to` it goes to the chat \
+         this conversation is in (use it to send something before you finish, e.g. progress on a \
+         long task, or a file you made); with `to` (and `channel`) to another chat, which the user \
+         is asked to approve."
             .into()
     }
 
     async fn prepare(&self, args: MessageArgs, ctx: &ToolContext) -> Result<Prepared, String> {
-        if args.text.trim().is_empty() {
+        let text = args.text.unwrap_or_default();
+        let file = args.file.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(|f| ctx.resolve(f));
+        if text.trim().is_empty() && file.is_none() {
             return Err("`text` is empty".into());
         }
-        if args.text.chars().count() > MAX_CHARS {
+        if text.chars().count() > MAX_CHARS {
             return Err(format!("`text` is longer than {MAX_CHARS} characters; send less"));
         }
+        let size = file.as_deref().map(media::check).transpose()?;
         let own = ctx.host.own_chat(&ctx.session);
         let target = match (args.to, own.clone()) {
             (None, Some(own)) => ChatTarget { thread: args.thread.or(own.thread), ..own },
@@ -56,16 +66,28 @@ impl Tool for Message {
         };
         let is_own = own.is_some_and(|o| o.channel == target.channel && o.to == target.to);
         let place = format!("{} chat {}", target.channel, target.to);
-        let title = if is_own { "Message this chat".to_owned() } else { format!("Message {place}") };
-        let access = Access { message: (!is_own).then_some(place), ..Access::default() };
+        let chat = if is_own { "this chat" } else { &place };
+        let title = match &file {
+            Some(path) => format!("Send {} to {chat}", ctx.display(path)),
+            None => format!("Message {chat}"),
+        };
+        let access =
+            Access { message: (!is_own).then_some(place), reads: file.iter().cloned().collect(), ..Access::default() };
+        // The question shows exactly what will be sent.
+        let mut preview = Vec::new();
+        if let (Some(path), Some(size)) = (&file, size) {
+            preview.push(ToolContent::Text(format!("File: {} ({})", ctx.display(path), media::human_size(size))));
+        }
+        if !text.trim().is_empty() {
+            preview.push(ToolContent::Text(text.clone()));
+        }
         Ok(Prepared {
             title,
             kind: ToolKind::Other,
-            locations: Vec::new(),
-            // The question shows exactly what will be sent.
-            preview: vec![ToolContent::Text(args.text.clone())],
+            locations: file.iter().map(|p| Location { path: p.clone(), line: None }).collect(),
+            preview,
             access,
-            action: Box::new(Send { target, text: args.text }),
+            action: Box::new(Send { target, text, file }),
         })
     }
 }
@@ -73,15 +95,34 @@ impl Tool for Message {
 struct Send {
     target: ChatTarget,
     text: String,
+    file: Option<PathBuf>,
 }
 
 impl Action for Send {
     async fn run(self, ctx: &ToolContext) -> ToolOutput {
-        match ctx.host.send_message(&ctx.session, &self.target, &self.text).await {
-            Ok(()) => ToolOutput::ok(
-                format!("Sent to {} chat {}.", self.target.channel, self.target.to),
-                vec![ToolContent::Text(self.text)],
-            ),
+        let file = match &self.file {
+            Some(path) => match media::read(path).await {
+                Ok(file) => Some(file),
+                Err(e) => return ToolOutput::error(format!("not sent: {e}")),
+            },
+            None => None,
+        };
+        let place = format!("{} chat {}", self.target.channel, self.target.to);
+        match ctx.host.send_message(&ctx.session, &self.target, &self.text, file.as_ref()).await {
+            Ok(()) => {
+                let sent = match &file {
+                    Some(file) => format!("Sent {} to {place}.", file.describe()),
+                    None => format!("Sent to {place}."),
+                };
+                let mut shown = Vec::new();
+                if let Some(file) = &file {
+                    shown.push(ToolContent::Text(format!("File: {}", file.describe())));
+                }
+                if !self.text.trim().is_empty() {
+                    shown.push(ToolContent::Text(self.text));
+                }
+                ToolOutput::ok(sent, shown)
+            }
             Err(e) => ToolOutput::error(format!("not sent: {e}")),
         }
     }

@@ -22,6 +22,7 @@ pub mod grep;
 pub mod host;
 pub mod kind;
 pub mod ls;
+pub mod media;
 pub mod memory;
 pub mod message;
 pub mod paths;

@@ -66,7 +66,7 @@ impl Action for FetchAction {
         };
         let url = self.url.to_string();
         let fetch = async {
-            let response = follow(&http, self.url.clone(), &allowed).await?;
+            let response = fetch_guard::get(&http, self.url.clone(), &allowed).await?;
             let status = response.status();
             let content_type = response
                 .headers()
@@ -125,26 +125,6 @@ impl Action for FetchAction {
         let output = ToolOutput::ok(format!("{head}\n\n{body}"), vec![ToolContent::Text(summary)]);
         if status.is_success() { output } else { ToolOutput { is_error: true, ..output } }
     }
-}
-
-/// GETs `url`, following redirects itself so each hop is checked before it is requested.
-async fn follow(
-    http: &reqwest::Client,
-    mut url: reqwest::Url,
-    allowed: &fetch_guard::Allowed,
-) -> Result<reqwest::Response, String> {
-    for _ in 0..=fetch_guard::MAX_REDIRECTS {
-        fetch_guard::check_url(&url, allowed)?;
-        let response = http.get(url.clone()).send().await.map_err(|e| crate::http::error_chain(&e))?;
-        let location = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
-        match location {
-            Some(location) if response.status().is_redirection() => {
-                url = url.join(location).map_err(|e| format!("{url} redirects to {location:?}, not a URL: {e}"))?;
-            }
-            _ => return Ok(response),
-        }
-    }
-    Err(format!("more than {} redirects", fetch_guard::MAX_REDIRECTS))
 }
 
 /// HTML converted to text, at most (the model sees 30 KB of it anyway).

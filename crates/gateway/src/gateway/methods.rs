@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::Gateway;
 use super::handshake::{ADMIN, APPROVALS, Client, READ, WRITE};
 use super::hub::Conn;
+use acp_protocol::gateway::canonical_key;
 
 /// One line per method: its type (name, params, result, schema), the scope it needs and its
 /// handler. This table is the one place a method is served (`features.methods` in `hello-ok`
@@ -212,7 +213,12 @@ async fn agent_wait(c: &Call<'_>, p: AgentWaitParams) -> Answer<RunResult> {
 }
 
 async fn send(c: &Call<'_>, p: SendParams) -> Answer<Sent> {
-    c.gw.channels.send(&c.gw.runtime, &p).await.map(Some)
+    // Paths are the workspace of the session's agent (or the default agent's).
+    let key = p.session_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
+    let config = c.gw.runtime.config_for(&key.map_or_else(|| c.gw.key("main"), canonical_key));
+    let workspace = c.gw.workspace_of(&config);
+    let media = super::channels::Channels::media(&p, &config, &workspace);
+    c.gw.channels.send(&c.gw.runtime, &p, media).await.map(Some)
 }
 
 async fn agents_list(c: &Call<'_>, _: NoParams) -> Answer<AgentList> {

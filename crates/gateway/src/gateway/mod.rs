@@ -542,8 +542,9 @@ impl crate::runtime::host::Host for GatewayHost {
         _session: &str,
         target: &crate::runtime::host::ChatTarget,
         text: &str,
+        file: Option<&crate::runtime::host::ChatFile>,
     ) -> Result<(), String> {
-        self.channels.outbox.send(target, text).await
+        self.channels.outbox.send(target, text, file).await
     }
 }
 

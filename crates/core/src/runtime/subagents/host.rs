@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::event::SubagentChange;
 
 use crate::tools::host::{
-    AnyHost, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
+    AnyHost, ChatFile, ChatTarget, ElicitAnswer, ElicitRequest, ExitStatus, FsError, Host, LineRange, PermissionAnswer,
     PermissionRequest, TerminalOutput, TerminalSpec,
 };
 
@@ -89,8 +89,14 @@ impl Host for ChildHost {
         self.inner.own_chat(self.parent())
     }
 
-    async fn send_message(&self, _session: &str, target: &ChatTarget, text: &str) -> Result<(), String> {
-        self.inner.send_message(self.parent(), target, text).await
+    async fn send_message(
+        &self,
+        _session: &str,
+        target: &ChatTarget,
+        text: &str,
+        file: Option<&ChatFile>,
+    ) -> Result<(), String> {
+        self.inner.send_message(self.parent(), target, text, file).await
     }
 
     fn can_schedule(&self) -> bool {

@@ -28,7 +28,7 @@ use crate::gateway::approvals::ChatAsker;
 use crate::hooks::Verdict;
 use crate::runtime::commands::{Command, Parsed};
 use crate::runtime::directives;
-use crate::runtime::host::PermissionOption;
+use crate::runtime::host::{ChatFile, PermissionOption};
 use crate::sync::lock;
 
 mod chat;
@@ -51,6 +51,15 @@ pub trait Channel: Send + Sync + 'static {
     fn kind_of(&self, peer: &str) -> impl Future<Output = Result<PeerKind, String>> + Send;
     /// An attachment's bytes, refused beyond `limit`.
     fn fetch(&self, attachment: &Attachment, limit: u64) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
+    /// Sends `file` to chat `peer` (in `thread`) with `caption` (Markdown, may be empty); a
+    /// caption too long to go with the file follows it as a message.
+    fn send_file(
+        &self,
+        peer: &str,
+        thread: Option<&str>,
+        file: &ChatFile,
+        caption: &str,
+    ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
 /// How a channel's inbox behaves: from its `[channels.*]` section, `[session]` and `[messages]`.
@@ -391,7 +400,7 @@ impl<C: Channel> Inbox<C> {
             let mime =
                 a.mime.clone().unwrap_or_else(|| if a.kind == "photo" { "image/jpeg".into() } else { String::new() });
             let name = a.name.clone().unwrap_or_else(|| a.kind.clone());
-            let size = a.size.map_or(String::new(), |n| format!(", {}", human_size(n)));
+            let size = a.size.map_or(String::new(), |n| format!(", {}", crate::runtime::media::human_size(n)));
             let image = matches!(mime.as_str(), "image/jpeg" | "image/png" | "image/gif" | "image/webp");
             let textual = mime.starts_with("text/")
                 || matches!(
@@ -644,26 +653,34 @@ impl<C: Channel> Inbox<C> {
     async fn deliver(&self, peer: &str, thread: Option<&str>, text: &str) {
         match self.channel.send(peer, thread, text).await {
             Ok(()) => {
-                self.status(|s| {
-                    let n = s.get("messagesOut").and_then(Value::as_u64).unwrap_or(0);
-                    s.insert("messagesOut".into(), (n + 1).into());
-                    s.insert("lastOutboundAt".into(), now_ms().into());
-                });
-                self.sent(peer, thread, text);
+                self.count_out();
+                self.sent(peer, thread, text, None);
             }
             Err(e) => tracing::warn!(channel = self.channel.id(), error = %e, "a message could not be delivered"),
         }
     }
 
+    /// One more message out, in the status.
+    fn count_out(&self) {
+        self.status(|s| {
+            let n = s.get("messagesOut").and_then(Value::as_u64).unwrap_or(0);
+            s.insert("messagesOut".into(), (n + 1).into());
+            s.insert("lastOutboundAt".into(), now_ms().into());
+        });
+    }
+
     /// The user's `MessageSent` hooks for a message the channel sent, in the background (they
     /// hold no reply back).
-    fn sent(&self, peer: &str, thread: Option<&str>, text: &str) {
-        let fields = serde_json::json!({
+    fn sent(&self, peer: &str, thread: Option<&str>, text: &str, file: Option<&ChatFile>) {
+        let mut fields = serde_json::json!({
             "channel": self.channel.id(),
             "chat_id": peer,
             "thread_id": thread,
             "text": text,
         });
+        if let Some(file) = file {
+            fields["file"] = serde_json::json!({"name": file.name, "mime": file.mime, "size": file.bytes.len()});
+        }
         let hooks = self.host.message_hooks(HookEvent::MessageSent, self.channel.id(), fields);
         tokio::spawn(hooks);
     }
@@ -686,8 +703,15 @@ impl<C: Channel> Inbox<C> {
         self.deliver(&route.peer, route.thread.as_deref(), text).await;
     }
 
-    /// The agent's own message to chat `to` (the gateway's `send`, the `message` tool).
-    pub async fn send_to(&self, to: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
+    /// The agent's own message to chat `to` (the gateway's `send`, the `message` tool), with
+    /// `file` if given.
+    pub async fn send_to(
+        &self,
+        to: &str,
+        thread: Option<&str>,
+        text: &str,
+        file: Option<&ChatFile>,
+    ) -> Result<(), String> {
         let kind = self.channel.kind_of(to).await?;
         let env = Envelope {
             channel: self.channel.id().into(),
@@ -710,8 +734,12 @@ impl<C: Channel> Inbox<C> {
         if !self.delivers(&key, &route) {
             return Err(format!("the send policy does not allow messages to {} `{to}`", self.channel.id()));
         }
-        self.channel.send(to, thread, text).await?;
-        self.sent(to, thread, text);
+        match file {
+            Some(file) => self.channel.send_file(to, thread, file, text).await?,
+            None => self.channel.send(to, thread, text).await?,
+        }
+        self.count_out();
+        self.sent(to, thread, text, file);
         Ok(())
     }
 }
@@ -722,22 +750,15 @@ pub fn scope_of(channel: &str, account: &str) -> String {
     if account == "default" { channel.to_owned() } else { format!("{channel}:{account}") }
 }
 
-fn human_size(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 => format!("{:.1} MB", n as f64 / f64::from(1u32 << 20)),
-        n if n >= 1 << 10 => format!("{:.0} KB", n as f64 / 1024.0),
-        n => format!("{n} bytes"),
-    }
-}
-
 impl<C: Channel> super::Outbound for Inbox<C> {
     fn send<'a>(
         &'a self,
         to: &'a str,
         thread: Option<&'a str>,
         text: &'a str,
+        file: Option<&'a ChatFile>,
     ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.send_to(to, thread, text))
+        Box::pin(self.send_to(to, thread, text, file))
     }
 
     fn chat_of(&self, key: &str) -> Option<(String, Option<String>)> {

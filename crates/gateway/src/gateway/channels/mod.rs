@@ -20,6 +20,8 @@ pub mod slack;
 pub mod telegram;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use acp_protocol::gateway::methods::{ChannelsInfo, SendParams, Sent};
@@ -30,7 +32,8 @@ use tokio::sync::mpsc;
 
 use super::approvals::ChatAsker;
 use super::hub::{EndWatch, Heard};
-use crate::runtime::host::ChatTarget;
+use crate::runtime::host::{ChatFile, ChatTarget};
+use crate::runtime::media;
 use crate::runtime::{Mode, Runtime, UserBlock};
 use crate::sync::lock;
 
@@ -173,15 +176,24 @@ impl Channels {
 
     /// `send`: delivers a message to a chat (the send policy applies); a retry with the same key
     /// sends nothing again, also after a restart (the key is kept in `runtime`'s store).
-    pub async fn send(&self, runtime: &Runtime, p: &SendParams) -> Result<Sent, ErrorShape> {
+    /// `media`: the files `mediaUrl` and `mediaUrls` name, read by [`Channels::media`].
+    pub async fn send(
+        &self,
+        runtime: &Runtime,
+        p: &SendParams,
+        media: impl Future<Output = Result<Vec<ChatFile>, String>>,
+    ) -> Result<Sent, ErrorShape> {
         let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
         let idempotency = p.idempotency_key.trim().to_owned();
         if let Some((_, done)) = lock(&self.sent).iter().find(|(k, _)| *k == idempotency) {
             return Ok(done.clone());
         }
         let message = p.message.trim();
-        if message.is_empty() {
+        if message.is_empty() && media_of(p).next().is_none() {
             return Err(ErrorShape::invalid("invalid send params: `message` is empty"));
+        }
+        if media_of(p).count() > MAX_FILES {
+            return Err(ErrorShape::invalid(format!("invalid send params: at most {MAX_FILES} files a message")));
         }
         let own = given(&p.session_key).and_then(|k| self.outbox.own_chat(&canonical_key(&k)));
         let channel = match (given(&p.channel), &own, self.outbox.ids().as_slice()) {
@@ -201,6 +213,8 @@ impl Channels {
             return Err(ErrorShape::invalid("invalid send params: `to` is empty"));
         }
         let target = ChatTarget { channel, to: to.to_owned(), thread: given(&p.thread_id) };
+        // Read before anything is claimed: a file that cannot be had leaves the key free.
+        let files = media.await.map_err(|e| ErrorShape::invalid(format!("invalid send params: {e}")))?;
         let done =
             Sent { ok: true, channel: target.channel.clone(), to: target.to.clone(), run_id: idempotency.clone() };
         // Kept in the store too, so a retry after a restart sends nothing again.
@@ -214,7 +228,12 @@ impl Channels {
                 tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would send again")
             }
         }
-        if let Err(e) = self.outbox.send(&target, message).await {
+        let outcome = if files.is_empty() {
+            self.outbox.send(&target, message, None).await
+        } else {
+            self.send_files(&target, message, &files).await
+        };
+        if let Err(e) = outcome {
             // Not sent: a retry may try again.
             let _ = runtime.forget_key(&stored).await;
             return Err(ErrorShape::new(code::UNAVAILABLE, e));
@@ -229,12 +248,97 @@ impl Channels {
         }
         Ok(done)
     }
+
+    /// Each file in turn, the caption with the first; once one is sent, a later failure is
+    /// reported but the call counts as done (a retry would send the first ones again).
+    async fn send_files(&self, target: &ChatTarget, caption: &str, files: &[ChatFile]) -> Result<(), String> {
+        for (i, file) in files.iter().enumerate() {
+            let caption = if i == 0 { caption } else { "" };
+            if let Err(e) = self.outbox.send(target, caption, Some(file)).await {
+                if i == 0 {
+                    return Err(e);
+                }
+                tracing::warn!(file = %file.name, error = %e, "a file of a `send` could not be sent");
+            }
+        }
+        Ok(())
+    }
+
+    /// The files a `send` names (`mediaUrl`, `mediaUrls`): an http(s) URL is downloaded (public
+    /// addresses only, as `web_fetch` reaches), anything else is a path in `workspace` (relative
+    /// to it, or absolute inside it; never in `$ACP_HOME` unless the workspace is).
+    pub async fn media(
+        p: &SendParams,
+        config: &crate::config::Config,
+        workspace: &Path,
+    ) -> Result<Vec<ChatFile>, String> {
+        let mut files = Vec::new();
+        for spec in media_of(p) {
+            let file = if spec.starts_with("http://") || spec.starts_with("https://") {
+                media::download(spec, config).await?
+            } else {
+                let path = spec.strip_prefix("file://").unwrap_or(spec);
+                media::read(&inside_workspace(path, config, workspace)?).await?
+            };
+            files.push(file);
+        }
+        Ok(files)
+    }
+}
+
+/// The most files one `send` takes.
+const MAX_FILES: usize = 10;
+
+fn media_of(p: &SendParams) -> impl Iterator<Item = &str> {
+    p.media_url.iter().chain(&p.media_urls).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+/// `path` resolved in `workspace`, as it really is (links followed), if it lies there and not in
+/// the agent's home (its configuration, keys, sessions), unless the workspace itself does.
+fn inside_workspace(path: &str, config: &crate::config::Config, workspace: &Path) -> Result<PathBuf, String> {
+    // As it really is if it exists, else as it reads (`..` taken away).
+    let real = |p: &Path| {
+        std::fs::canonicalize(p).unwrap_or_else(|_| {
+            let mut out = PathBuf::new();
+            for part in p.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => out.push(other),
+                }
+            }
+            out
+        })
+    };
+    let workspace = real(workspace);
+    let home = real(&config.home);
+    let full = real(&workspace.join(path));
+    let in_home = full.starts_with(&home) && !workspace.starts_with(&home);
+    if !full.starts_with(&workspace) || in_home {
+        return Err(format!(
+            "`{path}` is outside the workspace ({}); only its files (or http(s) URLs) can be sent",
+            workspace.display()
+        ));
+    }
+    if !full.exists() {
+        return Err(format!("`{path}` does not exist in the workspace ({})", workspace.display()));
+    }
+    Ok(full)
 }
 
 /// A channel as the rest of the gateway sends through it (the `send` method, the `message`
 /// tool); the send policy applies.
 pub trait Outbound: Send + Sync {
-    fn send<'a>(&'a self, to: &'a str, thread: Option<&'a str>, text: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// Sends `text` to chat `to` (in `thread`), with `file` if given (`text` its caption).
+    fn send<'a>(
+        &'a self,
+        to: &'a str,
+        thread: Option<&'a str>,
+        text: &'a str,
+        file: Option<&'a ChatFile>,
+    ) -> BoxFuture<'a, Result<(), String>>;
     /// The chat session `key` last spoke from on this channel: (peer, thread).
     fn chat_of(&self, key: &str) -> Option<(String, Option<String>)>;
     /// Runs `text` on session `key` as a message of the chat it talks in, queued as any
@@ -278,12 +382,12 @@ impl Outbox {
         all.into_iter().find_map(|(id, ch)| ch.chat_of(key).map(|(to, thread)| ChatTarget { channel: id, to, thread }))
     }
 
-    /// Sends `text` to `target`.
-    pub async fn send(&self, target: &ChatTarget, text: &str) -> Result<(), String> {
+    /// Sends `text` to `target`, with `file` if given.
+    pub async fn send(&self, target: &ChatTarget, text: &str, file: Option<&ChatFile>) -> Result<(), String> {
         let channel = self.get(&target.channel).ok_or_else(|| {
             format!("no channel `{}` is served here (served: {})", target.channel, self.ids().join(", "))
         })?;
-        channel.send(&target.to, target.thread.as_deref(), text).await
+        channel.send(&target.to, target.thread.as_deref(), text, file).await
     }
 }
 
@@ -315,6 +419,16 @@ pub async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Vec<
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
+}
+
+/// `file` as a part of a multipart form: its name, its type (`application/octet-stream` if
+/// what it says is no MIME type), its bytes.
+pub fn file_part(file: &ChatFile) -> reqwest::multipart::Part {
+    let part = || {
+        let body = reqwest::Body::from(file.bytes.clone());
+        reqwest::multipart::Part::stream_with_length(body, file.bytes.len() as u64).file_name(file.name.clone())
+    };
+    part().mime_str(&file.mime).unwrap_or_else(|_| part())
 }
 
 /// The retry policy of the channels' API clients: three attempts, at least 400 ms apart (more

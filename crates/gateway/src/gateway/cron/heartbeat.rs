@@ -226,7 +226,7 @@ impl Heartbeat {
             }
         };
         let (to, channel) = (Some(target.to.clone()), Some(target.channel.clone()));
-        match gw.channels.outbox.send(&target, reply).await {
+        match gw.channels.outbox.send(&target, reply, None).await {
             Ok(()) => HeartbeatEvent { to, channel, preview, ..event },
             Err(e) => HeartbeatEvent { status: "failed".into(), message: Some(e), to, channel, preview, ..event },
         }

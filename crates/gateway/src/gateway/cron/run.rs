@@ -199,7 +199,7 @@ async fn deliver(gw: &Gateway, delivery: Option<&Delivery>, reply: Option<&str>,
     let agent = entry.session_key.as_deref().and_then(crate::config::agents::agent_of).map(str::to_owned);
     let agent = agent.unwrap_or_else(|| gw.default_agent());
     let sent = match target(gw, delivery, &agent) {
-        Ok(target) => gw.channels.outbox.send(&target, reply).await,
+        Ok(target) => gw.channels.outbox.send(&target, reply, None).await,
         Err(e) => Err(e),
     };
     entry.delivered = Some(sent.is_ok());

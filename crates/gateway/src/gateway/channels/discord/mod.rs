@@ -28,6 +28,7 @@ use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use super::{backoff, pause};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::runtime::host::ChatFile;
 use crate::sync::lock;
 use rest::Rest;
 use socket::Ended;
@@ -144,6 +145,24 @@ impl Channel for Account {
         }
         for piece in pieces {
             self.rest.create_message(&channel, &piece).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The caption goes with the file when it fits in one message, else after it.
+    async fn send_file(&self, peer: &str, thread: Option<&str>, file: &ChatFile, caption: &str) -> Result<(), String> {
+        let channel = self.target(peer, thread).await?;
+        let fits = caption.chars().count() <= TEXT_LIMIT;
+        let with = if fits { caption } else { "" };
+        self.rest.create_message_with_file(&channel, with, file).await.map_err(|e| match e.status {
+            Some(413) => format!(
+                "{} is larger than this Discord server takes (10 MB unless it is boosted): {e}",
+                file.describe()
+            ),
+            _ => e.to_string(),
+        })?;
+        if !fits {
+            self.send(peer, thread, caption).await?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Discord's REST API (v10) over reqwest, as the Discord channel uses it: the Gateway's URL, the
 //! bot's own user, a channel's kind, a direct chat with a user, sending messages (no mention in
-//! them pings anyone: `allowed_mentions` is empty), typing, and attachments from Discord's CDN.
+//! them pings anyone: `allowed_mentions` is empty) and files (multipart, `files[0]`), typing, and
+//! attachments from Discord's CDN.
 //! Rate limits are kept as Discord asks: a route whose `X-RateLimit-Remaining` reached 0 is not
 //! called again before `X-RateLimit-Reset-After`; a 429 is waited out as its `retry_after` says
 //! (at most 5 minutes, three attempts); 5xx and unreachable servers are retried; other refusals
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::runtime::host::ChatFile;
 use crate::sync::lock;
 
 /// Why a call failed.
@@ -91,11 +93,32 @@ impl Rest {
         Ok(sent["id"].as_str().unwrap_or_default().to_owned())
     }
 
+    /// Sends `file` to `channel` with `content` (at most 2,000 characters; may be empty), as
+    /// `create_message` sends text: the new message's id.
+    pub async fn create_message_with_file(
+        &self,
+        channel: &str,
+        content: &str,
+        file: &ChatFile,
+    ) -> Result<String, ApiError> {
+        let nonce = uuid::Uuid::new_v4().simple().to_string()[..25].to_owned();
+        let body = json!({"content": content, "allowed_mentions": {"parse": []}, "nonce": nonce,
+            "enforce_nonce": true, "attachments": [{"id": 0, "filename": file.name}]});
+        let path = format!("/channels/{}/messages", snowflake(channel)?);
+        let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
+        let sent = super::super::with_retries(
+            || self.once(&reqwest::Method::POST, &path, Payload::WithFile(&body, file)),
+            retryable,
+        )
+        .await?;
+        Ok(sent["id"].as_str().unwrap_or_default().to_owned())
+    }
+
     /// "… is typing" in `channel` for a few seconds.
     pub async fn typing(&self, channel: &str) {
         let Ok(id) = snowflake(channel) else { return };
         let path = format!("/channels/{id}/typing");
-        if let Err((e, _)) = self.once(&reqwest::Method::POST, &path, Some(&json!({}))).await {
+        if let Err((e, _)) = self.once(&reqwest::Method::POST, &path, Payload::Json(&json!({}))).await {
             tracing::debug!(error = %e, "Discord typing");
         }
     }
@@ -137,6 +160,7 @@ impl Rest {
     /// Calls the API, retrying as the policy says ([`super::super::with_retries`]).
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
         let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
+        let body = body.map_or(Payload::None, Payload::Json);
         super::super::with_retries(|| self.once(&method, path, body), retryable).await
     }
 
@@ -144,7 +168,7 @@ impl Rest {
         &self,
         method: &reqwest::Method,
         path: &str,
-        body: Option<&Value>,
+        body: Payload<'_>,
     ) -> Result<Value, (ApiError, Option<Duration>)> {
         let route = format!("{method} {path}");
         let wait = {
@@ -163,13 +187,22 @@ impl Rest {
             .request(method.clone(), format!("{}{path}", self.base))
             .header("Authorization", &self.authorization)
             .header("User-Agent", concat!("DiscordBot (acp, ", env!("CARGO_PKG_VERSION"), ")"));
-        if let Some(body) = body {
-            request = request.json(body);
+        let mut timeout = TIMEOUT;
+        match body {
+            Payload::None => {}
+            Payload::Json(body) => request = request.json(body),
+            Payload::WithFile(body, file) => {
+                let form = reqwest::multipart::Form::new()
+                    .text("payload_json", body.to_string())
+                    .part("files[0]", super::super::file_part(file));
+                request = request.multipart(form);
+                timeout = Duration::from_secs(120);
+            }
         }
         let unreachable = |e: reqwest::Error| {
             (ApiError { status: None, code: 0, message: crate::http::error_chain(&e.without_url()) }, None)
         };
-        let response = request.timeout(TIMEOUT).send().await.map_err(unreachable)?;
+        let response = request.timeout(timeout).send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let seconds = |s: Option<String>| s.and_then(|s| s.parse::<f64>().ok()).and_then(capped);
@@ -202,6 +235,15 @@ impl Rest {
         };
         Err((error, retry_after))
     }
+}
+
+/// What a request carries.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    None,
+    Json(&'a Value),
+    /// `payload_json` and the file as `files[0]` (multipart).
+    WithFile(&'a Value, &'a ChatFile),
 }
 
 /// Where a global rate limit is kept among the routes'.

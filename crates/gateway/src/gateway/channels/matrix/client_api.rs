@@ -1,12 +1,15 @@
 //! The Matrix Client-Server API over reqwest, as the Matrix channel uses it: `whoami`, `/sync`
 //! long polling, joining rooms, sending messages (with a transaction id, so a retried send is
-//! one message), typing notices, a room's members, its name, and authenticated media downloads.
+//! one message), typing notices, a room's members, its name, media uploads and authenticated
+//! media downloads.
 //! A 429 (`M_LIMIT_EXCEEDED`) is waited out as `retry_after_ms` says (at most 5 minutes, three
 //! attempts); 5xx and unreachable servers are retried; other refusals are not.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use crate::runtime::host::ChatFile;
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,10 +171,35 @@ impl Api {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Value, (ApiError, Option<Duration>)> {
-        let mut request = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
+        let with_body = |request: reqwest::RequestBuilder| match body {
+            Some(body) => request.json(body),
+            None => request,
+        };
+        self.request(method, path, timeout, with_body).await
+    }
+
+    /// Uploads `file` to the media repository: its `mxc://` URI.
+    pub async fn upload(&self, file: &ChatFile) -> Result<String, ApiError> {
+        let path = format!("/_matrix/media/v3/upload?filename={}", segment(&file.name));
+        let body = |request: reqwest::RequestBuilder| {
+            request.header(reqwest::header::CONTENT_TYPE, &file.mime).body(file.bytes.clone())
+        };
+        let retryable = |e: &ApiError| e.status.is_none_or(|s| s == 429 || s >= 500);
+        let once = || self.request(reqwest::Method::POST, &path, Duration::from_secs(120), body);
+        let uploaded = super::super::with_retries(once, retryable).await?;
+        uploaded["content_uri"].as_str().filter(|uri| uri.starts_with("mxc://")).map(str::to_owned).ok_or_else(|| {
+            ApiError { status: None, code: String::new(), message: "the upload gave no content URI".into() }
+        })
+    }
+
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        timeout: Duration,
+        body: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Value, (ApiError, Option<Duration>)> {
+        let request = body(self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token));
         let unreachable = |e: reqwest::Error| {
             (ApiError { status: None, code: String::new(), message: crate::http::error_chain(&e.without_url()) }, None)
         };

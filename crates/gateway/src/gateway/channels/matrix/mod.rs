@@ -28,6 +28,7 @@ use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::runtime::host::ChatFile;
 use crate::sync::lock;
 use client_api::Api;
 
@@ -60,20 +61,9 @@ impl Account {
     fn sent_by_me(&self, event: &str) -> bool {
         lock(&self.sent).iter().any(|e| e == event)
     }
-}
 
-impl Channel for Account {
-    fn id(&self) -> &'static str {
-        "matrix"
-    }
-
-    async fn send(&self, room: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
-        let mut content = json!({
-            "msgtype": "m.text",
-            "body": text,
-            "format": "org.matrix.custom.html",
-            "formatted_body": super::telegram::bot_api::to_html(text),
-        });
+    /// Sends a message event `content` to `room` (in thread `thread`), kept as the account's own.
+    async fn post(&self, room: &str, thread: Option<&str>, mut content: Value) -> Result<(), String> {
         if let Some(root) = thread {
             content["m.relates_to"] = json!({"rel_type": "m.thread", "event_id": root, "is_falling_back": true, "m.in_reply_to": {"event_id": root}});
         }
@@ -86,6 +76,48 @@ impl Channel for Account {
             sent.pop_front();
         }
         Ok(())
+    }
+}
+
+impl Channel for Account {
+    fn id(&self) -> &'static str {
+        "matrix"
+    }
+
+    async fn send(&self, room: &str, thread: Option<&str>, text: &str) -> Result<(), String> {
+        let content = json!({
+            "msgtype": "m.text",
+            "body": text,
+            "format": "org.matrix.custom.html",
+            "formatted_body": super::telegram::bot_api::to_html(text),
+        });
+        self.post(room, thread, content).await
+    }
+
+    /// Uploaded to the homeserver's media repository, then sent as an `m.image` (`m.video`,
+    /// `m.audio`) or `m.file` event whose `body` is the caption when there is one (with
+    /// `filename` beside it, as Matrix 1.10 has captions).
+    async fn send_file(&self, room: &str, thread: Option<&str>, file: &ChatFile, caption: &str) -> Result<(), String> {
+        let uri = self.api.upload(file).await.map_err(|e| format!("{} could not be uploaded: {e}", file.name))?;
+        let msgtype = match file.mime.split('/').next() {
+            _ if file.is_image() => "m.image",
+            Some("video") => "m.video",
+            Some("audio") => "m.audio",
+            _ => "m.file",
+        };
+        let mut content = json!({
+            "msgtype": msgtype,
+            "body": file.name,
+            "filename": file.name,
+            "url": uri,
+            "info": {"mimetype": file.mime, "size": file.bytes.len()},
+        });
+        if !caption.trim().is_empty() {
+            content["body"] = json!(caption);
+            content["format"] = json!("org.matrix.custom.html");
+            content["formatted_body"] = json!(super::telegram::bot_api::to_html(caption));
+        }
+        self.post(room, thread, content).await
     }
 
     async fn typing(&self, room: &str, _thread: Option<&str>) {

@@ -29,6 +29,7 @@ use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use super::{backoff, pause};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::runtime::host::ChatFile;
 use crate::sync::lock;
 use socket::Ended;
 use web_api::{Me, WebApi};
@@ -91,6 +92,34 @@ impl Channel for Account {
             if thread.is_none() {
                 self.in_thread(&channel, &ts);
             }
+        }
+        Ok(())
+    }
+
+    /// Shared in the chat (a user's direct chat is opened first: files go to channels only),
+    /// the caption as the file's comment when it fits in one message, else after it.
+    async fn send_file(&self, peer: &str, thread: Option<&str>, file: &ChatFile, caption: &str) -> Result<(), String> {
+        let known = lock(&self.dms).get(peer).cloned();
+        let channel = match known {
+            Some(dm) => dm,
+            None if peer.starts_with(['U', 'W']) => {
+                let dm = self.api.open_dm(peer).await.map_err(|e| e.to_string())?;
+                lock(&self.dms).insert(peer.to_owned(), dm.clone());
+                dm
+            }
+            None => peer.to_owned(),
+        };
+        if let Some(thread) = thread {
+            self.in_thread(&channel, thread);
+        }
+        let fits = caption.chars().count() <= TEXT_LIMIT;
+        let comment = if fits { mrkdwn::to_mrkdwn(caption) } else { String::new() };
+        self.api
+            .upload(&channel, thread, file, &comment)
+            .await
+            .map_err(|e| format!("{} was not sent: {e}", file.name))?;
+        if !fits {
+            self.send(peer, thread, caption).await?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The Telegram Bot API over reqwest, as the Telegram channel uses it: `getMe`, long-polled
 //! `getUpdates`, `sendMessage` (Telegram HTML built from the reply's Markdown, sent again as plain
-//! text when Telegram rejects the markup) and `sendChatAction`. Calls follow the retry policy:
+//! text when Telegram rejects the markup), `sendPhoto` and `sendDocument` (multipart uploads)
+//! and `sendChatAction`. Calls follow the retry policy:
 //! three attempts, at least 400 ms apart with jitter, `retry_after` honoured on 429; a refusal
 //! (other 4xx) is not retried.
 
@@ -8,8 +9,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::runtime::host::ChatFile;
+
 /// Telegram's limit for one message, in characters.
 pub const TEXT_LIMIT: usize = 4096;
+/// Telegram's limit for a file's caption, in characters.
+pub const CAPTION_LIMIT: usize = 1024;
+/// The largest photo Telegram takes; a larger picture goes as a document.
+const PHOTO_MAX: usize = 10 << 20;
+/// The largest file a bot may send.
+const FILE_MAX: usize = 50 << 20;
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,18 +78,28 @@ impl Api {
     /// Calls `method`, retrying as the policy says ([`super::super::with_retries`]); `Ok` is
     /// Telegram's `result`.
     pub async fn call(&self, method: &str, params: &Value, timeout: Duration) -> Result<Value, ApiError> {
+        self.call_with(method, timeout, |request| request.json(params)).await
+    }
+
+    /// Calls `method` with the body `body` puts on each attempt's request.
+    async fn call_with(
+        &self,
+        method: &str,
+        timeout: Duration,
+        body: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Value, ApiError> {
         let retryable = |e: &ApiError| e.code.is_none_or(|code| code == 429 || code >= 500);
-        super::super::with_retries(|| self.once(method, params, timeout), retryable).await
+        super::super::with_retries(|| self.once(method, timeout, &body), retryable).await
     }
 
     async fn once(
         &self,
         method: &str,
-        params: &Value,
         timeout: Duration,
+        body: &impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<Value, (ApiError, Option<Duration>)> {
         let url = format!("{}/{method}", self.base);
-        let sent = self.http.post(&url).timeout(timeout).json(params).send().await;
+        let sent = body(self.http.post(&url).timeout(timeout)).send().await;
         let response = sent.map_err(|e| {
             // The token is in the URL: never in an error.
             let e = e.without_url();
@@ -140,6 +159,61 @@ impl Api {
             other => other?,
         };
         Ok(sent["message_id"].as_i64().unwrap_or_default())
+    }
+
+    /// Sends `file` with `caption` (Markdown, at most [`CAPTION_LIMIT`] characters) as
+    /// HTML — plain if Telegram rejects the markup: a picture as a photo (Telegram shows it,
+    /// recompressed) while it is one Telegram takes, else as a document (sent as it is). Returns
+    /// the message id.
+    pub async fn send_file(
+        &self,
+        chat: &str,
+        thread: Option<&str>,
+        file: &ChatFile,
+        caption: &str,
+    ) -> Result<i64, ApiError> {
+        if file.bytes.len() > FILE_MAX {
+            let description = format!("{} is larger than 50 MB, the most a bot may send", file.name);
+            return Err(ApiError { code: Some(413), description });
+        }
+        let photo =
+            matches!(file.mime.as_str(), "image/jpeg" | "image/png" | "image/webp") && file.bytes.len() <= PHOTO_MAX;
+        let timeout = Duration::from_secs(120);
+        let upload = |method: &'static str, html: bool| {
+            let field = if method == "sendPhoto" { "photo" } else { "document" };
+            let text = if html { to_html(caption) } else { caption.to_owned() };
+            self.call_with(method, timeout, move |request| {
+                let mut form = reqwest::multipart::Form::new().text("chat_id", chat.to_owned());
+                if let Some(thread) = thread {
+                    form = form.text("message_thread_id", thread.to_owned());
+                }
+                if !text.is_empty() {
+                    form = form.text("caption", text.clone());
+                    if html {
+                        form = form.text("parse_mode", "HTML");
+                    }
+                }
+                request.multipart(form.part(field, super::super::file_part(file)))
+            })
+        };
+        let mut method = if photo { "sendPhoto" } else { "sendDocument" };
+        let mut html = true;
+        loop {
+            match upload(method, html).await {
+                Ok(sent) => return Ok(sent["message_id"].as_i64().unwrap_or_default()),
+                Err(e) if e.code == Some(400) && html && e.description.contains("parse") => {
+                    tracing::debug!(error = %e, "Telegram rejected the caption's markup; sending it plain");
+                    html = false;
+                }
+                // A picture Telegram will not take as a photo (its size, its dimensions) goes
+                // as a document.
+                Err(e) if e.code == Some(400) && method == "sendPhoto" => {
+                    tracing::debug!(error = %e, "Telegram refused the photo; sending it as a document");
+                    method = "sendDocument";
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Webhook mode: Telegram posts updates to `url`, with `secret` in

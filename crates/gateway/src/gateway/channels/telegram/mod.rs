@@ -20,6 +20,7 @@ use super::policy::SessionPrefs;
 use super::routing::{Attachment, Envelope, PeerKind, Routing};
 use crate::clock::now_ms;
 use crate::config::{Config, TelegramConfig};
+use crate::runtime::host::ChatFile;
 use bot_api::{Api, TEXT_LIMIT};
 
 const POLL: Duration = Duration::from_secs(25);
@@ -71,6 +72,16 @@ impl Channel for Bot {
 
     async fn typing(&self, peer: &str, thread: Option<&str>) {
         self.api.typing(peer, thread).await;
+    }
+
+    async fn send_file(&self, peer: &str, thread: Option<&str>, file: &ChatFile, caption: &str) -> Result<(), String> {
+        let fits = caption.chars().count() <= bot_api::CAPTION_LIMIT;
+        let with = if fits { caption } else { "" };
+        self.api.send_file(peer, thread, file, with).await.map_err(|e| e.to_string())?;
+        if !fits {
+            self.send(peer, thread, caption).await?;
+        }
+        Ok(())
     }
 
     async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
