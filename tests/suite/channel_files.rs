@@ -149,6 +149,7 @@ fn telegram_the_agent_sends_files_and_operators_send_media() {
         (json!("../config.toml"), "outside the workspace"),
         (json!("nope.txt"), "does not exist"),
         (json!("http://localhost:9/x.png"), "this machine"),
+        (json!("ftp://127.0.0.1/x.png"), "ftp: URLs are not fetched"),
         (json!(format!("{server}/missing.png")), "404"),
     ];
     for (i, (media, why)) in refusals.into_iter().enumerate() {

@@ -166,7 +166,7 @@ pub async fn get(
 ) -> Result<reqwest::Response, String> {
     for _ in 0..=MAX_REDIRECTS {
         check_url(&url, allowed)?;
-        let response = http.get(url.clone()).send().await.map_err(|e| crate::http::error_chain(&e))?;
+        let response = http.get(url.clone()).send().await.map_err(|e| crate::http::error_chain(&e.without_url()))?;
         let location = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
         match location {
             Some(location) if response.status().is_redirection() => {

@@ -131,7 +131,8 @@ pub async fn download(url: &str, config: &Config) -> Result<ChatFile, String> {
     };
     let (content_type, bytes) = tokio::time::timeout(DOWNLOAD_LIMIT, fetch)
         .await
-        .map_err(|_| format!("{url} took longer than {} s", DOWNLOAD_LIMIT.as_secs()))??;
+        .map_err(|_| format!("{url} took longer than {} s", DOWNLOAD_LIMIT.as_secs()))?
+        .map_err(|e| if e.contains(url) { e } else { format!("{url} could not be fetched: {e}") })?;
     if bytes.is_empty() {
         return Err(format!("{url} is empty"));
     }

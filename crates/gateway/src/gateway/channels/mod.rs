@@ -190,7 +190,7 @@ impl Channels {
         }
         let message = p.message.trim();
         if message.is_empty() && media_of(p).next().is_none() {
-            return Err(ErrorShape::invalid("invalid send params: `message` is empty"));
+            return Err(ErrorShape::invalid("invalid send params: `message` is empty (and no `mediaUrl` is given)"));
         }
         if media_of(p).count() > MAX_FILES {
             return Err(ErrorShape::invalid(format!("invalid send params: at most {MAX_FILES} files a message")));
@@ -272,15 +272,29 @@ impl Channels {
         config: &crate::config::Config,
         workspace: &Path,
     ) -> Result<Vec<ChatFile>, String> {
-        let mut files = Vec::new();
+        let mut files: Vec<ChatFile> = Vec::new();
         for spec in media_of(p) {
-            let file = if spec.starts_with("http://") || spec.starts_with("https://") {
-                media::download(spec, config).await?
-            } else {
-                let path = spec.strip_prefix("file://").unwrap_or(spec);
-                media::read(&inside_workspace(path, config, workspace)?).await?
+            let scheme = spec.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+            let file = match scheme.as_deref() {
+                Some("http" | "https") => media::download(spec, config).await?,
+                Some("file") | None => {
+                    let path = spec.strip_prefix("file://").unwrap_or(spec);
+                    media::read(&inside_workspace(path, config, workspace)?).await?
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "`{spec}`: {other}: URLs are not fetched; give an http(s) URL or a workspace path"
+                    ));
+                }
             };
             files.push(file);
+            // One call holds at most what one file may be.
+            if files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() > media::MAX_BYTES {
+                return Err(format!(
+                    "the files are larger than {} together, the most one `send` takes",
+                    media::human_size(media::MAX_BYTES)
+                ));
+            }
         }
         Ok(files)
     }
@@ -293,8 +307,9 @@ fn media_of(p: &SendParams) -> impl Iterator<Item = &str> {
     p.media_url.iter().chain(&p.media_urls).map(|s| s.trim()).filter(|s| !s.is_empty())
 }
 
-/// `path` resolved in `workspace`, as it really is (links followed), if it lies there and not in
-/// the agent's home (its configuration, keys, sessions), unless the workspace itself does.
+/// `path` (relative to `workspace`, or absolute; a `file://` URL's path) resolved as it really is
+/// (links followed), if it lies in `workspace` and not in the agent's home (its configuration,
+/// keys, sessions), unless the workspace itself does.
 fn inside_workspace(path: &str, config: &crate::config::Config, workspace: &Path) -> Result<PathBuf, String> {
     // As it really is if it exists, else as it reads (`..` taken away).
     let real = |p: &Path| {
@@ -315,11 +330,16 @@ fn inside_workspace(path: &str, config: &crate::config::Config, workspace: &Path
     let workspace = real(workspace);
     let home = real(&config.home);
     let full = real(&workspace.join(path));
-    let in_home = full.starts_with(&home) && !workspace.starts_with(&home);
-    if !full.starts_with(&workspace) || in_home {
+    if !full.starts_with(&workspace) {
         return Err(format!(
             "`{path}` is outside the workspace ({}); only its files (or http(s) URLs) can be sent",
             workspace.display()
+        ));
+    }
+    if full.starts_with(&home) && !workspace.starts_with(&home) {
+        return Err(format!(
+            "`{path}` is in the agent's own home ({}: its configuration, keys and sessions), which is never sent",
+            home.display()
         ));
     }
     if !full.exists() {
