@@ -21,7 +21,9 @@ fn binary(n: usize, seed: u8) -> Vec<u8> {
 
 /// A workspace with a picture and a PDF in it.
 fn files(gw: &Gateway) -> (Vec<u8>, Vec<u8>) {
-    let (png, pdf) = (binary(70_000, 7), binary(5_000, 3));
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(binary(70_000 - 8, 7));
+    let pdf = binary(5_000, 3);
     std::fs::write(gw.workspace.path().join("chart.png"), &png).unwrap();
     std::fs::create_dir_all(gw.workspace.path().join("out")).unwrap();
     std::fs::write(gw.workspace.path().join("out/report.pdf"), &pdf).unwrap();
@@ -46,7 +48,8 @@ fn telegram_the_agent_sends_files_and_operators_send_media() {
     let mock = MockModel::start();
     let fake = FakeTelegram::start();
     // A "public" file server (loopback, allowed as a private host for this test).
-    let served = binary(3_000, 9);
+    let mut served = vec![0xff, 0xd8, 0xff];
+    served.extend(binary(3_000, 9));
     let body = served.clone();
     let server =
         crate::support::stub_http::serve(std::sync::Arc::new(move |r: &crate::support::stub_http::Request| {
@@ -93,22 +96,24 @@ fn telegram_the_agent_sends_files_and_operators_send_media() {
         "Sent report.pdf (5 KB, application/pdf) to telegram chat 1001."
     );
 
-    // The agent's own config, outside the workspace: asked about, refused, never sent. A file
-    // over 50 MB is refused before anything is read.
+    // The agent's own config, outside the workspace (through a link in it): asked about — the
+    // question shows where the link leads —, refused, never sent. A file over 50 MB is refused
+    // before anything is read.
     let config_path = gw.home.path().join("config.toml");
+    std::os::unix::fs::symlink(&config_path, gw.workspace.path().join("notes.txt")).unwrap();
     std::fs::File::create(gw.workspace.path().join("huge.bin")).unwrap().set_len((50 << 20) + 1).unwrap();
     mock.push(calls(
         "anthropic",
         &[
             ("f3", "message", json!({"file": "huge.bin"})),
-            ("f4", "message", json!({"file": config_path.to_str().unwrap(), "text": "the config"})),
+            ("f4", "message", json!({"file": "notes.txt", "text": "the config"})),
         ],
     ));
     mock.push(text("anthropic", "I could not."));
     fake.message(user, "private", user, "send the big file and your config");
     let question = fake.wait_sent(user, 2).remove(1);
     assert!(question.starts_with("Permission needed: Send "), "{question}");
-    assert!(question.contains("config.toml"), "{question}");
+    assert!(question.contains("notes.txt → ") && question.contains("config.toml"), "{question}");
     fake.message(user, "private", user, "/deny");
     assert_eq!(fake.wait_sent(user, 4)[2..], ["Reject.", "I could not."]);
     let results = &mock.requests()[3].body;
@@ -146,6 +151,7 @@ fn telegram_the_agent_sends_files_and_operators_send_media() {
     // workspace), a way out of it, a missing file, a local URL not allowed, a URL that fails.
     let refusals = [
         (json!(config_path.to_str().unwrap()), "outside the workspace"),
+        (json!("notes.txt"), "outside the workspace"),
         (json!("../config.toml"), "outside the workspace"),
         (json!("nope.txt"), "does not exist"),
         (json!("http://localhost:9/x.png"), "this machine"),
@@ -160,9 +166,22 @@ fn telegram_the_agent_sends_files_and_operators_send_media() {
         let message = r["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(why), "{media}: {r}");
     }
+    // A "picture" Telegram will not take as a photo goes as a document; a caption too long for
+    // a file follows it as a message.
+    std::fs::write(gw.workspace.path().join("fake.jpg"), binary(2_000, 5)).unwrap();
+    let long = "Long caption words. ".repeat(60);
+    let r = send(&mut operator, json!({"to": to, "message": long, "mediaUrl": "fake.jpg", "idempotencyKey": "m4"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    let sent = fake.wait_files(user, 7);
+    assert_eq!(
+        (sent[6].0["method"].as_str(), sent[6].0["file_name"].as_str()),
+        (Some("sendDocument"), Some("fake.jpg"))
+    );
+    assert_eq!(sent[6].0.get("caption"), None);
+    assert_eq!(fake.wait_sent(user, 5)[4], long.trim_end());
     let r = send(&mut operator, json!({"to": to, "idempotencyKey": "empty"}));
     assert!(r["error"]["message"].as_str().unwrap().contains("`message` is empty"), "{r}");
-    assert_eq!(fake.uploads().len(), 6);
+    assert_eq!(fake.uploads().len(), 7);
     drop(gw);
 }
 

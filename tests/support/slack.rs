@@ -5,7 +5,7 @@
 //! channel; a user id posts to the app's direct chat with them; `msg_too_long` past 40,000
 //! characters; one the test throttles gets HTTP 429 with `Retry-After`; the bot's own message is
 //! sent back as a `message` event with its `bot_id`, as Slack does), `conversations.open`, and
-//! file uploads as Slack has them since 2024 (form bodies only): `files.getUploadURLExternal`
+//! file uploads as Slack has them since 2024: `files.getUploadURLExternal` (a form body only)
 //! (`filename`, `length`) gives an upload URL and a file id, the bytes are posted there, and
 //! `files.completeUploadExternal` shares the uploaded files (`file_not_found` for one not
 //! uploaded, a size that differs from `length` refused) in a channel or direct chat, in a thread
@@ -499,8 +499,8 @@ fn web_api(r: &Request, state: &Arc<Mutex<State>>, socket: &str) -> Response {
                 _ => refuse("user_not_found"),
             }
         }
-        // File uploads take form bodies only.
-        "/api/files.getUploadURLExternal" | "/api/files.completeUploadExternal"
+        // Asking for an upload URL takes a form body only.
+        "/api/files.getUploadURLExternal"
             if !r.headers.get("content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded")) =>
         {
             refuse("invalid_arguments")

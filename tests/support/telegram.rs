@@ -467,11 +467,20 @@ fn upload(method: &str, body: &Value, file: super::stub_http::Part, state: &Arc<
     if field == "photo" && file.body.len() > 10 << 20 {
         return bad("Bad Request: PHOTO_INVALID_DIMENSIONS");
     }
+    // A photo must be a picture (JPEG, PNG, WebP).
+    let picture = file.body.starts_with(&[0xff, 0xd8, 0xff])
+        || file.body.starts_with(b"\x89PNG\r\n\x1a\n")
+        || (file.body.starts_with(b"RIFF") && file.body.get(8..12) == Some(b"WEBP"));
+    if field == "photo" && !picture {
+        return bad("Bad Request: IMAGE_PROCESS_FAILED");
+    }
     if body["chat_id"].as_str().unwrap_or_default().is_empty() {
         return bad("Bad Request: chat_id is empty");
     }
     let caption = body["caption"].as_str().unwrap_or_default();
-    if caption.chars().count() > 1024 {
+    // Counted in UTF-16 units once the markup is taken out.
+    let visible = if body["parse_mode"] == "HTML" { visible_text(caption) } else { caption.to_owned() };
+    if visible.encode_utf16().count() > 1024 {
         return bad("Bad Request: message caption is too long");
     }
     if body["parse_mode"] == "HTML" && !balanced_html(caption) {
@@ -493,6 +502,21 @@ fn upload(method: &str, body: &Value, file: super::stub_http::Part, state: &Arc<
             "mime_type": file.content_type, "file_size": file.body.len()})
     };
     (200, json!({"ok": true, "result": message}))
+}
+
+/// HTML's text without its tags, its entities decoded.
+fn visible_text(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&")
 }
 
 /// Telegram's HTML: the tags it knows, each closed.

@@ -6,13 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt as _;
-
 use super::fetch_guard;
 use crate::config::Config;
 
-/// The largest file sent to a chat (Telegram takes 50 MB from a bot; each channel checks its
-/// own, smaller limits).
+/// The largest file sent to a chat (Telegram takes 50 MB from a bot; Telegram's photos and
+/// Discord's servers take less, and say so).
 pub const MAX_BYTES: u64 = 50 << 20;
 
 /// How long a download may take.
@@ -58,9 +56,18 @@ pub fn mime_of(name: &str) -> String {
     mime_guess::from_path(name).first_raw().unwrap_or("application/octet-stream").to_owned()
 }
 
-/// What a file at `path` is before it is read: its size; an error unless it is a regular file
-/// of at most [`MAX_BYTES`] (a directory, a device or a pipe is never read).
-pub fn check(path: &Path) -> Result<u64, String> {
+/// A file as it was checked: its size, and which file it is (so the one read is that one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub size: u64,
+    dev: u64,
+    ino: u64,
+}
+
+/// What a file at `path` is before it is read; an error unless it is a regular file of at most
+/// [`MAX_BYTES`] (a directory, a device or a pipe is never read).
+pub fn check(path: &Path) -> Result<Seen, String> {
+    use std::os::unix::fs::MetadataExt as _;
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{} does not exist", path.display()),
         _ => format!("{}: {e}", path.display()),
@@ -79,21 +86,66 @@ pub fn check(path: &Path) -> Result<u64, String> {
     if meta.len() == 0 {
         return Err(format!("{} is empty", path.display()));
     }
-    Ok(meta.len())
+    Ok(Seen { size: meta.len(), dev: meta.dev(), ino: meta.ino() })
 }
 
-/// The file at `path`, as it is now.
-pub async fn read(path: &Path) -> Result<ChatFile, String> {
-    check(path)?;
-    let file = tokio::fs::File::open(path).await.map_err(|e| format!("{}: {}", path.display(), e))?;
-    let mut bytes = Vec::new();
-    // It may have grown since it was checked: still never more than the limit.
-    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).await.map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!("{} is larger than {}", path.display(), human_size(MAX_BYTES)));
-    }
-    let name = path.file_name().map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+/// The file at `path` (a real path: no link in it), sent as `name`: opened without following a
+/// link and without waiting on a pipe, then checked as the open file it is — a regular file
+/// within the limit and, given `seen`, the very file checked then (a file swapped for another,
+/// or a directory on the way swapped for a link, since then is not read).
+pub async fn read(path: &Path, name: &str, seen: Option<Seen>) -> Result<ChatFile, String> {
+    let (path, name) = (path.to_owned(), clean_name(name));
+    let bytes = tokio::task::spawn_blocking(move || read_file(&path, seen))
+        .await
+        .map_err(|e| format!("the file could not be read: {e}"))??;
     Ok(ChatFile { mime: mime_of(&name), name, bytes: bytes.into() })
+}
+
+fn read_file(path: &Path, seen: Option<Seen>) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let shown = path.display();
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(
+            |e| match e.raw_os_error() {
+                Some(libc::ELOOP) => format!("{shown} is a link now, not the file that was checked"),
+                _ if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+                _ => format!("{shown}: {e}"),
+            },
+        )?;
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a file"));
+    }
+    if seen.is_some_and(|s| (s.dev, s.ino) != (meta.dev(), meta.ino())) {
+        return Err(format!("{shown} was replaced since it was checked; not sent"));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(format!("{shown} is {}; at most {} can be sent", human_size(meta.len()), human_size(MAX_BYTES)));
+    }
+    let mut bytes = Vec::new();
+    // It may have grown since: still never more than the limit.
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!("{shown} is larger than {}", human_size(MAX_BYTES)));
+    }
+    if bytes.is_empty() {
+        return Err(format!("{shown} is empty"));
+    }
+    Ok(bytes)
+}
+
+/// A file's name as a chat may show it: no control characters (they could end a header of a
+/// multipart upload), no path separators, at most 200 characters.
+pub fn clean_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .filter(|c| !c.is_control())
+        .map(|c| if matches!(c, '/' | '\\') { '_' } else { c })
+        .take(200)
+        .collect();
+    let cleaned = cleaned.trim();
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." { "file".to_owned() } else { cleaned.to_owned() }
 }
 
 /// The file at a public `url` (http or https; private and local addresses only as
@@ -136,14 +188,16 @@ pub async fn download(url: &str, config: &Config) -> Result<ChatFile, String> {
     if bytes.is_empty() {
         return Err(format!("{url} is empty"));
     }
-    let name = parsed
-        .path_segments()
-        .and_then(|mut s| s.next_back())
-        .map(percent_decoded)
-        .map(|last| last.replace(['/', '\\'], "_").trim().to_owned())
-        .filter(|last| !last.is_empty() && last != "." && last != "..")
-        .unwrap_or_else(|| "file".to_owned());
+    let mut name =
+        clean_name(&parsed.path_segments().and_then(|mut s| s.next_back()).map(percent_decoded).unwrap_or_default());
     let mime = content_type.unwrap_or_else(|| mime_of(&name));
+    // A name without the extension its type has (`/image?id=7`): given one, as chats show files
+    // by it.
+    if mime_of(&name) != mime
+        && let Some(ext) = mime_guess::get_mime_extensions_str(&mime).and_then(|e| e.first())
+    {
+        name = format!("{name}.{ext}");
+    }
     Ok(ChatFile { name, mime, bytes: bytes.into() })
 }
 
@@ -200,6 +254,28 @@ mod tests {
         assert!(check(&dir.path().join("missing")).is_err());
         let ok = dir.path().join("ok.txt");
         std::fs::write(&ok, b"hello").unwrap();
-        assert_eq!(check(&ok), Ok(5));
+        assert_eq!(check(&ok).map(|s| s.size), Ok(5));
+    }
+
+    #[tokio::test]
+    async fn the_file_read_is_the_one_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+        std::fs::write(&a, b"first").unwrap();
+        std::fs::write(&b, b"second").unwrap();
+        let seen = check(&a).unwrap();
+        assert_eq!(&read(&a, "a.txt", Some(seen)).await.unwrap().bytes[..], b"first");
+        // Swapped for another file, or for a link: not read.
+        std::fs::rename(&b, &a).unwrap();
+        assert!(read(&a, "a.txt", Some(seen)).await.unwrap_err().contains("was replaced"));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        assert!(read(&link, "link", None).await.unwrap_err().contains("is a link"));
+        // A pipe is never waited on.
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(read(&fifo, "fifo", None).await.unwrap_err().contains("is not a file"));
+        assert_eq!(clean_name("a\r\nContent-Type: x/y.png"), "aContent-Type: x_y.png");
+        assert_eq!(clean_name(".."), "file");
     }
 }

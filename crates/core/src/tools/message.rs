@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use std::path::PathBuf;
 
-use super::host::ChatTarget;
-use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, media};
+use super::host::{ChatFile, ChatTarget};
+use super::{Access, Action, Location, Prepared, Tool, ToolContent, ToolContext, ToolKind, ToolOutput, media, paths};
 
 pub struct Message;
 
@@ -53,7 +53,11 @@ impl Tool for Message {
         if text.chars().count() > MAX_CHARS {
             return Err(format!("`text` is longer than {MAX_CHARS} characters; send less"));
         }
-        let size = file.as_deref().map(media::check).transpose()?;
+        // The file as it really is (links followed): that is what is asked about and read. Its
+        // problems are told when it runs, not before a question (they would say what exists
+        // where the agent may not look).
+        let real = file.as_deref().map(super::paths::real);
+        let seen = real.as_deref().and_then(|r| media::check(r).ok());
         let own = ctx.host.own_chat(&ctx.session);
         let target = match (args.to, own.clone()) {
             (None, Some(own)) => ChatTarget { thread: args.thread.or(own.thread), ..own },
@@ -72,11 +76,16 @@ impl Tool for Message {
             None => format!("Message {chat}"),
         };
         let access =
-            Access { message: (!is_own).then_some(place), reads: file.iter().cloned().collect(), ..Access::default() };
-        // The question shows exactly what will be sent.
+            Access { message: (!is_own).then_some(place), reads: real.iter().cloned().collect(), ..Access::default() };
+        // The question shows exactly what will be sent: the file a link leads to as well.
         let mut preview = Vec::new();
-        if let (Some(path), Some(size)) = (&file, size) {
-            preview.push(ToolContent::Text(format!("File: {} ({})", ctx.display(path), media::human_size(size))));
+        if let (Some(path), Some(real)) = (&file, &real) {
+            let mut shown = ctx.display(path);
+            if paths::normalize(path) != *real {
+                shown.push_str(&format!(" → {}", ctx.display(real)));
+            }
+            let size = seen.map_or_else(String::new, |s| format!(" ({})", media::human_size(s.size)));
+            preview.push(ToolContent::Text(format!("File: {shown}{size}")));
         }
         if !text.trim().is_empty() {
             preview.push(ToolContent::Text(text.clone()));
@@ -87,7 +96,7 @@ impl Tool for Message {
             locations: file.iter().map(|p| Location { path: p.clone(), line: None }).collect(),
             preview,
             access,
-            action: Box::new(Send { target, text, file }),
+            action: Box::new(Send { target, text, file: file.zip(real).map(|(given, real)| (given, real, seen)) }),
         })
     }
 }
@@ -95,13 +104,25 @@ impl Tool for Message {
 struct Send {
     target: ChatTarget,
     text: String,
-    file: Option<PathBuf>,
+    /// The path given (its name is the file's name in the chat), the real one, and the file as
+    /// it was when asked about.
+    file: Option<(PathBuf, PathBuf, Option<media::Seen>)>,
+}
+
+/// The file approved: the very one asked about (a file that was not there then is checked now).
+async fn read(given: &std::path::Path, real: &std::path::Path, seen: Option<media::Seen>) -> Result<ChatFile, String> {
+    let seen = match seen {
+        Some(seen) => seen,
+        None => media::check(real)?,
+    };
+    let name = given.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    media::read(real, &name, Some(seen)).await
 }
 
 impl Action for Send {
     async fn run(self, ctx: &ToolContext) -> ToolOutput {
         let file = match &self.file {
-            Some(path) => match media::read(path).await {
+            Some((given, real, seen)) => match read(given, real, *seen).await {
                 Ok(file) => Some(file),
                 Err(e) => return ToolOutput::error(format!("not sent: {e}")),
             },

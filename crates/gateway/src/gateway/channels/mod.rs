@@ -181,7 +181,7 @@ impl Channels {
         &self,
         runtime: &Runtime,
         p: &SendParams,
-        media: impl Future<Output = Result<Vec<ChatFile>, String>>,
+        media: impl Future<Output = Result<Vec<ChatFile>, ErrorShape>>,
     ) -> Result<Sent, ErrorShape> {
         let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
         let idempotency = p.idempotency_key.trim().to_owned();
@@ -213,8 +213,6 @@ impl Channels {
             return Err(ErrorShape::invalid("invalid send params: `to` is empty"));
         }
         let target = ChatTarget { channel, to: to.to_owned(), thread: given(&p.thread_id) };
-        // Read before anything is claimed: a file that cannot be had leaves the key free.
-        let files = media.await.map_err(|e| ErrorShape::invalid(format!("invalid send params: {e}")))?;
         let done =
             Sent { ok: true, channel: target.channel.clone(), to: target.to.clone(), run_id: idempotency.clone() };
         // Kept in the store too, so a retry after a restart sends nothing again.
@@ -228,15 +226,32 @@ impl Channels {
                 tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would send again")
             }
         }
+        // Read once the key is claimed (a retry of a finished send reads nothing); a file that
+        // cannot be had leaves the key free.
+        let files = match media.await {
+            Ok(files) => files,
+            Err(e) => {
+                let _ = runtime.forget_key(&stored).await;
+                return Err(e);
+            }
+        };
         let outcome = if files.is_empty() {
-            self.outbox.send(&target, message, None).await
+            self.outbox.send(&target, message, None).await.map_err(|e| (e, false))
         } else {
             self.send_files(&target, message, &files).await
         };
-        if let Err(e) = outcome {
+        match outcome {
+            Ok(()) => {}
             // Not sent: a retry may try again.
-            let _ = runtime.forget_key(&stored).await;
-            return Err(ErrorShape::new(code::UNAVAILABLE, e));
+            Err((e, false)) => {
+                let _ = runtime.forget_key(&stored).await;
+                return Err(ErrorShape::new(code::UNAVAILABLE, e));
+            }
+            // Some sent: a retry would send them again, so the key counts as used.
+            Err((e, true)) => {
+                let _ = runtime.end_key(&stored, &done).await;
+                return Err(ErrorShape::new(code::UNAVAILABLE, format!("{e}; a retry with this key sends nothing")));
+            }
         }
         if let Err(e) = runtime.end_key(&stored, &done).await {
             tracing::warn!(error = %e, "could not record a delivery");
@@ -249,16 +264,13 @@ impl Channels {
         Ok(done)
     }
 
-    /// Each file in turn, the caption with the first; once one is sent, a later failure is
-    /// reported but the call counts as done (a retry would send the first ones again).
-    async fn send_files(&self, target: &ChatTarget, caption: &str, files: &[ChatFile]) -> Result<(), String> {
+    /// Each file in turn, the caption with the first, until one fails: why, and whether any
+    /// went before it.
+    async fn send_files(&self, target: &ChatTarget, caption: &str, files: &[ChatFile]) -> Result<(), (String, bool)> {
         for (i, file) in files.iter().enumerate() {
             let caption = if i == 0 { caption } else { "" };
             if let Err(e) = self.outbox.send(target, caption, Some(file)).await {
-                if i == 0 {
-                    return Err(e);
-                }
-                tracing::warn!(file = %file.name, error = %e, "a file of a `send` could not be sent");
+                return Err((format!("sent {i} of {} files, then {}: {e}", files.len(), file.name), i > 0));
             }
         }
         Ok(())
@@ -271,29 +283,36 @@ impl Channels {
         p: &SendParams,
         config: &crate::config::Config,
         workspace: &Path,
-    ) -> Result<Vec<ChatFile>, String> {
+    ) -> Result<Vec<ChatFile>, ErrorShape> {
+        let invalid = |e: String| ErrorShape::invalid(format!("invalid send params: {e}"));
         let mut files: Vec<ChatFile> = Vec::new();
         for spec in media_of(p) {
             let scheme = spec.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
             let file = match scheme.as_deref() {
-                Some("http" | "https") => media::download(spec, config).await?,
+                // A download that fails may work later: not the caller's mistake.
+                Some("http" | "https") => {
+                    media::download(spec, config).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?
+                }
                 Some("file") | None => {
                     let path = spec.strip_prefix("file://").unwrap_or(spec);
-                    media::read(&inside_workspace(path, config, workspace)?).await?
+                    let full = inside_workspace(path, config, workspace).map_err(invalid)?;
+                    let seen = media::check(&full).map_err(invalid)?;
+                    let name = full.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+                    media::read(&full, &name, Some(seen)).await.map_err(invalid)?
                 }
                 Some(other) => {
-                    return Err(format!(
+                    return Err(invalid(format!(
                         "`{spec}`: {other}: URLs are not fetched; give an http(s) URL or a workspace path"
-                    ));
+                    )));
                 }
             };
             files.push(file);
             // One call holds at most what one file may be.
             if files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() > media::MAX_BYTES {
-                return Err(format!(
+                return Err(invalid(format!(
                     "the files are larger than {} together, the most one `send` takes",
                     media::human_size(media::MAX_BYTES)
-                ));
+                )));
             }
         }
         Ok(files)
@@ -448,7 +467,7 @@ pub fn file_part(file: &ChatFile) -> reqwest::multipart::Part {
         let body = reqwest::Body::from(file.bytes.clone());
         reqwest::multipart::Part::stream_with_length(body, file.bytes.len() as u64).file_name(file.name.clone())
     };
-    part().mime_str(&file.mime).unwrap_or_else(|_| part())
+    part().mime_str(&file.mime).or_else(|_| part().mime_str("application/octet-stream")).unwrap_or_else(|_| part())
 }
 
 /// The retry policy of the channels' API clients: three attempts, at least 400 ms apart (more

@@ -162,7 +162,10 @@ impl Channel for Account {
             _ => e.to_string(),
         })?;
         if !fits {
-            self.send(peer, thread, caption).await?;
+            // The file went: say so, so it is not sent again.
+            self.send(peer, thread, caption)
+                .await
+                .map_err(|e| format!("{} was sent, but the text after it was not: {e}", file.name))?;
         }
         Ok(())
     }

@@ -119,7 +119,10 @@ impl Channel for Account {
             .await
             .map_err(|e| format!("{} was not sent: {e}", file.name))?;
         if !fits {
-            self.send(peer, thread, caption).await?;
+            // The file went: say so, so it is not sent again.
+            self.send(peer, thread, caption)
+                .await
+                .map_err(|e| format!("{} was sent, but the text after it was not: {e}", file.name))?;
         }
         Ok(())
     }

@@ -17,15 +17,14 @@ pub const TEXT_LIMIT: usize = 4096;
 pub const CAPTION_LIMIT: usize = 1024;
 /// The largest photo Telegram takes; a larger picture goes as a document.
 const PHOTO_MAX: usize = 10 << 20;
-/// The largest file a bot may send.
-const FILE_MAX: usize = 50 << 20;
-
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     /// Telegram's `error_code` (the HTTP status), if it answered.
     pub code: Option<u16>,
     pub description: String,
+    /// The request never reached Telegram (the connection was not made).
+    pub not_sent: bool,
 }
 
 impl std::fmt::Display for ApiError {
@@ -78,17 +77,8 @@ impl Api {
     /// Calls `method`, retrying as the policy says ([`super::super::with_retries`]); `Ok` is
     /// Telegram's `result`.
     pub async fn call(&self, method: &str, params: &Value, timeout: Duration) -> Result<Value, ApiError> {
-        self.call_with(method, timeout, |request| request.json(params)).await
-    }
-
-    /// Calls `method` with the body `body` puts on each attempt's request.
-    async fn call_with(
-        &self,
-        method: &str,
-        timeout: Duration,
-        body: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
-    ) -> Result<Value, ApiError> {
         let retryable = |e: &ApiError| e.code.is_none_or(|code| code == 429 || code >= 500);
+        let body = |request: reqwest::RequestBuilder| request.json(params);
         super::super::with_retries(|| self.once(method, timeout, &body), retryable).await
     }
 
@@ -109,7 +99,7 @@ impl Api {
                 description.push_str(&format!(": {cause}"));
                 source = cause.source();
             }
-            (ApiError { code: None, description }, None)
+            (ApiError { code: None, description, not_sent: e.is_connect() }, None)
         })?;
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap_or_else(|_| json!({"ok": false, "description": "not JSON"}));
@@ -119,7 +109,7 @@ impl Api {
         let code = body["error_code"].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or(status);
         let description = body["description"].as_str().unwrap_or("no description").to_owned();
         let retry_after = body["parameters"]["retry_after"].as_u64().map(Duration::from_secs);
-        Err((ApiError { code: Some(code), description }, retry_after))
+        Err((ApiError { code: Some(code), description, not_sent: false }, retry_after))
     }
 
     /// The bot's own username (for mentions in groups).
@@ -172,17 +162,16 @@ impl Api {
         file: &ChatFile,
         caption: &str,
     ) -> Result<i64, ApiError> {
-        if file.bytes.len() > FILE_MAX {
-            let description = format!("{} is larger than 50 MB, the most a bot may send", file.name);
-            return Err(ApiError { code: Some(413), description });
-        }
         let photo =
             matches!(file.mime.as_str(), "image/jpeg" | "image/png" | "image/webp") && file.bytes.len() <= PHOTO_MAX;
         let timeout = Duration::from_secs(120);
         let upload = |method: &'static str, html: bool| {
             let field = if method == "sendPhoto" { "photo" } else { "document" };
             let text = if html { to_html(caption) } else { caption.to_owned() };
-            self.call_with(method, timeout, move |request| {
+            // No idempotency key: retried only where it surely was not posted (a 429, a
+            // connection never made), so a lost answer never posts a file twice.
+            let retryable = |e: &ApiError| e.code == Some(429) || e.not_sent;
+            let body = move |request: reqwest::RequestBuilder| {
                 let mut form = reqwest::multipart::Form::new().text("chat_id", chat.to_owned());
                 if let Some(thread) = thread {
                     form = form.text("message_thread_id", thread.to_owned());
@@ -194,7 +183,8 @@ impl Api {
                     }
                 }
                 request.multipart(form.part(field, super::super::file_part(file)))
-            })
+            };
+            async move { super::super::with_retries(|| self.once(method, timeout, &body), retryable).await }
         };
         let mut method = if photo { "sendPhoto" } else { "sendDocument" };
         let mut html = true;
@@ -205,9 +195,13 @@ impl Api {
                     tracing::debug!(error = %e, "Telegram rejected the caption's markup; sending it plain");
                     html = false;
                 }
-                // A picture Telegram will not take as a photo (its size, its dimensions) goes
-                // as a document.
-                Err(e) if e.code == Some(400) && method == "sendPhoto" => {
+                // A picture Telegram will not take as a photo (its size, its dimensions, its
+                // contents) goes as a document.
+                Err(e)
+                    if e.code == Some(400)
+                        && method == "sendPhoto"
+                        && (e.description.contains("PHOTO_") || e.description.contains("IMAGE_PROCESS_FAILED")) =>
+                {
                     tracing::debug!(error = %e, "Telegram refused the photo; sending it as a document");
                     method = "sendDocument";
                 }

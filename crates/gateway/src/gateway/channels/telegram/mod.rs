@@ -75,11 +75,15 @@ impl Channel for Bot {
     }
 
     async fn send_file(&self, peer: &str, thread: Option<&str>, file: &ChatFile, caption: &str) -> Result<(), String> {
-        let fits = caption.chars().count() <= bot_api::CAPTION_LIMIT;
+        // Telegram counts in UTF-16 units (after its markup is taken out: the Markdown is longer).
+        let fits = caption.encode_utf16().count() <= bot_api::CAPTION_LIMIT;
         let with = if fits { caption } else { "" };
         self.api.send_file(peer, thread, file, with).await.map_err(|e| e.to_string())?;
         if !fits {
-            self.send(peer, thread, caption).await?;
+            // The file went: say so, so it is not sent again.
+            self.send(peer, thread, caption)
+                .await
+                .map_err(|e| format!("{} was sent, but the text after it was not: {e}", file.name))?;
         }
         Ok(())
     }
