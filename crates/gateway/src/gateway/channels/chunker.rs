@@ -34,6 +34,18 @@ pub struct Chunker {
     reopen: Option<String>,
 }
 
+/// `text` as messages of at most `limit` characters (as it is, if it fits): for what was not
+/// cut as it streamed (a question, a command's answer, `send`).
+pub fn cut(text: &str, limit: usize) -> Vec<String> {
+    if text.chars().count() <= limit {
+        return vec![text.to_owned()];
+    }
+    let mut chunker = Chunker::new(Limits::new(limit, limit, limit));
+    let mut pieces = chunker.push(text);
+    pieces.extend(chunker.finish());
+    pieces
+}
+
 impl Chunker {
     pub fn new(limits: Limits) -> Self {
         Self { limits, buf: String::new(), reopen: None }

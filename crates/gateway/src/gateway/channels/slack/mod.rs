@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::Host;
 use super::access::Pairings;
-use super::chunker::{Chunker, Limits};
 use super::inbox::{Channel, Inbox};
 use super::kept::Kept;
 use super::policy::SessionPrefs;
@@ -79,14 +78,7 @@ impl Channel for Account {
         if let Some(thread) = thread {
             self.in_thread(&channel, thread);
         }
-        // What was not cut already (a question, a command's answer, `send`) is cut here.
-        let mut pieces = vec![text.to_owned()];
-        if text.chars().count() > TEXT_LIMIT {
-            let mut chunker = Chunker::new(Limits::new(TEXT_LIMIT, TEXT_LIMIT, TEXT_LIMIT));
-            pieces = chunker.push(text);
-            pieces.extend(chunker.finish());
-        }
-        for piece in pieces {
+        for piece in super::chunker::cut(text, TEXT_LIMIT) {
             let ts =
                 self.api.post_message(&channel, thread, &mrkdwn::to_mrkdwn(&piece)).await.map_err(|e| e.to_string())?;
             if thread.is_none() {
