@@ -36,10 +36,7 @@ enum Command {
     #[command(about = RUN_ABOUT, after_help = RUN_HELP)]
     Run(RunArgs),
     /// Stored sessions: list, show, export, delete.
-    Sessions {
-        #[command(subcommand)]
-        command: acp::cli::sessions::SessionsCommand,
-    },
+    Sessions(acp::cli::sessions::SessionsArgs),
     /// A long-lived gateway: OpenClaw's gateway protocol over WebSocket, and a web chat.
     Gateway(acp::cli::gateway::GatewayArgs),
     /// MCP servers in config.toml: list them, or test one (connect, list its tools, exit).
@@ -204,7 +201,7 @@ fn main() -> ExitCode {
     init_tracing(cli.verbose, quiet);
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
-        Some(Command::Sessions { command }) => return acp::cli::sessions::sessions(command),
+        Some(Command::Sessions(args)) => return acp::cli::sessions::sessions(args),
         Some(Command::Mcp { command }) => return acp::cli::mcp::mcp(command),
         Some(Command::Memory { command }) => return acp::cli::memory::memory(command),
         Some(Command::Pairing { command, target }) => return acp::cli::pairing::pairing(command, &target),

@@ -32,6 +32,12 @@ pub struct GatewayArgs {
     /// The directory sessions work in (default `[gateway] workspace`, else the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Keep sessions in this PostgreSQL database, shared with other gateways
+    /// (`postgres://user@host:port/db`; docs/scaling.md). Else $ACP_GATEWAY_STORE, else
+    /// `[gateway] store`; without one, SQLite under $ACP_HOME. A password here is visible in the
+    /// process list: prefer the environment or config.toml.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
@@ -125,7 +131,36 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         }
         runs.idle = std::time::Duration::from_secs_f64((minutes * 60.0).min(1e9));
     }
-    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections, runs })
+    let store = match args.store {
+        Some(url) => {
+            if url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split_once('@'))
+                .is_some_and(|(user, _)| user.contains(':'))
+            {
+                tracing::warn!(
+                    "--store with a password is visible to every local user in the process list; \
+                     use ACP_GATEWAY_STORE or [gateway] store"
+                );
+            }
+            Some(url)
+        }
+        None => std::env::var("ACP_GATEWAY_STORE").ok().or_else(|| config.gateway.store.clone()),
+    };
+    let store = store.filter(|s| !s.trim().is_empty());
+    if let Some(url) = &store
+        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    {
+        return Err(format!(
+            "--store: `{url}` is not a postgres:// URL (the only shared store; without one, sessions are kept under $ACP_HOME)"
+        ));
+    }
+    let store_lease = match config.gateway.store_lease_secs {
+        None => crate::store::postgres::LEASE,
+        Some(secs) if secs.is_finite() && (1.0..=3600.0).contains(&secs) => std::time::Duration::from_secs_f64(secs),
+        Some(secs) => return Err(format!("[gateway] store_lease_secs = {secs}: give 1 to 3600 seconds")),
+    };
+    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections, runs, store, store_lease })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {

@@ -5,8 +5,21 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use crate::config::Config;
+use crate::store::backend::{SessionStore, Sqlite};
 use crate::store::{Cursor, Store, export};
+
+#[derive(clap::Args, Debug)]
+pub struct SessionsArgs {
+    /// The PostgreSQL store gateways share (`postgres://user@host/db`), else $ACP_GATEWAY_STORE;
+    /// without one, the sessions under $ACP_HOME.
+    #[arg(long, value_name = "URL", global = true)]
+    pub store: Option<String>,
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
 
 #[derive(clap::Subcommand, Debug)]
 pub enum SessionsCommand {
@@ -54,8 +67,13 @@ pub enum ExportFormat {
 }
 
 /// `acp sessions …`: output on stdout, problems on stderr with exit code 1.
-pub fn sessions(command: SessionsCommand) -> ExitCode {
-    match run_sessions(command) {
+pub fn sessions(args: SessionsArgs) -> ExitCode {
+    let ran = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+        .and_then(|rt| rt.block_on(run_sessions(args)));
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         // `acp sessions list | head` closing the pipe early is not an error.
         Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
@@ -68,14 +86,19 @@ pub fn sessions(command: SessionsCommand) -> ExitCode {
     }
 }
 
-fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Error>> {
+async fn run_sessions(args: SessionsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::load();
-    let store = Store::open(&config.home)?;
-    let mut out = std::io::stdout().lock();
-    let find = |id: &str| -> Result<_, Box<dyn std::error::Error>> {
-        store.read_session(id)?.ok_or_else(|| format!("no session `{id}` in {}", config.home.display()).into())
+    let url = args.store.or_else(|| std::env::var("ACP_GATEWAY_STORE").ok()).filter(|u| !u.trim().is_empty());
+    let store: Arc<dyn SessionStore> = match url {
+        Some(url) => Arc::new(crate::store::postgres::Postgres::connect(&url).await?),
+        None => Arc::new(Sqlite(Arc::new(Store::open(&config.home)?))),
     };
-    match command {
+    let place = store.describe();
+    let mut out = std::io::stdout().lock();
+    let find = async |id: &str| -> Result<_, Box<dyn std::error::Error>> {
+        store.read_session(id.to_owned()).await?.ok_or_else(|| format!("no session `{id}` in {place}").into())
+    };
+    match args.command {
         SessionsCommand::List { cwd, agent, limit, json } => {
             let agent = agent.map(|a| a.trim().to_lowercase());
             if let Some(a) = &agent
@@ -89,7 +112,7 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
             let mut cursor: Option<Cursor> = None;
             while rows.len() < limit {
                 let want = if agent.is_some() { 500 } else { (limit - rows.len()).min(500) };
-                let (page, next) = store.list(cwd.as_deref(), cursor.as_ref(), want)?;
+                let (page, next) = store.list(cwd.clone(), cursor.take(), want).await?;
                 rows.extend(page.into_iter().filter(|r| theirs(&r.id)));
                 rows.truncate(limit);
                 match next {
@@ -126,12 +149,12 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
             }
         }
         SessionsCommand::Show { id } => {
-            let (row, replay) = find(&id)?;
+            let (row, replay) = find(&id).await?;
             write!(out, "{}", export::to_markdown(&row, &replay))?;
-            writeln!(out, "\n---\nTranscript: {}", store.transcript_path(&id).display())?;
+            writeln!(out, "\n---\nTranscript: {}", store.location(&id))?;
         }
         SessionsCommand::Export { id, format, output } => {
-            let (row, replay) = find(&id)?;
+            let (row, replay) = find(&id).await?;
             let text = match format {
                 ExportFormat::Md => export::to_markdown(&row, &replay),
                 ExportFormat::Json => format!("{:#}\n", export::to_json(&row, &replay)),
@@ -143,10 +166,10 @@ fn run_sessions(command: SessionsCommand) -> Result<(), Box<dyn std::error::Erro
         }
         SessionsCommand::Delete { id } => {
             // As `session/delete`: deleting what is not there succeeds (scripts may delete twice).
-            if !crate::store::valid_id(&id) || store.get(&id)?.is_none() {
-                writeln!(out, "No session `{id}` in {}; nothing to delete.", config.home.display())?;
+            if !crate::store::valid_id(&id) || store.get(id.clone()).await?.is_none() {
+                writeln!(out, "No session `{id}` in {place}; nothing to delete.")?;
             } else {
-                store.delete_if_closed(&id)?;
+                store.delete_if_closed(id.clone()).await?;
                 writeln!(out, "Deleted {id}.")?;
             }
         }

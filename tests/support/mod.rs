@@ -8,6 +8,7 @@ pub mod gateway;
 pub mod golden;
 pub mod mock_model;
 pub mod openclaw;
+pub mod postgres;
 pub mod pty;
 pub mod script;
 pub mod slack;

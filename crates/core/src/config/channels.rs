@@ -431,4 +431,10 @@ pub struct GatewayConfig {
     pub max_open_sessions: Option<usize>,
     /// Minutes a session with nothing to do stays open (default 30).
     pub idle_session_minutes: Option<f64>,
+    /// The PostgreSQL database gateways on several hosts share (`postgres://user:password@host/db`);
+    /// without one, sessions are kept under `$ACP_HOME`.
+    pub store: Option<String>,
+    /// Seconds a gateway's hold on a session in that store lasts unless renewed (default 15,
+    /// renewed every third of it): how long a dead gateway's sessions wait to move.
+    pub store_lease_secs: Option<f64>,
 }

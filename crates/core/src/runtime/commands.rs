@@ -597,8 +597,8 @@ fn fill(session: &Session) -> String {
 
 fn status(session: &Session) -> String {
     let s = &session.settings;
-    let transcript = match session.log.path() {
-        Some(path) => format!("`{}`", path.display()),
+    let transcript = match session.log.location() {
+        Some(location) => location,
         None => "not saved (the session store is unavailable; see the log)".into(),
     };
     format!(

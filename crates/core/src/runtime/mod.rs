@@ -39,6 +39,11 @@ pub use crate::history::input::{UserBlock, plain_text};
 pub use crate::history::replay::Shown;
 pub use crate::providers::Usage;
 pub use crate::settings::ReasoningEffort;
+/// The session store behind its trait (the gateway keeps its cron jobs and idempotency keys there).
+pub mod store {
+    pub use crate::store::backend::{CronEnd, CronRuns, SessionStore, StoreFuture};
+    pub use crate::store::postgres::Postgres;
+}
 pub use crate::tools::host;
 pub use crate::tools::kind::describe_foreign;
 pub use crate::tools::media;

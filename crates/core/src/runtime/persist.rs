@@ -11,9 +11,8 @@
 //! then ([`SessionLog::unindexed`]). The session stores that row before it answers or changes
 //! anything ([`SessionLog::indexed`]): only its first model turn goes ahead.
 
-use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::event::new_message_id;
 use super::event::{EventKind, SessionId, TurnOutcome};
@@ -21,9 +20,9 @@ use super::shared::Shared;
 use crate::history::Journal;
 use crate::history::input::UserBlock;
 use crate::history::record::Record;
-use crate::store::transcript::{Live, Transcript};
-use crate::store::{SessionRow, Store, now_ms};
-use crate::sync::lock;
+use crate::store::backend::SessionStore;
+use crate::store::transcript::{IndexUpdate, Live, Transcript};
+use crate::store::{SessionRow, now_ms};
 
 use super::settings::SessionSettings;
 
@@ -34,7 +33,7 @@ pub(crate) struct SessionLog {
     shared: Arc<Shared>,
     /// The index row of a new session, not stored yet (held while it is stored, so no update of
     /// the index overtakes it).
-    unindexed: Mutex<Option<SessionRow>>,
+    unindexed: tokio::sync::Mutex<Option<SessionRow>>,
     /// Whether storing that row has been started.
     indexing: AtomicBool,
 }
@@ -55,7 +54,7 @@ impl Journal for SessionLog {
 
 impl SessionLog {
     pub(crate) fn new(id: SessionId, transcript: Option<Arc<Transcript>>, shared: Arc<Shared>) -> Self {
-        Self { id, transcript, shared, unindexed: Mutex::new(None), indexing: AtomicBool::new(false) }
+        Self { id, transcript, shared, unindexed: tokio::sync::Mutex::new(None), indexing: AtomicBool::new(false) }
     }
 
     /// The log of a new session whose index `row` is stored later: in the background once the
@@ -66,7 +65,7 @@ impl SessionLog {
             id,
             transcript: Some(transcript),
             shared,
-            unindexed: Mutex::new(Some(row)),
+            unindexed: tokio::sync::Mutex::new(Some(row)),
             indexing: AtomicBool::new(false),
         }
     }
@@ -80,14 +79,14 @@ impl SessionLog {
         let log = self.clone();
         tokio::spawn(async move {
             if let Ok(store) = log.shared.store().await {
-                drop(tokio::task::spawn_blocking(move || log.store_row(&store)));
+                log.store_row(&*store).await;
             }
         });
     }
 
-    /// Whether the session's index row waits to be stored.
+    /// Whether the session's index row waits to be stored (or is being stored).
     fn row_waits(&self) -> bool {
-        lock(&self.unindexed).is_some()
+        self.unindexed.try_lock().map_or(true, |row| row.is_some())
     }
 
     /// Stores the session's index row if it waits still; returns once it is stored (or cannot
@@ -97,20 +96,21 @@ impl SessionLog {
             return;
         }
         match self.shared.store().await {
-            Ok(store) => self.store_row(&store),
+            Ok(store) => self.store_row(&*store).await,
             Err(e) => {
-                if lock(&self.unindexed).take().is_some() {
+                if self.unindexed.lock().await.take().is_some() {
                     tracing::warn!(session = %self.id, error = %e, "the session store would not open; the session is not listed");
                 }
             }
         }
     }
 
-    /// Stores the waiting index row, if any.
-    fn store_row(&self, store: &Store) {
-        let mut unindexed = lock(&self.unindexed);
+    /// Stores the waiting index row, if any (holding it meanwhile, so no update of the index
+    /// overtakes it).
+    async fn store_row(&self, store: &dyn SessionStore) {
+        let mut unindexed = self.unindexed.lock().await;
         let Some(row) = unindexed.take() else { return };
-        if let Err(e) = store.index_new(&row) {
+        if let Err(e) = store.index_new(row).await {
             tracing::warn!(session = %self.id, error = %e, "could not list the session in the index");
         }
     }
@@ -120,25 +120,30 @@ impl SessionLog {
         self.transcript.is_some()
     }
 
-    /// Where the transcript is, if the session is saved.
-    pub(crate) fn path(&self) -> Option<&Path> {
-        self.transcript.as_deref().map(Transcript::path)
+    /// Where the transcript is kept, if the session is saved.
+    pub(crate) fn location(&self) -> Option<String> {
+        self.transcript.as_deref().map(Transcript::location)
     }
 
-    /// Runs `update` on the index, if the session is saved and the store is open; a failure is
-    /// logged (the transcript, which holds the truth, is unaffected).
-    fn index(
-        &self,
-        what: &str,
-        update: impl FnOnce(&crate::store::Store, &str) -> Result<(), crate::store::StoreError>,
-    ) {
-        if self.transcript.is_none() {
+    /// Applies `update` to the index, if the session is saved and the store is open: in order
+    /// with the transcript where the store keeps them so, else at once. A failure is logged (the
+    /// transcript, which holds the truth, is unaffected).
+    fn index(&self, what: &str, update: IndexUpdate) {
+        let Some(t) = &self.transcript else { return };
+        if t.index(&update) {
             return;
         }
+        // The actor awaits `indexed` before anything that updates the row.
         let Some(store) = self.shared.store_if_open() else { return };
-        self.store_row(&store);
-        if let Err(e) = update(&store, &self.id) {
+        if let Err(e) = store.update(&self.id, &update) {
             tracing::warn!(session = %self.id, error = %e, "could not {what}");
+        }
+    }
+
+    /// Returns once everything saved so far is stored (a database's writer may lag a little).
+    pub(crate) async fn synced(&self) {
+        if let Some(t) = &self.transcript {
+            t.synced().await;
         }
     }
 
@@ -208,28 +213,29 @@ impl SessionLog {
             TurnOutcome::Failed { error, usage } => (None, Some(error.message.clone()), *usage),
         };
         self.record(&Record::End { turn: seq, stop, error, usage, context, model, interrupted: false, at: now_ms() });
-        // Inline: one small write (WAL, no fsync), in order with the others.
-        self.index("update the session index", |store, id| {
-            store.finish_turn(id, usage.input, usage.output, context, title, prompted)
-        });
+        let title = title.map(str::to_owned);
+        let update = IndexUpdate::TurnEnded { input: usage.input, output: usage.output, context, title, prompted };
+        self.index("update the session index", update);
     }
 
     /// The session's settings changed.
     pub(crate) fn settings(&self, s: &SessionSettings) {
         self.record(&Record::Settings { model: s.model.to_string(), mode: s.mode, reasoning: s.reasoning });
-        let reasoning = s.reasoning.map(|r| r.as_str());
-        self.index("update the session index", |store, id| {
-            store.update_settings(id, &s.model.to_string(), s.mode.id(), reasoning)
-        });
+        let update = IndexUpdate::Settings {
+            model: s.model.to_string(),
+            mode: s.mode.id().to_owned(),
+            reasoning: s.reasoning.map(|r| r.as_str().to_owned()),
+        };
+        self.index("update the session index", update);
     }
 
     pub(crate) fn title(&self, title: &str) {
-        self.index("save the session title", |store, id| store.set_title(id, title));
+        self.index("save the session title", IndexUpdate::Title(title.to_owned()));
     }
 
     /// The model answered for the first time: the session is listed from now on.
     pub(crate) fn prompted(&self) {
-        self.index("update the session index", |store, id| store.mark_prompted(id));
+        self.index("update the session index", IndexUpdate::Prompted);
     }
 }
 

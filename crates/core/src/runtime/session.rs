@@ -221,7 +221,7 @@ impl Actor {
                 Wake::Done(done) => {
                     if let Some(r) = running.take() {
                         self.session.log.indexed().await;
-                        self.finish(r, *done);
+                        self.finish(r, *done).await;
                     }
                     continue;
                 }
@@ -282,7 +282,7 @@ impl Actor {
                     self.cancel_all(running.as_ref());
                     if let Some(mut r) = running.take() {
                         let done = (&mut r.task).await;
-                        self.finish(r, done);
+                        self.finish(r, done).await;
                     }
                     for turn in std::mem::take(&mut self.cancelled) {
                         self.end_cancelled(turn);
@@ -415,7 +415,7 @@ impl Actor {
         Some(Running { turn, seq, cancel, task, model: true })
     }
 
-    fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
+    async fn finish(&mut self, r: Running, done: Result<TurnResult, JoinError>) {
         self.steers.refuse_all();
         let session = &mut self.session;
         let (outcome, context, model) = match done {
@@ -438,7 +438,10 @@ impl Actor {
                 (TurnOutcome::Failed { error, usage: Usage::default() }, None, None)
             }
         };
-        self.end_turn(r.turn, r.seq, outcome, context, model);
+        self.record_end(r.seq, outcome.clone(), context, model);
+        // A client told the turn ended finds all of it stored, on any gateway.
+        self.session.log.synced().await;
+        self.ended(r.turn, outcome);
         for turn in std::mem::take(&mut self.cancelled) {
             self.end_cancelled(turn);
         }
@@ -450,6 +453,12 @@ impl Actor {
     /// Records the end of a turn (before telling the surface, so an answered prompt is on disk).
     /// `model`: the model that answered, when the turn asked one.
     fn end_turn(&mut self, turn: TurnId, seq: u64, outcome: TurnOutcome, context: Option<u64>, model: Option<String>) {
+        self.record_end(seq, outcome.clone(), context, model);
+        self.ended(turn, outcome);
+    }
+
+    /// Records the end of turn `seq`: its usage, and its end in the transcript and the index.
+    fn record_end(&mut self, seq: u64, outcome: TurnOutcome, context: Option<u64>, model: Option<String>) {
         let usage = match &outcome {
             TurnOutcome::Stopped { usage, .. } | TurnOutcome::Failed { usage, .. } => *usage,
         };
@@ -459,7 +468,6 @@ impl Actor {
         }
         let Unsaved { title, prompted } = std::mem::take(&mut self.session.unsaved);
         self.session.log.turn_ended(seq, &outcome, context, model, title.as_deref(), prompted);
-        self.ended(turn, outcome);
     }
 
     /// The end of a turn: the last event of it, then the outcome to whoever sent the prompt.

@@ -13,6 +13,7 @@ use super::handle::SessionHandle;
 use super::head_start::Head;
 use crate::config::{Config, ConfigCell};
 use crate::http::build_http;
+use crate::store::backend::{SessionStore, Sqlite};
 use crate::store::{Store, StoreError, now_ms};
 use crate::sync::lock;
 use crate::tools::host::AnyHost;
@@ -26,7 +27,7 @@ pub(crate) struct Shared {
     pub(super) sink: Arc<dyn EventSink>,
     pub(super) host: Arc<dyn AnyHost>,
     pub(super) next_turn: AtomicU64,
-    pub(super) store: OnceCell<Result<Arc<Store>, StoreError>>,
+    pub(super) store: OnceCell<Result<Arc<dyn SessionStore>, StoreError>>,
     /// What a client that opens one session straight away had begun ([`HeadStart`]).
     pub(super) head: Head,
     /// Which surface creates sessions (`acp`, `run`, `gateway`, …), kept in the index.
@@ -65,18 +66,20 @@ const UNPROMPTED_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
 const SWEEP_AFTER: Duration = Duration::from_secs(5);
 
 impl Shared {
-    /// The session store, opened on first use (off the async thread).
-    pub(crate) async fn store(&self) -> Result<Arc<Store>, StoreError> {
+    /// The session store, opened on first use (off the async thread): SQLite under `$ACP_HOME`
+    /// unless the surface gave another ([`Runtime::with_store`]).
+    pub(crate) async fn store(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
         self.store
             .get_or_init(|| async {
+                let sqlite = |store: Store| -> Arc<dyn SessionStore> { Arc::new(Sqlite(Arc::new(store))) };
                 if let Some(opened) = self.head.take_opening() {
                     let opened =
                         opened.await.unwrap_or_else(|_| Err(StoreError("opening the session store failed".into())));
-                    return opened.map(Arc::new);
+                    return opened.map(sqlite);
                 }
                 let home = self.config().home.clone();
                 let opened = match tokio::task::spawn_blocking(move || Store::open(&home)).await {
-                    Ok(opened) => opened.map(Arc::new),
+                    Ok(opened) => opened.map(sqlite),
                     Err(e) => Err(StoreError(format!("opening the session store failed: {e}"))),
                 };
                 // Opened on demand, the store was not swept ahead (see `Runtime::open_store`).
@@ -93,7 +96,7 @@ impl Shared {
     }
 
     /// The store, if it is open already.
-    pub(crate) fn store_if_open(&self) -> Option<Arc<Store>> {
+    pub(crate) fn store_if_open(&self) -> Option<Arc<dyn SessionStore>> {
         self.store.get().and_then(|r| r.as_ref().ok()).cloned()
     }
 
@@ -215,15 +218,14 @@ impl std::fmt::Debug for Runtime {
 }
 
 /// Sweeps `store` of unused sessions [`SWEEP_AFTER`] from now, in the background.
-pub(super) fn sweep_later(store: Arc<Store>) {
+pub(super) fn sweep_later(store: Arc<dyn SessionStore>) {
     tokio::spawn(async move {
         tokio::time::sleep(SWEEP_AFTER).await;
         let before = now_ms().saturating_sub(UNPROMPTED_KEPT_MS);
-        match tokio::task::spawn_blocking(move || store.sweep_unprompted(before)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::debug!(removed = n, "removed sessions that were never prompted"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not sweep unused sessions"),
-            Err(e) => tracing::warn!(error = %e, "sweeping unused sessions failed"),
+        match store.sweep_unprompted(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(removed = n, "removed sessions that were never prompted"),
+            Err(e) => tracing::warn!(error = %e, "could not sweep unused sessions"),
         }
     });
 }

@@ -52,6 +52,13 @@ impl Runtime {
         self
     }
 
+    /// Keeps sessions in `store` rather than SQLite under `$ACP_HOME` (`acp gateway --store
+    /// postgres://…`); call before any session is opened.
+    pub fn with_store(self, store: Arc<dyn crate::store::backend::SessionStore>) -> Self {
+        let _ = self.shared.store.set(Ok(store));
+        self
+    }
+
     /// Begins what `start` says (a client that opens one session straight away); call before
     /// any session is opened.
     pub fn with_head_start(mut self, start: HeadStart) -> Self {
@@ -165,15 +172,17 @@ impl Runtime {
     /// the same opening), then sweeps it once. Not with the store opened on demand
     /// ([`HeadStart::Fresh`]): it is swept once it opens.
     pub fn open_store(&self) {
-        if self.shared.store.initialized() || self.shared.head.store_on_demand() {
+        if self.shared.head.store_on_demand() {
             return;
         }
-        let shared = self.shared.clone();
-        tokio::spawn(async move {
-            if let Err(e) = shared.store().await {
-                tracing::warn!(error = %e, "the session store cannot be opened; sessions will not be saved");
-            }
-        });
+        if !self.shared.store.initialized() {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = shared.store().await {
+                    tracing::warn!(error = %e, "the session store cannot be opened; sessions will not be saved");
+                }
+            });
+        }
         self.sweep();
     }
 

@@ -17,8 +17,9 @@ use crate::history::record::Record;
 use crate::history::replay::Shown;
 use crate::history::replay::StoredSettings;
 use crate::settings::ReasoningEffort;
-use crate::store::transcript::{self, Transcript};
-use crate::store::{Cursor, SessionRow, StoreError, now_ms};
+use crate::store::backend::SessionStore;
+use crate::store::transcript::IndexUpdate;
+use crate::store::{Cursor, SessionRow, now_ms};
 
 impl Runtime {
     /// Starts a new session, stored (index row and transcript) before this returns, so it can be
@@ -107,10 +108,7 @@ impl Runtime {
             }
         };
         let (row, record) = self.new_row(&id, &settings, parent);
-        let created = tokio::task::spawn_blocking(move || store.create_session(&row, &record))
-            .await
-            .map_err(|e| CreateError::Failed(format!("storing the session failed: {e}")))?;
-        let stored = match created {
+        let stored = match store.create_session(row, record).await {
             Ok(t) => session::Stored::New(Arc::new(t)),
             Err(Stored::Exists) => return Err(CreateError::Exists),
             Err(Stored::Busy(e)) => return Err(CreateError::Busy(e.to_string())),
@@ -138,50 +136,23 @@ impl Runtime {
             return Err(LoadError::NotFound);
         }
         let store = self.shared.store().await.map_err(|e| LoadError::Store(e.to_string()))?;
-        let key = id.to_owned();
-        let (cwd2, dirs2) = (cwd.clone(), additional_dirs.clone());
-        let opened = tokio::task::spawn_blocking(move || -> Result<_, LoadError> {
-            let failed = |e: StoreError| LoadError::Store(e.to_string());
-            let found = store.get(&key).map_err(failed)?;
-            let path = store.transcript_path(&key);
-            let writer = match Transcript::open(&path) {
-                Ok(w) => w,
-                Err(_) if !path.exists() => {
-                    let Some(row) = &found else { return Err(LoadError::NotFound) };
-                    tracing::warn!(session = %key, path = %path.display(), "the session's transcript is missing; it starts empty");
-                    let header = Record::Session { v: crate::history::record::FORMAT_VERSION, id: key.clone(), cwd: row.cwd.clone(), created_at: row.created_at };
-                    Transcript::create(&path, &header).map_err(failed)?
-                }
-                Err(e) => return Err(failed(e)),
-            };
-            let row = match found {
-                Some(row) => row,
-                None => store.index_left_over(&key).map_err(failed)?.ok_or(LoadError::NotFound)?,
-            };
-            // Read after taking the lock: nobody else is writing now.
-            let records = transcript::open_records(&path).map_err(failed)?;
-            let replay = crate::history::replay::replay(records);
-            for record in &replay.repair {
-                writer.record(record);
-            }
-            if (row.cwd != cwd2 || row.additional_dirs != dirs2)
-                && let Err(e) = store.set_workspace(&key, &cwd2, &dirs2)
+        let opened = store
+            .open_session(id.to_owned(), cwd.clone(), additional_dirs.clone())
+            .await
+            .map_err(|e| LoadError::Store(e.to_string()))?;
+        let Some(crate::store::Opened { row, replay, writer }) = opened else { return Err(LoadError::NotFound) };
+        // The index row, in order with the transcript where the store keeps them so.
+        let index = |what: &str, update: IndexUpdate| {
+            if !writer.index(&update)
+                && let Err(e) = store.update(id, &update)
             {
-                tracing::warn!(session = %key, error = %e, "could not record the session's new working directory");
+                tracing::warn!(session = %id, error = %e, "could not {what}");
             }
-            Ok((row, replay, writer))
-        })
-        .await
-        .map_err(|e| LoadError::Store(format!("loading the session failed: {e}")))??;
-        let (row, replay, writer) = opened;
+        };
         let answered =
             replay.conversation.messages().iter().any(|m| matches!(m, crate::providers::Message::Assistant(_)));
-        if answered
-            && !row.prompted
-            && let Some(store) = self.shared.store_if_open()
-            && let Err(e) = store.mark_prompted(id)
-        {
-            tracing::warn!(session = %id, error = %e, "could not update the session index");
+        if answered && !row.prompted {
+            index("update the session index", IndexUpdate::Prompted);
         }
         let config = self.config();
         let stored = replay.settings.clone().unwrap_or(StoredSettings {
@@ -214,11 +185,7 @@ impl Runtime {
                 Shown::User { blocks, .. } => crate::history::input::title_of(blocks).filter(|t| !t.starts_with('/')),
                 _ => None,
             })?;
-            if let Some(store) = self.shared.store_if_open()
-                && let Err(e) = store.set_title(id, &title)
-            {
-                tracing::warn!(session = %id, error = %e, "could not save the session title");
-            }
+            index("save the session title", IndexUpdate::Title(title.clone()));
             Some(title)
         });
         let restored = session::Restored {
@@ -263,10 +230,7 @@ impl Runtime {
             None => None,
         };
         let store = self.shared.store().await.map_err(|e| ListError::Store(e.to_string()))?;
-        let (sessions, next) = tokio::task::spawn_blocking(move || store.list(cwd.as_deref(), after.as_ref(), limit))
-            .await
-            .map_err(|e| ListError::Store(format!("listing sessions failed: {e}")))?
-            .map_err(|e| ListError::Store(e.to_string()))?;
+        let (sessions, next) = store.list(cwd, after, limit).await.map_err(|e| ListError::Store(e.to_string()))?;
         Ok(SessionPage {
             sessions: sessions.into_iter().map(SessionSummary::from).collect(),
             next_cursor: next.map(|c| c.encode()),
@@ -276,105 +240,67 @@ impl Runtime {
     /// Prompted sessions whose id or title holds `search` (any case), most recently updated
     /// first: `limit` after the first `offset`, and how many match in all.
     pub async fn find_sessions(&self, search: &str, offset: u64, limit: u64) -> Result<Found, String> {
-        let search = search.to_owned();
-        let found = self.on_store(move |store| store.find(&search, offset, limit)).await?;
+        let found = self.store().await?.find(search.to_owned(), offset, limit).await.map_err(|e| e.to_string())?;
         Ok(Found { sessions: found.rows.into_iter().map(SessionSummary::from).collect(), total: found.total })
     }
 
     /// Stored session `id`, if it was ever prompted.
     pub async fn session_summary(&self, id: &str) -> Result<Option<SessionSummary>, String> {
-        let id = id.to_owned();
-        Ok(self.on_store(move |store| store.prompted(&id)).await?.map(SessionSummary::from))
+        let found = self.store().await?.prompted(id.to_owned()).await.map_err(|e| e.to_string())?;
+        Ok(found.map(SessionSummary::from))
     }
 
     /// The most recently updated prompted session titled `title`.
     pub async fn session_titled(&self, title: &str) -> Result<Option<SessionSummary>, String> {
-        let title = title.to_owned();
-        Ok(self.on_store(move |store| store.titled(&title)).await?.map(SessionSummary::from))
+        let found = self.store().await?.titled(title.to_owned()).await.map_err(|e| e.to_string())?;
+        Ok(found.map(SessionSummary::from))
     }
 
-    /// Runs `query` on the store, off the async threads (the gateway's cron jobs are kept there).
-    pub async fn on_store<T: Send + 'static>(
-        &self,
-        query: impl FnOnce(&crate::store::Store) -> Result<T, crate::store::StoreError> + Send + 'static,
-    ) -> Result<T, String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || query(&store))
-            .await
-            .map_err(|e| format!("the store query failed: {e}"))?
-            .map_err(|e| e.to_string())
+    /// The session store (the gateway keeps its cron jobs and idempotency keys there too).
+    pub async fn store(&self) -> Result<Arc<dyn SessionStore>, String> {
+        self.shared.store().await.map_err(|e| e.to_string())
     }
 
     /// What a stored session showed, in order, read from its transcript (also while it is open:
     /// a transcript is only appended to). `None`: no such session.
     pub async fn history(&self, id: &str) -> Result<Option<Vec<Shown>>, String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let id = id.to_owned();
-        tokio::task::spawn_blocking(move || store.read_session(&id))
-            .await
-            .map_err(|e| format!("reading the session failed: {e}"))?
-            .map(|found| found.map(|(_, replay)| replay.shown))
-            .map_err(|e| e.to_string())
+        let found = self.store().await?.read_session(id.to_owned()).await.map_err(|e| e.to_string())?;
+        Ok(found.map(|(_, replay)| replay.shown))
     }
 
-    /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open in
-    /// another process is not deleted.
     /// Moves closed session `id` aside to id `to` (its transcript and row): `id` starts afresh.
     pub async fn archive_session(&self, id: &str, to: &str) -> Result<(), String> {
-        let (id, to) = (id.to_owned(), to.to_owned());
-        self.on_store(move |store| store.archive(&id, &to)).await
+        self.store().await?.archive(id.to_owned(), to.to_owned()).await.map_err(|e| e.to_string())
     }
 
-    /// Claims idempotency key `key` for a request on `session` (see [`Store::claim_key`]).
+    /// Claims idempotency key `key` for a request on `session` ([`SessionStore::claim_key`]).
     pub async fn claim_key(&self, key: &str, session: &str) -> Result<Option<crate::store::keys::KeyRecord>, String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let (key, session) = (key.to_owned(), session.to_owned());
-        tokio::task::spawn_blocking(move || store.claim_key(&key, &session))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        self.store().await?.claim_key(key.to_owned(), session.to_owned()).await.map_err(|e| e.to_string())
     }
 
     /// What was recorded of idempotency key `key`.
     pub async fn key(&self, key: &str) -> Result<Option<crate::store::keys::KeyRecord>, String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let key = key.to_owned();
-        tokio::task::spawn_blocking(move || store.key(&key))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        self.store().await?.key(key.to_owned()).await.map_err(|e| e.to_string())
     }
 
     /// Forgets idempotency key `key` (what it asked for failed).
     pub async fn forget_key(&self, key: &str) -> Result<(), String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let key = key.to_owned();
-        tokio::task::spawn_blocking(move || store.forget_key(&key))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        self.store().await?.forget_key(key.to_owned()).await.map_err(|e| e.to_string())
     }
 
     /// Records how what idempotency key `key` asked for ended.
     pub async fn end_key(&self, key: &str, outcome: &impl serde::Serialize) -> Result<(), String> {
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let (key, outcome) = (key.to_owned(), serde_json::to_string(outcome).map_err(|e| e.to_string())?);
-        tokio::task::spawn_blocking(move || store.end_key(&key, &outcome))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        let outcome = serde_json::to_string(outcome).map_err(|e| e.to_string())?;
+        self.store().await?.end_key(key.to_owned(), outcome).await.map_err(|e| e.to_string())
     }
 
+    /// Deletes a stored session (index row and transcript). Unknown ids are fine; a session open
+    /// elsewhere is not deleted.
     pub async fn delete_session(&self, id: &str) -> Result<(), String> {
         if !crate::store::valid_id(id) {
             return Ok(());
         }
-        let store = self.shared.store().await.map_err(|e| e.to_string())?;
-        let id = id.to_owned();
-        tokio::task::spawn_blocking(move || store.delete_if_closed(&id))
-            .await
-            .map_err(|e| format!("deleting the session failed: {e}"))?
-            .map_err(|e| e.to_string())
+        self.store().await?.delete_if_closed(id.to_owned()).await.map_err(|e| e.to_string())
     }
 }
 

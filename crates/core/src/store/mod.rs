@@ -4,11 +4,13 @@
 //! writers (busy timeout), and each transcript has one writer at a time (an exclusive file lock).
 
 mod archive;
+pub mod backend;
 pub mod cron;
 mod error;
 pub mod export;
-mod find;
+pub mod find;
 pub mod keys;
+pub mod postgres;
 mod recover;
 pub mod transcript;
 
@@ -46,6 +48,14 @@ pub struct SessionRow {
     pub origin: String,
     /// Whether the model ever answered in it (listings leave the others out).
     pub prompted: bool,
+}
+
+/// A stored session opened for writing: its row, what its transcript replays to, and the
+/// transcript, held by this process until it is dropped.
+pub struct Opened {
+    pub row: SessionRow,
+    pub replay: crate::history::replay::Replay,
+    pub writer: Transcript,
 }
 
 /// Where a listing goes on from: (updated_at, id) of the last row shown.
@@ -220,7 +230,7 @@ fn transcript_path(home: &Path, id: &str) -> PathBuf {
 }
 
 /// The first record of session `s`'s transcript.
-fn header(s: &SessionRow) -> Record {
+pub(crate) fn header(s: &SessionRow) -> Record {
     Record::Session {
         v: crate::history::record::FORMAT_VERSION,
         id: s.id.clone(),
@@ -402,6 +412,57 @@ impl Store {
         self.create(&row)?;
         tracing::info!(session = id, "indexed a session whose process stopped before listing it");
         Ok(Some(row))
+    }
+
+    /// Applies `update` to session `id`'s row.
+    pub fn apply(&self, id: &str, update: &transcript::IndexUpdate) -> Result<(), StoreError> {
+        use transcript::IndexUpdate as U;
+        match update {
+            U::TurnEnded { input, output, context, title, prompted } => {
+                self.finish_turn(id, *input, *output, *context, title.as_deref(), *prompted)
+            }
+            U::Settings { model, mode, reasoning } => self.update_settings(id, model, mode, reasoning.as_deref()),
+            U::Title(title) => self.set_title(id, title),
+            U::Prompted => self.mark_prompted(id),
+        }
+    }
+
+    /// Opens stored session `id` for writing (its transcript locked by this process), in `cwd`
+    /// with `dirs` (recorded if they changed). A turn that never ended is closed first (see
+    /// `history::replay`). `None`: no such session.
+    pub fn open_session(&self, id: &str, cwd: &Path, dirs: &[PathBuf]) -> Result<Option<Opened>, StoreError> {
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        let found = self.get(id)?;
+        let path = self.transcript_path(id);
+        let writer = match Transcript::open(&path) {
+            Ok(w) => w,
+            Err(_) if !path.exists() => {
+                let Some(row) = &found else { return Ok(None) };
+                tracing::warn!(session = %id, path = %path.display(), "the session's transcript is missing; it starts empty");
+                Transcript::create(&path, &header(row))?
+            }
+            Err(e) => return Err(e),
+        };
+        let row = match found {
+            Some(row) => row,
+            None => match self.index_left_over(id)? {
+                Some(row) => row,
+                None => return Ok(None),
+            },
+        };
+        // Read after taking the lock: nobody else is writing now.
+        let replay = crate::history::replay::replay(transcript::open_records(&path)?);
+        for record in &replay.repair {
+            writer.record(record);
+        }
+        if (row.cwd != cwd || row.additional_dirs != dirs)
+            && let Err(e) = self.set_workspace(id, cwd, dirs)
+        {
+            tracing::warn!(session = %id, error = %e, "could not record the session's new working directory");
+        }
+        Ok(Some(Opened { row, replay, writer }))
     }
 
     /// The model answered in the session for the first time: listings show it from now on.

@@ -40,6 +40,7 @@ impl crate::history::Journal for Transcript {
 
 /// A transcript open for appending. Shared by a session's actor and its running turn.
 pub struct Transcript {
+    /// The file (empty for rows in a database).
     path: PathBuf,
     inner: Mutex<Inner>,
 }
@@ -51,15 +52,60 @@ impl std::fmt::Debug for Transcript {
 }
 
 struct Inner {
-    file: File,
-    /// The file's length after the last whole line.
-    len: u64,
-    line: Vec<u8>,
+    sink: Sink,
     pending: Option<Pending>,
     /// Tool calls announced and not yet finished, as announced.
     open_calls: HashMap<String, ToolCallState>,
     /// A write failed; reported once.
     failed: bool,
+}
+
+/// Where the records go.
+enum Sink {
+    File(FileSink),
+    /// Rows of a database, written by the session's writer task.
+    Rows(Box<dyn Rows>),
+}
+
+/// A transcript kept as rows of a database (`store/postgres`): records and index updates queued
+/// in order for the session's writer.
+pub trait Rows: Send {
+    /// Queues `records`, in order; an error once the session can no longer be written.
+    fn append(&mut self, records: &[&Record]) -> std::io::Result<()>;
+    /// Queues `update` of the session's row, in order with the records.
+    fn index(&mut self, update: &IndexUpdate);
+    /// Completes once everything queued so far is stored (or cannot be).
+    fn synced(&mut self) -> futures_util::future::BoxFuture<'static, ()>;
+    /// Where the rows are, for people.
+    fn location(&self) -> String;
+}
+
+struct FileSink {
+    file: File,
+    /// The file's length after the last whole line.
+    len: u64,
+    line: Vec<u8>,
+}
+
+/// A change to a session's row in the index, kept in order with its records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexUpdate {
+    /// A turn ended: its tokens, the title if the session has none, and whether the model has
+    /// answered in it.
+    TurnEnded {
+        input: u64,
+        output: u64,
+        context: Option<u64>,
+        title: Option<String>,
+        prompted: bool,
+    },
+    Settings {
+        model: String,
+        mode: String,
+        reasoning: Option<String>,
+    },
+    Title(String),
+    Prompted,
 }
 
 /// Deltas of one message not written yet.
@@ -91,7 +137,7 @@ impl Transcript {
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         lock_file(&file, path)?;
         let t = Self::with(path, file, 0);
-        lock(&t.inner).try_append(records).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        lock(&t.inner).sink.try_append(records).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         Ok(t)
     }
 
@@ -114,21 +160,59 @@ impl Transcript {
     }
 
     fn with(path: &Path, file: File, len: u64) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            inner: Mutex::new(Inner {
-                file,
-                len,
-                line: Vec::with_capacity(4096),
-                pending: None,
-                open_calls: HashMap::new(),
-                failed: false,
-            }),
+        let sink = Sink::File(FileSink { file, len, line: Vec::with_capacity(4096) });
+        Self::over(path.to_path_buf(), sink)
+    }
+
+    /// A transcript kept as rows of a database.
+    pub fn rows(rows: Box<dyn Rows>) -> Self {
+        Self::over(PathBuf::new(), Sink::Rows(rows))
+    }
+
+    fn over(path: PathBuf, sink: Sink) -> Self {
+        Self { path, inner: Mutex::new(Inner { sink, pending: None, open_calls: HashMap::new(), failed: false }) }
+    }
+
+    /// The file (empty for a transcript kept in a database).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where the transcript is kept, for people: its file, or the database's rows.
+    pub fn location(&self) -> String {
+        match &lock(&self.inner).sink {
+            Sink::File(_) => format!("`{}`", self.path.display()),
+            Sink::Rows(rows) => rows.location(),
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Keeps `update` of the session's index row in order with its records, if the transcript's
+    /// store does that (true); else the caller applies it to the index itself.
+    pub fn index(&self, update: &IndexUpdate) -> bool {
+        let mut inner = lock(&self.inner);
+        match &mut inner.sink {
+            Sink::File(_) => false,
+            Sink::Rows(rows) => {
+                rows.index(update);
+                true
+            }
+        }
+    }
+
+    /// Returns once everything recorded so far is stored (at once for a file, written as it
+    /// goes; a database's writer may still be committing).
+    pub async fn synced(&self) {
+        let wait = {
+            let mut inner = lock(&self.inner);
+            inner.write_pending(&self.path);
+            match &mut inner.sink {
+                Sink::File(_) => None,
+                Sink::Rows(rows) => Some(rows.synced()),
+            }
+        };
+        if let Some(wait) = wait {
+            let _ = wait.await;
+        }
     }
 
     /// Empties the transcript and begins it again with `header` (a file left by a process that
@@ -137,9 +221,10 @@ impl Transcript {
         let mut inner = lock(&self.inner);
         inner.pending = None;
         inner.open_calls.clear();
-        inner.file.set_len(0).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))?;
-        inner.len = 0;
-        inner.try_append(&[header]).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))
+        let Sink::File(file) = &mut inner.sink else { return Err(StoreError("not a transcript file".into())) };
+        file.file.set_len(0).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))?;
+        file.len = 0;
+        inner.sink.try_append(&[header]).map_err(|e| StoreError(format!("{}: {e}", self.path.display())))
     }
 
     /// Appends a record (after any pending text).
@@ -210,14 +295,25 @@ impl Inner {
     }
 
     fn append(&mut self, record: &Record, path: &Path) {
-        if let Err(e) = self.try_append(&[record]) {
+        if let Err(e) = self.sink.try_append(&[record]) {
             if !self.failed {
                 tracing::error!(path = %path.display(), error = %e, "could not write to the session transcript");
             }
             self.failed = true;
         }
     }
+}
 
+impl Sink {
+    fn try_append(&mut self, records: &[&Record]) -> std::io::Result<()> {
+        match self {
+            Self::File(file) => file.try_append(records),
+            Self::Rows(rows) => rows.append(records),
+        }
+    }
+}
+
+impl FileSink {
     /// Appends `records`, a line each, in one write.
     fn try_append(&mut self, records: &[&Record]) -> std::io::Result<()> {
         self.line.clear();

@@ -145,24 +145,30 @@ async fn start_run(
             return Err(*e);
         }
     };
-    let handle = match gw.open(key).await {
-        Ok(h) => h,
-        Err(e) => {
-            gw.runs.forget(run_id);
-            return Err(ErrorShape::new(code::UNAVAILABLE, e));
-        }
-    };
-    // Kept in the store too: a retry after a restart finds the run and starts none.
-    match gw.runtime.claim_key(&run_key(run_id), key).await {
-        Ok(None) => {}
+    // Kept in the store too, before the session is opened: a retry after a restart, or on
+    // another gateway of a shared store, finds the run and starts none.
+    let claimed = match gw.runtime.claim_key(&run_key(run_id), key).await {
+        Ok(None) => true,
         Ok(Some(_)) => {
             gw.runs.finish(run_id);
             return Ok(Some("ok"));
         }
         Err(e) => {
-            tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would run again")
+            tracing::warn!(error = %e, "could not record an idempotency key; a retry after a restart would run again");
+            false
         }
-    }
+    };
+    let handle = match gw.open(key).await {
+        Ok(h) => h,
+        Err(e) => {
+            gw.runs.forget(run_id);
+            // Nothing ran: a retry may.
+            if claimed && let Err(e) = gw.runtime.forget_key(&run_key(run_id)).await {
+                tracing::warn!(error = %e, "could not free an idempotency key of a run that never started");
+            }
+            return Err(ErrorShape::new(code::UNAVAILABLE, e));
+        }
+    };
     c.conn.send_text(ok_text(c.id, &first(key)));
     gw.open.driven_by_client(key);
     for op in ops {

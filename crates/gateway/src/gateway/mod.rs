@@ -73,6 +73,11 @@ pub struct Options {
     pub connections: guard::ConnLimits,
     /// What it holds for runs and sessions.
     pub runs: limits::RunLimits,
+    /// The PostgreSQL store it shares with other gateways (`--store`); `None`: SQLite under
+    /// `$ACP_HOME`.
+    pub store: Option<String>,
+    /// How long its hold on a session in that store lasts unless renewed.
+    pub store_lease: Duration,
 }
 
 pub use acp_protocol::gateway::canonical_key;
@@ -124,6 +129,7 @@ impl Gateway {
         browser_token: Option<String>,
         owner_token: Option<String>,
         channels: Arc<channels::Channels>,
+        store: Option<Arc<dyn crate::runtime::store::SessionStore>>,
     ) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let approvals = Arc::new(approvals::Approvals::new(options.approval_timeout));
@@ -136,7 +142,10 @@ impl Gateway {
                 channels: channels.clone(),
                 gateway: me.clone(),
             });
-            let runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
+            let mut runtime = Runtime::new(ConfigCell::new(config), sink, host).with_origin("gateway");
+            if let Some(store) = store {
+                runtime = runtime.with_store(store);
+            }
             Self {
                 runs: Arc::new(runs::Runs::new(runtime.clone(), hub.clone())),
                 runtime,
@@ -590,7 +599,16 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     let owner_token = guard::random_token();
     let home = config.home.clone();
     let channels = Arc::new(channels::Channels::new(pairings.clone(), prefs.clone()));
-    let gateway = Gateway::new(config, &options, browser_token.clone(), Some(owner_token.clone()), channels);
+    let shared = match &options.store {
+        Some(url) => Some(
+            crate::runtime::store::Postgres::connect_with(url, options.store_lease)
+                .await
+                .map_err(|e| format!("the session store: {e}"))?,
+        ),
+        None => None,
+    };
+    let store = shared.clone().map(|pg| Arc::new(pg) as Arc<dyn crate::runtime::store::SessionStore>);
+    let gateway = Gateway::new(config, &options, browser_token.clone(), Some(owner_token.clone()), channels, store);
     let found = discovery::Found { url: discovery::local_url(local), pid: std::process::id(), token: owner_token };
     // Another gateway already serves this $ACP_HOME: local clients keep finding that one.
     let _beacon = match discovery::find(&home) {
@@ -677,6 +695,10 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     sweeper.abort();
     cron.abort();
     gateway.shut_down().await;
+    if let Some(pg) = shared {
+        // What the closed sessions still had to save, and their leases let go for others.
+        pg.close(Duration::from_secs(10)).await;
+    }
     serving.abort();
     Ok(())
 }

@@ -32,6 +32,7 @@ use super::Gateway;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::config::cron::{CronConfig, Missed};
+use crate::runtime::store::{CronEnd, CronRuns, SessionStore, StoreFuture};
 
 pub struct Cron {
     pub book: book::Book,
@@ -207,7 +208,10 @@ impl Cron {
                 let job = me.book.get(&begun.job.id).unwrap_or_else(|| begun.job.clone());
                 let job = serde_json::to_string(&job).unwrap_or_default();
                 let (id, slot, run_id, at) = (begun.job.id.clone(), begun.slot, begun.run_id.clone(), begun.at);
-                gw.runtime.on_store(move |s| s.cron_claim(&id, slot, &run_id, at, &job)).await
+                match gw.runtime.store().await {
+                    Ok(s) => s.cron_claim(id, slot, run_id, at, job).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                }
             };
             match claimed {
                 Ok(true) => {}
@@ -245,10 +249,15 @@ impl Cron {
             .as_ref()
             .filter(|(_, removed)| !removed)
             .map(|(job, _)| serde_json::to_string(job).unwrap_or_default());
-        let (id, run_id, status) = (begun.job.id.clone(), begun.run_id.clone(), entry.status.clone());
-        if let Err(e) =
-            gw.runtime.on_store(move |s| s.cron_finish(&id, &run_id, now, &status, &text, kept.as_deref())).await
-        {
+        let end = CronEnd {
+            id: begun.job.id.clone(),
+            run_id: begun.run_id.clone(),
+            ended_at: now,
+            status: entry.status.clone(),
+            entry: text,
+            job: kept,
+        };
+        if let Err(e) = finish(gw, end).await {
             tracing::error!(job = %begun.job.id, error = %e, "could not record how a cron run ended");
         }
         let job = after.as_ref().map_or_else(|| begun.job.clone(), |(job, _)| job.clone());
@@ -276,7 +285,7 @@ impl Cron {
         // 500 at a time, until none is left (or one cannot be deleted).
         loop {
             let (prefix, before) = (prefix.clone(), before);
-            let old = match gw.runtime.on_store(move |s| s.cron_sessions_before(&prefix, before, 500)).await {
+            let old = match stored(gw.runtime.store().await, |s| s.cron_sessions_before(prefix, before, 500)).await {
                 Ok(old) => old,
                 Err(e) => return tracing::warn!(error = %e, "could not look for old cron sessions"),
             };
@@ -298,7 +307,9 @@ impl Cron {
     /// Loads the jobs, with the restart policy: runs left going are logged as interrupted,
     /// jobs due while the gateway was down run once or skip to their next time.
     async fn load(&self, gw: &Gateway) -> Result<(), String> {
-        let (stored, unfinished) = gw.runtime.on_store(|s| Ok((s.cron_jobs()?, s.cron_unfinished()?))).await?;
+        let store = gw.runtime.store().await?;
+        let stored = store.cron_jobs().await.map_err(|e| e.to_string())?;
+        let unfinished = store.cron_unfinished().await.map_err(|e| e.to_string())?;
         let now = now_ms();
         let mut jobs: Vec<CronJob> = Vec::with_capacity(stored.len());
         for text in stored {
@@ -363,17 +374,14 @@ impl Cron {
             // Missed and run once: due now, for the first slot it missed.
         }
         if !writes.is_empty() || !skipped.is_empty() {
-            gw.runtime
-                .on_store(move |s| {
-                    for [id, run_id, entry, job] in &writes {
-                        s.cron_finish(id, run_id, now, "error", entry, Some(job))?;
-                    }
-                    for (id, entry, job) in &skipped {
-                        s.cron_log(id, &format!("skipped:{id}:{now}"), now, entry, job)?;
-                    }
-                    Ok(())
-                })
-                .await?;
+            for [id, run_id, entry, job] in writes {
+                let end = CronEnd { id, run_id, ended_at: now, status: "error".into(), entry, job: Some(job) };
+                store.cron_finish(end).await.map_err(|e| e.to_string())?;
+            }
+            for (id, entry, job) in skipped {
+                let run_id = format!("skipped:{id}:{now}");
+                store.cron_log(id, run_id, now, entry, job).await.map_err(|e| e.to_string())?;
+            }
         }
         let count = jobs.len();
         self.book.load(jobs);
@@ -519,7 +527,7 @@ impl Cron {
         let _editing = self.edit.lock().await;
         let job = self.book.get(&id).ok_or_else(|| not_found(&id))?;
         let gone = id.clone();
-        gw.runtime.on_store(move |s| s.cron_remove(&gone)).await.map_err(unavailable)?;
+        stored(gw.runtime.store().await, |s| s.cron_remove(gone)).await.map_err(unavailable)?;
         self.book.remove(&id);
         self.changed.notify_one();
         self.event(gw, "removed", &job);
@@ -566,11 +574,8 @@ impl Cron {
         let status = p.status.filter(|s| s != "all");
         let oldest_first = p.sort_dir.as_deref() == Some("asc");
         let (offset, limit) = (p.offset.unwrap_or(0), p.limit.unwrap_or(50));
-        let (entries, total) = gw
-            .runtime
-            .on_store(move |s| s.cron_runs(job.as_deref(), status.as_deref(), oldest_first, offset, limit))
-            .await
-            .map_err(unavailable)?;
+        let query = CronRuns { id: job.clone(), status, oldest_first, offset, limit };
+        let (entries, total) = stored(gw.runtime.store().await, |s| s.cron_runs(query)).await.map_err(unavailable)?;
         // A job neither held nor in the log (an `at` job done and gone keeps its log).
         if let Some(id) =
             p.id.as_deref().or(p.job_id.as_deref()).filter(|_| total == 0 && p.scope.as_deref() != Some("all"))
@@ -645,13 +650,27 @@ impl Cron {
     /// Saves `job`: a new one, or a change of one still stored (else it is not found).
     async fn save(&self, gw: &Gateway, job: &CronJob, new: bool) -> Result<(), ErrorShape> {
         let (id, created, text) = (job.id.clone(), job.created_at_ms, serde_json::to_string(job).unwrap_or_default());
-        let saved = gw
-            .runtime
-            .on_store(
-                move |s| if new { s.cron_put(&id, created, &text).map(|()| true) } else { s.cron_replace(&id, &text) },
-            )
-            .await
-            .map_err(unavailable)?;
+        let store = gw.runtime.store().await.map_err(unavailable)?;
+        let saved = if new {
+            store.cron_put(id, created, text).await.map(|()| true)
+        } else {
+            store.cron_replace(id, text).await
+        };
+        let saved = saved.map_err(unavailable)?;
         if saved { Ok(()) } else { Err(not_found(&job.id)) }
     }
+}
+
+/// Runs `query` on the store, if it opened.
+async fn stored<T>(
+    store: Result<std::sync::Arc<dyn SessionStore>, String>,
+    query: impl for<'a> FnOnce(&'a dyn SessionStore) -> StoreFuture<'a, T>,
+) -> Result<T, String> {
+    let store = store?;
+    query(&*store).await.map_err(|e| e.to_string())
+}
+
+/// Records how a cron run ended.
+async fn finish(gw: &Gateway, end: CronEnd) -> Result<(), String> {
+    stored(gw.runtime.store().await, |s| s.cron_finish(end)).await
 }
