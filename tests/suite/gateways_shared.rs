@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::support::gateway::{Client, Gateway};
 use crate::support::mock_model::MockModel;
 use crate::support::postgres::Postgres;
-use crate::support::script::{endless_text, text};
+use crate::support::script::{endless_text_slowly, text};
 
 /// A gateway on `url` with leases of `lease` seconds.
 fn gateway(mock: &MockModel, url: &str, lease: u32) -> Gateway {
@@ -79,7 +79,7 @@ fn a_killed_gateways_sessions_move_to_another_once_its_lease_lapses() {
     let url = pg.create_db("acp");
     let mock = MockModel::start();
     mock.push(text("anthropic", "First answer."));
-    mock.push(endless_text("Working on it "));
+    mock.push(endless_text_slowly("Working on it ", std::time::Duration::from_millis(10)));
     mock.push(text("anthropic", "Answered on B."));
     let a = gateway(&mock, &url, 2);
     let b = gateway(&mock, &url, 2);
@@ -111,7 +111,8 @@ fn a_killed_gateways_sessions_move_to_another_once_its_lease_lapses() {
         refusals += 1;
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    assert_eq!(final_of(&mut on_b, "m-3")["state"], "final");
+    let three = final_of(&mut on_b, "m-3");
+    assert_eq!(three["state"], "final", "{three}\n{}", b.stderr());
     // The key of the run A never finished, retried on B: not run again.
     let retried = on_b.request("chat.send", json!({"sessionKey": "moving", "message": "two", "idempotencyKey": "m-2"}));
     assert_ne!(retried["payload"]["status"], "started", "{retried}");

@@ -357,6 +357,16 @@ pub fn endless_text(first: &str) -> Reply {
     Reply::sse(format!("{start}{}", delta(first))).forever(delta(&"y".repeat(32 * 1024)))
 }
 
+/// [`endless_text`] at a person's reading pace: after `first`, a word every `every`.
+pub fn endless_text_slowly(first: &str, every: std::time::Duration) -> Reply {
+    let Reply { body, .. } = endless_text(first);
+    let word = event(
+        Some("content_block_delta"),
+        &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "on "}}),
+    );
+    Reply::sse(body).forever(word).delay(every)
+}
+
 /// An OpenAI Chat Completions reply streaming `text` one word per chunk (a gateway that throttles
 /// its deltas then carries the tail only in its final event).
 pub fn chat_words(text: &str) -> Reply {
