@@ -50,10 +50,16 @@ impl Gw {
 
 /// Starts it with `home` as its `$ACP_HOME` (and workspace).
 pub fn start_in(home: tempfile::TempDir, mock: &MockModel) -> Gw {
+    start_in_with(home, mock, &[])
+}
+
+/// [`start_in`], with these arguments besides.
+pub fn start_in_with(home: tempfile::TempDir, mock: &MockModel, extra: &[&str]) -> Gw {
     let t = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["gateway", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(home.path())
+        .args(extra)
         .env_clear()
         .env("ACP_GATEWAY_TOKEN", TOKEN)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
