@@ -35,6 +35,9 @@ pub const LEASE: Duration = Duration::from_secs(15);
 /// How often a process renews the leases it holds.
 pub const RENEW_EVERY: Duration = Duration::from_secs(5);
 
+/// How long opening a session waits for this process's last writer of it to finish.
+const CLOSING_WAIT: Duration = Duration::from_secs(30);
+
 /// Connections a gateway holds at most.
 const POOL_SIZE: usize = 16;
 
@@ -160,6 +163,26 @@ impl Postgres {
         &self.inner.owner
     }
 
+    /// Who holds session `id` now, if another live process does: its owner name and how long
+    /// its lease has still to run.
+    pub async fn holder(&self, id: &str) -> Result<Option<(String, Duration)>, StoreError> {
+        let client = self.inner.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT owner, extract(epoch FROM lease_until - now())::float8 FROM acp_sessions
+                 WHERE id = $1 AND owner IS NOT NULL AND owner <> $2 AND lease_until > now()",
+                &[&id, &self.inner.owner],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(row.map(|r| (r.get(0), Duration::from_secs_f64(r.get::<_, f64>(1).clamp(0.0, 3600.0)))))
+    }
+
+    /// How long a lease lasts unless renewed.
+    pub fn lease(&self) -> Duration {
+        self.inner.lease
+    }
+
     /// Takes (or keeps) lease `name` for this process — the one gateway of several that does
     /// what `name` says (polls a channel's updates). True while it holds it; renewed with the
     /// sessions' leases, taken over by another process once it lapses.
@@ -252,10 +275,29 @@ impl Inner {
     async fn renew(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
         let secs = self.lease_secs();
+        // The sessions this process holds now, and the first epoch it has not given out yet.
+        let (ids, epochs, next): (Vec<String>, Vec<i64>, i64) = {
+            let held = lock(&self.held);
+            let next = self.epochs.load(Ordering::Relaxed);
+            let (ids, epochs) = held.iter().map(|(id, h)| (id.clone(), h.epoch)).unzip();
+            (ids, epochs, next)
+        };
         client
             .execute(
-                "UPDATE acp_sessions SET lease_until = now() + make_interval(secs => $2) WHERE owner = $1",
-                &[&self.owner, &secs],
+                "UPDATE acp_sessions s SET lease_until = now() + make_interval(secs => $2)
+                 FROM unnest($3::text[], $4::bigint[]) AS h (id, epoch)
+                 WHERE s.owner = $1 AND s.id = h.id AND s.epoch = h.epoch",
+                &[&self.owner, &secs, &ids, &epochs],
+            )
+            .await
+            .map_err(pg_err)?;
+        // One left held by this process whose release failed (the database was away when it
+        // closed): let it go now, rather than keep it from the other gateways while this lives.
+        client
+            .execute(
+                "UPDATE acp_sessions SET owner = NULL, lease_until = NULL
+                 WHERE owner = $1 AND epoch < $2 AND NOT (id = ANY($3))",
+                &[&self.owner, &next, &ids],
             )
             .await
             .map_err(pg_err)?;
@@ -291,7 +333,14 @@ impl Inner {
                     }
                 }
             };
-            while wait.changed().await.is_ok() {}
+            // A writer that cannot reach the database holds the session that long at most here.
+            let closed = async { while wait.changed().await.is_ok() {} };
+            if tokio::time::timeout(CLOSING_WAIT, closed).await.is_err() {
+                return Err(StoreError(format!(
+                    "the session `{}` is still being saved here (the store does not answer); try again",
+                    id.escape_debug()
+                )));
+            }
         }
     }
 
