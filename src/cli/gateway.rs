@@ -38,6 +38,12 @@ pub struct GatewayArgs {
     /// process list: prefer the environment or config.toml.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// Join the other gateways of that store through this NATS server (`nats://host:4222`,
+    /// several comma-separated; docs/scaling.md): clients of any gateway see every run, and
+    /// requests for a session another gateway holds go there. Else $ACP_GATEWAY_BUS, else
+    /// `[gateway] bus`.
+    #[arg(long, value_name = "URL")]
+    pub bus: Option<String>,
 }
 
 fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
@@ -160,7 +166,32 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         Some(secs) if secs.is_finite() && (1.0..=3600.0).contains(&secs) => std::time::Duration::from_secs_f64(secs),
         Some(secs) => return Err(format!("[gateway] store_lease_secs = {secs}: give 1 to 3600 seconds")),
     };
-    Ok(Options { listen, token, workspace, approval_timeout, allowed_hosts, connections, runs, store, store_lease })
+    let bus = args
+        .bus
+        .or_else(|| std::env::var("ACP_GATEWAY_BUS").ok())
+        .or_else(|| config.gateway.bus.clone())
+        .filter(|b| !b.trim().is_empty());
+    if let Some(url) = &bus {
+        let schemes = ["nats://", "tls://"];
+        if !url.split(',').all(|u| schemes.iter().any(|s| u.trim().starts_with(s))) {
+            return Err(format!("--bus: `{url}` is not a nats:// (or tls://) URL"));
+        }
+        if store.is_none() {
+            return Err("--bus needs --store: the bus joins gateways that share one PostgreSQL store".into());
+        }
+    }
+    Ok(Options {
+        listen,
+        token,
+        workspace,
+        approval_timeout,
+        allowed_hosts,
+        connections,
+        runs,
+        store,
+        store_lease,
+        bus,
+    })
 }
 
 pub fn gateway(args: GatewayArgs) -> ExitCode {

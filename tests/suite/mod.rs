@@ -21,6 +21,7 @@ mod gateway;
 mod gateway_approvals;
 mod gateway_guard;
 mod gateway_limits;
+mod gateways_bus;
 mod gateways_shared;
 mod golden;
 mod hooks;

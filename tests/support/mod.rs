@@ -7,6 +7,7 @@ pub mod fix_turn;
 pub mod gateway;
 pub mod golden;
 pub mod mock_model;
+pub mod nats;
 pub mod openclaw;
 pub mod postgres;
 pub mod pty;

@@ -367,6 +367,33 @@ pub fn endless_text_slowly(first: &str, every: std::time::Duration) -> Reply {
     Reply::sse(body).forever(word).delay(every)
 }
 
+/// An Anthropic reply streaming `words` one per event, `every` apart, then ending (a reply long
+/// enough to watch from elsewhere, and to cut a bus under).
+pub fn words_slowly(words: &[&str], every: std::time::Duration) -> Reply {
+    let mut s = event(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {"id": "msg_words", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    );
+    s.push_str(&event(
+        Some("content_block_start"),
+        &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ));
+    for word in words {
+        s.push_str(&event(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+        ));
+    }
+    s.push_str(&event(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})));
+    s.push_str(&event(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 20}}),
+    ));
+    s.push_str(&event(Some("message_stop"), &json!({"type": "message_stop"})));
+    Reply::sse(s).delay(every)
+}
+
 /// An OpenAI Chat Completions reply streaming `text` one word per chunk (a gateway that throttles
 /// its deltas then carries the tail only in its final event).
 pub fn chat_words(text: &str) -> Reply {

@@ -437,4 +437,7 @@ pub struct GatewayConfig {
     /// Seconds a gateway's hold on a session in that store lasts unless renewed (default 15,
     /// renewed every third of it): how long a dead gateway's sessions wait to move.
     pub store_lease_secs: Option<f64>,
+    /// The NATS server(s) the gateways of that store share events and requests through
+    /// (`nats://host:4222`).
+    pub bus: Option<String>,
 }

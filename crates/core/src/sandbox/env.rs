@@ -37,7 +37,7 @@ pub const SOCKET_VARS: &[&str] = &[
 
 /// Credentials acp itself reads, whatever their names say.
 pub const OWN_CREDENTIALS: &[&str] =
-    &["ACP_GATEWAY_TOKEN", "ACP_GATEWAY_PASSWORD", "ACP_GATEWAY_STORE", "TELEGRAM_BOT_TOKEN"];
+    &["ACP_GATEWAY_TOKEN", "ACP_GATEWAY_PASSWORD", "ACP_GATEWAY_STORE", "ACP_GATEWAY_BUS", "TELEGRAM_BOT_TOKEN"];
 
 /// Whether a variable's name says it holds a credential: a `_`-separated part that is (or ends
 /// in) TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, APIKEY, or is KEY, AUTH, PAT, COOKIE,

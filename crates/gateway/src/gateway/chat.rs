@@ -207,7 +207,7 @@ async fn start_run(
 }
 
 /// The store's key for run `id`.
-fn run_key(id: &str) -> String {
+pub(super) fn run_key(id: &str) -> String {
     format!("run:{id}")
 }
 
@@ -462,18 +462,18 @@ pub(super) async fn inject(gw: &Gateway, key: &str, message: &str, label: &str) 
     let shown = ChatMessage { stop_reason: Some(stop.into()), ..super::hub::assistant(&text, now_ms()) };
     let run_id = format!("inject-{id}");
     let said = SessionMessage { session_key: key.clone(), run_id: Some(run_id.clone()), message: shown.clone() };
-    gw.hub.to_subscribers(name::SESSION_MESSAGE, &said);
+    gw.hub.to_subscribers(&key, name::SESSION_MESSAGE, &said);
     let event = ChatEvent {
         run_id: run_id.clone(),
         agent_id: crate::config::agents::agent_or_main(&key).to_owned(),
-        session_key: key,
+        session_key: key.clone(),
         seq: 0,
         state: ChatState::Final,
         stop_reason: Some(stop.into()),
         message: Some(shown),
         ..ChatEvent::default()
     };
-    gw.hub.broadcast(name::CHAT, &event, false);
+    gw.hub.session_broadcast(&key, name::CHAT, &event, false, None);
     Ok(Injected { ok: true, message_id: id, run_id })
 }
 

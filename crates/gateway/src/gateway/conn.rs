@@ -281,7 +281,9 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
         let counted = InFlight::count(&in_flight);
         let (gw, conn, client) = (gw.clone(), conn.clone(), client.clone());
         tokio::spawn(async move {
-            super::methods::call(&gw, &conn, &client, request).await;
+            if !super::bus::forward::routed(&gw, &conn, &client, &request).await {
+                super::methods::call(&gw, &conn, &client, request).await;
+            }
             drop(counted);
         });
     }

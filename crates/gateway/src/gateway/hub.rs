@@ -185,12 +185,38 @@ pub enum RunEnd {
 /// How a run ends, as it is watched.
 pub type EndWatch = watch::Receiver<Option<RunEnd>>;
 
+/// Who an event relayed between gateways is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Every connection (a run's `chat` and `agent` events).
+    All,
+    /// The connections subscribed to session events.
+    Subscribers,
+}
+
+/// A session's event, as it goes to the other gateways of a bus: serialised once, without
+/// `seq` (each connection's own is spliced in where it is delivered).
+#[derive(Debug)]
+pub struct Relayed {
+    pub audience: Audience,
+    pub droppable: bool,
+    pub session_key: String,
+    /// The run it belongs to, its number in that run, and whether it is the run's last.
+    pub run: Option<(String, u64, bool)>,
+    pub head: String,
+}
+
 /// Connections and runs.
 #[derive(Default)]
 pub struct Hub {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     runs: Mutex<HashMap<TurnId, Run>>,
     next_conn: AtomicU64,
+    /// Where the sessions' events go for the other gateways (a bus, when there is one).
+    relay: std::sync::OnceLock<mpsc::Sender<Relayed>>,
+    /// How many connections there are, watched by the bus (events from elsewhere are taken
+    /// only while someone is here to see them).
+    watchers: std::sync::OnceLock<watch::Sender<usize>>,
 }
 
 impl Hub {
@@ -199,11 +225,71 @@ impl Hub {
     }
 
     pub fn add(&self, conn: Arc<Conn>) {
-        lock(&self.conns).insert(conn.id, conn);
+        let mut conns = lock(&self.conns);
+        conns.insert(conn.id, conn);
+        if let Some(watchers) = self.watchers.get() {
+            watchers.send_replace(conns.len());
+        }
     }
 
     pub fn remove(&self, id: u64) {
-        lock(&self.conns).remove(&id);
+        let mut conns = lock(&self.conns);
+        conns.remove(&id);
+        if let Some(watchers) = self.watchers.get() {
+            watchers.send_replace(conns.len());
+        }
+    }
+
+    /// Connection `id`, if it is here.
+    pub fn conn(&self, id: u64) -> Option<Arc<Conn>> {
+        lock(&self.conns).get(&id).cloned()
+    }
+
+    /// Sends the sessions' events to `relay` too from now on; the count of connections is
+    /// watched through the receiver.
+    pub fn relay_to(&self, relay: mpsc::Sender<Relayed>) -> watch::Receiver<usize> {
+        let _ = self.relay.set(relay);
+        let watchers = self.watchers.get_or_init(|| watch::channel(0).0);
+        watchers.send_replace(lock(&self.conns).len());
+        watchers.subscribe()
+    }
+
+    /// An event from another gateway's session, to the connections here it is for.
+    pub fn deliver(&self, audience: Audience, droppable: bool, head: String) {
+        let shared = Shared { head };
+        for conn in self.all() {
+            if audience == Audience::All || conn.subscribed.load(Ordering::Relaxed) {
+                conn.shared_event(&shared, droppable);
+            }
+        }
+    }
+
+    /// Hands a session's event to the bus, if there is one. A bus that cannot keep up loses
+    /// deltas (the next one's cumulative text repairs them) and, past that, is told of the loss:
+    /// its watchers read the run's end from the store.
+    fn relay(&self, shared: &Shared, audience: Audience, droppable: bool, key: &str, run: Option<(String, u64, bool)>) {
+        let Some(relay) = self.relay.get() else { return };
+        let relayed = Relayed { audience, droppable, session_key: key.to_owned(), run, head: shared.head.clone() };
+        if relay.try_send(relayed).is_err() {
+            tracing::debug!(session = %key, "the bus is behind; an event for other gateways was dropped");
+        }
+    }
+
+    /// An event of session `key` (of its `run`, if it has one) to every connection, here and
+    /// on the other gateways.
+    pub fn session_broadcast(
+        &self,
+        key: &str,
+        event: &str,
+        payload: &impl Serialize,
+        droppable: bool,
+        run: Option<(String, u64, bool)>,
+    ) {
+        let shared = Shared::new(event, payload, None);
+        for conn in self.all() {
+            conn.shared_event(&shared, droppable);
+        }
+        self.relay(&shared, Audience::All, droppable, key, run);
     }
 
     pub fn count(&self) -> usize {
@@ -245,14 +331,16 @@ impl Hub {
         }
     }
 
-    /// An event to the connections that subscribed to session events.
-    pub fn to_subscribers(&self, event: &str, payload: &impl Serialize) {
+    /// An event of session `key` to the connections that subscribed to session events, here
+    /// and on the other gateways.
+    pub fn to_subscribers(&self, key: &str, event: &str, payload: &impl Serialize) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.subscribed.load(Ordering::Relaxed) {
                 conn.shared_event(&shared, false);
             }
         }
+        self.relay(&shared, Audience::Subscribers, false, key, None);
     }
 
     pub fn close_all(&self, code: u16, reason: &str) {
@@ -322,7 +410,8 @@ impl Hub {
 
     fn agent(&self, turn: TurnId, stream: &str, data: AgentData, droppable: bool) {
         if let Some(event) = self.stamp(turn, |run, seq| agent_event(run, seq, stream, data, now_ms())) {
-            self.broadcast(name::AGENT, &event, droppable);
+            let run = (event.run_id.clone(), event.seq, false);
+            self.session_broadcast(&event.session_key, name::AGENT, &event, droppable, Some(run));
         }
     }
 
@@ -359,8 +448,9 @@ impl Hub {
             (agent_event(run, seq, stream, AgentData::Text(data), now), chat)
         });
         if let Some((agent, chat)) = events {
-            self.broadcast(name::AGENT, &agent, true);
-            self.broadcast(name::CHAT, &chat, true);
+            let run = Some((agent.run_id.clone(), agent.seq, false));
+            self.session_broadcast(&agent.session_key, name::AGENT, &agent, true, run.clone());
+            self.session_broadcast(&chat.session_key, name::CHAT, &chat, true, run);
         }
     }
 
@@ -449,9 +539,10 @@ impl Hub {
                     run_id: Some(event.run_id.clone()),
                     message: message.clone(),
                 };
-                self.to_subscribers(name::SESSION_MESSAGE, &said);
+                self.to_subscribers(&event.session_key, name::SESSION_MESSAGE, &said);
             }
-            self.broadcast(name::CHAT, &event, false);
+            let run = Some((event.run_id.clone(), event.seq, true));
+            self.session_broadcast(&event.session_key, name::CHAT, &event, false, run);
         }
         if let Some(run) = lock(&self.runs).remove(&turn) {
             self.changed(&run.session_key, "run", None);
@@ -467,7 +558,7 @@ impl Hub {
     /// `sessions.changed` to subscribers.
     pub fn changed(&self, key: &str, reason: &str, title: Option<String>) {
         let changed = SessionsChanged { session_key: key.to_owned(), reason: reason.to_owned(), title };
-        self.to_subscribers(name::SESSIONS_CHANGED, &changed);
+        self.to_subscribers(key, name::SESSIONS_CHANGED, &changed);
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod agents;
 mod approvals;
+pub mod bus;
 pub mod channels;
 mod chat;
 mod conn;
@@ -78,6 +79,9 @@ pub struct Options {
     pub store: Option<String>,
     /// How long its hold on a session in that store lasts unless renewed.
     pub store_lease: Duration,
+    /// The NATS server(s) it shares events and requests with the other gateways of that store
+    /// through (`--bus`).
+    pub bus: Option<String>,
 }
 
 pub use acp_protocol::gateway::canonical_key;
@@ -101,6 +105,8 @@ pub struct Gateway {
     approvals: Arc<approvals::Approvals>,
     /// Cron jobs and the heartbeat.
     pub cron: Arc<cron::Cron>,
+    /// The bus to the other gateways of a shared store, once connected.
+    bus: std::sync::OnceLock<Arc<bus::Bus>>,
     /// Itself (what runs after a method has answered holds it).
     me: Weak<Gateway>,
 }
@@ -162,6 +168,7 @@ impl Gateway {
                 channels,
                 approvals,
                 cron,
+                bus: std::sync::OnceLock::new(),
                 me: me.clone(),
             }
         })
@@ -378,7 +385,8 @@ impl Gateway {
             let taken = steered.await;
             if taken {
                 let message = ChatMessage { steered: Some(true), ..ChatMessage::user(text, Some(now_ms())) };
-                hub.to_subscribers(name::SESSION_MESSAGE, &SessionMessage { session_key: key, run_id: None, message });
+                let said = SessionMessage { session_key: key.clone(), run_id: None, message };
+                hub.to_subscribers(&key, name::SESSION_MESSAGE, &said);
             }
             taken
         }
@@ -609,6 +617,15 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     };
     let store = shared.clone().map(|pg| Arc::new(pg) as Arc<dyn crate::runtime::store::SessionStore>);
     let gateway = Gateway::new(config, &options, browser_token.clone(), Some(owner_token.clone()), channels, store);
+    if let Some(url) = &options.bus {
+        let Some(pg) = &shared else {
+            return Err("--bus needs a shared store (--store postgres://…): the bus joins gateways on one store".into());
+        };
+        let bus = bus::Bus::connect(url, pg.clone()).await?;
+        bus.start(&gateway, stop.clone());
+        bus.clone().serve_forwarded(&gateway, stop.clone()).await?;
+        let _ = gateway.bus.set(bus);
+    }
     let found = discovery::Found { url: discovery::local_url(local), pid: std::process::id(), token: owner_token };
     // Another gateway already serves this $ACP_HOME: local clients keep finding that one.
     let _beacon = match discovery::find(&home) {
@@ -695,6 +712,9 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
     sweeper.abort();
     cron.abort();
     gateway.shut_down().await;
+    if let Some(bus) = gateway.bus.get() {
+        bus.flush().await;
+    }
     if let Some(pg) = shared {
         // What the closed sessions still had to save, and their leases let go for others.
         pg.close(Duration::from_secs(10)).await;

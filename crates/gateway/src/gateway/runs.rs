@@ -56,7 +56,7 @@ impl Runs {
         let ended = self.hub.start_run_to(turn, run_id, key, listener);
         let message = ChatMessage::user(crate::runtime::plain_text(&blocks), Some(now_ms()));
         let said = SessionMessage { session_key: key.to_owned(), run_id: Some(run_id.to_owned()), message };
-        self.hub.to_subscribers(name::SESSION_MESSAGE, &said);
+        self.hub.to_subscribers(key, name::SESSION_MESSAGE, &said);
         (turn, ended, handle.prompt_with(turn, blocks, options))
     }
 

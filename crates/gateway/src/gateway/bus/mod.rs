@@ -1,0 +1,307 @@
+//! The bus between gateways that share a PostgreSQL store (docs/scaling.md): NATS. Each
+//! session's events go out on a subject of its own (`<prefix>.ev.<session>`) and reach the
+//! gateways that have clients to show them to: each takes `<prefix>.ev.>` only while someone is
+//! connected to it, and hands what it gets to its clients with their own `seq`. A request for a
+//! session another gateway holds is forwarded to that one (`forward.rs`). A run watched here
+//! and run elsewhere is followed: if its end never arrives (the bus was down, or the gateway
+//! running it died), the end is read from the store and told as the store has it.
+
+pub mod forward;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use acp_protocol::gateway::events::{ChatEvent, ChatState, name};
+use acp_protocol::gateway::methods::RunResult;
+use async_nats::HeaderMap;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::Gateway;
+use super::hub::{Audience, Relayed};
+use crate::clock::now_ms;
+use crate::runtime::store::Postgres;
+use crate::sync::lock;
+
+/// Events waiting to go out on the bus, at most; past it, they are dropped (and a run's end is
+/// read from the store by those who miss it).
+const OUTBOX: usize = 16_384;
+/// How long a run watched here may be silent before the store is asked whether it ended.
+const SILENT: Duration = Duration::from_secs(2);
+/// The subjects' first token, shared by every gateway of one store.
+const PREFIX: &str = "acp";
+
+/// This gateway on the bus.
+pub struct Bus {
+    nats: async_nats::Client,
+    /// Its name on the bus: its name as the store's lease holder, made a subject token.
+    me: String,
+    store: Postgres,
+    /// Runs of other gateways this one's clients watch, by run id.
+    remote: Mutex<HashMap<String, Remote>>,
+}
+
+/// A run going on elsewhere, as followed here.
+struct Remote {
+    session_key: String,
+    /// The gateway running it (its name on the bus).
+    from: String,
+    /// The last number of its events heard.
+    seq: u64,
+    heard: Instant,
+}
+
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus").field("me", &self.me).finish_non_exhaustive()
+    }
+}
+
+/// `text` as one subject token: what NATS gives meaning to (`.`, `*`, `>`, spaces) replaced.
+fn token(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':') { c } else { '_' }).collect()
+}
+
+/// The URL as shown to people: without its password.
+pub fn shown(url: &str) -> String {
+    match url.split_once("://").and_then(|(scheme, rest)| Some((scheme, rest.split_once('@')?))) {
+        Some((scheme, (_, host))) => format!("{scheme}://…@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+impl Bus {
+    /// Connects to the NATS server(s) at `url` (`nats://host:4222`, comma-separated for a
+    /// cluster; credentials as `nats://user:password@host`), as the gateway holding leases in
+    /// `store`. Reconnects by itself for as long as the gateway runs.
+    pub async fn connect(url: &str, store: Postgres) -> Result<Arc<Self>, String> {
+        let shown_url = shown(url);
+        let events = shown_url.clone();
+        let nats = async_nats::ConnectOptions::new()
+            .name(format!("acp gateway {}", store.owner()))
+            // Its own events are delivered to its clients already.
+            .no_echo()
+            .connection_timeout(Duration::from_secs(5))
+            .request_timeout(Some(Duration::from_secs(10)))
+            .event_callback(move |event| {
+                let url = events.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => tracing::info!(bus = %url, "connected to the bus"),
+                        async_nats::Event::Disconnected => {
+                            tracing::warn!(bus = %url, "lost the bus; reconnecting (runs elsewhere are not seen meanwhile)")
+                        }
+                        other => tracing::debug!(bus = %url, event = %other, "bus"),
+                    }
+                }
+            })
+            .connect(url)
+            .await
+            .map_err(|e| format!("the bus at {shown_url}: {e}"))?;
+        let me = token(store.owner());
+        Ok(Arc::new(Self { nats, me, store, remote: Mutex::default() }))
+    }
+
+    /// Starts carrying `gw`'s events out and the other gateways' in, until `stop` (the
+    /// requests forwarded to it are answered by `forward::serve`).
+    pub fn start(self: &Arc<Self>, gw: &Arc<Gateway>, stop: CancellationToken) {
+        let (tx, rx) = mpsc::channel(OUTBOX);
+        let watchers = gw.hub.relay_to(tx);
+        tokio::spawn(self.clone().publish(rx));
+        tokio::spawn(self.clone().intake(Arc::downgrade(gw), watchers, stop.clone()));
+        tokio::spawn(self.clone().follow(Arc::downgrade(gw), stop));
+    }
+
+    /// Sends what is left to send (before the gateway exits).
+    pub async fn flush(&self) {
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(5), self.nats.flush()).await.unwrap_or(Ok(())) {
+            tracing::warn!(error = %e, "could not send the last events on the bus");
+        }
+    }
+
+    /// Publishes this gateway's sessions' events, in order.
+    async fn publish(self: Arc<Self>, mut rx: mpsc::Receiver<Relayed>) {
+        while let Some(event) = rx.recv().await {
+            // Off the bus, nothing is kept for later: a burst of stale deltas helps no one, and
+            // whoever watched a run that ended meanwhile reads its end from the store.
+            if self.nats.connection_state() != async_nats::connection::State::Connected {
+                continue;
+            }
+            if event.head.len() + 512 > self.nats.server_info().max_payload {
+                // The bus's `max_payload` is smaller: those watching elsewhere miss it (a
+                // delta repaired by the next; an end read from the store).
+                tracing::debug!(session = %event.session_key, bytes = event.head.len(), "an event too large for the bus");
+                continue;
+            }
+            let mut headers = HeaderMap::new();
+            headers.insert("Acp-From", self.me.as_str());
+            headers.insert("Acp-Session", event.session_key.as_str());
+            if event.audience == Audience::Subscribers {
+                headers.insert("Acp-To", "subscribers");
+            }
+            if event.droppable {
+                headers.insert("Acp-Droppable", "1");
+            }
+            if let Some((run, seq, end)) = &event.run {
+                headers.insert("Acp-Run", run.as_str());
+                headers.insert("Acp-Seq", seq.to_string());
+                if *end {
+                    headers.insert("Acp-End", "1");
+                }
+            }
+            let subject = format!("{PREFIX}.ev.{}", token(&event.session_key));
+            if let Err(e) = self.nats.publish_with_headers(subject, headers, event.head.into()).await {
+                tracing::debug!(error = %e, "could not publish an event on the bus");
+            }
+        }
+    }
+
+    /// Takes the other gateways' events while anyone is connected here, and hands them to the
+    /// connections.
+    async fn intake(self: Arc<Self>, gw: Weak<Gateway>, mut watchers: watch::Receiver<usize>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                seen = watchers.wait_for(|n| *n > 0) => if seen.map(drop).is_err() { return },
+            }
+            let mut events = match self.nats.subscribe(format!("{PREFIX}.ev.>")).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not take events from the bus; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            loop {
+                let message = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    gone = watchers.wait_for(|n| *n == 0) => {
+                        if gone.map(drop).is_err() { return }
+                        None
+                    }
+                    message = events.next() => match message {
+                        Some(m) => Some(m),
+                        None => break,
+                    },
+                };
+                let Some(message) = message else {
+                    let _ = events.unsubscribe().await;
+                    break;
+                };
+                let Some(gw) = gw.upgrade() else { return };
+                self.deliver(&gw, message);
+            }
+        }
+    }
+
+    fn deliver(&self, gw: &Gateway, message: async_nats::Message) {
+        let Some(headers) = message.headers.as_ref() else { return };
+        let header = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
+        let Ok(head) = String::from_utf8(message.payload.to_vec()) else { return };
+        let audience = if header("Acp-To").is_some() { Audience::Subscribers } else { Audience::All };
+        if let (Some(run), Some(session_key)) = (header("Acp-Run"), header("Acp-Session")) {
+            let seq = header("Acp-Seq").and_then(|s| s.parse().ok()).unwrap_or_default();
+            let mut remote = lock(&self.remote);
+            if header("Acp-End").is_some() {
+                remote.remove(&run);
+            } else {
+                let from = header("Acp-From").unwrap_or_default();
+                remote.insert(run, Remote { session_key, from, seq, heard: Instant::now() });
+            }
+        }
+        gw.hub.deliver(audience, header("Acp-Droppable").is_some(), head);
+    }
+
+    /// Runs watched here whose end did not come: their end as the store has it, once they have
+    /// been silent a while and the store says they ended (or that the gateway running them
+    /// died).
+    async fn follow(self: Arc<Self>, gw: Weak<Gateway>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(SILENT / 2) => {}
+            }
+            let silent: Vec<(String, String, String, u64)> = lock(&self.remote)
+                .iter()
+                .filter(|(_, r)| r.heard.elapsed() >= SILENT)
+                .map(|(id, r)| (id.clone(), r.session_key.clone(), r.from.clone(), r.seq))
+                .collect();
+            let Some(gw) = gw.upgrade() else { return };
+            for (run, session_key, from, seq) in silent {
+                let Some(event) = self.ended_elsewhere(&gw, &run, &session_key, &from, seq).await else { continue };
+                // Unless its end came meanwhile.
+                if lock(&self.remote).remove(&run).is_some() {
+                    tracing::info!(run = %run, "a run elsewhere ended unseen here; its end as the store has it");
+                    gw.hub.broadcast(name::CHAT, &event, false);
+                }
+            }
+        }
+    }
+
+    /// The end of run `run` (run by gateway `from`, last heard as `seq`) from the store, if it
+    /// ended: as recorded by the gateway that ran it, or as interrupted once that gateway no
+    /// longer holds its session (it died: its lease lapsed, or another took the session over).
+    async fn ended_elsewhere(
+        &self,
+        gw: &Gateway,
+        run: &str,
+        session_key: &str,
+        from: &str,
+        seq: u64,
+    ) -> Option<ChatEvent> {
+        let recorded = gw.runtime.key(&super::chat::run_key(run)).await.ok()?;
+        let result: Option<RunResult> =
+            recorded.as_ref().and_then(|r| r.outcome.as_deref()).and_then(|o| serde_json::from_str(o).ok());
+        let result = match result {
+            Some(result) => result,
+            // Not recorded as ended: ended only if its gateway no longer holds its session.
+            None => match self.store.holder(session_key).await {
+                Ok(Some((owner, _))) if token(&owner) == from => return None,
+                Err(_) => return None,
+                Ok(_) => RunResult {
+                    status: "error".into(),
+                    error: Some("the gateway running it stopped (the turn was interrupted)".into()),
+                    ..RunResult::default()
+                },
+            },
+        };
+        let mut event = ChatEvent {
+            run_id: run.to_owned(),
+            session_key: session_key.to_owned(),
+            agent_id: crate::config::agents::agent_or_main(session_key).to_owned(),
+            seq: seq + 1,
+            state: ChatState::Final,
+            stop_reason: result.stop_reason.clone(),
+            ..ChatEvent::default()
+        };
+        match result.status.as_str() {
+            "ok" | "aborted" => {
+                if result.status == "aborted" {
+                    event.state = ChatState::Aborted;
+                }
+                let text = result.terminal_reply.map(|r| r.text).unwrap_or_default();
+                event.message = Some(super::hub::assistant(&text, now_ms()));
+            }
+            _ => {
+                event.state = ChatState::Error;
+                event.error_message = Some(result.error.unwrap_or_else(|| "the run failed".into()));
+            }
+        }
+        Some(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_subject_tokens_and_urls_lose_their_passwords() {
+        assert_eq!(token("host.example/1234/0a1b"), "host_example_1234_0a1b");
+        assert_eq!(token("agent:main:a.b c>*"), "agent:main:a_b_c__");
+        assert_eq!(shown("nats://acp:secret@10.0.0.5:4222"), "nats://…@10.0.0.5:4222");
+        assert_eq!(shown("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+    }
+}

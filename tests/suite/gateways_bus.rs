@@ -1,0 +1,262 @@
+//! Three `acp gateway` processes on one PostgreSQL store and one NATS bus (private servers:
+//! tests/support/postgres.rs, tests/support/nats.rs): a client of any gateway watches a run
+//! another executes, delta for delta; a request for a session another gateway holds runs there;
+//! a killed gateway's run ends for those watching it elsewhere and its session moves without a
+//! refusal; a restarted bus loses no run's end; the real OpenClaw CLI works against each.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Client, Gateway};
+use crate::support::mock_model::MockModel;
+use crate::support::nats::Nats;
+use crate::support::postgres::Postgres;
+use crate::support::script::{endless_text_slowly, text, words_slowly};
+
+/// A gateway on store `store` and bus `bus`, with leases of `lease` seconds.
+fn gateway(mock: &MockModel, store: &str, bus: &str, lease: u32) -> Gateway {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), format!("[gateway]\nstore_lease_secs = {lease}\n")).unwrap();
+    Gateway::start_in(home, &mock.base(), &["--store", store, "--bus", bus])
+}
+
+/// The `chat` events of run `run` until its end: (seq, state, deltaText) each, and the last.
+fn chat_of(client: &mut Client, run: &str) -> (Vec<(u64, String, String)>, Value) {
+    let frames = client
+        .until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == run && e["payload"]["state"] != "delta");
+    let chat: Vec<&Value> =
+        frames.iter().filter(|f| f["event"] == "chat" && f["payload"]["runId"] == run).map(|f| &f["payload"]).collect();
+    let seen = chat
+        .iter()
+        .map(|p| {
+            (
+                p["seq"].as_u64().unwrap_or_default(),
+                p["state"].as_str().unwrap_or_default().to_owned(),
+                p["deltaText"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (seen, chat.last().map(|p| (*p).clone()).unwrap_or_default())
+}
+
+fn text_of(payload: &Value) -> String {
+    payload["message"]["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|p| p["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// The sessions a gateway has open.
+fn open_sessions(client: &mut Client) -> u64 {
+    let status = client.request("status", json!({}));
+    status["payload"]["sessions"]["count"].as_u64().unwrap_or_else(|| panic!("{status}"))
+}
+
+fn owner_of(pg: &Postgres, key: &str) -> String {
+    pg.psql("acp", &format!("SELECT coalesce(owner, '') FROM acp_sessions WHERE id = '{key}'"))
+}
+
+#[test]
+fn a_run_on_one_gateway_is_watched_and_driven_from_the_others() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    let words = ["Watched ", "from ", "every ", "gateway, ", "word ", "by ", "word."];
+    mock.push(words_slowly(&words, Duration::from_millis(20)));
+    mock.push(text("anthropic", "Run on A, asked on B."));
+    mock.push(endless_text_slowly("Going on ", Duration::from_millis(20)));
+    mock.push(text("anthropic", "Asked through C."));
+    let a = gateway(&mock, &store, &nats.url(), 15);
+    let b = gateway(&mock, &store, &nats.url(), 15);
+    let c = gateway(&mock, &store, &nats.url(), 15);
+    let mut on_a = a.client(&["operator.admin"]);
+    let mut on_b = b.client(&["operator.admin"]);
+    let mut on_c = c.client(&["operator.admin"]);
+    let key = "agent:main:watched";
+
+    // A runs it; B and C watch it, delta for delta, numbered as A numbers them.
+    let r = on_a.request("chat.send", json!({"sessionKey": "watched", "message": "Go.", "idempotencyKey": "w-1"}));
+    assert_eq!(r["payload"]["status"], "started", "{r}");
+    let (seen_a, end_a) = chat_of(&mut on_a, "w-1");
+    let (seen_b, end_b) = chat_of(&mut on_b, "w-1");
+    let (seen_c, end_c) = chat_of(&mut on_c, "w-1");
+    assert_eq!(end_a["state"], "final", "{end_a}");
+    assert_eq!(text_of(&end_a), words.concat());
+    let deltas: Vec<&str> = seen_a.iter().filter(|(_, s, _)| s == "delta").map(|(_, _, d)| d.as_str()).collect();
+    assert_eq!(deltas.concat(), words.concat(), "the reply streamed in deltas: {seen_a:?}");
+    assert!(deltas.len() > 1, "{seen_a:?}");
+    assert_eq!(seen_b, seen_a, "B saw what A's own client saw\n{}", b.stderr());
+    assert_eq!(seen_c, seen_a, "C saw what A's own client saw\n{}", c.stderr());
+    assert_eq!((end_b.clone(), end_c.clone()), (end_a.clone(), end_a.clone()));
+    let a_owner = owner_of(&pg, key);
+    assert!(!a_owner.is_empty());
+
+    // `chat.send` to B for the session A holds: it runs on A, and B's client is answered and
+    // sees it run.
+    let r = on_b.request("chat.send", json!({"sessionKey": "watched", "message": "Again.", "idempotencyKey": "w-2"}));
+    assert_eq!(r["payload"], json!({"runId": "w-2", "status": "started"}), "{r}");
+    let (_, end) = chat_of(&mut on_b, "w-2");
+    assert_eq!(text_of(&end), "Run on A, asked on B.", "{end}");
+    assert_eq!(owner_of(&pg, key), a_owner, "the session stayed on A");
+    assert_eq!((open_sessions(&mut on_a), open_sessions(&mut on_b)), (1, 0), "only A opened it");
+    // The same key again, on C: A's answer, no second run.
+    let again =
+        on_c.request("chat.send", json!({"sessionKey": "watched", "message": "Again.", "idempotencyKey": "w-2"}));
+    assert_eq!(again["payload"]["status"], "ok", "{again}");
+    assert_eq!(mock.requests().len(), 2);
+
+    // A run started through B is aborted through C.
+    on_b.request("chat.send", json!({"sessionKey": "watched", "message": "Go on.", "idempotencyKey": "w-3"}));
+    on_c.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == "w-3" && e["payload"]["state"] == "delta");
+    let aborted = on_c.request("chat.abort", json!({"sessionKey": "watched"}));
+    assert_eq!(aborted["payload"]["aborted"], true, "{aborted}");
+    assert_eq!(aborted["payload"]["runIds"], json!(["w-3"]));
+    let (_, end) = chat_of(&mut on_b, "w-3");
+    assert_eq!(end["state"], "aborted", "{end}");
+
+    // `agent` through C: both its answers come back through C.
+    let id =
+        on_c.send_request("agent", json!({"sessionKey": "watched", "message": "And you?", "idempotencyKey": "w-4"}));
+    let (_, accepted) = on_c.until_response(&id);
+    assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
+    let (_, done) = on_c.until_response(&id);
+    assert_eq!(done["payload"]["status"], "ok", "{done}");
+    assert_eq!(done["payload"]["result"]["payloads"][0]["text"], "Asked through C.");
+    // And `agent.wait` on B for it: as A has it.
+    let waited = on_b.request("agent.wait", json!({"runId": "w-4", "timeoutMs": 10_000}));
+    assert_eq!(waited["payload"]["status"], "ok", "{waited}");
+    assert_eq!(mock.requests().len(), 4);
+    assert_eq!(owner_of(&pg, key), a_owner, "every run was A's");
+}
+
+#[test]
+fn a_killed_gateways_run_ends_for_its_watchers_and_its_session_moves_without_a_refusal() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    mock.push(endless_text_slowly("Working on it ", Duration::from_millis(10)));
+    mock.push(text("anthropic", "Answered on C."));
+    let a = gateway(&mock, &store, &nats.url(), 2);
+    let b = gateway(&mock, &store, &nats.url(), 2);
+    let c = gateway(&mock, &store, &nats.url(), 2);
+    let mut on_a = a.client(&["operator.admin"]);
+    let mut on_b = b.client(&["operator.admin"]);
+    let mut on_c = c.client(&["operator.admin"]);
+    on_a.request("chat.send", json!({"sessionKey": "moving", "message": "one", "idempotencyKey": "k-1"}));
+    on_b.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == "k-1" && e["payload"]["state"] == "delta");
+    let saved =
+        "SELECT count(*) FROM acp_records WHERE session_id = 'agent:main:moving' AND record LIKE '{\"t\":\"text\"%'";
+    while pg.psql("acp", saved) == "0" {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(on_a);
+    let _home = a.kill();
+    // C is asked at once: it waits for A's lease to lapse, then runs it — no refusal.
+    let r = on_c.request("chat.send", json!({"sessionKey": "moving", "message": "two", "idempotencyKey": "k-2"}));
+    assert_eq!(r["payload"]["status"], "started", "{r}\n{}", c.stderr());
+    let (_, end) = chat_of(&mut on_c, "k-2");
+    assert_eq!(text_of(&end), "Answered on C.", "{end}");
+    // B's client, which watched A's run, is told it ended: from the store, as interrupted.
+    let (_, cut) = chat_of(&mut on_b, "k-1");
+    assert_eq!(cut["state"], "error", "{cut}");
+    assert!(cut["errorMessage"].as_str().unwrap_or_default().contains("interrupted"), "{cut}");
+    // The cut run's key, retried on B: not run again.
+    let retried = on_b.request("chat.send", json!({"sessionKey": "moving", "message": "one", "idempotencyKey": "k-1"}));
+    assert_ne!(retried["payload"]["status"], "started", "{retried}");
+    assert_eq!(mock.requests().len(), 2, "one request per run, none again");
+    // Every gateway shows every saved turn, once.
+    for client in [&mut on_b, &mut on_c] {
+        let history = client.request("chat.history", json!({"sessionKey": "moving", "limit": 100}));
+        let messages = history["payload"]["messages"].as_array().unwrap().clone();
+        let said: Vec<String> = messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().map(str::to_owned).unwrap_or_else(|| text_of(&json!({"message": m}))))
+            .collect();
+        assert_eq!(said, ["one", "two"], "{history}");
+    }
+}
+
+#[test]
+fn a_restarted_bus_loses_no_runs_end_and_later_runs_stream_again() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let mut nats = Nats::start();
+    let mock = MockModel::start();
+    let words: Vec<String> = (0..30).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    mock.push(words_slowly(&words, Duration::from_millis(30)));
+    mock.push(words_slowly(&["Streaming ", "again."], Duration::from_millis(30)));
+    let a = gateway(&mock, &store, &nats.url(), 15);
+    let b = gateway(&mock, &store, &nats.url(), 15);
+    let mut on_a = a.client(&["operator.admin"]);
+    let mut on_b = b.client(&["operator.admin"]);
+    on_a.request("chat.send", json!({"sessionKey": "restart", "message": "Count.", "idempotencyKey": "n-1"}));
+    on_b.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == "n-1" && e["payload"]["state"] == "delta");
+    // The bus goes away mid-run; the run ends on A meanwhile.
+    nats.stop();
+    let (_, end_a) = chat_of(&mut on_a, "n-1");
+    assert_eq!(text_of(&end_a), words.concat());
+    nats.run();
+    // B's client sees the run's end, whole: what went out while the bus was down is lost, the
+    // end is read from the store.
+    let (_, end_b) = chat_of(&mut on_b, "n-1");
+    assert_eq!(end_b["state"], "final", "{end_b}\n{}", b.stderr());
+    assert_eq!(text_of(&end_b), words.concat(), "{end_b}");
+    assert!(b.stderr().contains("its end as the store has it"), "read from the store:\n{}", b.stderr());
+    // Later runs stream to B again, once both are back on the bus: asked on B, run on A.
+    let r = loop {
+        let r =
+            on_b.request("chat.send", json!({"sessionKey": "restart", "message": "More.", "idempotencyKey": "n-2"}));
+        if r["ok"] == true {
+            break r;
+        }
+        assert_eq!(r["error"]["retryable"], true, "{r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r["payload"]["status"], "started", "{r}");
+    let (seen, end) = chat_of(&mut on_b, "n-2");
+    assert!(seen.iter().any(|(_, state, _)| state == "delta"), "it streamed: {seen:?}");
+    assert_eq!(text_of(&end), "Streaming again.");
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[test]
+fn the_real_openclaw_cli_works_against_each_of_three_gateways() {
+    use crate::support::gateway::TOKEN;
+    use crate::support::openclaw::{cli, json_in};
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    for reply in ["First, on A.", "Second, through B.", "Third, through C."] {
+        mock.push(text("anthropic", reply));
+    }
+    let gateways: Vec<Gateway> = (0..3).map(|_| gateway(&mock, &store, &nats.url(), 15)).collect();
+    let state = tempfile::tempdir().unwrap();
+    for (gw, reply) in gateways.iter().zip(["First, on A.", "Second, through B.", "Third, through C."]) {
+        let url = format!("ws://127.0.0.1:{}", gw.port);
+        std::fs::write(
+            state.path().join("openclaw.json"),
+            json!({"gateway": {"mode": "remote", "remote": {"url": url, "token": TOKEN}}}).to_string(),
+        )
+        .unwrap();
+        let (ok, out) = cli(state.path(), &["gateway", "call", "health", "--url", &url, "--token", TOKEN]);
+        assert!(ok, "openclaw gateway call health:\n{out}\n{}", gw.stderr());
+        assert_eq!(json_in(&out)["ok"], true);
+        let (ok, out) =
+            cli(state.path(), &["agent", "--message", "Say hello.", "--session-key", "agent:main:openclaw", "--json"]);
+        assert!(ok, "openclaw agent:\n{out}\n{}", gw.stderr());
+        assert!(out.contains(reply), "{out}");
+        let (ok, out) = cli(state.path(), &["gateway", "call", "sessions.list", "--url", &url, "--token", TOKEN]);
+        assert!(ok, "{out}");
+        assert_eq!(json_in(&out)["sessions"][0]["key"], "agent:main:openclaw");
+    }
+    assert_eq!(mock.requests().len(), 3);
+    // All three ran on the gateway that opened the session first.
+    let open: Vec<u64> = gateways.iter().map(|g| open_sessions(&mut g.client(&["operator.admin"]))).collect();
+    assert_eq!(open, [1, 0, 0]);
+}
