@@ -260,3 +260,57 @@ fn the_real_openclaw_cli_works_against_each_of_three_gateways() {
     let open: Vec<u64> = gateways.iter().map(|g| open_sessions(&mut g.client(&["operator.admin"]))).collect();
     assert_eq!(open, [1, 0, 0]);
 }
+
+#[test]
+fn one_gateway_of_several_polls_a_telegram_bot_and_another_takes_over_when_it_dies() {
+    use crate::support::telegram::FakeTelegram;
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    let fake = FakeTelegram::start();
+    let start = || {
+        let home = tempfile::tempdir().unwrap();
+        let config = format!(
+            "[gateway]\nstore_lease_secs = 2\n\n[channels.telegram]\nbot_token = \"123:ABC\"\napi_base_url = \"{}\"\ndm_policy = \"open\"\n",
+            fake.base
+        );
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        Gateway::start_in(home, &mock.base(), &["--store", &store, "--bus", &nats.url()])
+    };
+    let gateways = [start(), start()];
+    // One of them holds the bot's lease and polls; the other stands by.
+    let leader_pid = loop {
+        let owner = pg.psql("acp", "SELECT coalesce(max(owner), '') FROM acp_leases WHERE name = 'telegram:123'");
+        if let Some(pid) = owner.split('/').nth(1) {
+            break pid.parse::<u32>().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (leader, other): (Vec<Gateway>, Vec<Gateway>) = gateways.into_iter().partition(|g| g.child.id() == leader_pid);
+    let (leader, other) = (leader.into_iter().next().unwrap(), other.into_iter().next().unwrap());
+    let state = |gw: &Gateway| {
+        let status = gw.client(&["operator.admin"]).request("channels.status", json!({}));
+        status["payload"]["channelAccounts"]["telegram"][0]["state"].as_str().unwrap_or_default().to_owned()
+    };
+    let mut standing_by = state(&other);
+    while standing_by == "connecting" {
+        std::thread::sleep(Duration::from_millis(50));
+        standing_by = state(&other);
+    }
+    assert_eq!(standing_by, "standby");
+    mock.push(text("anthropic", "Answered by the one polling."));
+    fake.message(7, "private", 7, "Hello?");
+    assert_eq!(fake.wait_sent(7, 1), ["Answered by the one polling."]);
+    assert_eq!(fake.conflicts(), 0, "never two pollers at once");
+    // The poller dies: the other takes the bot over once its lease lapsed, and the chat's next
+    // message is answered there, once.
+    let _home = leader.kill();
+    mock.push(text("anthropic", "Answered by the other."));
+    fake.message(7, "private", 7, "Still there?");
+    assert_eq!(fake.wait_sent(7, 2)[1], "Answered by the other.", "{}", other.stderr());
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(state(&other), "polling");
+    // At most the dead one's last poll was ended by the other's first.
+    assert!(fake.conflicts() <= 1, "{}", fake.conflicts());
+}

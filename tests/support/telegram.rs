@@ -1,6 +1,7 @@
 //! A Telegram Bot API stand-in on loopback (no real one runs offline), faithful to the documented
 //! behaviour of the methods the channel uses: `getMe`; `getUpdates` long-polling (held until an
-//! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped);
+//! update arrives or `timeout` passes; updates below `offset` are confirmed and dropped; a newer
+//! call ends one still waiting with 409 "terminated by other getUpdates request");
 //! `sendMessage` (recorded; HTML that does not parse is refused with 400 "can't parse
 //! entities"); `sendPhoto` and `sendDocument` as multipart uploads (413 beyond 50 MB, a caption
 //! of at most 1,024 characters, recorded with the file's bytes); `sendChatAction`; `getChat` (the type of a chat the bot is in, else 400 "chat not
@@ -43,6 +44,10 @@ struct State {
     uploads: Vec<(Value, Vec<u8>)>,
     /// Chats the bot is in, by id: their type (`getChat`).
     chats: std::collections::HashMap<String, String>,
+    /// `getUpdates` calls so far: a newer one ends the one waiting (409).
+    polls: u64,
+    /// `getUpdates` calls ended by a newer one.
+    conflicts: u64,
 }
 
 #[derive(Clone)]
@@ -190,6 +195,11 @@ impl FakeTelegram {
             assert!(Instant::now() < deadline, "setWebhook was never called");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// How many `getUpdates` calls a newer one ended (two pollers of one bot).
+    pub fn conflicts(&self) -> u64 {
+        self.state.lock().unwrap().conflicts
     }
 
     pub fn offsets(&self) -> Vec<i64> {
@@ -383,11 +393,26 @@ async fn answer(method: &str, body: &Value, state: &Arc<Mutex<State>>, notify: &
         "getUpdates" => {
             let offset = body["offset"].as_i64().unwrap_or(0);
             let deadline = tokio::time::Instant::now() + Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
-            state.lock().unwrap().offsets.push(offset);
+            let me = {
+                let mut s = state.lock().unwrap();
+                s.offsets.push(offset);
+                s.polls += 1;
+                s.polls
+            };
+            // One poller at a time: this call ends the one waiting, as Telegram does.
+            notify.notify_waiters();
             loop {
                 let waiting = notify.notified();
                 {
                     let mut s = state.lock().unwrap();
+                    if s.polls != me {
+                        s.conflicts += 1;
+                        return (
+                            409,
+                            json!({"ok": false, "error_code": 409,
+                            "description": "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}),
+                        );
+                    }
                     // Updates below the offset are confirmed: Telegram forgets them.
                     while s.updates.front().is_some_and(|u| u["update_id"].as_i64().unwrap_or(0) < offset) {
                         s.updates.pop_front();

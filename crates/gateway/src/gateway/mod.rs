@@ -675,7 +675,15 @@ pub async fn run(config: Config, mut options: Options, stop: CancellationToken) 
             let updates = telegram.webhook().map(|(path, secret)| gateway.channels.add_webhook(&path, &secret));
             let id = channels::inbox::scope_of("telegram", &telegram.account);
             gateway.channels.outbox.add(id, telegram.inbox.clone());
-            tokio::spawn(telegram.run(stop.clone(), updates));
+            // Gateways sharing a store: one of them polls the bot.
+            let election = match (&shared, &updates) {
+                (Some(pg), None) => {
+                    let name = format!("telegram:{}", telegram.bot_id());
+                    Some(channels::election::Election::start(pg.clone(), name, stop.clone()))
+                }
+                _ => None,
+            };
+            tokio::spawn(telegram.run(stop.clone(), updates, election));
         }
     }
     tracing::info!(listen = %local, auth = if options.token.is_some() { "token" } else { "none (loopback; browsers need the web chat's token)" },

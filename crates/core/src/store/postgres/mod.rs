@@ -184,20 +184,23 @@ impl Postgres {
     }
 
     /// Takes (or keeps) lease `name` for this process — the one gateway of several that does
-    /// what `name` says (polls a channel's updates). True while it holds it; renewed with the
-    /// sessions' leases, taken over by another process once it lapses.
-    pub async fn hold(&self, name: &str) -> Result<bool, StoreError> {
+    /// what `name` says (polls a channel's updates), for [`Self::lease`] unless taken again.
+    /// `None`: another live process holds it; `Some(from)`: this one holds it now, taken over
+    /// from process `from` if another held it last.
+    pub async fn hold(&self, name: &str) -> Result<Option<Option<String>>, StoreError> {
         let client = self.inner.client().await?;
         let taken = client
-            .execute(
-                "INSERT INTO acp_leases (name, owner, lease_until) VALUES ($1, $2, now() + make_interval(secs => $3))
+            .query_opt(
+                "WITH before AS (SELECT owner FROM acp_leases WHERE name = $1)
+                 INSERT INTO acp_leases (name, owner, lease_until) VALUES ($1, $2, now() + make_interval(secs => $3))
                  ON CONFLICT (name) DO UPDATE SET owner = $2, lease_until = now() + make_interval(secs => $3)
-                 WHERE acp_leases.owner = $2 OR acp_leases.lease_until < now()",
+                 WHERE acp_leases.owner = $2 OR acp_leases.lease_until < now()
+                 RETURNING (SELECT owner FROM before)",
                 &[&name, &self.inner.owner, &self.inner.lease_secs()],
             )
             .await
             .map_err(pg_err)?;
-        Ok(taken == 1)
+        Ok(taken.map(|row| row.get::<_, Option<String>>(0).filter(|from| *from != self.inner.owner)))
     }
 
     /// Lets lease `name` go, if this process holds it.

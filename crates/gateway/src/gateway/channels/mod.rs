@@ -9,6 +9,7 @@
 pub mod access;
 pub mod chunker;
 pub mod discord;
+pub mod election;
 pub mod inbox;
 pub mod kept;
 pub mod matrix;

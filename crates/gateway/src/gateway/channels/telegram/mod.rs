@@ -127,6 +127,8 @@ pub struct Telegram {
     mention_patterns: Vec<String>,
     offset_path: PathBuf,
     webhook: Option<Webhook>,
+    /// The bot's id: its token's part before `:` (not the secret part).
+    bot_id: String,
 }
 
 /// The channel's accounts from `[channels.telegram]` (the `default` one) and
@@ -161,6 +163,12 @@ pub fn start(
             mention_patterns: t.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
             offset_path: config.home.join("channels").join(offset),
             webhook: one.webhook,
+            bot_id: match one.token.split_once(':') {
+                Some((id, _)) if (1..=20).contains(&id.len()) && id.chars().all(|c| c.is_ascii_digit()) => {
+                    id.to_owned()
+                }
+                _ => String::new(),
+            },
         }));
     }
     let mut paths: Vec<&str> = out.iter().filter_map(|t| t.webhook.as_ref().map(|w| w.path.as_str())).collect();
@@ -220,17 +228,27 @@ fn account(
 }
 
 impl Telegram {
+    /// The bot's id (its token's public part), or its account's name.
+    pub fn bot_id(&self) -> String {
+        match self.bot_id.as_str() {
+            "" => self.account.clone(),
+            id => id.to_owned(),
+        }
+    }
+
     /// The webhook's path and secret, in webhook mode.
     pub fn webhook(&self) -> Option<(String, String)> {
         self.webhook.as_ref().map(|w| (w.path.clone(), w.secret.clone()))
     }
 
     /// Receives until `stop`: by webhook (`updates` carries what Telegram posts to the gateway)
-    /// or by long polling.
+    /// or by long polling — while this gateway wins `election`, when there is one (gateways
+    /// sharing a store).
     pub async fn run(
         self: Arc<Self>,
         stop: CancellationToken,
         updates: Option<tokio::sync::mpsc::UnboundedReceiver<Value>>,
+        election: Option<super::election::Election>,
     ) {
         let mode = if self.webhook.is_some() { "webhook" } else { "polling" };
         self.inbox.status(|s| {
@@ -255,7 +273,7 @@ impl Telegram {
                 let Some(update) = update else { return };
                 self.take(&update).await;
             },
-            None => self.poll(&stop).await,
+            None => self.poll(&stop, election.as_ref()).await,
         }
     }
 
@@ -289,13 +307,28 @@ impl Telegram {
         }
     }
 
-    async fn poll(&self, stop: &CancellationToken) {
+    async fn poll(&self, stop: &CancellationToken, election: Option<&super::election::Election>) {
         let mut offset: i64 =
             std::fs::read_to_string(&self.offset_path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
         let mut cleared_webhook = false;
+        let lost = async || match election {
+            Some(e) => e.lost().await,
+            None => std::future::pending().await,
+        };
         loop {
+            if let Some(election) = election.filter(|e| !e.leading()) {
+                self.inbox.status(|s| {
+                    s.insert("state".into(), "standby".into());
+                });
+                tracing::info!("Telegram: another gateway polls this bot; standing by");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = election.lead() => {}
+                }
+            }
             let updates = tokio::select! {
                 () = stop.cancelled() => return,
+                () = lost() => continue,
                 u = self.bot.api.updates(offset, POLL) => u,
             };
             match updates {
@@ -311,7 +344,13 @@ impl Telegram {
                         if id < offset {
                             continue;
                         }
-                        self.take(&update).await;
+                        if let Some(election) = election
+                            && !election.first(&format!("telegram:{}:{id}", self.bot_id())).await
+                        {
+                            tracing::info!(update = id, "Telegram: an update another gateway took already; skipped");
+                        } else {
+                            self.take(&update).await;
+                        }
                         offset = id + 1;
                         self.save_offset(offset);
                     }
