@@ -129,7 +129,7 @@ impl Bus {
             if self.nats.connection_state() != async_nats::connection::State::Connected {
                 continue;
             }
-            if event.head.len() + 512 > self.nats.server_info().max_payload {
+            if event.head.len() + 512 > self.nats.max_payload() {
                 // The bus's `max_payload` is smaller: those watching elsewhere miss it (a
                 // delta repaired by the next; an end read from the store).
                 tracing::debug!(session = %event.session_key, bytes = event.head.len(), "an event too large for the bus");
@@ -201,14 +201,16 @@ impl Bus {
         let header = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
         let Ok(head) = String::from_utf8(message.payload.to_vec()) else { return };
         let audience = if header("Acp-To").is_some() { Audience::Subscribers } else { Audience::All };
-        if let (Some(run), Some(session_key)) = (header("Acp-Run"), header("Acp-Session")) {
-            let seq = header("Acp-Seq").and_then(|s| s.parse().ok()).unwrap_or_default();
+        if let Some(run) = headers.get("Acp-Run").map(|v| v.as_str()) {
+            let seq = headers.get("Acp-Seq").and_then(|s| s.as_str().parse().ok()).unwrap_or_default();
             let mut remote = lock(&self.remote);
-            if header("Acp-End").is_some() {
-                remote.remove(&run);
-            } else {
+            if headers.get("Acp-End").is_some() {
+                remote.remove(run);
+            } else if let Some(known) = remote.get_mut(run) {
+                (known.seq, known.heard) = (seq, Instant::now());
+            } else if let Some(session_key) = header("Acp-Session") {
                 let from = header("Acp-From").unwrap_or_default();
-                remote.insert(run, Remote { session_key, from, seq, heard: Instant::now() });
+                remote.insert(run.to_owned(), Remote { session_key, from, seq, heard: Instant::now() });
             }
         }
         gw.hub.deliver(audience, header("Acp-Droppable").is_some(), head);
