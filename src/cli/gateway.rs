@@ -158,7 +158,8 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
     {
         return Err(format!(
-            "--store: `{url}` is not a postgres:// URL (the only shared store; without one, sessions are kept under $ACP_HOME)"
+            "--store: `{}` is not a postgres:// URL (the only shared store; without one, sessions are kept under $ACP_HOME)",
+            crate::gateway::bus::shown(url)
         ));
     }
     let store_lease = match config.gateway.store_lease_secs {
@@ -174,7 +175,7 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
     if let Some(url) = &bus {
         let schemes = ["nats://", "tls://"];
         if !url.split(',').all(|u| schemes.iter().any(|s| u.trim().starts_with(s))) {
-            return Err(format!("--bus: `{url}` is not a nats:// (or tls://) URL"));
+            return Err(format!("--bus: `{}` is not a nats:// (or tls://) URL", crate::gateway::bus::shown(url)));
         }
         if store.is_none() {
             return Err("--bus needs --store: the bus joins gateways that share one PostgreSQL store".into());

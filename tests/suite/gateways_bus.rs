@@ -64,10 +64,12 @@ fn a_run_on_one_gateway_is_watched_and_driven_from_the_others() {
     let nats = Nats::start();
     let mock = MockModel::start();
     let words = ["Watched ", "from ", "every ", "gateway, ", "word ", "by ", "word."];
+    mock.push(text("anthropic", "Warm."));
     mock.push(words_slowly(&words, Duration::from_millis(20)));
     mock.push(text("anthropic", "Run on A, asked on B."));
     mock.push(endless_text_slowly("Going on ", Duration::from_millis(20)));
     mock.push(text("anthropic", "Asked through C."));
+    mock.push(endless_text_slowly("Waited for ", Duration::from_millis(20)));
     let a = gateway(&mock, &store, &nats.url(), 15);
     let b = gateway(&mock, &store, &nats.url(), 15);
     let c = gateway(&mock, &store, &nats.url(), 15);
@@ -75,6 +77,11 @@ fn a_run_on_one_gateway_is_watched_and_driven_from_the_others() {
     let mut on_b = b.client(&["operator.admin"]);
     let mut on_c = c.client(&["operator.admin"]);
     let key = "agent:main:watched";
+    // A first run, seen everywhere: B and C take the bus's events by now.
+    on_a.request("chat.send", json!({"sessionKey": "watched", "message": "Hi.", "idempotencyKey": "w-0"}));
+    for client in [&mut on_a, &mut on_b, &mut on_c] {
+        assert_eq!(chat_of(client, "w-0").1["state"], "final");
+    }
 
     // A runs it; B and C watch it, delta for delta, numbered as A numbers them.
     let r = on_a.request("chat.send", json!({"sessionKey": "watched", "message": "Go.", "idempotencyKey": "w-1"}));
@@ -105,7 +112,7 @@ fn a_run_on_one_gateway_is_watched_and_driven_from_the_others() {
     let again =
         on_c.request("chat.send", json!({"sessionKey": "watched", "message": "Again.", "idempotencyKey": "w-2"}));
     assert_eq!(again["payload"]["status"], "ok", "{again}");
-    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(mock.requests().len(), 3);
 
     // A run started through B is aborted through C.
     on_b.request("chat.send", json!({"sessionKey": "watched", "message": "Go on.", "idempotencyKey": "w-3"}));
@@ -127,7 +134,14 @@ fn a_run_on_one_gateway_is_watched_and_driven_from_the_others() {
     // And `agent.wait` on B for it: as A has it.
     let waited = on_b.request("agent.wait", json!({"runId": "w-4", "timeoutMs": 10_000}));
     assert_eq!(waited["payload"]["status"], "ok", "{waited}");
-    assert_eq!(mock.requests().len(), 4);
+    // `agent.wait` on B for a run going on A is A's to answer: still running, so `timeout`.
+    on_c.request("chat.send", json!({"sessionKey": "watched", "message": "Wait.", "idempotencyKey": "w-5"}));
+    on_b.until_event(|e| e["event"] == "chat" && e["payload"]["runId"] == "w-5" && e["payload"]["state"] == "delta");
+    let waited = on_b.request("agent.wait", json!({"runId": "w-5", "timeoutMs": 300}));
+    assert_eq!(waited["payload"]["status"], "timeout", "{waited}");
+    on_b.request("chat.abort", json!({"sessionKey": "watched", "runId": "w-5"}));
+    assert_eq!(chat_of(&mut on_c, "w-5").1["state"], "aborted");
+    assert_eq!(mock.requests().len(), 6);
     assert_eq!(owner_of(&pg, key), a_owner, "every run was A's");
 }
 
@@ -313,4 +327,69 @@ fn one_gateway_of_several_polls_a_telegram_bot_and_another_takes_over_when_it_di
     assert_eq!(state(&other), "polling");
     // At most the dead one's last poll was ended by the other's first.
     assert!(fake.conflicts() <= 1, "{}", fake.conflicts());
+}
+
+/// Publishes `frames` (the NATS client protocol, as is) on the bus at `port`.
+fn publish_raw(port: u16, frames: &str) {
+    use std::io::{Read as _, Write as _};
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut info = [0u8; 4096];
+    let _ = socket.read(&mut info).unwrap();
+    socket.write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\n").unwrap();
+    socket.write_all(frames.as_bytes()).unwrap();
+    socket.write_all(b"PING\r\n").unwrap();
+    let mut pong = Vec::new();
+    while !String::from_utf8_lossy(&pong).contains("PONG") {
+        let mut buf = [0u8; 512];
+        let n = socket.read(&mut buf).unwrap();
+        assert!(n > 0, "the bus closed: {}", String::from_utf8_lossy(&pong));
+        pong.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn what_a_client_may_not_ask_is_not_forwarded_and_garbage_on_the_bus_harms_nothing() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    mock.push(text("anthropic", "Held by A."));
+    mock.push(text("anthropic", "Still fine."));
+    let a = gateway(&mock, &store, &nats.url(), 15);
+    let b = gateway(&mock, &store, &nats.url(), 15);
+    let mut on_a = a.client(&["operator.admin"]);
+    let mut on_b = b.client(&["operator.admin"]);
+    // A run key with a line break in it, as a client may send one: relayed like any other.
+    let evil = "evil\r\nkey";
+    on_a.request("chat.send", json!({"sessionKey": "guarded", "message": "Hi.", "idempotencyKey": evil}));
+    assert_eq!(chat_of(&mut on_b, evil).1["state"], "final", "{}", a.stderr());
+    // A reader on B may not send: refused on B, never forwarded to A.
+    let mut reader = b.client(&["operator.read"]);
+    let refused =
+        reader.request("chat.send", json!({"sessionKey": "guarded", "message": "Let me.", "idempotencyKey": "r-1"}));
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("operator.write"), "{refused}");
+    // Garbage on every subject the gateways take: nothing breaks.
+    let owner = owner_of(&pg, "agent:main:guarded");
+    let a_token: String =
+        owner.chars().map(|c| if c.is_ascii_alphanumeric() || "-_:".contains(c) { c } else { '_' }).collect();
+    let forged = json!({"reply": "elsewhere.x", "deadline": i64::MAX, "role": "operator", "scopes": ["operator.admin"],
+        "clientId": "x", "mode": "cli", "id": "1", "method": "sessions.delete", "params": {"key": "guarded"}})
+    .to_string();
+    let headers = "NATS/1.0\r\nAcp-Run: %zz\r\nAcp-Seq: many\r\nAcp-Session: %41%\r\n\r\n";
+    let frames = [
+        format!("PUB acp.gw.{a_token} _INBOX.t1 9\r\nnot json!\r\n"),
+        format!("PUB acp.gw.{a_token} _INBOX.t2 {}\r\n{forged}\r\n", forged.len()),
+        "PUB acp.ev.x 5\r\nhello\r\n".to_owned(),
+        format!("HPUB acp.ev.y {} {}\r\n{headers}{{}}\r\n", headers.len(), headers.len() + 2),
+        "PUB acp.conn.nobody.notanumber 2\r\nhi\r\n".to_owned(),
+    ];
+    publish_raw(nats.port, &frames.concat());
+    // The session is still there (the forged delete was not for a gateway to send), and the
+    // next run streams from A to B as before.
+    let r = on_b.request("chat.send", json!({"sessionKey": "guarded", "message": "Again.", "idempotencyKey": "g-2"}));
+    assert_eq!(r["payload"]["status"], "started", "{r}");
+    assert_eq!(text_of(&chat_of(&mut on_b, "g-2").1), "Still fine.");
+    assert_eq!(owner_of(&pg, "agent:main:guarded"), owner);
+    assert!(a.stderr().contains("a request on the bus no gateway sends"), "{}", a.stderr());
 }

@@ -281,10 +281,11 @@ pub async fn run(ws: Socket, budget: Arc<std::sync::atomic::AtomicUsize>, gw: Ar
         let counted = InFlight::count(&in_flight);
         let (gw, conn, client) = (gw.clone(), conn.clone(), client.clone());
         tokio::spawn(async move {
-            if !super::bus::forward::routed(&gw, &conn, &client, &request).await {
+            // A request sent to another gateway keeps its slot until its last answer is back.
+            if let Some(counted) = super::bus::forward::routed(&gw, &conn, &client, &request, counted).await {
                 super::methods::call(&gw, &conn, &client, request).await;
+                drop(counted);
             }
-            drop(counted);
         });
     }
     ticker.abort();

@@ -17,10 +17,12 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Bus, PREFIX, token};
+use super::{Bus, PREFIX, Pending, token};
+use crate::clock::now_ms;
 use crate::gateway::Gateway;
 use crate::gateway::handshake::Client;
 use crate::gateway::hub::{Conn, Out};
+use crate::sync::lock;
 
 /// The methods that act on one session, and so are answered by the gateway holding it.
 const FORWARDED: &[&str] = &[
@@ -34,12 +36,20 @@ const FORWARDED: &[&str] = &[
     "agent.wait",
 ];
 
+/// Forwarded requests a gateway answers at once, at most; more are refused as busy.
+const ANSWERING: usize = 1024;
+/// How long a forwarded request may take to reach its holder before it is dropped there (the
+/// asking gateway has told its client by then).
+const REACH: Duration = Duration::from_secs(10);
+
 /// A request as it goes to the gateway holding its session.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Forwarded {
     /// Where its answers go.
     reply: String,
+    /// When the asking gateway stops waiting for it to be taken (Unix ms): later, it is dropped.
+    deadline: i64,
     role: String,
     scopes: Vec<String>,
     client_id: String,
@@ -50,11 +60,19 @@ struct Forwarded {
 }
 
 /// Whether `request` was for a session another gateway holds, and so was sent there (or
-/// answered with why it could not be). Otherwise it is answered here.
-pub async fn routed(gw: &Gateway, conn: &Conn, client: &Client, request: &Request) -> bool {
-    let Some(bus) = gw.bus.get() else { return false };
+/// answered with why it could not be): `None`. Otherwise `slot` (what the request holds of its
+/// connection's cap) is given back, and the request is answered here. A forwarded request keeps
+/// its slot until its last answer comes back.
+pub async fn routed<S: Send + 'static>(
+    gw: &Gateway,
+    conn: &Conn,
+    client: &Client,
+    request: &Request,
+    slot: S,
+) -> Option<S> {
+    let Some(bus) = gw.bus.get() else { return Some(slot) };
     if !FORWARDED.contains(&request.method.as_str()) {
-        return false;
+        return Some(slot);
     }
     // Only what the client may ask goes anywhere (the scope is checked again where it lands).
     let allowed = crate::gateway::methods::METHODS
@@ -62,17 +80,51 @@ pub async fn routed(gw: &Gateway, conn: &Conn, client: &Client, request: &Reques
         .find(|(m, _)| *m == request.method)
         .is_some_and(|(_, scope)| client.may(scope));
     if !allowed {
-        return false;
+        return Some(slot);
     }
-    let Some(key) = session_of(gw, request).await else { return false };
+    let Some(key) = session_of(gw, request).await else { return Some(slot) };
     if gw.open.handle(&key).is_some() {
-        return false;
+        return Some(slot);
     }
-    match bus.forward(&key, conn, client, request).await {
-        Ok(sent) => sent,
-        Err(error) => {
-            conn.send(&Frame::err(&request.id, error));
-            true
+    // Kept from before it is sent: its answers may come back before the holder's "taken".
+    let entry = (conn.id, request.id.clone());
+    let pending = Pending {
+        owner: String::new(),
+        key: key.clone(),
+        method: request.method.clone(),
+        since: Instant::now(),
+        slot: Box::new(slot),
+    };
+    if lock(&bus.pending).insert(entry.clone(), pending).is_some() {
+        // The same id again while the first is out: answered as a request of its own would be.
+        tracing::debug!(id = %request.id.escape_debug(), "a request id forwarded twice at once");
+    }
+    let outcome = bus.forward(&key, conn, client, request).await;
+    let back = {
+        let mut pending = lock(&bus.pending);
+        match outcome {
+            Ok(Some(owner)) => {
+                if let Some(p) = pending.get_mut(&entry) {
+                    p.owner = owner;
+                }
+                return None;
+            }
+            Ok(None) => pending.remove(&entry).and_then(|p| p.slot.downcast::<S>().ok()),
+            Err(error) => {
+                pending.remove(&entry);
+                drop(pending);
+                conn.send(&Frame::err(&request.id, error));
+                return None;
+            }
+        }
+    };
+    // Nobody holds it: answered here, its slot given back (had it gone meanwhile, answered all
+    // the same).
+    match back {
+        Some(slot) => Some(*slot),
+        None => {
+            crate::gateway::methods::call(gw, conn, client, request.clone()).await;
+            None
         }
     }
 }
@@ -100,12 +152,19 @@ async fn session_of(gw: &Gateway, request: &Request) -> Option<String> {
 }
 
 impl Bus {
-    /// Sends `request` (for session `key`) to the gateway holding the session: true once it
-    /// took it; false when nobody holds it (anymore), so it is answered here. A holder that is
-    /// gone from the bus keeps it until its lease lapses, and is waited for that long.
-    async fn forward(&self, key: &str, conn: &Conn, client: &Client, request: &Request) -> Result<bool, ErrorShape> {
+    /// Sends `request` (for session `key`) to the gateway holding the session: that gateway
+    /// once it took it; `None` when nobody holds it (anymore), so it is answered here. A holder
+    /// that is gone from the bus keeps it until its lease lapses, and is waited for that long.
+    async fn forward(
+        &self,
+        key: &str,
+        conn: &Conn,
+        client: &Client,
+        request: &Request,
+    ) -> Result<Option<String>, ErrorShape> {
         let forwarded = Forwarded {
             reply: format!("{PREFIX}.conn.{}.{}", self.me, conn.id),
+            deadline: now_ms() + REACH.as_millis() as i64,
             role: client.role.clone(),
             scopes: client.scopes.clone(),
             client_id: client.client_id.clone(),
@@ -118,10 +177,37 @@ impl Bus {
         let give_up = Instant::now() + self.store.lease() + Duration::from_secs(2);
         loop {
             let holder = self.store.holder(key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e.to_string()))?;
-            let Some((owner, left)) = holder else { return Ok(false) };
+            let Some((owner, left)) = holder else { return Ok(None) };
             let subject = format!("{PREFIX}.gw.{}", token(&owner));
-            match self.nats.request(subject, payload.clone().into()).await {
-                Ok(_) => return Ok(true),
+            let asked = tokio::time::timeout(REACH, self.nats.request(subject, payload.clone().into())).await;
+            let Ok(asked) = asked else {
+                let mut error = ErrorShape::new(
+                    code::UNAVAILABLE,
+                    format!(
+                        "session `{key}` is held by gateway {owner}, which did not answer in time; the request may \
+                         still run there: retry with the same idempotency key"
+                    ),
+                );
+                error.retryable = Some(true);
+                return Err(error);
+            };
+            match asked {
+                Ok(answer) if answer.payload.as_ref() == b"taken" => return Ok(Some(owner)),
+                Ok(_) => {
+                    let mut error = ErrorShape::new(
+                        code::UNAVAILABLE,
+                        format!("gateway {owner}, which holds session `{key}`, is answering too many requests; retry"),
+                    );
+                    error.retryable = Some(true);
+                    return Err(error);
+                }
+                Err(e) if e.kind() == async_nats::client::RequestErrorKind::MaxPayloadExceeded => {
+                    return Err(ErrorShape::invalid(format!(
+                        "session `{key}` is held by gateway {owner}, and this request is larger than the bus carries \
+                         (its max_payload, {} bytes): send it to that gateway, or raise max_payload",
+                        self.nats.max_payload()
+                    )));
+                }
                 Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
                     // Its gateway is not on the bus: dead, most likely. Its lease lapses soon.
                     if Instant::now() >= give_up {
@@ -158,8 +244,14 @@ impl Bus {
         let gw = Arc::downgrade(gw);
         let bus = self.clone();
         let answering = stop.clone();
+        let sweeping = stop.clone();
+        let sweep_gw = gw.clone();
+        let sweeper = self.clone();
+        tokio::spawn(async move { sweeper.sweep(sweep_gw, sweeping).await });
+        let room = Arc::new(tokio::sync::Semaphore::new(ANSWERING));
         // Answers for this gateway's clients, from the gateways their sessions are on.
         let answers_gw = gw.clone();
+        let answering_bus = self.clone();
         tokio::spawn(async move {
             loop {
                 let message = tokio::select! {
@@ -167,9 +259,12 @@ impl Bus {
                     m = answers.next() => match m { Some(m) => m, None => return },
                 };
                 let Some(gw) = answers_gw.upgrade() else { return };
-                let conn =
-                    message.subject.rsplit('.').next().and_then(|id| id.parse().ok()).and_then(|id| gw.hub.conn(id));
-                if let (Some(conn), Ok(text)) = (conn, String::from_utf8(message.payload.to_vec())) {
+                let Some(id) = message.subject.rsplit('.').next().and_then(|id| id.parse::<u64>().ok()) else {
+                    continue;
+                };
+                let Ok(text) = String::from_utf8(message.payload.to_vec()) else { continue };
+                answering_bus.answered(id, &text);
+                if let Some(conn) = gw.hub.conn(id) {
                     conn.send_text(text);
                 }
             }
@@ -189,10 +284,30 @@ impl Bus {
                         continue;
                     }
                 };
+                // Only what a gateway forwards, answered only to a client's subject.
+                if !FORWARDED.contains(&forwarded.method.as_str())
+                    || !forwarded.reply.starts_with(&format!("{PREFIX}.conn."))
+                {
+                    tracing::warn!(method = %forwarded.method.escape_debug(), "a request on the bus no gateway sends; dropped");
+                    continue;
+                }
+                // Too late: the asking gateway has told its client it may retry.
+                if forwarded.deadline < now_ms() {
+                    tracing::info!(method = %forwarded.method, "a forwarded request came too late; dropped");
+                    continue;
+                }
+                let Ok(permit) = room.clone().try_acquire_owned() else {
+                    let _ = bus.nats.publish(reply, "busy".into()).await;
+                    continue;
+                };
                 if let Err(e) = bus.nats.publish(reply, "taken".into()).await {
                     tracing::debug!(error = %e, "could not say a forwarded request was taken");
                 }
-                tokio::spawn(bus.clone().answer(gw, forwarded));
+                let answering = bus.clone().answer(gw, forwarded);
+                tokio::spawn(async move {
+                    answering.await;
+                    drop(permit);
+                });
             }
         });
         Ok(())
@@ -229,5 +344,67 @@ impl Bus {
         crate::gateway::methods::call(&gw, &conn, &client, request).await;
         drop(conn);
         let _ = sending.await;
+    }
+
+    /// An answer came back for connection `conn`: its request is done unless more answers
+    /// follow (`agent`'s `accepted` is followed by its result).
+    fn answered(&self, conn: u64, text: &str) {
+        #[derive(Deserialize)]
+        struct Answer {
+            id: String,
+            #[serde(default)]
+            payload: Option<Value>,
+        }
+        let Ok(answer) = serde_json::from_str::<Answer>(text) else { return };
+        let mut pending = lock(&self.pending);
+        let key = (conn, answer.id);
+        let more = pending.get(&key).is_some_and(|p| {
+            p.method == "agent"
+                && answer.payload.as_ref().and_then(|v| v.get("status")).is_some_and(|s| s == "accepted")
+        });
+        if !more {
+            pending.remove(&key);
+        }
+    }
+
+    /// Requests forwarded from here whose holder died before it answered them in full: answered
+    /// here, once the session is no longer that gateway's; those of clients gone, forgotten.
+    async fn sweep(self: Arc<Self>, gw: std::sync::Weak<Gateway>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            let Some(gw) = gw.upgrade() else { return };
+            let waiting: Vec<((u64, String), String, String)> = {
+                let mut pending = lock(&self.pending);
+                pending.retain(|(conn, _), _| gw.hub.conn(*conn).is_some());
+                pending
+                    .iter()
+                    .filter(|(_, p)| !p.owner.is_empty() && p.since.elapsed() >= Duration::from_secs(2))
+                    .map(|(k, p)| (k.clone(), p.owner.clone(), p.key.clone()))
+                    .collect()
+            };
+            for ((conn, id), owner, key) in waiting {
+                match self.store.holder(&key).await {
+                    Ok(Some((now, _))) if now == owner => continue,
+                    Err(_) => continue,
+                    _ => {}
+                }
+                if lock(&self.pending).remove(&(conn, id.clone())).is_none() {
+                    continue;
+                }
+                if let Some(conn) = gw.hub.conn(conn) {
+                    let mut error = ErrorShape::new(
+                        code::UNAVAILABLE,
+                        format!(
+                            "gateway {owner}, which was answering this for session `{key}`, stopped before it finished"
+                        ),
+                    );
+                    error.retryable = Some(true);
+                    conn.send(&Frame::err(&id, error));
+                }
+            }
+        }
     }
 }

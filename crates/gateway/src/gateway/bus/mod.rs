@@ -41,6 +41,22 @@ pub struct Bus {
     store: Postgres,
     /// Runs of other gateways this one's clients watch, by run id.
     remote: Mutex<HashMap<String, Remote>>,
+    /// Runs whose end was told here from the store (their late events are dropped), newest last.
+    told: Mutex<std::collections::VecDeque<String>>,
+    /// Requests forwarded from here not yet answered in full, by connection and request id.
+    pending: Mutex<HashMap<(u64, String), Pending>>,
+}
+
+/// A request sent to the gateway holding its session, until its last answer comes back.
+struct Pending {
+    /// The holder it went to (its name as the store's lease holder; empty while it is being
+    /// sent), and the session.
+    owner: String,
+    key: String,
+    method: String,
+    since: Instant,
+    /// What the request holds of its connection's cap, given back with the last answer.
+    slot: Box<dyn std::any::Any + Send>,
 }
 
 /// A run going on elsewhere, as followed here.
@@ -50,8 +66,15 @@ struct Remote {
     from: String,
     /// The last number of its events heard.
     seq: u64,
-    heard: Instant,
+    /// When the store is asked about it next, and how long after that (doubling while it runs).
+    check_at: Instant,
+    wait: Duration,
 }
+
+/// Runs remembered as told from the store, at most.
+const TOLD: usize = 4096;
+/// How long a quiet run elsewhere goes between questions to the store, at most.
+const SILENT_MAX: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Bus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,12 +87,45 @@ fn token(text: &str) -> String {
     text.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':') { c } else { '_' }).collect()
 }
 
-/// The URL as shown to people: without its password.
+/// The URL (or comma-separated URLs) as shown to people: without credentials.
 pub fn shown(url: &str) -> String {
-    match url.split_once("://").and_then(|(scheme, rest)| Some((scheme, rest.split_once('@')?))) {
+    let one = |url: &str| match url.split_once("://").and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?)))
+    {
         Some((scheme, (_, host))) => format!("{scheme}://…@{host}"),
         None => url.to_owned(),
+    };
+    url.split(',').map(|u| one(u.trim())).collect::<Vec<_>>().join(",")
+}
+
+/// `text` as a header value: bytes other than letters, digits and `.:_-` as `%XX` (a run id is
+/// the client's idempotency key: anything at all).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'_' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
     }
+    out
+}
+
+/// [`encode`] undone; `None` for what it never makes.
+fn decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 impl Bus {
@@ -84,6 +140,8 @@ impl Bus {
             // Its own events are delivered to its clients already.
             .no_echo()
             .connection_timeout(Duration::from_secs(5))
+            // A bus down when the gateway starts is waited for, as one lost later is.
+            .retry_on_initial_connect()
             .request_timeout(Some(Duration::from_secs(10)))
             .event_callback(move |event| {
                 let url = events.clone();
@@ -101,7 +159,20 @@ impl Bus {
             .await
             .map_err(|e| format!("the bus at {shown_url}: {e}"))?;
         let me = token(store.owner());
-        Ok(Arc::new(Self { nats, me, store, remote: Mutex::default() }))
+        let has_credentials = url.split(',').all(|u| u.contains('@') || u.trim().starts_with("tls://"));
+        let loopback =
+            url.split(',').all(|u| u.contains("127.0.0.1") || u.contains("localhost") || u.contains("[::1]"));
+        if !has_credentials && !loopback {
+            tracing::warn!(bus = %shown_url, "the bus has no credentials and no TLS: anyone who reaches it can act as any client of these gateways (docs/scaling.md)");
+        }
+        Ok(Arc::new(Self {
+            nats,
+            me,
+            store,
+            remote: Mutex::default(),
+            told: Mutex::default(),
+            pending: Mutex::default(),
+        }))
     }
 
     /// Starts carrying `gw`'s events out and the other gateways' in, until `stop` (the
@@ -137,7 +208,7 @@ impl Bus {
             }
             let mut headers = HeaderMap::new();
             headers.insert("Acp-From", self.me.as_str());
-            headers.insert("Acp-Session", event.session_key.as_str());
+            headers.insert("Acp-Session", encode(&event.session_key));
             if event.audience == Audience::Subscribers {
                 headers.insert("Acp-To", "subscribers");
             }
@@ -145,7 +216,7 @@ impl Bus {
                 headers.insert("Acp-Droppable", "1");
             }
             if let Some((run, seq, end)) = &event.run {
-                headers.insert("Acp-Run", run.as_str());
+                headers.insert("Acp-Run", encode(run));
                 headers.insert("Acp-Seq", seq.to_string());
                 if *end {
                     headers.insert("Acp-End", "1");
@@ -200,17 +271,28 @@ impl Bus {
         let Some(headers) = message.headers.as_ref() else { return };
         let header = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
         let Ok(head) = String::from_utf8(message.payload.to_vec()) else { return };
+        // An event as a gateway sends it: its text without the closing brace, which the `seq`
+        // of each connection completes. Anything else is not passed on to clients.
+        if !head.starts_with("{\"type\":\"event\",\"event\":\"") || headers.get("Acp-From").is_none() {
+            tracing::debug!(subject = %message.subject, "a message on the bus that is not an event; dropped");
+            return;
+        }
         let audience = if header("Acp-To").is_some() { Audience::Subscribers } else { Audience::All };
-        if let Some(run) = headers.get("Acp-Run").map(|v| v.as_str()) {
+        if let Some(run) = headers.get("Acp-Run").and_then(|v| decode(v.as_str())) {
+            // Its end was told from the store already: what comes late is not shown after it.
+            if lock(&self.told).contains(&run) {
+                return;
+            }
             let seq = headers.get("Acp-Seq").and_then(|s| s.as_str().parse().ok()).unwrap_or_default();
+            let check_at = Instant::now() + SILENT;
             let mut remote = lock(&self.remote);
             if headers.get("Acp-End").is_some() {
-                remote.remove(run);
-            } else if let Some(known) = remote.get_mut(run) {
-                (known.seq, known.heard) = (seq, Instant::now());
-            } else if let Some(session_key) = header("Acp-Session") {
+                remote.remove(&run);
+            } else if let Some(known) = remote.get_mut(&run) {
+                (known.seq, known.check_at, known.wait) = (seq, check_at, SILENT);
+            } else if let Some(session_key) = header("Acp-Session").and_then(|k| decode(&k)) {
                 let from = header("Acp-From").unwrap_or_default();
-                remote.insert(run.to_owned(), Remote { session_key, from, seq, heard: Instant::now() });
+                remote.insert(run, Remote { session_key, from, seq, check_at, wait: SILENT });
             }
         }
         gw.hub.deliver(audience, header("Acp-Droppable").is_some(), head);
@@ -225,10 +307,16 @@ impl Bus {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(SILENT / 2) => {}
             }
+            let now = Instant::now();
             let silent: Vec<(String, String, String, u64)> = lock(&self.remote)
-                .iter()
-                .filter(|(_, r)| r.heard.elapsed() >= SILENT)
-                .map(|(id, r)| (id.clone(), r.session_key.clone(), r.from.clone(), r.seq))
+                .iter_mut()
+                .filter(|(_, r)| r.check_at <= now)
+                .map(|(id, r)| {
+                    // Asked again later, and later still while it runs quietly (a long tool call).
+                    r.wait = (r.wait * 2).min(SILENT_MAX);
+                    r.check_at = now + r.wait;
+                    (id.clone(), r.session_key.clone(), r.from.clone(), r.seq)
+                })
                 .collect();
             let Some(gw) = gw.upgrade() else { return };
             for (run, session_key, from, seq) in silent {
@@ -236,6 +324,12 @@ impl Bus {
                 // Unless its end came meanwhile.
                 if lock(&self.remote).remove(&run).is_some() {
                     tracing::info!(run = %run, "a run elsewhere ended unseen here; its end as the store has it");
+                    let mut told = lock(&self.told);
+                    if told.len() >= TOLD {
+                        told.pop_front();
+                    }
+                    told.push_back(run);
+                    drop(told);
                     gw.hub.broadcast(name::CHAT, &event, false);
                 }
             }
@@ -262,9 +356,20 @@ impl Bus {
             None => match self.store.holder(session_key).await {
                 Ok(Some((owner, _))) if token(&owner) == from => return None,
                 Err(_) => return None,
-                Ok(_) => RunResult {
+                // A run of `chat.send` or `agent` whose key has no outcome: cut.
+                Ok(_) if recorded.is_some() => RunResult {
                     status: "error".into(),
                     error: Some("the gateway running it stopped (the turn was interrupted)".into()),
+                    ..RunResult::default()
+                },
+                // A run of a channel, cron or hook keeps no outcome: how it ended is not known here.
+                Ok(_) => RunResult {
+                    status: "error".into(),
+                    error: Some(
+                        "its end was not seen here, and the gateway that ran it no longer holds the session; \
+                         chat.history shows what was saved"
+                            .into(),
+                    ),
                     ..RunResult::default()
                 },
             },
@@ -305,5 +410,18 @@ mod tests {
         assert_eq!(token("agent:main:a.b c>*"), "agent:main:a_b_c__");
         assert_eq!(shown("nats://acp:secret@10.0.0.5:4222"), "nats://…@10.0.0.5:4222");
         assert_eq!(shown("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        assert_eq!(shown("nats://u:p@h1:4222, nats://u:p@h2"), "nats://…@h1:4222,nats://…@h2");
+    }
+
+    #[test]
+    fn any_run_id_survives_a_header() {
+        for id in ["k-1", "a\r\nb", "ключ 1", "%41", "", "agent:main:x.y"] {
+            let encoded = encode(id);
+            assert!(encoded.bytes().all(|b| b.is_ascii_graphic()), "{encoded}");
+            assert_eq!(decode(&encoded).as_deref(), Some(id));
+        }
+        assert_eq!(decode("%4"), None);
+        assert_eq!(decode("%zz"), None);
+        assert_eq!(decode("%FF"), None);
     }
 }
