@@ -192,6 +192,15 @@ fn a_killed_gateways_run_ends_for_its_watchers_and_its_session_moves_without_a_r
             .collect();
         assert_eq!(said, ["one", "two"], "{history}");
     }
+    // The cut turn was closed as interrupted, once, and no record is missing or doubled.
+    let ends = pg.psql(
+        "acp",
+        "SELECT count(*) FROM acp_records WHERE session_id = 'agent:main:moving' AND record LIKE '{\"t\":\"end\"%' AND record LIKE '%\"interrupted\":true%'",
+    );
+    assert_eq!(ends, "1");
+    let gapless =
+        pg.psql("acp", "SELECT count(*) = max(seq) + 1 FROM acp_records WHERE session_id = 'agent:main:moving'");
+    assert_eq!(gapless, "t");
 }
 
 #[test]
