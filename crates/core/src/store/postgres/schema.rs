@@ -78,9 +78,10 @@ const MIGRATION_LOCK: i64 = 0x0061_6370_5f6d_6967;
 /// Brings the schema up to date, once, whichever gateway gets there first.
 pub(super) async fn migrate(inner: &Inner) -> Result<(), StoreError> {
     let mut client = inner.client().await?;
-    client.batch_execute("CREATE TABLE IF NOT EXISTS acp_schema (version INTEGER NOT NULL)").await.map_err(pg_err)?;
     let tx = client.transaction().await.map_err(pg_err)?;
+    // The lock first: two gateways creating the table at once would collide in the catalog.
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(pg_err)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS acp_schema (version INTEGER NOT NULL)").await.map_err(pg_err)?;
     let version: i32 = match tx.query_opt("SELECT version FROM acp_schema", &[]).await.map_err(pg_err)? {
         Some(row) => row.get(0),
         None => {
