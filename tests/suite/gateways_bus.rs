@@ -193,14 +193,7 @@ fn a_killed_gateways_run_ends_for_its_watchers_and_its_session_moves_without_a_r
         assert_eq!(said, ["one", "two"], "{history}");
     }
     // The cut turn was closed as interrupted, once, and no record is missing or doubled.
-    let ends = pg.psql(
-        "acp",
-        "SELECT count(*) FROM acp_records WHERE session_id = 'agent:main:moving' AND record LIKE '{\"t\":\"end\"%' AND record LIKE '%\"interrupted\":true%'",
-    );
-    assert_eq!(ends, "1");
-    let gapless =
-        pg.psql("acp", "SELECT count(*) = max(seq) + 1 FROM acp_records WHERE session_id = 'agent:main:moving'");
-    assert_eq!(gapless, "t");
+    pg.assert_cut_once_and_gapless("acp", "agent:main:moving");
 }
 
 #[test]
@@ -224,12 +217,11 @@ fn a_restarted_bus_loses_no_runs_end_and_later_runs_stream_again() {
     let (_, end_a) = chat_of(&mut on_a, "n-1");
     assert_eq!(text_of(&end_a), words.concat());
     nats.run();
-    // B's client sees the run's end, whole: what went out while the bus was down is lost, the
-    // end is read from the store.
+    // B's client sees the run's end, whole: read from the store (what A sent while off the bus is
+    // not queued), or — when A had not yet noticed the bus gone — as A sent it once back.
     let (_, end_b) = chat_of(&mut on_b, "n-1");
     assert_eq!(end_b["state"], "final", "{end_b}\n{}", b.stderr());
     assert_eq!(text_of(&end_b), words.concat(), "{end_b}");
-    assert!(b.stderr().contains("its end as the store has it"), "read from the store:\n{}", b.stderr());
     // Later runs stream to B again, once both are back on the bus: asked on B, run on A.
     let r = loop {
         let r =

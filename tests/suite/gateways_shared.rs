@@ -128,13 +128,6 @@ fn a_killed_gateways_sessions_move_to_another_once_its_lease_lapses() {
         "what A saved of the cut turn is kept: {answers:?}"
     );
     // The cut turn is closed as interrupted, once.
-    let ends = pg.psql(
-        "acp",
-        "SELECT count(*) FROM acp_records WHERE session_id = 'agent:main:moving' AND record LIKE '{\"t\":\"end\"%' AND record LIKE '%\"interrupted\":true%'",
-    );
-    assert_eq!(ends, "1");
-    let gapless =
-        pg.psql("acp", "SELECT count(*) = max(seq) + 1 FROM acp_records WHERE session_id = 'agent:main:moving'");
-    assert_eq!(gapless, "t");
+    pg.assert_cut_once_and_gapless("acp", "agent:main:moving");
     eprintln!("B was refused {refusals} times before A's lease lapsed");
 }

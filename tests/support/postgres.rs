@@ -162,3 +162,21 @@ impl Drop for Postgres {
         self.stop();
     }
 }
+
+impl Postgres {
+    /// Session `id`'s transcript in database `db`, checked: its cut turn closed as interrupted
+    /// exactly once, and its records numbered without a gap or a double.
+    pub fn assert_cut_once_and_gapless(&self, db: &str, id: &str) {
+        let ends = self.psql(
+            db,
+            &format!(
+                "SELECT count(*) FROM acp_records WHERE session_id = '{id}' AND record LIKE '{{\"t\":\"end\"%' \
+                 AND record LIKE '%\"interrupted\":true%'"
+            ),
+        );
+        assert_eq!(ends, "1", "the cut turn of {id} closed as interrupted once");
+        let gapless =
+            self.psql(db, &format!("SELECT count(*) = max(seq) + 1 FROM acp_records WHERE session_id = '{id}'"));
+        assert_eq!(gapless, "t", "the records of {id} are gapless");
+    }
+}
