@@ -173,10 +173,7 @@ fn options(args: GatewayArgs, config: &Config) -> Result<Options, String> {
         .or_else(|| config.gateway.bus.clone())
         .filter(|b| !b.trim().is_empty());
     if let Some(url) = &bus {
-        let schemes = ["nats://", "tls://"];
-        if !url.split(',').all(|u| schemes.iter().any(|s| u.trim().starts_with(s))) {
-            return Err(format!("--bus: `{}` is not a nats:// (or tls://) URL", crate::gateway::bus::shown(url)));
-        }
+        crate::gateway::bus::check_url(url).map_err(|e| format!("--bus: {e}"))?;
         if store.is_none() {
             return Err("--bus needs --store: the bus joins gateways that share one PostgreSQL store".into());
         }

@@ -40,12 +40,12 @@ pub enum SessionsCommand {
     },
     /// A session's details and conversation, as Markdown.
     Show {
-        /// The session's id, as `acp sessions list` shows it.
+        /// The session's id, as `acp sessions list` shows it (a gateway key without `agent:<id>:` is the default agent's).
         id: String,
     },
     /// A session as a Markdown document or as JSON.
     Export {
-        /// The session's id, as `acp sessions list` shows it.
+        /// The session's id, as `acp sessions list` shows it (a gateway key without `agent:<id>:` is the default agent's).
         id: String,
         #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
         format: ExportFormat,
@@ -55,7 +55,7 @@ pub enum SessionsCommand {
     },
     /// Deletes a session and its transcript (deleting one that is not there is not an error).
     Delete {
-        /// The session's id, as `acp sessions list` shows it.
+        /// The session's id, as `acp sessions list` shows it (a gateway key without `agent:<id>:` is the default agent's).
         id: String,
     },
 }
@@ -95,8 +95,22 @@ async fn run_sessions(args: SessionsArgs) -> Result<(), Box<dyn std::error::Erro
     };
     let place = store.describe();
     let mut out = std::io::stdout().lock();
+    // A gateway's key may be given as the gateway takes it: `trial1` for `agent:<default>:trial1`.
+    let resolve = async |id: &str| -> Result<Option<String>, Box<dyn std::error::Error>> {
+        let keyed = config.agent_key(id);
+        for id in [id.to_owned(), keyed] {
+            if crate::store::valid_id(&id) && store.get(id.clone()).await?.is_some() {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    };
     let find = async |id: &str| -> Result<_, Box<dyn std::error::Error>> {
-        store.read_session(id.to_owned()).await?.ok_or_else(|| format!("no session `{id}` in {place}").into())
+        let found = match resolve(id).await? {
+            Some(id) => store.read_session(id).await?,
+            None => None,
+        };
+        found.ok_or_else(|| format!("no session `{id}` in {place}").into())
     };
     match args.command {
         SessionsCommand::List { cwd, agent, limit, json } => {
@@ -151,7 +165,7 @@ async fn run_sessions(args: SessionsArgs) -> Result<(), Box<dyn std::error::Erro
         SessionsCommand::Show { id } => {
             let (row, replay) = find(&id).await?;
             write!(out, "{}", export::to_markdown(&row, &replay))?;
-            writeln!(out, "\n---\nTranscript: {}", store.location(&id))?;
+            writeln!(out, "\n---\nTranscript: {}", store.location(&row.id))?;
         }
         SessionsCommand::Export { id, format, output } => {
             let (row, replay) = find(&id).await?;
@@ -166,11 +180,12 @@ async fn run_sessions(args: SessionsArgs) -> Result<(), Box<dyn std::error::Erro
         }
         SessionsCommand::Delete { id } => {
             // As `session/delete`: deleting what is not there succeeds (scripts may delete twice).
-            if !crate::store::valid_id(&id) || store.get(id.clone()).await?.is_none() {
-                writeln!(out, "No session `{id}` in {place}; nothing to delete.")?;
-            } else {
-                store.delete_if_closed(id.clone()).await?;
-                writeln!(out, "Deleted {id}.")?;
+            match resolve(&id).await? {
+                None => writeln!(out, "No session `{id}` in {place}; nothing to delete.")?,
+                Some(id) => {
+                    store.delete_if_closed(id.clone()).await?;
+                    writeln!(out, "Deleted {id}.")?;
+                }
             }
         }
     }

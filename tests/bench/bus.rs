@@ -2,8 +2,9 @@
 //! PostgreSQL and NATS servers are started, as the tests do), beside one gateway alone: one run
 //! watched by 100 clients spread over the three (from the model's write of each delta to each
 //! client's receipt), 1,000 runs at once across the three, and `kill -9` of the gateway holding
-//! a session to the next run of it streaming on another (asked there at once: the bus makes it
-//! wait for the lease, no retries). Prints figures, not pass/fail.
+//! a session mid-run to the next run of it streaming on another (asked there at once: the bus
+//! makes it wait for the lease, no retries) and to the cut run's end reaching a client of a third
+//! that watched it. Prints figures, not pass/fail.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, dead_code)]
 
@@ -204,37 +205,64 @@ fn many_runs(mock: &MockModel, ports: &[u16]) -> (Duration, Vec<Duration>) {
     })
 }
 
-/// From `kill -9` of the gateway holding a session to the first delta of that session's next
-/// run, asked of another gateway at once.
-fn failover(mock: &MockModel, store: &str, bus: &str) -> Duration {
+/// An Anthropic reply that streams a word every 20 ms and never ends (a run cut by a kill).
+fn endless() -> Reply {
+    let whole = words(1);
+    let opening = whole.split("event: content_block_delta").next().unwrap().to_owned();
+    let word = format!(
+        "event: content_block_delta\ndata: {}\n\n",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "on "}})
+    );
+    Reply::sse(opening).forever(word).delay(Duration::from_millis(20))
+}
+
+/// `kill -9` of the gateway holding a session mid-run: the time to the first event of that
+/// session's next run, asked of another gateway at once, and to the cut run's end reaching a
+/// client of a third gateway that watched it.
+fn failover(mock: &MockModel, store: &str, bus: &str) -> (Duration, Duration) {
     let a = gateway(mock, "", Some(store), Some(bus));
     let b = gateway(mock, "", Some(store), Some(bus));
-    mock.push(Reply::sse(words(2)));
+    let c = gateway(mock, "", Some(store), Some(bus));
+    mock.push(endless());
     mock.push(Reply::sse(words(2)));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let mut on_a = connect(a.port).await;
+        let mut on_b = connect(b.port).await;
+        let mut on_c = connect(c.port).await;
         send(&mut on_a, "moving", "f1").await;
         loop {
-            let frame = next(&mut on_a).await;
-            if frame["event"] == "chat" && frame["payload"]["state"] == "final" {
+            let frame = next(&mut on_c).await;
+            if frame["event"] == "chat" && frame["payload"]["runId"] == "f1" {
                 break;
             }
         }
-        let mut on_b = connect(b.port).await;
         let mut a = a;
         let killed = Instant::now();
         let _ = a.child.kill();
         let _ = a.child.wait();
+        drop(on_a);
         send(&mut on_b, "moving", "f2").await;
-        loop {
-            let frame = next(&mut on_b).await;
-            assert!(frame["ok"] != false, "{frame}");
-            if frame["event"] == "chat" && frame["payload"]["runId"] == "f2" {
-                break;
+        let next_run = async {
+            loop {
+                let frame = next(&mut on_b).await;
+                assert!(frame["ok"] != false, "{frame}");
+                if frame["event"] == "chat" && frame["payload"]["runId"] == "f2" {
+                    return killed.elapsed();
+                }
             }
-        }
-        killed.elapsed()
+        };
+        let cut_end = async {
+            loop {
+                let frame = next(&mut on_c).await;
+                if frame["event"] == "chat" && frame["payload"]["runId"] == "f1" && frame["payload"]["state"] != "delta"
+                {
+                    assert_eq!(frame["payload"]["state"], "error", "{frame}");
+                    return killed.elapsed();
+                }
+            }
+        };
+        tokio::join!(next_run, cut_end)
     })
 }
 
@@ -308,10 +336,11 @@ fn main() {
     drop(three);
 
     let store = pg.create_db("failover");
-    let took = failover(&mock, &store, &nats.url());
+    let (took, told) = failover(&mock, &store, &nats.url());
     report(
-        "kill -9 → next run streaming on another gateway (bus)",
+        "kill -9 mid-run → next run streaming on another gateway (bus)",
         ms(took),
         "target ≤ lease (15 s) + 1 s; asked once",
     );
+    report("kill -9 mid-run → its watchers elsewhere told it was cut", ms(told), "from the store; lease 15 s");
 }

@@ -168,6 +168,8 @@ fn a_killed_gateways_run_ends_for_its_watchers_and_its_session_moves_without_a_r
     }
     drop(on_a);
     let _home = a.kill();
+    // A client that comes to B after the run went quiet never saw it, and is not told its end.
+    let mut late = b.client(&["operator.admin"]);
     // C is asked at once: it waits for A's lease to lapse, then runs it — no refusal.
     let r = on_c.request("chat.send", json!({"sessionKey": "moving", "message": "two", "idempotencyKey": "k-2"}));
     assert_eq!(r["payload"]["status"], "started", "{r}\n{}", c.stderr());
@@ -177,6 +179,14 @@ fn a_killed_gateways_run_ends_for_its_watchers_and_its_session_moves_without_a_r
     let (_, cut) = chat_of(&mut on_b, "k-1");
     assert_eq!(cut["state"], "error", "{cut}");
     assert!(cut["errorMessage"].as_str().unwrap_or_default().contains("interrupted"), "{cut}");
+    let asked = late.send_request("health", json!({}));
+    let (before, _) = late.until_response(&asked);
+    let of_k1: Vec<&Value> = before.iter().filter(|f| f["payload"]["runId"] == "k-1").collect();
+    assert!(
+        of_k1.iter().all(|f| f["payload"]["state"] == "delta")
+            || of_k1.first().is_some_and(|f| f["payload"]["state"] == "delta"),
+        "told the end of a run it never saw: {of_k1:?}"
+    );
     // The cut run's key, retried on B: not run again.
     let retried = on_b.request("chat.send", json!({"sessionKey": "moving", "message": "one", "idempotencyKey": "k-1"}));
     assert_ne!(retried["payload"]["status"], "started", "{retried}");
@@ -216,7 +226,14 @@ fn a_restarted_bus_loses_no_runs_end_and_later_runs_stream_again() {
     nats.stop();
     let (_, end_a) = chat_of(&mut on_a, "n-1");
     assert_eq!(text_of(&end_a), words.concat());
+    // Off the bus, a request for A's session is refused at once, saying why and what to do.
+    b.wait_stderr("lost the bus");
+    let r = on_b.request("chat.send", json!({"sessionKey": "restart", "message": "More.", "idempotencyKey": "n-2"}));
+    assert_eq!(r["error"]["retryable"], true, "{r}");
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("lost the bus") && said.contains("retry with the same idempotency key"), "{r}");
     nats.run();
+    b.wait_stderr("back on the bus");
     // B's client sees the run's end, whole: read from the store (what A sent while off the bus is
     // not queued), or — when A had not yet noticed the bus gone — as A sent it once back.
     let (_, end_b) = chat_of(&mut on_b, "n-1");
@@ -237,6 +254,38 @@ fn a_restarted_bus_loses_no_runs_end_and_later_runs_stream_again() {
     assert!(seen.iter().any(|(_, state, _)| state == "delta"), "it streamed: {seen:?}");
     assert_eq!(text_of(&end), "Streaming again.");
     assert_eq!(mock.requests().len(), 2);
+}
+
+#[test]
+fn a_bus_not_there_is_said_its_return_too_and_a_bad_bus_url_is_refused() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let mut nats = Nats::start();
+    nats.stop();
+    let mock = MockModel::start();
+    // It starts, says it cannot reach the bus and why, and says so again once it can.
+    let a = gateway(&mock, &store, &nats.url(), 15);
+    a.wait_stderr("cannot reach the bus");
+    assert!(a.stderr().contains("onnection refused"), "{}", a.stderr());
+    nats.run();
+    a.wait_stderr("back on the bus");
+    // A URL that names no server is refused before anything starts.
+    for (bus, said) in [
+        ("nats://", "names no host"),
+        (&format!("{},", nats.url()), "empty URL in its list"),
+        ("nats://acp:secret@", "names no host"),
+        ("http://127.0.0.1:4222", "is not a nats://"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["gateway", "--listen", "127.0.0.1:0", "--store", &store, "--bus", bus])
+            .env_clear()
+            .env("ACP_HOME", a.home.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bus}: {err}");
+        assert!(err.contains(said) && !err.contains("secret"), "{bus}: {err}");
+    }
 }
 
 #[test]

@@ -71,6 +71,27 @@ fn gateways_on_one_store_share_sessions_and_idempotency_keys() {
     let row =
         pg.psql("acp", "SELECT prompted, title, input_tokens > 0 FROM acp_sessions WHERE id = 'agent:main:shared'");
     assert_eq!(row, "t|Say hello.|t");
+    // `acp sessions` reads the same store, and takes the key as the gateways do (`shared` is the
+    // default agent's `agent:main:shared`).
+    let sessions = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["sessions", "--store", &url])
+            .args(args)
+            .env_clear()
+            .env("ACP_HOME", a.home.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, shown, err) = sessions(&["show", "shared"]);
+    assert!(ok, "{err}");
+    assert!(shown.starts_with("# Say hello.\n") && shown.contains("Hello from gateway A."), "{shown}");
+    let (ok, _, err) = sessions(&["show", "agent:other:shared"]);
+    assert!(!ok && err.contains("no session `agent:other:shared`"), "{err}");
 }
 
 #[test]

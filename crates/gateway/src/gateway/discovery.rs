@@ -30,6 +30,8 @@ pub struct Beacon {
 impl Beacon {
     pub fn write(home: &Path, found: &Found) -> Result<Self, String> {
         let path = home.join(FILE);
+        // A new $ACP_HOME (a gateway with a shared token writes nothing else there at start).
+        std::fs::create_dir_all(home).map_err(|e| format!("{}: {e}", home.display()))?;
         let tmp = home.join(format!("{FILE}.{}.tmp", found.pid));
         let text = serde_json::to_string_pretty(found).map_err(|e| e.to_string())?;
         let mut options = std::fs::OpenOptions::new();
@@ -100,6 +102,11 @@ mod tests {
         let stale = Found { pid: gone, ..mine };
         std::mem::forget(Beacon::write(home.path(), &stale).unwrap());
         assert_eq!(find(home.path()), None);
+        // A home not made yet is made.
+        let new = home.path().join("new-home");
+        let beacon = Beacon::write(&new, &Found { pid: std::process::id(), ..stale }).unwrap();
+        assert_eq!(find(&new).map(|f| f.pid), Some(std::process::id()));
+        drop(beacon);
     }
 
     #[test]

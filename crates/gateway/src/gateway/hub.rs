@@ -224,6 +224,11 @@ impl Hub {
         self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// The id of the newest connection (ids only grow).
+    pub fn newest_conn(&self) -> u64 {
+        self.next_conn.load(Ordering::Relaxed)
+    }
+
     pub fn add(&self, conn: Arc<Conn>) {
         let mut conns = lock(&self.conns);
         conns.insert(conn.id, conn);
@@ -305,6 +310,17 @@ impl Hub {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             conn.shared_event(&shared, droppable);
+        }
+    }
+
+    /// An event to the connections made before connection `newest` was (and `newest`), never
+    /// dropped.
+    pub fn broadcast_to_older(&self, event: &str, payload: &impl Serialize, newest: u64) {
+        let shared = Shared::new(event, payload, None);
+        for conn in self.all() {
+            if conn.id <= newest {
+                conn.shared_event(&shared, false);
+            }
         }
     }
 

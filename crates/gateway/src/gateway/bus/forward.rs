@@ -178,6 +178,10 @@ impl Bus {
         loop {
             let holder = self.store.holder(key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e.to_string()))?;
             let Some((owner, left)) = holder else { return Ok(None) };
+            // Off the bus, nothing reaches the holder: said at once, not after a wait.
+            if self.nats.connection_state() != async_nats::connection::State::Connected {
+                return Err(self.off_the_bus(key, &owner));
+            }
             let subject = format!("{PREFIX}.gw.{}", token(&owner));
             let asked = tokio::time::timeout(REACH, self.nats.request(subject, payload.clone().into())).await;
             let Ok(asked) = asked else {
@@ -219,16 +223,37 @@ impl Bus {
                     tracing::info!(session = %key, %owner, "the gateway holding the session does not answer; waiting for its lease to lapse");
                     tokio::time::sleep(left.clamp(Duration::from_millis(50), Duration::from_millis(250))).await;
                 }
+                // The bus went while asking (or the request waited for it in vain).
+                Err(_) if self.nats.connection_state() != async_nats::connection::State::Connected => {
+                    return Err(self.off_the_bus(key, &owner));
+                }
                 Err(e) => {
                     let mut error = ErrorShape::new(
                         code::UNAVAILABLE,
-                        format!("session `{key}` is held by gateway {owner}, which could not be reached: {e}"),
+                        format!(
+                            "session `{key}` is held by gateway {owner}, which could not be reached over the bus \
+                             ({e}); the request may still run there: retry with the same idempotency key"
+                        ),
                     );
                     error.retryable = Some(true);
                     return Err(error);
                 }
             }
         }
+    }
+
+    /// Why a request for a session `owner` holds cannot go there now: this gateway is off the bus.
+    fn off_the_bus(&self, key: &str, owner: &str) -> ErrorShape {
+        let mut error = ErrorShape::new(
+            code::UNAVAILABLE,
+            format!(
+                "session `{key}` is held by gateway {owner}, and this gateway has lost the bus ({}; reconnecting): \
+                 retry with the same idempotency key in a moment, or ask the gateway holding the session",
+                self.url
+            ),
+        );
+        error.retryable = Some(true);
+        error
     }
 
     /// Answers the requests other gateways forward to this one, until `stop`.

@@ -9,6 +9,7 @@
 pub mod forward;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,8 @@ const PREFIX: &str = "acp";
 /// This gateway on the bus.
 pub struct Bus {
     nats: async_nats::Client,
+    /// Where it is, as shown to people (without credentials).
+    url: String,
     /// Its name on the bus: its name as the store's lease holder, made a subject token.
     me: String,
     store: Postgres,
@@ -66,6 +69,9 @@ struct Remote {
     from: String,
     /// The last number of its events heard.
     seq: u64,
+    /// The newest connection here when its last event was handed out: those after it never saw
+    /// the run, and are not told its end.
+    seen_by: u64,
     /// When the store is asked about it next, and how long after that (doubling while it runs).
     check_at: Instant,
     wait: Duration,
@@ -128,6 +134,42 @@ fn decode(text: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// Checks the bus's URL (or comma-separated URLs) as given: each a NATS server's address with
+/// a host.
+pub fn check_url(url: &str) -> Result<(), String> {
+    for one in url.split(',').map(str::trim) {
+        if one.is_empty() {
+            return Err(format!("`{}` has an empty URL in its list (a comma too many?)", shown(url)));
+        }
+        if !(one.starts_with("nats://") || one.starts_with("tls://")) {
+            return Err(format!("`{}` is not a nats:// (or tls://) URL", shown(one)));
+        }
+        let authority = one.split_once("://").map_or("", |(_, rest)| rest.split('/').next().unwrap_or_default());
+        let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+        if host.is_empty() || host.starts_with(':') {
+            return Err(format!("`{}` names no host (nats://host:4222)", shown(one)));
+        }
+        if let Err(e) = one.parse::<async_nats::ServerAddr>() {
+            return Err(format!("`{}`: {e}", shown(one)));
+        }
+    }
+    Ok(())
+}
+
+/// Why the first of `url`'s servers cannot be reached, as the system says it.
+async fn unreachable(url: &str) -> String {
+    let Some(addr) = url.split(',').next().and_then(|u| u.trim().parse::<async_nats::ServerAddr>().ok()) else {
+        return "not a NATS URL".into();
+    };
+    let target = format!("{}:{}", addr.host(), addr.port());
+    match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(&target)).await {
+        Err(_) => format!("{target} did not answer within 5 s"),
+        Ok(Err(e)) => format!("{target}: {e}"),
+        // It answers: it is not NATS, or refuses these credentials or TLS settings.
+        Ok(Ok(_)) => format!("{target} answers, but not as a NATS server that takes these settings (credentials, TLS)"),
+    }
+}
+
 impl Bus {
     /// Connects to the NATS server(s) at `url` (`nats://host:4222`, comma-separated for a
     /// cluster; credentials as `nats://user:password@host`), as the gateway holding leases in
@@ -135,6 +177,9 @@ impl Bus {
     pub async fn connect(url: &str, store: Postgres) -> Result<Arc<Self>, String> {
         let shown_url = shown(url);
         let events = shown_url.clone();
+        // Whether a loss was told: the return is told as loudly.
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost_events = lost.clone();
         let nats = async_nats::ConnectOptions::new()
             .name(format!("acp gateway {}", store.owner()))
             // Its own events are delivered to its clients already.
@@ -145,11 +190,16 @@ impl Bus {
             .request_timeout(Some(Duration::from_secs(10)))
             .event_callback(move |event| {
                 let url = events.clone();
+                let lost = lost_events.clone();
                 async move {
                     match event {
+                        async_nats::Event::Connected if lost.swap(false, Ordering::Relaxed) => {
+                            tracing::warn!(bus = %url, "back on the bus")
+                        }
                         async_nats::Event::Connected => tracing::info!(bus = %url, "connected to the bus"),
                         async_nats::Event::Disconnected => {
-                            tracing::warn!(bus = %url, "lost the bus; reconnecting (runs elsewhere are not seen meanwhile)")
+                            lost.store(true, Ordering::Relaxed);
+                            tracing::warn!(bus = %url, "lost the bus; reconnecting (until then, runs elsewhere are not seen here, and requests for sessions other gateways hold are refused)")
                         }
                         other => tracing::debug!(bus = %url, event = %other, "bus"),
                     }
@@ -165,8 +215,21 @@ impl Bus {
         if !has_credentials && !loopback {
             tracing::warn!(bus = %shown_url, "the bus has no credentials and no TLS: anyone who reaches it can act as any client of these gateways (docs/scaling.md)");
         }
+        // Not reached at first: said once, with why, while it keeps trying.
+        let first = nats.clone();
+        let servers = url.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            if first.connection_state() != async_nats::connection::State::Connected
+                && !lost.swap(true, Ordering::Relaxed)
+            {
+                let why = unreachable(&servers).await;
+                tracing::warn!(bus = %shown(&servers), reason = %why, "cannot reach the bus; trying again (until then, runs elsewhere are not seen here, and requests for sessions other gateways hold are refused)");
+            }
+        });
         Ok(Arc::new(Self {
             nats,
+            url: shown_url,
             me,
             store,
             remote: Mutex::default(),
@@ -285,14 +348,15 @@ impl Bus {
             }
             let seq = headers.get("Acp-Seq").and_then(|s| s.as_str().parse().ok()).unwrap_or_default();
             let check_at = Instant::now() + SILENT;
+            let seen_by = gw.hub.newest_conn();
             let mut remote = lock(&self.remote);
             if headers.get("Acp-End").is_some() {
                 remote.remove(&run);
             } else if let Some(known) = remote.get_mut(&run) {
-                (known.seq, known.check_at, known.wait) = (seq, check_at, SILENT);
+                (known.seq, known.check_at, known.wait, known.seen_by) = (seq, check_at, SILENT, seen_by);
             } else if let Some(session_key) = header("Acp-Session").and_then(|k| decode(&k)) {
                 let from = header("Acp-From").unwrap_or_default();
-                remote.insert(run, Remote { session_key, from, seq, check_at, wait: SILENT });
+                remote.insert(run, Remote { session_key, from, seq, seen_by, check_at, wait: SILENT });
             }
         }
         gw.hub.deliver(audience, header("Acp-Droppable").is_some(), head);
@@ -320,18 +384,28 @@ impl Bus {
                 .collect();
             let Some(gw) = gw.upgrade() else { return };
             for (run, session_key, from, seq) in silent {
-                let Some(event) = self.ended_elsewhere(&gw, &run, &session_key, &from, seq).await else { continue };
-                // Unless its end came meanwhile.
-                if lock(&self.remote).remove(&run).is_some() {
-                    tracing::info!(run = %run, "a run elsewhere ended unseen here; its end as the store has it");
-                    let mut told = lock(&self.told);
-                    if told.len() >= TOLD {
-                        told.pop_front();
+                let event = match self.ended_elsewhere(&gw, &run, &session_key, &from, seq).await {
+                    Heard::Ended(event) => event,
+                    // Its gateway still holds the session: asked again no later than its lease
+                    // lapses unless renewed (a dead gateway's run is told ended soon after).
+                    Heard::Held(left) => {
+                        if let Some(r) = lock(&self.remote).get_mut(&run) {
+                            r.check_at = r.check_at.min(Instant::now() + left + Duration::from_millis(250));
+                        }
+                        continue;
                     }
-                    told.push_back(run);
-                    drop(told);
-                    gw.hub.broadcast(name::CHAT, &event, false);
+                    Heard::Unknown => continue,
+                };
+                // Unless its end came meanwhile.
+                let Some(remote) = lock(&self.remote).remove(&run) else { continue };
+                tracing::info!(run = %run, "a run elsewhere ended unseen here; its end as the store has it");
+                let mut told = lock(&self.told);
+                if told.len() >= TOLD {
+                    told.pop_front();
                 }
+                told.push_back(run);
+                drop(told);
+                gw.hub.broadcast_to_older(name::CHAT, &*event, remote.seen_by);
             }
         }
     }
@@ -339,23 +413,16 @@ impl Bus {
     /// The end of run `run` (run by gateway `from`, last heard as `seq`) from the store, if it
     /// ended: as recorded by the gateway that ran it, or as interrupted once that gateway no
     /// longer holds its session (it died: its lease lapsed, or another took the session over).
-    async fn ended_elsewhere(
-        &self,
-        gw: &Gateway,
-        run: &str,
-        session_key: &str,
-        from: &str,
-        seq: u64,
-    ) -> Option<ChatEvent> {
-        let recorded = gw.runtime.key(&super::chat::run_key(run)).await.ok()?;
+    async fn ended_elsewhere(&self, gw: &Gateway, run: &str, session_key: &str, from: &str, seq: u64) -> Heard {
+        let Ok(recorded) = gw.runtime.key(&super::chat::run_key(run)).await else { return Heard::Unknown };
         let result: Option<RunResult> =
             recorded.as_ref().and_then(|r| r.outcome.as_deref()).and_then(|o| serde_json::from_str(o).ok());
         let result = match result {
             Some(result) => result,
             // Not recorded as ended: ended only if its gateway no longer holds its session.
             None => match self.store.holder(session_key).await {
-                Ok(Some((owner, _))) if token(&owner) == from => return None,
-                Err(_) => return None,
+                Ok(Some((owner, left))) if token(&owner) == from => return Heard::Held(left),
+                Err(_) => return Heard::Unknown,
                 // A run of `chat.send` or `agent` whose key has no outcome: cut.
                 Ok(_) if recorded.is_some() => RunResult {
                     status: "error".into(),
@@ -396,8 +463,18 @@ impl Bus {
                 event.error_message = Some(result.error.unwrap_or_else(|| "the run failed".into()));
             }
         }
-        Some(event)
+        Heard::Ended(Box::new(event))
     }
+}
+
+/// What the store says of a run elsewhere whose end was not heard.
+enum Heard {
+    /// It ended: its end, to tell.
+    Ended(Box<ChatEvent>),
+    /// Its gateway holds its session for this long yet, unless it renews the lease.
+    Held(Duration),
+    /// Nothing to tell (the store could not be asked).
+    Unknown,
 }
 
 #[cfg(test)]
