@@ -12,7 +12,7 @@ use crate::support::gateway::{Client, Gateway};
 use crate::support::mock_model::MockModel;
 use crate::support::nats::Nats;
 use crate::support::postgres::Postgres;
-use crate::support::script::{endless_text_slowly, text, words_slowly};
+use crate::support::script::{calls, endless_text_slowly, result_for, text, words_slowly};
 
 /// A gateway on store `store` and bus `bus`, with leases of `lease` seconds.
 fn gateway(mock: &MockModel, store: &str, bus: &str, lease: u32) -> Gateway {
@@ -289,6 +289,67 @@ fn a_bus_not_there_is_said_its_return_too_and_a_bad_bus_url_is_refused() {
 }
 
 #[test]
+fn an_approver_on_one_gateway_answers_the_question_of_a_run_on_another() {
+    let pg = Postgres::start();
+    let store = pg.create_db("acp");
+    let nats = Nats::start();
+    let mock = MockModel::start();
+    for n in 1..=2 {
+        let write = json!({"path": "notes.txt", "content": format!("version {n}")});
+        mock.push(calls("anthropic", &[(&format!("r{n}"), "write", write)]));
+        mock.push(text("anthropic", &format!("done {n}")));
+    }
+    let a = gateway(&mock, &store, &nats.url(), 15);
+    let b = gateway(&mock, &store, &nats.url(), 15);
+    let c = gateway(&mock, &store, &nats.url(), 15);
+    let notes = a.workspace.path().join("notes.txt");
+    let mut sender = a.client(&["operator.write"]);
+    let r = sender.request("sessions.patch", json!({"key": "asked", "mode": "ask"}));
+    assert_eq!(r["payload"]["ok"], true, "{r}");
+    let send = |sender: &mut Client, run: &str| {
+        let r = sender.request("chat.send", json!({"sessionKey": "asked", "message": "write", "idempotencyKey": run}));
+        assert_eq!(r["payload"]["status"], "started", "{r}");
+    };
+    // No one on any gateway may answer: the run is told so at once, and the call is not run.
+    send(&mut sender, "q1");
+    assert_eq!(chat_of(&mut sender, "q1").1["state"], "final");
+    let result = result_for("anthropic", &mock.requests()[1].body, "r1");
+    assert!(result.contains("no one who can answer approval questions"), "{result}");
+    assert!(!notes.exists());
+
+    // An approver on B is asked about A's run, and its answer goes to A.
+    let mut on_b = b.client(&["operator.read", "operator.approvals"]);
+    b.wait_stderr("an approver is here");
+    send(&mut sender, "q2");
+    let frames = on_b.until_event(|e| e["event"] == "exec.approval.requested");
+    let question = frames.last().unwrap()["payload"].clone();
+    assert_eq!(
+        (&question["request"]["sessionKey"], &question["request"]["runId"]),
+        (&json!("agent:main:asked"), &json!("q2"))
+    );
+    let id = question["id"].as_str().unwrap().to_owned();
+    // An approver coming to C while it waits is shown it, and may read it.
+    let mut on_c = c.client(&["operator.read", "operator.approvals"]);
+    let shown = on_c.until_event(|e| e["event"] == "exec.approval.requested");
+    assert_eq!(shown.last().unwrap()["payload"]["id"], id.as_str());
+    assert_eq!(on_c.request("exec.approval.get", json!({"id": id}))["payload"]["id"], id.as_str());
+    // A reader may not answer, here or there.
+    let mut reader = b.client(&["operator.read"]);
+    let refused = reader.request("exec.approval.resolve", json!({"id": id, "decision": "allow-once"}));
+    assert_eq!(refused["error"]["details"]["code"], "MISSING_SCOPE", "{refused}");
+    let r = on_b.request("exec.approval.resolve", json!({"id": id, "decision": "allow-once"}));
+    assert_eq!(r["payload"], json!({"ok": true, "id": id, "decision": "allow-once"}), "{r}");
+    assert_eq!(chat_of(&mut sender, "q2").1["state"], "final");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "version 2");
+    // Everyone hears it was answered; answered once.
+    let resolved = on_c.until_event(|e| e["event"] == "exec.approval.resolved");
+    assert_eq!(resolved.last().unwrap()["payload"]["decision"], "allow-once");
+    let again = on_c.request("exec.approval.resolve", json!({"id": id, "decision": "deny"}));
+    assert_eq!(again["error"]["message"], "unknown or expired approval id", "{again}");
+    assert_eq!(mock.requests().len(), 4);
+}
+
+#[test]
 fn the_real_openclaw_cli_works_against_each_of_three_gateways() {
     use crate::support::gateway::TOKEN;
     use crate::support::openclaw::{cli, json_in};
@@ -433,6 +494,8 @@ fn what_a_client_may_not_ask_is_not_forwarded_and_garbage_on_the_bus_harms_nothi
         "PUB acp.ev.x 5\r\nhello\r\n".to_owned(),
         format!("HPUB acp.ev.y {} {}\r\n{headers}{{}}\r\n", headers.len(), headers.len() + 2),
         "PUB acp.conn.nobody.notanumber 2\r\nhi\r\n".to_owned(),
+        "PUB acp.ap.z 3\r\nbad\r\n".to_owned(),
+        format!("HPUB acp.ap.z {} {}\r\n{headers}{{}}\r\n", headers.len(), headers.len() + 2),
     ];
     publish_raw(nats.port, &frames.concat());
     // The session is still there (the forged delete was not for a gateway to send), and the

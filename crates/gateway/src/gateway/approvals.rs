@@ -84,12 +84,15 @@ impl Approvals {
     }
 
     /// Asks the connected approvers about a call of session `key`'s running run.
+    /// `elsewhere` says whether someone who may answer is connected to another gateway of a bus
+    /// (asked only when no one here may).
     pub async fn ask(
         &self,
         hub: &Arc<Hub>,
         key: &str,
         request: &PermissionRequest,
         cancel: &CancellationToken,
+        elsewhere: impl Future<Output = bool>,
     ) -> PermissionAnswer {
         let mut chat = self.chat(key);
         let id = uuid::Uuid::new_v4().to_string();
@@ -131,7 +134,6 @@ impl Approvals {
             id.clone(),
             Pending { key: key.to_owned(), event: event.clone(), options: request.options.clone(), answer },
         );
-        hub.to_approvers(name::APPROVAL_REQUESTED, &event);
         if let Some(asker) = chat.clone() {
             let files = call
                 .content
@@ -162,10 +164,11 @@ impl Approvals {
                 chat = None;
             }
         }
-        if chat.is_none() && !hub.has_approver() {
+        if chat.is_none() && !hub.has_approver() && !elsewhere.await {
             lock(&self.pending).remove(&id);
             return PermissionAnswer::Unaskable(UNASKABLE.into());
         }
+        hub.to_approvers(key, name::APPROVAL_REQUESTED, &event);
         let outcome = tokio::select! {
             () = cancel.cancelled() => Err("cancelled"),
             () = tokio::time::sleep(self.timeout) => Err("expired"),
@@ -181,7 +184,7 @@ impl Approvals {
                     ts: now_ms(),
                     ..ApprovalResolved::default()
                 };
-                hub.to_approvers(name::APPROVAL_RESOLVED, &withdrawn);
+                hub.to_approvers(key, name::APPROVAL_RESOLVED, &withdrawn);
                 if let Some(chat) = &chat {
                     let how = if reason == "expired" {
                         "No answer in time, so it was not run."
@@ -236,7 +239,7 @@ impl Approvals {
             reason: None,
             ts: now_ms(),
         };
-        hub.to_approvers(name::APPROVAL_RESOLVED, &resolved);
+        hub.to_approvers(&question.key, name::APPROVAL_RESOLVED, &resolved);
         if let Some(chat) = self.chat(&question.key) {
             chat.closed(&question.key, id, &format!("Answered by {by}: {}.", option.label));
         }

@@ -192,6 +192,8 @@ pub enum Audience {
     All,
     /// The connections subscribed to session events.
     Subscribers,
+    /// The connections that may answer approval questions.
+    Approvers,
 }
 
 /// A session's event, as it goes to the other gateways of a bus: serialised once, without
@@ -207,7 +209,6 @@ pub struct Relayed {
 }
 
 /// Connections and runs.
-#[derive(Default)]
 pub struct Hub {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     runs: Mutex<HashMap<TurnId, Run>>,
@@ -217,6 +218,22 @@ pub struct Hub {
     /// How many connections there are, watched by the bus (events from elsewhere are taken
     /// only while someone is here to see them).
     watchers: std::sync::OnceLock<watch::Sender<usize>>,
+    /// How many of them may answer approval questions (told to the other gateways, whose runs
+    /// may ask them).
+    approvers: watch::Sender<usize>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            conns: Mutex::default(),
+            runs: Mutex::default(),
+            next_conn: AtomicU64::default(),
+            relay: std::sync::OnceLock::new(),
+            watchers: std::sync::OnceLock::new(),
+            approvers: watch::channel(0).0,
+        }
+    }
 }
 
 impl Hub {
@@ -232,17 +249,27 @@ impl Hub {
     pub fn add(&self, conn: Arc<Conn>) {
         let mut conns = lock(&self.conns);
         conns.insert(conn.id, conn);
+        self.counted(&conns);
+    }
+
+    /// The connections were counted anew.
+    fn counted(&self, conns: &HashMap<u64, Arc<Conn>>) {
         if let Some(watchers) = self.watchers.get() {
             watchers.send_replace(conns.len());
         }
+        let approvers = conns.values().filter(|c| c.approver.load(Ordering::Relaxed)).count();
+        self.approvers.send_if_modified(|n| std::mem::replace(n, approvers) != approvers);
+    }
+
+    /// How many connections may answer approval questions, watched.
+    pub fn approvers(&self) -> watch::Receiver<usize> {
+        self.approvers.subscribe()
     }
 
     pub fn remove(&self, id: u64) {
         let mut conns = lock(&self.conns);
         conns.remove(&id);
-        if let Some(watchers) = self.watchers.get() {
-            watchers.send_replace(conns.len());
-        }
+        self.counted(&conns);
     }
 
     /// Connection `id`, if it is here.
@@ -263,7 +290,12 @@ impl Hub {
     pub fn deliver(&self, audience: Audience, droppable: bool, head: String) {
         let shared = Shared { head };
         for conn in self.all() {
-            if audience == Audience::All || conn.subscribed.load(Ordering::Relaxed) {
+            let to = match audience {
+                Audience::All => true,
+                Audience::Subscribers => conn.subscribed.load(Ordering::Relaxed),
+                Audience::Approvers => conn.approver.load(Ordering::Relaxed),
+            };
+            if to {
                 conn.shared_event(&shared, droppable);
             }
         }
@@ -324,14 +356,16 @@ impl Hub {
         }
     }
 
-    /// An event to the connections that may answer approvals.
-    pub fn to_approvers(&self, event: &str, payload: &impl Serialize) {
+    /// An event of session `key`'s question to the connections that may answer approvals, here
+    /// and on the other gateways.
+    pub fn to_approvers(&self, key: &str, event: &str, payload: &impl Serialize) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.approver.load(Ordering::Relaxed) {
                 conn.shared_event(&shared, false);
             }
         }
+        self.relay(&shared, Audience::Approvers, false, key, None);
     }
 
     /// Whether anyone connected may answer approvals.

@@ -198,7 +198,8 @@ impl Gateway {
     pub fn joined(&self, conn: &hub::Conn, client: &Client, peer: SocketAddr) {
         if conn.approver.load(std::sync::atomic::Ordering::Relaxed) {
             // Questions asked before it came.
-            for question in self.approvals.waiting() {
+            let elsewhere = self.bus.get().map(|b| b.waiting_elsewhere()).unwrap_or_default();
+            for question in self.approvals.waiting().into_iter().chain(elsewhere) {
                 conn.event(name::APPROVAL_REQUESTED, &question, false, None);
             }
         }
@@ -534,7 +535,14 @@ impl crate::runtime::host::Host for GatewayHost {
         request: &crate::runtime::host::PermissionRequest,
         cancel: &CancellationToken,
     ) -> crate::runtime::host::PermissionAnswer {
-        self.approvals.ask(&self.hub, session, request, cancel).await
+        let elsewhere = async {
+            let bus = self.gateway.upgrade().and_then(|gw| gw.bus.get().cloned());
+            match bus {
+                Some(bus) => bus.approvers_elsewhere().await,
+                None => false,
+            }
+        };
+        self.approvals.ask(&self.hub, session, request, cancel, elsewhere).await
     }
 
     fn can_message(&self) -> bool {

@@ -1,6 +1,7 @@
 //! Requests for a session another gateway holds, forwarded to it over the bus: `chat.send`,
 //! `agent`, `chat.abort`, `chat.inject`, `sessions.patch`, `sessions.reset`, `sessions.delete`
-//! and `agent.wait`. The gateway the client is connected to asks the holder (NATS
+//! and `agent.wait` (and `exec.approval.resolve`/`get` for a question another gateway asked go
+//! to that gateway). The gateway the client is connected to asks the holder (NATS
 //! request/reply); the holder answers the request as its own, as if the client were connected
 //! to it, and its answers come back on the client's own subject
 //! (`<prefix>.conn.<gateway>.<connection>`), while the run's events reach the client as any
@@ -34,6 +35,8 @@ const FORWARDED: &[&str] = &[
     "sessions.reset",
     "sessions.delete",
     "agent.wait",
+    "exec.approval.resolve",
+    "exec.approval.get",
 ];
 
 /// Forwarded requests a gateway answers at once, at most; more are refused as busy.
@@ -82,10 +85,21 @@ pub async fn routed<S: Send + 'static>(
     if !allowed {
         return Some(slot);
     }
-    let Some(key) = session_of(gw, request).await else { return Some(slot) };
-    if gw.open.handle(&key).is_some() {
-        return Some(slot);
-    }
+    let (key, to) = if request.method.starts_with("exec.approval.") {
+        // A question goes back to the gateway that asked it (unless it was this one).
+        let Some(id) = request.params.get("id").and_then(Value::as_str) else { return Some(slot) };
+        if gw.approvals.get(id).is_ok() {
+            return Some(slot);
+        }
+        let Some((asker, key)) = bus.asker_of(id) else { return Some(slot) };
+        (key, Some(asker))
+    } else {
+        let Some(key) = session_of(gw, request).await else { return Some(slot) };
+        if gw.open.handle(&key).is_some() {
+            return Some(slot);
+        }
+        (key, None)
+    };
     // Kept from before it is sent: its answers may come back before the holder's "taken".
     let entry = (conn.id, request.id.clone());
     let pending = Pending {
@@ -99,7 +113,10 @@ pub async fn routed<S: Send + 'static>(
         // The same id again while the first is out: answered as a request of its own would be.
         tracing::debug!(id = %request.id.escape_debug(), "a request id forwarded twice at once");
     }
-    let outcome = bus.forward(&key, conn, client, request).await;
+    let outcome = match to {
+        Some(asker) => bus.forward_to(&asker, &key, conn, client, request).await.map(Some),
+        None => bus.forward(&key, conn, client, request).await,
+    };
     let back = {
         let mut pending = lock(&bus.pending);
         match outcome {
@@ -162,18 +179,7 @@ impl Bus {
         client: &Client,
         request: &Request,
     ) -> Result<Option<String>, ErrorShape> {
-        let forwarded = Forwarded {
-            reply: format!("{PREFIX}.conn.{}.{}", self.me, conn.id),
-            deadline: now_ms() + REACH.as_millis() as i64,
-            role: client.role.clone(),
-            scopes: client.scopes.clone(),
-            client_id: client.client_id.clone(),
-            mode: client.mode.clone(),
-            id: request.id.clone(),
-            method: request.method.clone(),
-            params: request.params.clone(),
-        };
-        let payload = serde_json::to_vec(&forwarded).map_err(|e| ErrorShape::new(code::UNAVAILABLE, e.to_string()))?;
+        let payload = self.forwarded(conn, client, request).map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
         let give_up = Instant::now() + self.store.lease() + Duration::from_secs(2);
         loop {
             let holder = self.store.holder(key).await.map_err(|e| ErrorShape::new(code::UNAVAILABLE, e.to_string()))?;
@@ -240,6 +246,58 @@ impl Bus {
                 }
             }
         }
+    }
+
+    /// Sends `request` about a question of session `key` to `asker`, the gateway that asked it:
+    /// `asker` once it took it.
+    async fn forward_to(
+        &self,
+        asker: &str,
+        key: &str,
+        conn: &Conn,
+        client: &Client,
+        request: &Request,
+    ) -> Result<String, ErrorShape> {
+        let payload = self.forwarded(conn, client, request).map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        if self.nats.connection_state() != async_nats::connection::State::Connected {
+            return Err(self.off_the_bus(key, asker));
+        }
+        let asked = self.nats.request(format!("{PREFIX}.gw.{asker}"), payload.into());
+        match tokio::time::timeout(REACH, asked).await {
+            Ok(Ok(answer)) if answer.payload.as_ref() == b"taken" => Ok(asker.to_owned()),
+            Ok(Err(e)) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+                // The gateway that asked is gone, and its question with it.
+                let id = request.params.get("id").and_then(Value::as_str).unwrap_or_default();
+                self.forget_question(id);
+                Err(ErrorShape::invalid("unknown or expired approval id (the gateway that asked it has stopped)"))
+            }
+            _ => {
+                let mut error = ErrorShape::new(
+                    code::UNAVAILABLE,
+                    format!(
+                        "gateway {asker}, which asked this question for session `{key}`, did not take the answer; retry"
+                    ),
+                );
+                error.retryable = Some(true);
+                Err(error)
+            }
+        }
+    }
+
+    /// `request` from connection `conn`, as it goes to another gateway.
+    fn forwarded(&self, conn: &Conn, client: &Client, request: &Request) -> Result<Vec<u8>, String> {
+        let forwarded = Forwarded {
+            reply: format!("{PREFIX}.conn.{}.{}", self.me, conn.id),
+            deadline: now_ms() + REACH.as_millis() as i64,
+            role: client.role.clone(),
+            scopes: client.scopes.clone(),
+            client_id: client.client_id.clone(),
+            mode: client.mode.clone(),
+            id: request.id.clone(),
+            method: request.method.clone(),
+            params: request.params.clone(),
+        };
+        serde_json::to_vec(&forwarded).map_err(|e| e.to_string())
     }
 
     /// Why a request for a session `owner` holds cannot go there now: this gateway is off the bus.
@@ -412,7 +470,7 @@ impl Bus {
             };
             for ((conn, id), owner, key) in waiting {
                 match self.store.holder(&key).await {
-                    Ok(Some((now, _))) if now == owner => continue,
+                    Ok(Some((now, _))) if token(&now) == token(&owner) => continue,
                     Err(_) => continue,
                     _ => {}
                 }

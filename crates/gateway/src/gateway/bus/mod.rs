@@ -6,6 +6,7 @@
 //! and run elsewhere is followed: if its end never arrives (the bus was down, or the gateway
 //! running it died), the end is read from the store and told as the store has it.
 
+pub mod approvals;
 pub mod forward;
 
 use std::collections::HashMap;
@@ -48,6 +49,8 @@ pub struct Bus {
     told: Mutex<std::collections::VecDeque<String>>,
     /// Requests forwarded from here not yet answered in full, by connection and request id.
     pending: Mutex<HashMap<(u64, String), Pending>>,
+    /// Approval questions other gateways' runs are waiting on, by id.
+    asked: Mutex<HashMap<String, approvals::Asked>>,
 }
 
 /// A request sent to the gateway holding its session, until its last answer comes back.
@@ -235,6 +238,7 @@ impl Bus {
             remote: Mutex::default(),
             told: Mutex::default(),
             pending: Mutex::default(),
+            asked: Mutex::default(),
         }))
     }
 
@@ -244,6 +248,8 @@ impl Bus {
         let (tx, rx) = mpsc::channel(OUTBOX);
         let watchers = gw.hub.relay_to(tx);
         tokio::spawn(self.clone().publish(rx));
+        tokio::spawn(self.clone().answer_for_approvers(gw.hub.approvers(), stop.clone()));
+        tokio::spawn(self.clone().hear_questions(Arc::downgrade(gw), stop.clone()));
         tokio::spawn(self.clone().intake(Arc::downgrade(gw), watchers, stop.clone()));
         tokio::spawn(self.clone().follow(Arc::downgrade(gw), stop));
     }
@@ -272,8 +278,10 @@ impl Bus {
             let mut headers = HeaderMap::new();
             headers.insert("Acp-From", self.me.as_str());
             headers.insert("Acp-Session", encode(&event.session_key));
-            if event.audience == Audience::Subscribers {
-                headers.insert("Acp-To", "subscribers");
+            match event.audience {
+                Audience::All => {}
+                Audience::Subscribers => headers.insert("Acp-To", "subscribers"),
+                Audience::Approvers => headers.insert("Acp-To", "approvers"),
             }
             if event.droppable {
                 headers.insert("Acp-Droppable", "1");
@@ -285,7 +293,10 @@ impl Bus {
                     headers.insert("Acp-End", "1");
                 }
             }
-            let subject = format!("{PREFIX}.ev.{}", token(&event.session_key));
+            // Questions on subjects of their own, which every gateway takes (an approver may
+            // connect to one while a question waits).
+            let kind = if event.audience == Audience::Approvers { "ap" } else { "ev" };
+            let subject = format!("{PREFIX}.{kind}.{}", token(&event.session_key));
             if let Err(e) = self.nats.publish_with_headers(subject, headers, event.head.into()).await {
                 tracing::debug!(error = %e, "could not publish an event on the bus");
             }
@@ -340,7 +351,14 @@ impl Bus {
             tracing::debug!(subject = %message.subject, "a message on the bus that is not an event; dropped");
             return;
         }
-        let audience = if header("Acp-To").is_some() { Audience::Subscribers } else { Audience::All };
+        let audience = match header("Acp-To").as_deref() {
+            None => Audience::All,
+            Some("approvers") => {
+                self.heard_approval(&header("Acp-From").unwrap_or_default(), &head);
+                Audience::Approvers
+            }
+            Some(_) => Audience::Subscribers,
+        };
         if let Some(run) = headers.get("Acp-Run").and_then(|v| decode(v.as_str())) {
             // Its end was told from the store already: what comes late is not shown after it.
             if lock(&self.told).contains(&run) {
