@@ -319,7 +319,7 @@ fn an_approver_on_one_gateway_answers_the_question_of_a_run_on_another() {
 
     // An approver on B is asked about A's run, and its answer goes to A.
     let mut on_b = b.client(&["operator.read", "operator.approvals"]);
-    b.wait_stderr("an approver is here");
+    b.wait_stderr("taking from the bus subject=acp.approvers");
     send(&mut sender, "q2");
     let frames = on_b.until_event(|e| e["event"] == "exec.approval.requested");
     let question = frames.last().unwrap()["payload"].clone();

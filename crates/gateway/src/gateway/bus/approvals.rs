@@ -106,50 +106,19 @@ impl Bus {
     /// Listens on `<prefix>.approvers` while an approver is connected here, until `stop`.
     pub(super) async fn answer_for_approvers(
         self: Arc<Self>,
-        mut approvers: watch::Receiver<usize>,
+        approvers: watch::Receiver<usize>,
         stop: CancellationToken,
     ) {
-        loop {
-            let seen = tokio::select! {
-                () = stop.cancelled() => return,
-                seen = approvers.wait_for(|n| *n > 0) => seen.is_ok(),
-            };
-            if !seen {
-                return;
-            }
-            let mut asked = match self.nats.subscribe(format!("{PREFIX}.approvers")).await {
-                Ok(s) => {
-                    let _ = self.nats.flush().await;
-                    tracing::debug!("an approver is here; said on the bus");
-                    s
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "could not listen for approval questions on the bus; trying again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            loop {
-                let message = tokio::select! {
-                    () = stop.cancelled() => return,
-                    gone = approvers.wait_for(|n| *n == 0) => {
-                        if gone.map(drop).is_err() { return }
-                        None
-                    }
-                    message = asked.next() => match message {
-                        Some(m) => Some(m),
-                        None => break,
-                    },
-                };
-                let Some(message) = message else {
-                    let _ = asked.unsubscribe().await;
-                    tracing::debug!("no approver here any more");
-                    break;
-                };
+        let subject = format!("{PREFIX}.approvers");
+        self.take_while(subject, approvers, stop, |message| {
+            let nats = self.nats.clone();
+            async move {
                 if let Some(reply) = message.reply {
-                    let _ = self.nats.publish(reply, "here".into()).await;
+                    let _ = nats.publish(reply, "here".into()).await;
                 }
+                true
             }
-        }
+        })
+        .await;
     }
 }

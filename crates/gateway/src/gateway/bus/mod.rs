@@ -305,38 +305,63 @@ impl Bus {
 
     /// Takes the other gateways' events while anyone is connected here, and hands them to the
     /// connections.
-    async fn intake(self: Arc<Self>, gw: Weak<Gateway>, mut watchers: watch::Receiver<usize>, stop: CancellationToken) {
+    async fn intake(self: Arc<Self>, gw: Weak<Gateway>, watchers: watch::Receiver<usize>, stop: CancellationToken) {
+        let subject = format!("{PREFIX}.ev.>");
+        self.take_while(subject, watchers, stop, |message| {
+            let Some(gw) = gw.upgrade() else { return std::future::ready(false) };
+            self.deliver(&gw, message);
+            std::future::ready(true)
+        })
+        .await;
+    }
+
+    /// Takes `subject` while `count` is above zero (and unsubscribes while it is zero), handing
+    /// each message to `each`, until `each` says no more or `stop`.
+    async fn take_while<F, Fut>(
+        &self,
+        subject: String,
+        mut count: watch::Receiver<usize>,
+        stop: CancellationToken,
+        mut each: F,
+    ) where
+        F: FnMut(async_nats::Message) -> Fut,
+        Fut: Future<Output = bool>,
+    {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                seen = watchers.wait_for(|n| *n > 0) => if seen.map(drop).is_err() { return },
+                seen = count.wait_for(|n| *n > 0) => if seen.map(drop).is_err() { return },
             }
-            let mut events = match self.nats.subscribe(format!("{PREFIX}.ev.>")).await {
+            let mut messages = match self.nats.subscribe(subject.clone()).await {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not take events from the bus; trying again");
+                    tracing::warn!(error = %e, %subject, "could not take from the bus; trying again");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
             };
+            let _ = self.nats.flush().await;
+            tracing::debug!(%subject, "taking from the bus");
             loop {
                 let message = tokio::select! {
                     _ = stop.cancelled() => return,
-                    gone = watchers.wait_for(|n| *n == 0) => {
+                    gone = count.wait_for(|n| *n == 0) => {
                         if gone.map(drop).is_err() { return }
                         None
                     }
-                    message = events.next() => match message {
+                    message = messages.next() => match message {
                         Some(m) => Some(m),
                         None => break,
                     },
                 };
                 let Some(message) = message else {
-                    let _ = events.unsubscribe().await;
+                    let _ = messages.unsubscribe().await;
+                    tracing::debug!(%subject, "no longer taking from the bus");
                     break;
                 };
-                let Some(gw) = gw.upgrade() else { return };
-                self.deliver(&gw, message);
+                if !each(message).await {
+                    return;
+                }
             }
         }
     }
