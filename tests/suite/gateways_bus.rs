@@ -294,7 +294,7 @@ fn an_approver_on_one_gateway_answers_the_question_of_a_run_on_another() {
     let store = pg.create_db("acp");
     let nats = Nats::start();
     let mock = MockModel::start();
-    for n in 1..=2 {
+    for n in 1..=3 {
         let write = json!({"path": "notes.txt", "content": format!("version {n}")});
         mock.push(calls("anthropic", &[(&format!("r{n}"), "write", write)]));
         mock.push(text("anthropic", &format!("done {n}")));
@@ -328,10 +328,18 @@ fn an_approver_on_one_gateway_answers_the_question_of_a_run_on_another() {
         (&json!("agent:main:asked"), &json!("q2"))
     );
     let id = question["id"].as_str().unwrap().to_owned();
+    // The same question again on the bus, from elsewhere and saying something else: the first
+    // one heard is the one shown.
+    let forged = format!(
+        r#"{{"type":"event","event":"exec.approval.requested","payload":{{"id":"{id}","expiresAtMs":99999999999999,"request":{{"command":"forged","title":"forged","sessionKey":"agent:main:asked"}}}}"#
+    );
+    let headers = "NATS/1.0\r\nAcp-From: elsewhere\r\nAcp-Session: agent:main:asked\r\n\r\n";
+    let frame = format!("HPUB acp.ap.x {} {}\r\n{headers}{forged}\r\n", headers.len(), headers.len() + forged.len());
+    publish_raw(nats.port, &frame);
     // An approver coming to C while it waits is shown it, and may read it.
     let mut on_c = c.client(&["operator.read", "operator.approvals"]);
     let shown = on_c.until_event(|e| e["event"] == "exec.approval.requested");
-    assert_eq!(shown.last().unwrap()["payload"]["id"], id.as_str());
+    assert_eq!(shown.last().unwrap()["payload"], question, "shown as asked");
     assert_eq!(on_c.request("exec.approval.get", json!({"id": id}))["payload"]["id"], id.as_str());
     // A reader may not answer, here or there.
     let mut reader = b.client(&["operator.read"]);
@@ -347,6 +355,30 @@ fn an_approver_on_one_gateway_answers_the_question_of_a_run_on_another() {
     let again = on_c.request("exec.approval.resolve", json!({"id": id, "decision": "deny"}));
     assert_eq!(again["error"]["message"], "unknown or expired approval id", "{again}");
     assert_eq!(mock.requests().len(), 4);
+
+    // The gateway that asked dies while its question waits: answering it says so, and the
+    // approvers are told it was withdrawn.
+    send(&mut sender, "q3");
+    let frames = on_b.until_event(|e| e["event"] == "exec.approval.requested");
+    let id = frames.last().unwrap()["payload"]["id"].as_str().unwrap().to_owned();
+    drop(sender);
+    let _home = a.kill();
+    // (Until NATS has seen it go, the answer may wait for it in vain: retryable.)
+    let (before, r) = loop {
+        let sent = on_b.send_request("exec.approval.resolve", json!({"id": id, "decision": "allow-once"}));
+        let (before, r) = on_b.until_response(&sent);
+        if r["error"]["retryable"] != true {
+            break (before, r);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("has stopped"), "{r}");
+    let withdrawn = before
+        .iter()
+        .find(|e| e["event"] == "exec.approval.resolved" && e["payload"]["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("not withdrawn: {before:?}"));
+    assert!(withdrawn["payload"]["reason"].as_str().unwrap_or_default().contains("stopped"), "{withdrawn}");
 }
 
 #[test]

@@ -85,14 +85,14 @@ impl Approvals {
 
     /// Asks the connected approvers about a call of session `key`'s running run.
     /// `elsewhere` says whether someone who may answer is connected to another gateway of a bus
-    /// (asked only when no one here may).
-    pub async fn ask(
+    /// and can be sent a question of so many bytes (asked only when no one here may answer).
+    pub async fn ask<F: Future<Output = bool>>(
         &self,
         hub: &Arc<Hub>,
         key: &str,
         request: &PermissionRequest,
         cancel: &CancellationToken,
-        elsewhere: impl Future<Output = bool>,
+        elsewhere: impl FnOnce(usize) -> F,
     ) -> PermissionAnswer {
         let mut chat = self.chat(key);
         let id = uuid::Uuid::new_v4().to_string();
@@ -164,11 +164,28 @@ impl Approvals {
                 chat = None;
             }
         }
-        if chat.is_none() && !hub.has_approver() && !elsewhere.await {
-            lock(&self.pending).remove(&id);
-            return PermissionAnswer::Unaskable(UNASKABLE.into());
+        if chat.is_none() && !hub.has_approver() {
+            let size = serde_json::to_string(&event).map_or(usize::MAX, |text| text.len());
+            if !elsewhere(size).await {
+                lock(&self.pending).remove(&id);
+                // An approver who came meanwhile was shown it: it is withdrawn.
+                if hub.has_approver() {
+                    let withdrawn = ApprovalResolved {
+                        id: id.clone(),
+                        decision: "deny".into(),
+                        reason: Some("cancelled".into()),
+                        ts: now_ms(),
+                        ..ApprovalResolved::default()
+                    };
+                    hub.to_approvers(Some(key), name::APPROVAL_RESOLVED, &withdrawn);
+                }
+                return PermissionAnswer::Unaskable(UNASKABLE.into());
+            }
         }
-        hub.to_approvers(key, name::APPROVAL_REQUESTED, &event);
+        // Unless it was answered meanwhile (by an approver who came and was shown it).
+        if lock(&self.pending).contains_key(&id) {
+            hub.to_approvers(Some(key), name::APPROVAL_REQUESTED, &event);
+        }
         let outcome = tokio::select! {
             () = cancel.cancelled() => Err("cancelled"),
             () = tokio::time::sleep(self.timeout) => Err("expired"),
@@ -184,7 +201,7 @@ impl Approvals {
                     ts: now_ms(),
                     ..ApprovalResolved::default()
                 };
-                hub.to_approvers(key, name::APPROVAL_RESOLVED, &withdrawn);
+                hub.to_approvers(Some(key), name::APPROVAL_RESOLVED, &withdrawn);
                 if let Some(chat) = &chat {
                     let how = if reason == "expired" {
                         "No answer in time, so it was not run."
@@ -239,7 +256,7 @@ impl Approvals {
             reason: None,
             ts: now_ms(),
         };
-        hub.to_approvers(&question.key, name::APPROVAL_RESOLVED, &resolved);
+        hub.to_approvers(Some(&question.key), name::APPROVAL_RESOLVED, &resolved);
         if let Some(chat) = self.chat(&question.key) {
             chat.closed(&question.key, id, &format!("Answered by {by}: {}.", option.label));
         }

@@ -48,6 +48,8 @@ pub struct Conn {
     pub closing: std::sync::atomic::AtomicBool,
     /// Fires when it is closed as too slow (its reader stops waiting for it).
     pub dropped_out: tokio_util::sync::CancellationToken,
+    /// Its place in the order connections joined the hub (once authenticated).
+    joined: AtomicU64,
 }
 
 impl Conn {
@@ -62,6 +64,7 @@ impl Conn {
             dropped: AtomicU64::new(0),
             closing: Default::default(),
             dropped_out: tokio_util::sync::CancellationToken::new(),
+            joined: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -213,6 +216,8 @@ pub struct Hub {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     runs: Mutex<HashMap<TurnId, Run>>,
     next_conn: AtomicU64,
+    /// How many connections have joined (authenticated), ever.
+    joins: AtomicU64,
     /// Where the sessions' events go for the other gateways (a bus, when there is one).
     relay: std::sync::OnceLock<mpsc::Sender<Relayed>>,
     /// How many connections there are, watched by the bus (events from elsewhere are taken
@@ -229,6 +234,7 @@ impl Default for Hub {
             conns: Mutex::default(),
             runs: Mutex::default(),
             next_conn: AtomicU64::default(),
+            joins: AtomicU64::default(),
             relay: std::sync::OnceLock::new(),
             watchers: std::sync::OnceLock::new(),
             approvers: watch::channel(0).0,
@@ -241,13 +247,14 @@ impl Hub {
         self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// The id of the newest connection (ids only grow).
+    /// The place of the connection that joined last (places only grow).
     pub fn newest_conn(&self) -> u64 {
-        self.next_conn.load(Ordering::Relaxed)
+        self.joins.load(Ordering::Relaxed)
     }
 
     pub fn add(&self, conn: Arc<Conn>) {
         let mut conns = lock(&self.conns);
+        conn.joined.store(self.joins.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
         conns.insert(conn.id, conn);
         self.counted(&conns);
     }
@@ -345,27 +352,29 @@ impl Hub {
         }
     }
 
-    /// An event to the connections made before connection `newest` was (and `newest`), never
-    /// dropped.
+    /// An event to the connections that joined before the one in place `newest` did (and that
+    /// one), never dropped.
     pub fn broadcast_to_older(&self, event: &str, payload: &impl Serialize, newest: u64) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
-            if conn.id <= newest {
+            if conn.joined.load(Ordering::Relaxed) <= newest {
                 conn.shared_event(&shared, false);
             }
         }
     }
 
     /// An event of session `key`'s question to the connections that may answer approvals, here
-    /// and on the other gateways.
-    pub fn to_approvers(&self, key: &str, event: &str, payload: &impl Serialize) {
+    /// and (with a key) on the other gateways.
+    pub fn to_approvers(&self, key: Option<&str>, event: &str, payload: &impl Serialize) {
         let shared = Shared::new(event, payload, None);
         for conn in self.all() {
             if conn.approver.load(Ordering::Relaxed) {
                 conn.shared_event(&shared, false);
             }
         }
-        self.relay(&shared, Audience::Approvers, false, key, None);
+        if let Some(key) = key {
+            self.relay(&shared, Audience::Approvers, false, key, None);
+        }
     }
 
     /// Whether anyone connected may answer approvals.

@@ -535,10 +535,10 @@ impl crate::runtime::host::Host for GatewayHost {
         request: &crate::runtime::host::PermissionRequest,
         cancel: &CancellationToken,
     ) -> crate::runtime::host::PermissionAnswer {
-        let elsewhere = async {
+        let elsewhere = async |size: usize| {
             let bus = self.gateway.upgrade().and_then(|gw| gw.bus.get().cloned());
             match bus {
-                Some(bus) => bus.approvers_elsewhere().await,
+                Some(bus) => bus.approvers_elsewhere(size).await,
                 None => false,
             }
         };

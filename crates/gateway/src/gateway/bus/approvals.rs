@@ -8,7 +8,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use acp_protocol::gateway::events::{ApprovalRequested, name};
+use acp_protocol::gateway::events::{ApprovalRequested, ApprovalResolved, name};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::watch;
@@ -28,27 +28,69 @@ pub(super) struct Asked {
 
 /// Questions of other gateways remembered, at most (each lasts until answered or expired).
 const ASKED: usize = 4096;
+/// How long a question of another gateway is remembered, at most (ms).
+const LONGEST: i64 = 24 * 3600 * 1000;
 
 impl Bus {
     /// An approval event from gateway `from` (the frame as sent, less its closing brace): a
-    /// question is remembered until it is resolved or expires.
-    pub(super) fn heard_approval(&self, from: &str, head: &str) {
+    /// question is remembered until it is resolved or expires. Whether to show it: not a
+    /// question heard already (the first one heard is the one shown and answered), nor one that
+    /// could not be remembered, nor anything that is not an approval event.
+    pub(super) fn heard_approval(&self, from: &str, head: &str) -> bool {
         #[derive(Deserialize)]
         struct Frame {
             event: String,
             payload: serde_json::Value,
         }
-        let Ok(frame) = serde_json::from_str::<Frame>(&format!("{head}}}")) else { return };
+        let Ok(frame) = serde_json::from_str::<Frame>(&format!("{head}}}")) else { return false };
+        let from = super::token(from);
         let mut asked = lock(&self.asked);
         let now = now_ms();
         asked.retain(|_, a| a.event.expires_at_ms > now);
-        if frame.event == name::APPROVAL_REQUESTED {
-            let Ok(event) = serde_json::from_value::<ApprovalRequested>(frame.payload) else { return };
-            if asked.len() < ASKED {
-                asked.insert(event.id.clone(), Asked { from: from.to_owned(), event });
+        match frame.event.as_str() {
+            name::APPROVAL_REQUESTED => {
+                let Ok(mut event) = serde_json::from_value::<ApprovalRequested>(frame.payload) else { return false };
+                if event.id.is_empty() || asked.contains_key(&event.id) || event.expires_at_ms <= now {
+                    return false;
+                }
+                // However long its gateway says it waits, it is not remembered past a day.
+                event.expires_at_ms = event.expires_at_ms.min(now.saturating_add(LONGEST));
+                if asked.len() >= ASKED {
+                    let soonest = asked.iter().min_by_key(|(_, a)| a.event.expires_at_ms).map(|(id, _)| id.clone());
+                    asked.remove(&soonest.unwrap_or_default());
+                }
+                asked.insert(event.id.clone(), Asked { from, event });
+                true
             }
-        } else if let Some(id) = frame.payload.get("id").and_then(|v| v.as_str()) {
-            asked.remove(id);
+            name::APPROVAL_RESOLVED => {
+                let id = frame.payload.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+                if asked.get(id).is_some_and(|a| a.from == from) {
+                    asked.remove(id);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets the questions of gateway `asker`, which is gone from the bus, and tells the
+    /// approvers here they were withdrawn.
+    pub(super) fn forget_asker(&self, gw: &Gateway, asker: &str) {
+        let gone: Vec<String> = {
+            let mut asked = lock(&self.asked);
+            let ids = asked.iter().filter(|(_, a)| a.from == asker).map(|(id, _)| id.clone()).collect();
+            asked.retain(|_, a| a.from != asker);
+            ids
+        };
+        for id in gone {
+            let withdrawn = ApprovalResolved {
+                id,
+                decision: "deny".into(),
+                reason: Some("the gateway that asked it has stopped".into()),
+                ts: now_ms(),
+                ..ApprovalResolved::default()
+            };
+            gw.hub.to_approvers(None, name::APPROVAL_RESOLVED, &withdrawn);
         }
     }
 
@@ -65,14 +107,17 @@ impl Bus {
         Some((a.from.clone(), a.event.request.session_key.clone()))
     }
 
-    /// Forgets question `id` (its gateway is gone).
-    pub(super) fn forget_question(&self, id: &str) {
-        lock(&self.asked).remove(id);
-    }
-
-    /// Whether someone who may answer approval questions is connected to another gateway.
-    pub async fn approvers_elsewhere(&self) -> bool {
+    /// Whether someone who may answer approval questions is connected to another gateway, and a
+    /// question of `size` bytes can reach them (not past the bus's `max_payload`).
+    pub async fn approvers_elsewhere(&self, size: usize) -> bool {
         if self.nats.connection_state() != async_nats::connection::State::Connected {
+            return false;
+        }
+        if size.saturating_add(512) > self.nats.max_payload() {
+            tracing::info!(
+                bytes = size,
+                "an approval question too large for the bus; approvers elsewhere are not asked"
+            );
             return false;
         }
         let asked = self.nats.request(format!("{PREFIX}.approvers"), "".into());

@@ -56,6 +56,9 @@ struct Forwarded {
     role: String,
     scopes: Vec<String>,
     client_id: String,
+    /// What the client calls itself (shown as who answered a question).
+    #[serde(default)]
+    display_name: Option<String>,
     mode: String,
     id: String,
     method: String,
@@ -114,7 +117,7 @@ pub async fn routed<S: Send + 'static>(
         tracing::debug!(id = %request.id.escape_debug(), "a request id forwarded twice at once");
     }
     let outcome = match to {
-        Some(asker) => bus.forward_to(&asker, &key, conn, client, request).await.map(Some),
+        Some(asker) => bus.forward_to(gw, &asker, &key, conn, client, request).await.map(Some),
         None => bus.forward(&key, conn, client, request).await,
     };
     let back = {
@@ -252,6 +255,7 @@ impl Bus {
     /// `asker` once it took it.
     async fn forward_to(
         &self,
+        gw: &Gateway,
         asker: &str,
         key: &str,
         conn: &Conn,
@@ -259,28 +263,32 @@ impl Bus {
         request: &Request,
     ) -> Result<String, ErrorShape> {
         let payload = self.forwarded(conn, client, request).map_err(|e| ErrorShape::new(code::UNAVAILABLE, e))?;
+        let retry = |why: String| {
+            let mut error = ErrorShape::new(code::UNAVAILABLE, why);
+            error.retryable = Some(true);
+            error
+        };
         if self.nats.connection_state() != async_nats::connection::State::Connected {
-            return Err(self.off_the_bus(key, asker));
+            return Err(retry(format!(
+                "this question was asked by gateway {asker} (session `{key}`), and this gateway has lost the bus \
+                 ({}; reconnecting): answer it again in a moment",
+                self.url
+            )));
         }
         let asked = self.nats.request(format!("{PREFIX}.gw.{asker}"), payload.into());
         match tokio::time::timeout(REACH, asked).await {
             Ok(Ok(answer)) if answer.payload.as_ref() == b"taken" => Ok(asker.to_owned()),
             Ok(Err(e)) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
-                // The gateway that asked is gone, and its question with it.
-                let id = request.params.get("id").and_then(Value::as_str).unwrap_or_default();
-                self.forget_question(id);
+                // The gateway that asked is gone, and its questions with it.
+                self.forget_asker(gw, asker);
                 Err(ErrorShape::invalid("unknown or expired approval id (the gateway that asked it has stopped)"))
             }
-            _ => {
-                let mut error = ErrorShape::new(
-                    code::UNAVAILABLE,
-                    format!(
-                        "gateway {asker}, which asked this question for session `{key}`, did not take the answer; retry"
-                    ),
-                );
-                error.retryable = Some(true);
-                Err(error)
+            Ok(Ok(_)) => {
+                Err(retry(format!("gateway {asker}, which asked this question, is answering too many requests; retry")))
             }
+            _ => Err(retry(format!(
+                "gateway {asker}, which asked this question for session `{key}`, could not be reached over the bus; retry"
+            ))),
         }
     }
 
@@ -292,6 +300,7 @@ impl Bus {
             role: client.role.clone(),
             scopes: client.scopes.clone(),
             client_id: client.client_id.clone(),
+            display_name: client.info.display_name.clone(),
             mode: client.mode.clone(),
             id: request.id.clone(),
             method: request.method.clone(),
@@ -420,7 +429,10 @@ impl Bus {
             role: forwarded.role,
             scopes: forwarded.scopes,
             device_id: None,
-            info: Default::default(),
+            info: acp_protocol::gateway::methods::ClientInfo {
+                display_name: forwarded.display_name,
+                ..Default::default()
+            },
             token_scopes: None,
         };
         let request = Request { id: forwarded.id, method: forwarded.method, params: forwarded.params };

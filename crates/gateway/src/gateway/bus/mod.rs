@@ -78,8 +78,13 @@ struct Remote {
     /// When the store is asked about it next, and how long after that (doubling while it runs).
     check_at: Instant,
     wait: Duration,
+    /// When its last event was heard.
+    heard: Instant,
 }
 
+/// How long a run elsewhere is followed after its last event while its gateway lives on (a run
+/// without a stored outcome, whose end was lost on the bus, is not asked about for ever).
+const FOLLOWED: Duration = Duration::from_secs(3600);
 /// Runs remembered as told from the store, at most.
 const TOLD: usize = 4096;
 /// How long a quiet run elsewhere goes between questions to the store, at most.
@@ -223,10 +228,14 @@ impl Bus {
         let servers = url.to_owned();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(5)).await;
+            if first.connection_state() == async_nats::connection::State::Connected {
+                return;
+            }
+            let why = unreachable(&servers).await;
+            // Reached meanwhile: nothing to say.
             if first.connection_state() != async_nats::connection::State::Connected
                 && !lost.swap(true, Ordering::Relaxed)
             {
-                let why = unreachable(&servers).await;
                 tracing::warn!(bus = %shown(&servers), reason = %why, "cannot reach the bus; trying again (until then, runs elsewhere are not seen here, and requests for sessions other gateways hold are refused)");
             }
         });
@@ -376,13 +385,18 @@ impl Bus {
             tracing::debug!(subject = %message.subject, "a message on the bus that is not an event; dropped");
             return;
         }
-        let audience = match header("Acp-To").as_deref() {
-            None => Audience::All,
-            Some("approvers") => {
-                self.heard_approval(&header("Acp-From").unwrap_or_default(), &head);
-                Audience::Approvers
+        // Questions only on their own subjects, and only to those who may answer them.
+        let audience = if message.subject.starts_with(&format!("{PREFIX}.ap.")) {
+            if !self.heard_approval(&header("Acp-From").unwrap_or_default(), &head) {
+                return;
             }
-            Some(_) => Audience::Subscribers,
+            Audience::Approvers
+        } else {
+            match header("Acp-To").as_deref() {
+                None => Audience::All,
+                Some("subscribers") => Audience::Subscribers,
+                Some(_) => return,
+            }
         };
         if let Some(run) = headers.get("Acp-Run").and_then(|v| decode(v.as_str())) {
             // Its end was told from the store already: what comes late is not shown after it.
@@ -397,9 +411,11 @@ impl Bus {
                 remote.remove(&run);
             } else if let Some(known) = remote.get_mut(&run) {
                 (known.seq, known.check_at, known.wait, known.seen_by) = (seq, check_at, SILENT, seen_by);
+                known.heard = Instant::now();
             } else if let Some(session_key) = header("Acp-Session").and_then(|k| decode(&k)) {
                 let from = header("Acp-From").unwrap_or_default();
-                remote.insert(run, Remote { session_key, from, seq, seen_by, check_at, wait: SILENT });
+                let heard = Instant::now();
+                remote.insert(run, Remote { session_key, from, seq, seen_by, check_at, wait: SILENT, heard });
             }
         }
         gw.hub.deliver(audience, header("Acp-Droppable").is_some(), head);
@@ -432,7 +448,10 @@ impl Bus {
                     // Its gateway still holds the session: asked again no later than its lease
                     // lapses unless renewed (a dead gateway's run is told ended soon after).
                     Heard::Held(left) => {
-                        if let Some(r) = lock(&self.remote).get_mut(&run) {
+                        let mut remote = lock(&self.remote);
+                        if remote.get(&run).is_some_and(|r| r.heard.elapsed() > FOLLOWED) {
+                            remote.remove(&run);
+                        } else if let Some(r) = remote.get_mut(&run) {
                             r.check_at = r.check_at.min(Instant::now() + left + Duration::from_millis(250));
                         }
                         continue;
