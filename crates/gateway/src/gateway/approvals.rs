@@ -168,7 +168,8 @@ impl Approvals {
             let size = serde_json::to_string(&event).map_or(usize::MAX, |text| text.len());
             if !elsewhere(size).await {
                 lock(&self.pending).remove(&id);
-                // An approver who came meanwhile was shown it: it is withdrawn.
+                // An approver who came here meanwhile was shown it: it is withdrawn (it never
+                // went to the other gateways).
                 if hub.has_approver() {
                     let withdrawn = ApprovalResolved {
                         id: id.clone(),
@@ -177,7 +178,7 @@ impl Approvals {
                         ts: now_ms(),
                         ..ApprovalResolved::default()
                     };
-                    hub.to_approvers(Some(key), name::APPROVAL_RESOLVED, &withdrawn);
+                    hub.to_approvers(None, name::APPROVAL_RESOLVED, &withdrawn);
                 }
                 return PermissionAnswer::Unaskable(UNASKABLE.into());
             }

@@ -72,8 +72,8 @@ struct Remote {
     from: String,
     /// The last number of its events heard.
     seq: u64,
-    /// The newest connection here when its last event was handed out: those after it never saw
-    /// the run, and are not told its end.
+    /// The place of the last connection to join here when its last event was handed out: those
+    /// joining after it never saw the run, and are not told its end.
     seen_by: u64,
     /// When the store is asked about it next, and how long after that (doubling while it runs).
     check_at: Instant,
@@ -386,7 +386,8 @@ impl Bus {
             return;
         }
         // Questions only on their own subjects, and only to those who may answer them.
-        let audience = if message.subject.starts_with(&format!("{PREFIX}.ap.")) {
+        let question = message.subject.strip_prefix(PREFIX).is_some_and(|rest| rest.starts_with(".ap."));
+        let audience = if question {
             if !self.heard_approval(&header("Acp-From").unwrap_or_default(), &head) {
                 return;
             }
